@@ -1,6 +1,8 @@
 """Public functional API."""
 from ._backends import BackendUnavailable, load_backend, resolve_backend
-from .flex_flash_attn import AttnForwardMeta, flex_flash_attn_func
+from .flex_flash_attn import (AttnForwardMeta, flex_flash_attn_bwd, flex_flash_attn_func,
+                              flex_flash_attn_fwd)
+from .merge import merge_out_lse
 
-__all__ = ["AttnForwardMeta", "BackendUnavailable", "flex_flash_attn_func", "load_backend",
-           "resolve_backend"]
+__all__ = ["AttnForwardMeta", "BackendUnavailable", "flex_flash_attn_bwd", "flex_flash_attn_func",
+           "flex_flash_attn_fwd", "load_backend", "merge_out_lse", "resolve_backend"]

@@ -7,16 +7,13 @@ from types import ModuleType
 import torch
 
 from .. import env
+from ..kernels import BackendUnavailable
 
 BACKEND_MODULES = {
     "reference": "magi_attention.kernels.reference",
     "triton": "magi_attention.kernels.triton",
     "fa4": "magi_attention.kernels.fa4",
 }
-
-
-class BackendUnavailable(RuntimeError):
-    """The backend cannot run here (package missing, no GPU, unsupported shape)."""
 
 
 def load_backend(name: str) -> ModuleType:

@@ -1,6 +1,7 @@
 """flex_flash_attn_func: attention over an AttnSlice mask, with autograd, on a chosen backend."""
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ class FlexFlashAttnFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale, softcap,
                 backend, deterministic, return_max_logits):
-        kernel = load_backend(backend)
+        kernel = importlib.import_module(backend)
         out, lse, max_logits = kernel.fwd(q, k, v, q_ranges, k_ranges, attn_type_map,
                                           softmax_scale, softcap, return_max_logits)
         ctx.save_for_backward(q, k, v, out, lse, q_ranges, k_ranges, attn_type_map)
@@ -36,7 +37,7 @@ class FlexFlashAttnFunc(torch.autograd.Function):
     def backward(ctx, dout, _dlse, _dmax):
         q, k, v, out, lse, q_ranges, k_ranges, attn_type_map = ctx.saved_tensors
         softmax_scale, softcap, backend, deterministic = ctx.args
-        dq, dk, dv = load_backend(backend).bwd(
+        dq, dk, dv = importlib.import_module(backend).bwd(
             dout.contiguous(), q, k, v, out, lse, q_ranges, k_ranges, attn_type_map,
             softmax_scale, softcap, deterministic)
         return dq, dk, dv, None, None, None, None, None, None, None, None
@@ -77,14 +78,37 @@ def flex_flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         >>> out, meta = flex_flash_attn_func(q, k, v, q_ranges, q_ranges.clone(),
         ...                                  torch.tensor([1], dtype=torch.int32))  # causal
     """
-    validate_inputs(q, k, v, q_ranges, k_ranges, attn_type_map)
-    name = resolve_backend(backend, q.device)
-    kernel = load_backend(name)
-    if hasattr(kernel, "check_supported"):
-        kernel.check_supported(q, k, v)
-    if softmax_scale is None:
-        softmax_scale = 1.0 / math.sqrt(q.shape[-1])
+    kernel, scale = _prepare(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale, backend)
     out, lse, max_logits = FlexFlashAttnFunc.apply(
-        q, k, v, q_ranges, k_ranges, attn_type_map, float(softmax_scale), float(softcap), name,
+        q, k, v, q_ranges, k_ranges, attn_type_map, scale, float(softcap), kernel.__name__,
         deterministic, return_max_logits)
     return out, AttnForwardMeta(lse=lse, max_logits=max_logits)
+
+
+def _prepare(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale, backend):
+    validate_inputs(q, k, v, q_ranges, k_ranges, attn_type_map)
+    kernel = load_backend(resolve_backend(backend, q.device))
+    if hasattr(kernel, "check_supported"):
+        kernel.check_supported(q, k, v)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else float(softmax_scale)
+    return kernel, scale
+
+
+def flex_flash_attn_fwd(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale=None,
+                        softcap: float = 0.0, backend: str = "auto"
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward only, no autograd: (out [Sq, Hq, D], lse [Sq, Hq] fp32). For CP runtimes that
+    merge partial results by lse; same arguments as flex_flash_attn_func."""
+    kernel, scale = _prepare(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale, backend)
+    out, lse, _ = kernel.fwd(q, k, v, q_ranges, k_ranges, attn_type_map, scale, float(softcap), False)
+    return out, lse
+
+
+def flex_flash_attn_bwd(dout, q, k, v, out, lse, q_ranges, k_ranges, attn_type_map,
+                        softmax_scale=None, softcap: float = 0.0, backend: str = "auto",
+                        deterministic: bool = False):
+    """Backward only: (dq, dk, dv). ``out`` and ``lse`` may be the global (merged) ones, which
+    gives this key set's share of dq and its exact dk, dv (the ring / CP decomposition)."""
+    kernel, scale = _prepare(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale, backend)
+    return kernel.bwd(dout.contiguous(), q, k, v, out, lse, q_ranges, k_ranges, attn_type_map,
+                      scale, float(softcap), deterministic)
