@@ -1,0 +1,153 @@
+"""Benchmark arithmetic and measurement: FLOPs from mask area, TFLOPs/s, timing, peak memory.
+
+FLOPs follow the convention of FlashAttention's and MagiAttention's benchmarks: the forward pass is
+two matmuls (``Q K^T`` and ``P V``) over the ``area`` unmasked (q, k) cells, each cell costing
+``2 * head_dim`` FLOPs per matmul, hence ``4 * area * head_dim`` per head; the backward pass is five
+such matmuls, 2.5x the forward. Softmax and masking are not counted.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = ["attn_flops", "tflops_per_s", "peak_mem_gb", "reset_peak_mem", "time_cuda_ms",
+           "BWD_FWD_RATIO", "DIRECTIONS"]
+
+# Backward does 5 matmuls (recompute S = Q K^T, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q)
+# against forward's 2.
+BWD_FWD_RATIO = 2.5
+_DIRECTION_FACTOR = {"fwd": 1.0, "bwd": BWD_FWD_RATIO, "fwd_bwd": 1.0 + BWD_FWD_RATIO}
+DIRECTIONS = tuple(_DIRECTION_FACTOR)
+_BYTES_PER_GIB = 2**30
+
+
+def attn_flops(area: float, num_heads_q: int, head_dim: int, batch: int = 1, direction: str = "fwd") -> float:
+    """FLOPs of attention over a mask of ``area`` unmasked cells.
+
+    Args:
+        area: number of (q, k) pairs that attend, e.g. ``S * (S + 1) / 2`` for causal at seqlen S.
+        num_heads_q: query heads (KV heads do not change the matmul FLOPs).
+        head_dim: per-head dimension.
+        batch: batch size.
+        direction: ``"fwd"`` (4 * area * batch * num_heads_q * head_dim), ``"bwd"`` (2.5x fwd),
+            or ``"fwd_bwd"`` (3.5x fwd).
+
+    Returns:
+        FLOPs as a float.
+
+    Raises:
+        ValueError: unknown direction, or a negative argument.
+
+    Example:
+        >>> attn_flops(4096 * 4097 / 2, num_heads_q=64, head_dim=128)
+        274945015808.0
+    """
+    if direction not in _DIRECTION_FACTOR:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    for name, value in (("area", area), ("num_heads_q", num_heads_q), ("head_dim", head_dim), ("batch", batch)):
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value}")
+    fwd = 4.0 * area * batch * num_heads_q * head_dim
+    return fwd * _DIRECTION_FACTOR[direction]
+
+
+def tflops_per_s(flops: float, runtime_ms: float, cp_size: int = 1) -> float:
+    """Throughput in TFLOPs/s per GPU: ``flops / (runtime_ms * 1e-3) / 1e12 / cp_size``.
+
+    ``flops`` is the whole (global) attention's FLOPs; dividing by ``cp_size`` gives the per-GPU
+    rate of a context-parallel run, comparable with a single-GPU kernel.
+
+    Raises:
+        ValueError: runtime_ms <= 0 or cp_size < 1.
+    """
+    if not runtime_ms > 0:
+        raise ValueError(f"runtime_ms must be > 0, got {runtime_ms}")
+    if cp_size < 1:
+        raise ValueError(f"cp_size must be >= 1, got {cp_size}")
+    return flops / (runtime_ms * 1e-3) / 1e12 / cp_size
+
+
+def _on_cuda(device: Any) -> bool:
+    if not torch.cuda.is_available():
+        return False
+    return device is None or torch.device(device).type == "cuda"
+
+
+def peak_mem_gb(device: Any = None) -> float | None:
+    """Peak memory allocated by torch on a CUDA device since the last reset, in GiB (2**30 bytes).
+
+    Args:
+        device: a CUDA device (index, string or torch.device); None means the current one.
+
+    Returns:
+        GiB as float, or None when CUDA is unavailable or ``device`` is not a CUDA device.
+    """
+    if not _on_cuda(device):
+        return None
+    return torch.cuda.max_memory_allocated(device) / _BYTES_PER_GIB
+
+
+def reset_peak_mem(device: Any = None) -> None:
+    """Reset the peak counter read by :func:`peak_mem_gb`; a no-op without CUDA."""
+    if _on_cuda(device):
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _time_cpu_ms(fn: Callable[[], Any], repeat: int) -> list[float]:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def _time_cuda_events_ms(fn: Callable[[], Any], repeat: int) -> list[float]:
+    # One event pair per call, read after a single synchronize, so timing adds no host stalls
+    # between calls. Events time the current stream only; fn must launch its work there.
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeat)]
+    for start, end in pairs:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) for start, end in pairs]
+
+
+def time_cuda_ms(fn: Callable[[], Any], warmup: int, repeat: int) -> float:
+    """Median runtime of ``fn()`` in milliseconds.
+
+    With CUDA available, each call is bracketed by CUDA events on the current stream (after
+    ``warmup`` untimed calls and a synchronize); without CUDA it falls back to
+    ``time.perf_counter`` around each call, so CPU tests can use it.
+
+    Args:
+        fn: zero-argument callable doing the work to time.
+        warmup: untimed calls first (>= 0).
+        repeat: timed calls (>= 1).
+
+    Returns:
+        The median of the ``repeat`` timings, in ms.
+
+    Raises:
+        ValueError: warmup < 0 or repeat < 1.
+
+    Example:
+        >>> time_cuda_ms(lambda: sum(range(1000)), warmup=1, repeat=5) > 0
+        True
+    """
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    if repeat < 1:
+        raise ValueError(f"repeat must be >= 1, got {repeat}")
+    use_cuda = torch.cuda.is_available()
+    for _ in range(warmup):
+        fn()
+    if use_cuda:
+        torch.cuda.synchronize()
+        return statistics.median(_time_cuda_events_ms(fn, repeat))
+    return statistics.median(_time_cpu_ms(fn, repeat))

@@ -1,0 +1,91 @@
+"""FLOPs, TFLOPs/s and timing helpers of bench/metrics.py, against numbers worked out by hand."""
+import time
+
+import pytest
+import torch
+
+from bench.metrics import attn_flops, peak_mem_gb, reset_peak_mem, tflops_per_s, time_cuda_ms
+
+S, HEADS, HEAD_DIM = 4096, 64, 128
+CAUSAL_AREA = S * (S + 1) // 2  # 8,390,656 cells
+
+
+def test_causal_fwd_flops_by_hand():
+    # 4 * 8,390,656 * 64 * 128 = 274,945,015,808
+    assert attn_flops(CAUSAL_AREA, HEADS, HEAD_DIM) == 274_945_015_808
+    assert attn_flops(CAUSAL_AREA, HEADS, HEAD_DIM, batch=2) == 2 * 274_945_015_808
+
+
+def test_bwd_and_fwd_bwd_ratios():
+    fwd = attn_flops(CAUSAL_AREA, HEADS, HEAD_DIM, direction="fwd")
+    assert attn_flops(CAUSAL_AREA, HEADS, HEAD_DIM, direction="bwd") == 687_362_539_520  # 2.5 * fwd
+    assert attn_flops(CAUSAL_AREA, HEADS, HEAD_DIM, direction="bwd") == 2.5 * fwd
+    assert attn_flops(CAUSAL_AREA, HEADS, HEAD_DIM, direction="fwd_bwd") == 3.5 * fwd
+
+
+def test_tflops_per_s_by_hand():
+    # 274,945,015,808 FLOPs in 1.0 ms -> 274.945015808 TFLOPs/s; per GPU over cp_size 8 -> /8.
+    assert tflops_per_s(274_945_015_808, 1.0) == pytest.approx(274.945015808)
+    assert tflops_per_s(274_945_015_808, 2.0, cp_size=8) == pytest.approx(274.945015808 / 16)
+
+
+@pytest.mark.parametrize("direction", ["forward", "fwd+bwd", ""])
+def test_unknown_direction_raises(direction):
+    with pytest.raises(ValueError, match="direction"):
+        attn_flops(CAUSAL_AREA, HEADS, HEAD_DIM, direction=direction)
+
+
+def test_negative_area_raises():
+    with pytest.raises(ValueError, match="area"):
+        attn_flops(-1, HEADS, HEAD_DIM)
+
+
+@pytest.mark.parametrize("runtime_ms", [0.0, -1.0])
+def test_nonpositive_runtime_raises(runtime_ms):
+    with pytest.raises(ValueError, match="runtime_ms"):
+        tflops_per_s(1e12, runtime_ms)
+
+
+def test_bad_cp_size_raises():
+    with pytest.raises(ValueError, match="cp_size"):
+        tflops_per_s(1e12, 1.0, cp_size=0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU fallback")
+def test_time_cpu_fallback_returns_positive_median():
+    calls = []
+
+    def work():
+        calls.append(None)
+        time.sleep(0.002)
+
+    runtime_ms = time_cuda_ms(work, warmup=2, repeat=5)
+    assert len(calls) == 7
+    assert 2.0 <= runtime_ms < 200.0
+
+
+@pytest.mark.parametrize("warmup, repeat, name", [(-1, 3, "warmup"), (0, 0, "repeat")])
+def test_time_bad_counts_raise(warmup, repeat, name):
+    with pytest.raises(ValueError, match=name):
+        time_cuda_ms(lambda: None, warmup=warmup, repeat=repeat)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU behaviour")
+def test_peak_mem_is_none_on_cpu():
+    reset_peak_mem()
+    assert peak_mem_gb() is None
+    assert peak_mem_gb("cpu") is None
+
+
+@pytest.mark.gpu
+def test_peak_mem_counts_an_allocation_on_gpu():
+    reset_peak_mem()
+    x = torch.empty(2**30 // 4, dtype=torch.float32, device="cuda")  # 1 GiB
+    assert peak_mem_gb() >= 1.0
+    del x
+
+
+@pytest.mark.gpu
+def test_time_cuda_events_positive():
+    a = torch.randn(1024, 1024, device="cuda")
+    assert time_cuda_ms(lambda: a @ a, warmup=2, repeat=5) > 0
