@@ -1,0 +1,267 @@
+"""Block-sparse schedule of an AttnSlice mask: which (q tile, key tile) pairs a kernel visits.
+
+A tile pair is *empty* (no cell of the slice union in it: skipped), *full* (every cell in the
+union: computed without a mask) or *partial* (computed with the OR of the conditions of the
+slices that touch its q tile, or its key tile in the transposed view). Slices may overlap in q and
+in k; a cell covered twice counts once, so a kernel that iterates the union's tiles and ORs the
+slice conditions merges overlapping q_ranges exactly, without atomics.
+
+The plan is computed from slice geometry in numpy: every slice contributes one key interval per
+query row, intervals of a row are merged into the union, and each merged interval adds its length
+to the tiles it crosses. Cost is O(sum of slice row counts + tiles), never O(S^2).
+
+Layout of a plan (all int32 torch tensors, CSR):
+
+- ``q_tile_ptr [nqt + 1]``, ``q_tile_kt [nnz]``, ``q_tile_num_full [nqt]``: key tiles of each q tile,
+  its full tiles first (ascending), then its partial ones (ascending).
+- ``k_tile_ptr [nkt + 1]``, ``k_tile_qt [nnz]``, ``k_tile_num_full [nkt]``: the transpose, for the
+  dk/dv kernel.
+- ``q_tile_slice_ptr``, ``q_tile_slice_idx``: slices whose rectangle meets each q tile's rows;
+  ``k_tile_slice_ptr``, ``k_tile_slice_idx``: slices whose rectangle meets each key tile's columns.
+- ``slice_bounds [n, 6]``: per slice ``(q_start, q_end, k_start, k_end, lower, upper)`` with a cell
+  kept iff it is in the rectangle and ``q + lower <= k <= q + upper`` (unbounded sides get
+  +-``UNBOUNDED_OFFSET``): the one place where AttnMaskType becomes kernel arithmetic.
+- ``q_tile_order [nqt]``: q tiles by decreasing work (launch the heaviest first: shorter tail).
+- ``k_tile_order [nkt]``: the same for key tiles.
+
+A tile is full only when it lies entirely inside ``seqlen_q x seqlen_k``, so kernels never bound-
+check full tiles; edge tiles are partial and the slice conditions already exclude cells past the
+sequence ends.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, fields
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..common.mask import slices_from_tensors
+from ..common.slice import AttnSlice
+
+# Offset standing for "no diagonal on this side": far beyond any seqlen, and q +- it fits int32.
+UNBOUNDED_OFFSET = 1 << 30
+# Plans kept per process; a training loop reuses one or two masks, a sweep a few dozen.
+PLAN_CACHE_SIZE = 64
+
+
+@dataclass(frozen=True)
+class BlockSparsePlan:
+    seqlen_q: int
+    seqlen_k: int
+    block_m: int
+    block_n: int
+    num_q_tiles: int
+    num_k_tiles: int
+    q_tile_ptr: torch.Tensor
+    q_tile_kt: torch.Tensor
+    q_tile_num_full: torch.Tensor
+    k_tile_ptr: torch.Tensor
+    k_tile_qt: torch.Tensor
+    k_tile_num_full: torch.Tensor
+    q_tile_slice_ptr: torch.Tensor
+    q_tile_slice_idx: torch.Tensor
+    k_tile_slice_ptr: torch.Tensor
+    k_tile_slice_idx: torch.Tensor
+    slice_bounds: torch.Tensor
+    q_tile_order: torch.Tensor
+    k_tile_order: torch.Tensor
+    area: int  # exact number of cells in the union
+
+    @property
+    def num_tile_pairs(self) -> int:
+        return int(self.q_tile_kt.numel())
+
+    @property
+    def num_full_pairs(self) -> int:
+        return int(self.q_tile_num_full.sum())
+
+    def to(self, device) -> "BlockSparsePlan":
+        moved = {f.name: (getattr(self, f.name).to(device)
+                          if isinstance(getattr(self, f.name), torch.Tensor) else getattr(self, f.name))
+                 for f in fields(self)}
+        return BlockSparsePlan(**moved)
+
+    def tile_pairs(self) -> dict[tuple[int, int], bool]:
+        """{(q tile, key tile): is_full} for every visited pair (tests, small plans)."""
+        ptr, kt, nfull = (t.cpu().numpy() for t in (self.q_tile_ptr, self.q_tile_kt, self.q_tile_num_full))
+        out = {}
+        for i in range(self.num_q_tiles):
+            for pos in range(ptr[i], ptr[i + 1]):
+                out[(i, int(kt[pos]))] = bool(pos - ptr[i] < nfull[i])
+        return out
+
+
+def slice_bounds_array(slices: Sequence[AttnSlice]) -> np.ndarray:
+    """[n, 6] int64: (q_start, q_end, k_start, k_end, lower, upper) per slice (see module doc)."""
+    out = np.empty((len(slices), 6), dtype=np.int64)
+    for i, s in enumerate(slices):
+        lo, up = s.lower_offset, s.upper_offset
+        out[i] = (s.q_range.start, s.q_range.end, s.k_range.start, s.k_range.end,
+                  -UNBOUNDED_OFFSET if lo is None else lo, UNBOUNDED_OFFSET if up is None else up)
+    return out
+
+
+def _union_row_intervals(bounds: np.ndarray, seqlen_k: int):
+    """Merged kept-key intervals of every query row: (row, lo, hi) arrays, disjoint per row."""
+    qs, qe = bounds[:, 0], bounds[:, 1]
+    counts = np.maximum(qe - qs, 0)
+    total = int(counts.sum())
+    if total == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    which = np.repeat(np.arange(len(bounds)), counts)
+    first = np.cumsum(counts) - counts
+    row = qs[which] + (np.arange(total) - first[which])
+    lo = np.maximum(bounds[which, 2], row + bounds[which, 4])
+    hi = np.minimum(bounds[which, 3], row + bounds[which, 5] + 1)
+    keep = hi > lo
+    row, lo, hi = row[keep], lo[keep], hi[keep]
+    # one key line per row: offsets make a single sort + running max merge every row at once
+    width = seqlen_k + 1
+    start = row * width + lo
+    end = row * width + hi
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    reach = np.maximum.accumulate(end)
+    new = np.ones(start.shape, dtype=bool)
+    new[1:] = start[1:] > reach[:-1]
+    heads = np.flatnonzero(new)
+    seg_start = start[heads]
+    seg_end = np.maximum.reduceat(end, heads)
+    seg_row = seg_start // width
+    return seg_row, seg_start - seg_row * width, seg_end - seg_row * width
+
+
+def tile_areas(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int
+               ) -> np.ndarray:
+    """[num_q_tiles, num_k_tiles] int64: cells of the slice union inside each tile pair."""
+    nqt, nkt = -(-seqlen_q // block_m), -(-seqlen_k // block_n)
+    row, lo, hi = _union_row_intervals(bounds, seqlen_k)
+    qt = row // block_m
+    j_lo, j_hi = lo // block_n, (hi - 1) // block_n
+    same = j_lo == j_hi
+    flat = nqt * nkt
+    # edge tiles of each interval (or the whole interval when it stays inside one tile)
+    area = np.bincount(qt * nkt + j_lo, weights=np.where(same, hi - lo, (j_lo + 1) * block_n - lo),
+                       minlength=flat)
+    area += np.bincount((qt * nkt + j_hi)[~same], weights=(hi - j_hi * block_n)[~same], minlength=flat)
+    # tiles strictly between carry block_n each: a difference array along the key-tile axis
+    inner = j_hi - j_lo >= 2
+    diff = np.bincount((qt * (nkt + 1) + j_lo + 1)[inner], weights=np.full(inner.sum(), block_n),
+                       minlength=nqt * (nkt + 1))
+    diff -= np.bincount((qt * (nkt + 1) + j_hi)[inner], weights=np.full(inner.sum(), block_n),
+                        minlength=nqt * (nkt + 1))
+    area = area.reshape(nqt, nkt) + np.cumsum(diff.reshape(nqt, nkt + 1), axis=1)[:, :nkt]
+    return np.rint(area).astype(np.int64)
+
+
+def _csr(owner: np.ndarray, n_owners: int) -> np.ndarray:
+    ptr = np.zeros(n_owners + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=n_owners), out=ptr[1:])
+    return ptr
+
+
+def _slice_tiles(start: np.ndarray, end: np.ndarray, block: int, n_tiles: int):
+    """CSR (ptr, slice index) of the tiles that each half-open range [start, end) meets."""
+    nonempty = end > start
+    first = np.where(nonempty, start // block, 0)
+    count = np.where(nonempty, (end - 1) // block - first + 1, 0)
+    which = np.repeat(np.arange(len(start)), count)
+    tile = first[which] + (np.arange(int(count.sum())) - (np.cumsum(count) - count)[which])
+    order = np.lexsort((which, tile))
+    return _csr(tile, n_tiles), which[order]
+
+
+def _tile_lists(major: np.ndarray, minor: np.ndarray, full: np.ndarray, n_major: int):
+    order = np.lexsort((minor, ~full, major))
+    return _csr(major, n_major), minor[order], np.bincount(major[full], minlength=n_major)
+
+
+def _i32(a: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int32))
+
+
+def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int
+           ) -> BlockSparsePlan:
+    nqt, nkt = -(-seqlen_q // block_m), -(-seqlen_k // block_n)
+    area = tile_areas(bounds, seqlen_q, seqlen_k, block_m, block_n)
+    qt, kt = np.nonzero(area)
+    full = area[qt, kt] == block_m * block_n  # only complete in-bounds tiles can reach this
+    q_ptr, q_kt, q_full = _tile_lists(qt, kt, full, nqt)
+    k_ptr, k_qt, k_full = _tile_lists(kt, qt, full, nkt)
+    nonempty = (bounds[:, 1] > bounds[:, 0]) & (bounds[:, 3] > bounds[:, 2])
+    qs_ptr, qs_idx = _slice_tiles(bounds[:, 0], np.where(nonempty, bounds[:, 1], bounds[:, 0]),
+                                  block_m, nqt)
+    ks_ptr, ks_idx = _slice_tiles(bounds[:, 2], np.where(nonempty, bounds[:, 3], bounds[:, 2]),
+                                  block_n, nkt)
+    # work per tile: masked tiles cost a bit more, but the pair count dominates
+    q_work = np.diff(q_ptr) * 4 + (np.diff(q_ptr) - q_full)
+    k_work = np.diff(k_ptr) * 4 + (np.diff(k_ptr) - k_full)
+    return BlockSparsePlan(
+        seqlen_q=seqlen_q, seqlen_k=seqlen_k, block_m=block_m, block_n=block_n,
+        num_q_tiles=nqt, num_k_tiles=nkt,
+        q_tile_ptr=_i32(q_ptr), q_tile_kt=_i32(q_kt), q_tile_num_full=_i32(q_full),
+        k_tile_ptr=_i32(k_ptr), k_tile_qt=_i32(k_qt), k_tile_num_full=_i32(k_full),
+        q_tile_slice_ptr=_i32(qs_ptr), q_tile_slice_idx=_i32(qs_idx),
+        k_tile_slice_ptr=_i32(ks_ptr), k_tile_slice_idx=_i32(ks_idx),
+        slice_bounds=_i32(bounds.reshape(-1, 6)),
+        q_tile_order=_i32(np.argsort(-q_work, kind="stable")),
+        k_tile_order=_i32(np.argsort(-k_work, kind="stable")),
+        area=int(area.sum()),
+    )
+
+
+_CACHE: OrderedDict = OrderedDict()
+
+
+def _cached(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int,
+            device) -> BlockSparsePlan:
+    if block_m <= 0 or block_n <= 0:
+        raise ValueError(f"tile sizes must be positive, got block_m={block_m}, block_n={block_n}")
+    if seqlen_q < 0 or seqlen_k < 0:
+        raise ValueError(f"seqlens must be >= 0, got seqlen_q={seqlen_q}, seqlen_k={seqlen_k}")
+    bounds = np.ascontiguousarray(bounds, dtype=np.int64).reshape(-1, 6)
+    key = (bounds.tobytes(), seqlen_q, seqlen_k, block_m, block_n, str(device))
+    plan = _CACHE.get(key)
+    if plan is None:
+        plan = _build(bounds, seqlen_q, seqlen_k, block_m, block_n)
+        if device is not None:
+            plan = plan.to(device)
+        _CACHE[key] = plan
+        while len(_CACHE) > PLAN_CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+    return plan
+
+
+def plan_block_sparse(slices: Sequence[AttnSlice], seqlen_q: int, seqlen_k: int,
+                      block_m: int, block_n: int, device=None) -> BlockSparsePlan:
+    """The tile schedule of the union of ``slices`` (cached; see module doc for the layout)."""
+    return _cached(slice_bounds_array(slices), seqlen_q, seqlen_k, block_m, block_n, device)
+
+
+def plan_from_tensors(q_ranges: torch.Tensor, k_ranges: torch.Tensor, attn_type_map: torch.Tensor,
+                      seqlen_q: int, seqlen_k: int, block_m: int, block_n: int, device=None
+                      ) -> BlockSparsePlan:
+    """plan_block_sparse for the (q_ranges, k_ranges, attn_type_map) tensors of the FFA API."""
+    key = (q_ranges.cpu().numpy().tobytes(), k_ranges.cpu().numpy().tobytes(),
+           attn_type_map.cpu().numpy().tobytes())
+    bounds = _TENSOR_BOUNDS.get(key)
+    if bounds is None:
+        bounds = slice_bounds_array(slices_from_tensors(q_ranges.cpu(), k_ranges.cpu(),
+                                                        attn_type_map.cpu()))
+        _TENSOR_BOUNDS[key] = bounds
+        while len(_TENSOR_BOUNDS) > PLAN_CACHE_SIZE:
+            _TENSOR_BOUNDS.popitem(last=False)
+    return _cached(bounds, seqlen_q, seqlen_k, block_m, block_n, device)
+
+
+_TENSOR_BOUNDS: OrderedDict = OrderedDict()
+
+
+def clear_plan_cache() -> None:
+    _CACHE.clear()
+    _TENSOR_BOUNDS.clear()

@@ -1,0 +1,138 @@
+"""plan_block_sparse against the dense mask: full tiles fully in, partial tiles neither empty nor
+full, every kept cell in a visited tile, transpose and slice lists consistent."""
+import random
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from magi_attention.common import (AttnMaskType, AttnSlice, region_to_slices, slices_to_tensors,
+                                   to_dense, union_area)
+from magi_attention.kernels.block_sparse import (clear_plan_cache, plan_block_sparse,
+                                                 plan_from_tensors)
+
+
+def random_slices(rng, seqlen_q, seqlen_k, n):
+    out = []
+    for _ in range(n):
+        a, b = sorted(rng.sample(range(seqlen_q + 1), 2))
+        c, d = sorted(rng.sample(range(seqlen_k + 1), 2))
+        out.append(AttnSlice.make(a, b, c, d, rng.choice(list(AttnMaskType))))
+    return out
+
+
+def documents(lens, mask_type):
+    out, start = [], 0
+    for n in lens:
+        out.append(AttnSlice.make(start, start + n, start, start + n, mask_type))
+        start += n
+    return out
+
+
+PATTERNS = {
+    "full": lambda s: [AttnSlice.make(0, s, 0, s)],
+    "causal": lambda s: [AttnSlice.make(0, s, 0, s, AttnMaskType.CAUSAL)],
+    "sliding_window": lambda s: region_to_slices(0, s, 0, s, -37, 37),
+    "sliding_window_causal": lambda s: region_to_slices(0, s, 0, s, -50, 0),
+    "causal_document": lambda s: documents([s // 3, s // 5, s - s // 3 - s // 5], AttnMaskType.CAUSAL),
+    "full_document": lambda s: documents([s // 2 + 7, s - s // 2 - 7], AttnMaskType.FULL),
+    "global_plus_window": lambda s: [AttnSlice.make(0, 16, 0, s), AttnSlice.make(0, s, 0, 16)]
+    + region_to_slices(0, s, 0, s, -20, 20),
+}
+
+
+def check_plan(slices, seqlen_q, seqlen_k, bm, bn):
+    plan = plan_block_sparse(slices, seqlen_q, seqlen_k, bm, bn)
+    dense = to_dense(slices, seqlen_q, seqlen_k).numpy()
+    nqt, nkt = plan.num_q_tiles, plan.num_k_tiles
+    pairs = plan.tile_pairs()
+    assert plan.area == int(dense.sum()) == union_area(slices)
+    for i in range(nqt):
+        for j in range(nkt):
+            tile = dense[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn]
+            if (i, j) not in pairs:
+                assert not tile.any(), f"kept cells in skipped tile {(i, j)}"
+            elif pairs[(i, j)]:
+                assert tile.shape == (bm, bn) and tile.all(), f"full tile {(i, j)} not full"
+            else:
+                assert tile.any() and not (tile.shape == (bm, bn) and tile.all()), (i, j)
+    # transpose lists the same pairs with the same flags, full first then ascending
+    kptr, kqt, kfull = (t.numpy() for t in (plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full))
+    seen = {}
+    for j in range(nkt):
+        seg = kqt[kptr[j]:kptr[j + 1]]
+        nf = kfull[j]
+        assert list(seg[:nf]) == sorted(seg[:nf]) and list(seg[nf:]) == sorted(seg[nf:])
+        for pos, i in enumerate(seg):
+            seen[(int(i), j)] = pos < nf
+    assert seen == pairs
+    # slice lists: every slice with a cell in a partial tile is listed for its q tile and k tile
+    qsp, qsi = plan.q_tile_slice_ptr.numpy(), plan.q_tile_slice_idx.numpy()
+    ksp, ksi = plan.k_tile_slice_ptr.numpy(), plan.k_tile_slice_idx.numpy()
+    for idx, s in enumerate(slices):
+        if s.area() == 0:
+            continue
+        own = to_dense([s], seqlen_q, seqlen_k).numpy()
+        for (i, j), is_full in pairs.items():
+            if not is_full and own[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn].any():
+                assert idx in qsi[qsp[i]:qsp[i + 1]] and idx in ksi[ksp[j]:ksp[j + 1]]
+    assert sorted(plan.q_tile_order.tolist()) == list(range(nqt))
+    return plan
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+@pytest.mark.parametrize("tiles", [(16, 16), (32, 16), (16, 64)], ids=lambda t: f"{t[0]}x{t[1]}")
+def test_patterns(name, tiles):
+    seqlen = 203  # not a multiple of any tile: edge tiles must come out partial
+    check_plan(PATTERNS[name](seqlen), seqlen, seqlen, *tiles)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_overlapping_slices(seed):
+    rng = random.Random(seed)
+    seqlen_q, seqlen_k = rng.choice([(96, 96), (80, 150), (130, 64)])
+    slices = random_slices(rng, seqlen_q, seqlen_k, rng.randint(1, 6))
+    check_plan(slices, seqlen_q, seqlen_k, rng.choice([8, 16, 32]), rng.choice([8, 16, 32]))
+
+
+def test_overlap_counts_once_and_full_tile_from_two_slices():
+    # two halves of one tile from different slices make it full; a duplicate slice changes nothing
+    slices = [AttnSlice.make(0, 32, 0, 16), AttnSlice.make(0, 32, 16, 32), AttnSlice.make(0, 32, 0, 16)]
+    plan = check_plan(slices, 32, 32, 32, 32)
+    assert plan.tile_pairs() == {(0, 0): True} and plan.area == 32 * 32
+
+
+def test_no_slices_and_empty_slices():
+    plan = check_plan([AttnSlice.make(5, 5, 0, 10)], 40, 40, 16, 16)
+    assert plan.num_tile_pairs == 0 and plan.area == 0
+
+
+def test_tensors_and_cache():
+    clear_plan_cache()
+    slices = PATTERNS["causal_document"](300)
+    a = plan_from_tensors(*slices_to_tensors(slices), 300, 300, 64, 64)
+    b = plan_from_tensors(*slices_to_tensors(slices), 300, 300, 64, 64)
+    assert a is b
+    c = plan_block_sparse(slices, 300, 300, 64, 64)
+    assert torch.equal(a.q_tile_kt, c.q_tile_kt) and a.area == c.area
+
+
+def test_64k_plans_fast():
+    seqlen = 65536
+    rng = np.random.default_rng(0)
+    lens = [int(x) for x in rng.integers(100, 4000, size=64)]
+    keep = int((np.cumsum(lens) < seqlen).sum())
+    lens = lens[:keep] + [seqlen - sum(lens[:keep])]
+    for slices in (PATTERNS["full"](seqlen), PATTERNS["causal"](seqlen),
+                   documents(lens, AttnMaskType.CAUSAL), PATTERNS["sliding_window_causal"](seqlen)):
+        clear_plan_cache()
+        t0 = time.perf_counter()
+        plan = plan_block_sparse(slices, seqlen, seqlen, 128, 128)
+        elapsed = time.perf_counter() - t0
+        assert elapsed < 1.0, f"planning took {elapsed:.2f} s"
+        assert plan.area == union_area(slices)
+    full = plan_block_sparse(PATTERNS["full"](seqlen), seqlen, seqlen, 128, 128)
+    assert full.num_full_pairs == full.num_tile_pairs == 512 * 512
+    causal = plan_block_sparse(PATTERNS["causal"](seqlen), seqlen, seqlen, 128, 128)
+    assert causal.num_tile_pairs == 512 * 513 // 2 and causal.num_full_pairs == 512 * 511 // 2
