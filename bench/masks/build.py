@@ -1,0 +1,61 @@
+"""build_mask: validate a mask request, resolve its parameters, run the pattern's generator."""
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, Sequence
+
+from . import _validate
+from .mask import Mask
+from .registry import MASK_NAMES, PATTERNS
+
+
+def build_mask(name: str, seqlen: int, doc_lens: Sequence[int] | None = None, seed: int = 0,
+               **params: Any) -> Mask:
+    """Build mask pattern ``name`` over ``seqlen`` tokens.
+
+    Args:
+        name: one of ``MASK_NAMES`` (definitions in shared/MASKS.md).
+        seqlen: S = seqlen_q = seqlen_k.
+        doc_lens: document lengths summing to S; required by the document patterns
+            (full_document, causal_document, share_question, causal_blockwise,
+            prefix_lm_document, block_causal_document), checked and ignored by the others.
+        seed: every random choice (prefix length, dropped spans, buckets, kept blocks, block
+            sizes) derives from it.
+        **params: pattern parameters; omitted ones take MASKS.md defaults
+            (``PATTERNS[name].defaults``).
+
+    Returns:
+        Mask with its slices and the resolved parameters (seed and random draws included).
+
+    Raises:
+        ValueError: unknown name or parameter, a value out of range, doc_lens missing or not
+            summing to seqlen; the message names the argument and the value.
+
+    Example:
+        >>> build_mask("sliding_window_causal", 4096, window=256).area
+        1019136.0
+    """
+    if name not in PATTERNS:
+        raise ValueError(f"unknown mask {name!r}; known masks: {', '.join(MASK_NAMES)}")
+    pattern = PATTERNS[name]
+    seqlen = _validate.check_seqlen(seqlen)
+    seed = _validate.check_seed(seed)
+    doc_lens = _validate.check_doc_lens(doc_lens, seqlen)
+    if pattern.needs_docs and doc_lens is None:
+        raise ValueError(f"mask {name!r} needs doc_lens (document lengths summing to "
+                         f"seqlen={seqlen}); sample them with bench.data, got None")
+    _validate.check_param_names(name, params, pattern.defaults)
+    resolved = {**pattern.defaults, **params}
+    _validate.check_values(name, seqlen, doc_lens, resolved)
+    resolved["seed"] = seed
+    if pattern.resolve is not None:
+        resolved.update(pattern.resolve(seqlen, doc_lens, resolved))
+    docs = doc_lens if pattern.needs_docs else None
+    made = pattern.slices(seqlen, docs, resolved)
+    if pattern.per_head:
+        heads = tuple(tuple(h) for h in made)
+        slices, head_slices = heads[0], (heads if len(heads) > 1 else None)
+    else:
+        slices, head_slices = tuple(made), None
+    return Mask(name=name, seqlen=seqlen, slices=slices, head_slices=head_slices, doc_lens=docs,
+                params=MappingProxyType(resolved))

@@ -1,0 +1,183 @@
+"""Converters: a Mask in, one peer kernel's mask representation out, or UnsupportedMask("why").
+
+Every converter reads the mask's slices (never its name), so a pattern is accepted exactly when
+its geometry fits the target.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+from magi_attention.common import AttnMaskType, AttnSlice, region_to_slices, slices_to_tensors
+from magi_attention.common import to_dense as _slices_to_dense
+from magi_attention.common import union_area
+
+from ._block_index import BlockSparseIndex, block_sparse_index
+from ._flashmask import column_bounds, from_flashmask
+from ._geometry import SliceArrays
+from ._rows import all_row_intervals
+from .errors import UnsupportedMask
+from .mask import Mask
+
+__all__ = ["BlockSparseIndex", "UnsupportedMask", "from_flashmask", "to_block_sparse",
+           "to_cu_seqlens", "to_dense", "to_flashmask", "to_mask_mod", "to_slices_tensors",
+           "to_window"]
+
+
+def to_dense(mask: Mask, device: str | torch.device = "cpu") -> torch.Tensor:
+    """Dense kept mask: bool ``[S, S]``, or ``[H, S, S]`` for a mask with head_slices.
+    Materialises S^2 cells: small S only."""
+    dense = [_slices_to_dense(h, mask.seqlen, device=device) for h in mask.per_head_slices]
+    return dense[0] if mask.head_slices is None else torch.stack(dense)
+
+
+def _single_head(mask: Mask, target: str) -> tuple[AttnSlice, ...]:
+    if mask.head_slices is not None:
+        raise UnsupportedMask(f"{target} takes one mask for all heads; {mask.name} has "
+                              f"{mask.num_mask_heads} per-head masks")
+    return mask.slices
+
+
+def to_cu_seqlens(mask: Mask) -> tuple[list[int], bool]:
+    """``(cu_seqlens, is_causal)`` when the mask is a block diagonal of all-full or all-causal
+    documents (full: one document; causal: one causal document).
+
+    Documents are the connected components of the slices' ``q_range | k_range`` spans; the mask
+    is accepted when its area equals that of the candidate block diagonal and adding the
+    candidate's slices does not grow the union (mask inside candidate, equal size: equal).
+
+    Raises:
+        UnsupportedMask: anything else (e.g. share_question, sliding windows, per-head masks).
+    """
+    slices = [p for s in _single_head(mask, "cu_seqlens") for p in s.tight_pieces()]
+    spans = sorted((min(s.q_range.start, s.k_range.start), max(s.q_range.end, s.k_range.end))
+                   for s in slices)
+    cu, reach = [0], 0
+    for start, end in spans:  # sorted by start: a component ends where no span reaches past it
+        if start > reach:
+            raise UnsupportedMask(f"rows [{reach}, {start}) attend to nothing; cu_seqlens "
+                                  f"documents cover every token")
+        if start == reach and reach != cu[-1]:
+            cu.append(reach)
+        reach = max(reach, end)
+    if reach != mask.seqlen:
+        raise UnsupportedMask(f"rows [{reach}, {mask.seqlen}) attend to nothing")
+    cu.append(reach)
+    area = mask.area
+    for is_causal, mask_type in ((True, AttnMaskType.CAUSAL), (False, AttnMaskType.FULL)):
+        docs = [AttnSlice.make(a, b, a, b, mask_type) for a, b in zip(cu[:-1], cu[1:])]
+        doc_area = sum(d.area() for d in docs)
+        if doc_area == area and union_area(slices + docs) == doc_area:
+            return cu, is_causal
+    raise UnsupportedMask(f"{mask.name} is not a block diagonal of full or causal documents")
+
+
+def to_window(mask: Mask) -> tuple[int, int]:
+    """FlashAttention ``(window_left, window_right)``, -1 meaning unbounded, when the mask keeps
+    exactly the cells with ``-window_left <= k - q <= window_right`` (full: (-1, -1); causal:
+    (-1, 0); sliding_window_causal w: (w, 0); sliding_window w: (w, w)).
+
+    The candidate window is the mask's own extent (largest q - k and k - q over kept cells), so
+    the mask lies inside it; equal areas then prove equality.
+
+    Raises:
+        UnsupportedMask: the mask is not one window over the whole sequence.
+    """
+    arr = SliceArrays.from_slices(_single_head(mask, "window_size"))
+    first, last = arr.nonempty_rows()
+    live = last > first
+    if not live.any():
+        raise UnsupportedMask(f"{mask.name} keeps no cell")
+    arr, first, last = arr.take(live), first[live], last[live]
+    # k - q is largest at a slice's first kept row (right end), q - k at its last (left end)
+    right = int((np.minimum(arr.k_end, first + arr.upper + 1) - 1 - first).max())
+    left = int((last - 1 - np.maximum(arr.k_start, last - 1 + arr.lower)).max())
+    if left < 0 or right < 0:
+        raise UnsupportedMask(f"{mask.name} excludes the diagonal; a window always keeps it")
+    window = region_to_slices(0, mask.seqlen, 0, mask.seqlen, -left, right)
+    if sum(s.area() for s in window) != mask.area:
+        raise UnsupportedMask(f"{mask.name} is not a single sliding window (its extent is "
+                              f"left={left}, right={right}, but it keeps fewer cells)")
+    unbounded = mask.seqlen - 1
+    return (-1 if left >= unbounded else left), (-1 if right >= unbounded else right)
+
+
+def to_flashmask(mask: Mask, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """FlashMask column bounds (startend_row_indices): int32 tensors ``[S]`` (``[H, S]`` with
+    head_slices) under keys ``lts, lte, uts, ute``.
+
+    For key column j, rows ``i >= j`` in ``[lts[j], lte[j])`` and rows ``i < j`` in
+    ``[uts[j], ute[j])`` are masked out; every other row is kept. No masking below the diagonal
+    is ``lts = lte = S``, none above is ``uts = ute = 0``. ``from_flashmask`` inverts this.
+
+    Raises:
+        UnsupportedMask: a column whose kept rows on one side of the diagonal are not
+            "everything but one interval" (e.g. hash_sparse, block_sparse).
+    """
+    per_head = [column_bounds(h, mask.seqlen) for h in mask.per_head_slices]
+    out = {k: torch.from_numpy(np.stack([b[k] for b in per_head]).astype(np.int32)).to(device)
+           for k in ("lts", "lte", "uts", "ute")}
+    return out if mask.head_slices is not None else {k: v[0] for k, v in out.items()}
+
+
+def to_block_sparse(mask: Mask, block_q: int = 128, block_k: int = 128,
+                    device: str | torch.device = "cpu") -> BlockSparseIndex:
+    """Full and partial key blocks per (head, query block); tensors ``[H, nq(, nk)]``, H = 1 for a
+    mask shared by all heads. See ``BlockSparseIndex``. Cost: O(kept row intervals), no S x S."""
+    if block_q < 1 or block_k < 1:
+        raise ValueError(f"block_q and block_k must be >= 1, got {block_q}, {block_k}")
+    return block_sparse_index(mask.per_head_slices, mask.seqlen, block_q, block_k, device)
+
+
+def to_mask_mod(mask: Mask, device: str | torch.device = "cpu") -> Callable[..., torch.Tensor]:
+    """FlexAttention ``mask_mod(b, h, q_idx, kv_idx) -> bool`` built from the slices.
+
+    Each query row's kept keys, merged into disjoint intervals, go into padded tables
+    ``lo, hi: [H, S, M]`` (M = most intervals in a row; padding is the empty ``[0, 0)``). The
+    mask_mod gathers row ``q_idx`` and tests ``lo <= kv_idx < hi`` with plain tensor ops, so it
+    runs under vmap and torch.compile. h indexes the KV head for per-head masks (pass
+    ``h // (num_heads_q // num_heads_kv)`` for GQA); b is unused.
+    """
+    tables = [_interval_table(h, mask.seqlen) for h in mask.per_head_slices]
+    width = max(t[0].shape[1] for t in tables)
+    lo = torch.stack([torch.nn.functional.pad(t[0], (0, width - t[0].shape[1])) for t in tables])
+    hi = torch.stack([torch.nn.functional.pad(t[1], (0, width - t[1].shape[1])) for t in tables])
+    lo, hi = lo.to(device), hi.to(device)
+    shared = mask.head_slices is None
+
+    def mask_mod(b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor
+                 ) -> torch.Tensor:
+        head = 0 if shared else h
+        row_lo, row_hi = lo[head, q_idx], hi[head, q_idx]
+        kv = kv_idx.unsqueeze(-1)
+        return ((kv >= row_lo) & (kv < row_hi)).any(dim=-1)
+
+    mask_mod.__name__ = f"mask_mod_{mask.name}"
+    return mask_mod
+
+
+def _interval_table(slices, seqlen: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``lo, hi: [S, M]`` int32, row q's kept intervals first, then ``[0, 0)`` padding."""
+    rows, lo, hi = all_row_intervals(slices, seqlen)
+    counts = np.bincount(rows, minlength=seqlen)
+    width = max(1, int(counts.max()) if len(counts) else 1)
+    slot = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
+    lo_t = np.zeros((seqlen, width), dtype=np.int32)
+    hi_t = np.zeros((seqlen, width), dtype=np.int32)
+    lo_t[rows, slot], hi_t[rows, slot] = lo, hi
+    return torch.from_numpy(lo_t), torch.from_numpy(hi_t)
+
+
+def to_slices_tensors(mask: Mask, device: str | torch.device = "cpu", head: int | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(q_ranges [n, 2], k_ranges [n, 2], attn_type_map [n])`` int32 for FFA / MagiAttention.
+
+    For a per-head mask pass ``head`` (the KV head); without it, UnsupportedMask.
+    """
+    if head is None:
+        slices = _single_head(mask, "FFA slice tensors (without head=)")
+    else:
+        slices = mask.per_head_slices[head]
+    return slices_to_tensors(slices, device=device)
