@@ -1,0 +1,82 @@
+"""Triton backend of FFA: block-sparse forward and backward kernels over an AttnSlice union.
+
+Work is scheduled per (q tile, head) from a cached block-sparse plan (kernels.block_sparse), so
+cost follows the mask area: key tiles outside the union are never visited, tiles fully inside run
+without masking, and partial tiles are masked by the OR of the slices touching them (overlapping
+q_ranges merge exactly, no atomics). GQA/MQA, head_dim 64/128 (any multiple of 16 up to 128 is
+accepted), bf16/fp16 with fp32 accumulation, softcap. Signatures follow kernels.reference.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import BackendUnavailable
+from ..block_sparse import plan_from_tensors
+from .configs import SUPPORTED_HEAD_DIMS, bwd_config, fwd_config
+
+SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
+MAX_HEAD_DIM = 128  # register budget of the fp32 accumulators at the chosen tiles
+
+
+def is_available() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def unsupported_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str | None:
+    """Why the Triton backend cannot run these inputs, or None when it can."""
+    if not is_available():
+        return "triton backend needs triton and a CUDA device"
+    if not (q.is_cuda and k.is_cuda and v.is_cuda):
+        return f"triton backend needs CUDA tensors, got q on {q.device}"
+    if q.dtype not in SUPPORTED_DTYPES:
+        return f"triton backend supports bf16 and fp16, got {q.dtype}"
+    head_dim = q.shape[-1]
+    if head_dim % 16 or head_dim > MAX_HEAD_DIM:
+        return (f"triton backend supports head_dim a multiple of 16 up to {MAX_HEAD_DIM} "
+                f"(tuned for {SUPPORTED_HEAD_DIMS}), got {head_dim}")
+    return None
+
+
+def check_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    reason = unsupported_reason(q, k, v)
+    if reason is not None:
+        raise BackendUnavailable(reason)
+
+
+def _dense_last(x: torch.Tensor) -> torch.Tensor:
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def fwd(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale: float, softcap: float = 0.0,
+        return_max_logits: bool = False, config=None):
+    """(out [Sq, Hq, D], lse [Sq, Hq] fp32, max_logits [Hq] | None); see kernels.reference.fwd."""
+    from .fwd import launch_fwd
+
+    check_supported(q, k, v)
+    q, k, v = (_dense_last(t) for t in (q, k, v))
+    config = config or fwd_config(q.shape[-1])
+    plan = plan_from_tensors(q_ranges, k_ranges, attn_type_map, q.shape[0], k.shape[0],
+                             config.block_m, config.block_n, device=q.device)
+    return launch_fwd(q, k, v, plan, config, float(softmax_scale), float(softcap), return_max_logits)
+
+
+def bwd(dout, q, k, v, out, lse, q_ranges, k_ranges, attn_type_map, softmax_scale: float,
+        softcap: float = 0.0, deterministic: bool = False, config=None):
+    """(dq, dk, dv); deterministic always (no atomics). ``out``/``lse`` may be global (CP)."""
+    from .bwd import launch_bwd
+
+    check_supported(q, k, v)
+    dout, q, k, v, out = (_dense_last(t) for t in (dout, q, k, v, out))
+    lse = lse.float().contiguous()
+    config = config or bwd_config(q.shape[-1])
+    seqlen_q, seqlen_k = q.shape[0], k.shape[0]
+    plan_kv = plan_from_tensors(q_ranges, k_ranges, attn_type_map, seqlen_q, seqlen_k,
+                                config.block_m1, config.block_n1, device=q.device)
+    plan_q = plan_from_tensors(q_ranges, k_ranges, attn_type_map, seqlen_q, seqlen_k,
+                               config.block_m2, config.block_n2, device=q.device)
+    return launch_bwd(dout, q, k, v, out, lse, plan_kv, plan_q, config, float(softmax_scale),
+                      float(softcap))

@@ -1,0 +1,246 @@
+"""Backward Triton kernels of FFA (FlashAttention-2 style, deterministic, no atomics):
+
+1. ``_preprocess_kernel``: delta = rowsum(dO * O) and lse in log2 units, both [Hq, Sq] fp32;
+   rows with lse = -inf (no key anywhere) get +inf so that P = exp2(s - lse) = 0 there.
+2. ``_dkdv_kernel``: one program per (key tile, kv head), over the q tiles of the transposed
+   plan and the kv head's group of q heads; owns its dk, dv rows.
+3. ``_dq_kernel``: one program per (q tile, q head), over the forward plan's key tiles.
+
+out and lse may be the GLOBAL (merged) ones of a context-parallel run: the result is then this
+key set's share of dq and its exact dk, dv.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..block_sparse import BlockSparsePlan
+from ._mask import LOG2E, tanh, union_mask
+from .configs import BwdConfig
+
+PREPROCESS_BLOCK = 64  # rows per preprocess program: a [64, D] tile of O and dO
+
+
+@triton.jit
+def _preprocess_kernel(Out, DOut, Lse, Delta, Lse2, stride_om, stride_oh, stride_dm, stride_dh,
+                       stride_lm, seqlen_q, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    head = tl.program_id(1)
+    offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < seqlen_q
+    rows = offs_m[:, None].to(tl.int64)
+    o = tl.load(Out + head * stride_oh + rows * stride_om + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+    do = tl.load(DOut + head * stride_dh + rows * stride_dm + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    lse = tl.load(Lse + offs_m.to(tl.int64) * stride_lm + head, mask=row_ok, other=float("-inf"))
+    lse2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2E)
+    tl.store(Delta + head.to(tl.int64) * seqlen_q + offs_m, delta, mask=row_ok)
+    tl.store(Lse2 + head.to(tl.int64) * seqlen_q + offs_m, lse2, mask=row_ok)
+
+
+@triton.jit
+def _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, q_off, do_off, stat_off, q_tile, offs_k, offs_m0,
+               offs_d, stride_qm, stride_dm, seqlen_q, sm_scale, softcap,
+               slice_bounds, slice_idx, slice_lo, slice_hi, k_tile_lo, k_tile_hi,
+               BLOCK_M: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr):
+    q_lo = q_tile * BLOCK_M
+    offs_m = q_lo + offs_m0
+    rows = offs_m[:, None].to(tl.int64)
+    if MASKED:
+        row_ok = offs_m < seqlen_q
+        q = tl.load(Q + q_off + rows * stride_qm + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+        lse2 = tl.load(Lse2 + stat_off + offs_m, mask=row_ok, other=float("inf"))
+    else:
+        q = tl.load(Q + q_off + rows * stride_qm + offs_d[None, :])
+        lse2 = tl.load(Lse2 + stat_off + offs_m)
+    qk_t = tl.dot(k, tl.trans(q))  # [BLOCK_N, BLOCK_M]
+    if SOFTCAP:
+        t = tanh(qk_t * (sm_scale / softcap))
+        p_t = tl.exp2(t * (softcap * LOG2E) - lse2[None, :])
+    else:
+        p_t = tl.exp2(qk_t * (sm_scale * LOG2E) - lse2[None, :])
+    if MASKED:
+        keep = union_mask(offs_m[None, :], offs_k[:, None], slice_bounds, slice_idx, slice_lo,
+                          slice_hi, q_lo, q_lo + BLOCK_M, k_tile_lo, k_tile_hi)
+        p_t = tl.where(keep, p_t, 0.0)
+        do = tl.load(DO + do_off + rows * stride_dm + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+        delta = tl.load(Delta + stat_off + offs_m, mask=row_ok, other=0.0)
+    else:
+        do = tl.load(DO + do_off + rows * stride_dm + offs_d[None, :])
+        delta = tl.load(Delta + stat_off + offs_m)
+    dv += tl.dot(p_t.to(do.dtype), do)
+    dp_t = tl.dot(v, tl.trans(do))
+    ds_t = p_t * (dp_t - delta[None, :])
+    if SOFTCAP:
+        ds_t = ds_t * (1.0 - t * t)
+    dk += tl.dot(ds_t.to(q.dtype), q)
+    return dk, dv
+
+
+@triton.jit
+def _dkdv_kernel(Q, K, V, DO, DK, DV, Lse2, Delta,
+                 k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_slice_ptr, k_tile_slice_idx,
+                 slice_bounds, k_tile_order,
+                 stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
+                 stride_dm, stride_dh, stride_dkm, stride_dkh, stride_dvm, stride_dvh,
+                 seqlen_q, seqlen_k, sm_scale, softcap,
+                 GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr):
+    tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
+    k_tile = tl.load(k_tile_order + tl.program_id(0))
+    kv_head = tl.program_id(1)
+    k_lo = k_tile * BLOCK_N
+    offs_k = k_lo + tl.arange(0, BLOCK_N)
+    offs_m0 = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    col_ok = offs_k < seqlen_k
+    krows = offs_k[:, None].to(tl.int64)
+    k = tl.load(K + kv_head.to(tl.int64) * stride_kh + krows * stride_km + offs_d[None, :],
+                mask=col_ok[:, None], other=0.0)
+    v = tl.load(V + kv_head.to(tl.int64) * stride_vh + krows * stride_vm + offs_d[None, :],
+                mask=col_ok[:, None], other=0.0)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    start = tl.load(k_tile_ptr + k_tile)
+    end = tl.load(k_tile_ptr + k_tile + 1)
+    mid = start + tl.load(k_tile_num_full + k_tile)
+    slice_lo = tl.load(k_tile_slice_ptr + k_tile)
+    slice_hi = tl.load(k_tile_slice_ptr + k_tile + 1)
+    for g in range(GROUP):
+        head = (kv_head * GROUP + g).to(tl.int64)
+        q_off = head * stride_qh
+        do_off = head * stride_dh
+        stat_off = head * seqlen_q
+        for t in range(start, mid):
+            dk, dv = _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, q_off, do_off, stat_off,
+                                tl.load(k_tile_qt + t), offs_k, offs_m0, offs_d, stride_qm,
+                                stride_dm, seqlen_q, sm_scale, softcap, slice_bounds,
+                                k_tile_slice_idx, slice_lo, slice_hi, k_lo, k_lo + BLOCK_N,
+                                BLOCK_M, False, SOFTCAP)
+        for t in range(mid, end):
+            dk, dv = _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, q_off, do_off, stat_off,
+                                tl.load(k_tile_qt + t), offs_k, offs_m0, offs_d, stride_qm,
+                                stride_dm, seqlen_q, sm_scale, softcap, slice_bounds,
+                                k_tile_slice_idx, slice_lo, slice_hi, k_lo, k_lo + BLOCK_N,
+                                BLOCK_M, True, SOFTCAP)
+    dk = dk * sm_scale
+    tl.store(DK + kv_head.to(tl.int64) * stride_dkh + krows * stride_dkm + offs_d[None, :],
+             dk.to(DK.dtype.element_ty), mask=col_ok[:, None])
+    tl.store(DV + kv_head.to(tl.int64) * stride_dvh + krows * stride_dvm + offs_d[None, :],
+             dv.to(DV.dtype.element_ty), mask=col_ok[:, None])
+
+
+@triton.jit
+def _dq_step(dq, q, do, lse2, delta, K, V, kv_off, k_tile, offs_m, offs_n, offs_d,
+             stride_km, stride_vm, seqlen_k, sm_scale, softcap,
+             slice_bounds, slice_idx, slice_lo, slice_hi, q_tile_lo, q_tile_hi,
+             BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr):
+    k_lo = k_tile * BLOCK_N
+    offs_k = k_lo + offs_n
+    krows = offs_k[:, None].to(tl.int64)
+    if MASKED:
+        k = tl.load(K + kv_off + krows * stride_km + offs_d[None, :], mask=offs_k[:, None] < seqlen_k, other=0.0)
+        v = tl.load(V + kv_off + krows * stride_vm + offs_d[None, :], mask=offs_k[:, None] < seqlen_k, other=0.0)
+    else:
+        k = tl.load(K + kv_off + krows * stride_km + offs_d[None, :])
+        v = tl.load(V + kv_off + krows * stride_vm + offs_d[None, :])
+    qk = tl.dot(q, tl.trans(k))
+    if SOFTCAP:
+        t = tanh(qk * (sm_scale / softcap))
+        p = tl.exp2(t * (softcap * LOG2E) - lse2[:, None])
+    else:
+        p = tl.exp2(qk * (sm_scale * LOG2E) - lse2[:, None])
+    if MASKED:
+        keep = union_mask(offs_m[:, None], offs_k[None, :], slice_bounds, slice_idx, slice_lo,
+                          slice_hi, q_tile_lo, q_tile_hi, k_lo, k_lo + BLOCK_N)
+        p = tl.where(keep, p, 0.0)
+    dp = tl.dot(do, tl.trans(v))
+    ds = p * (dp - delta[:, None])
+    if SOFTCAP:
+        ds = ds * (1.0 - t * t)
+    dq += tl.dot(ds.to(k.dtype), k)
+    return dq
+
+
+@triton.jit
+def _dq_kernel(Q, K, V, DO, DQ, Lse2, Delta,
+               q_tile_ptr, q_tile_kt, q_tile_num_full, q_tile_slice_ptr, q_tile_slice_idx,
+               slice_bounds, q_tile_order,
+               stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
+               stride_dm, stride_dh, stride_dqm, stride_dqh,
+               seqlen_q, seqlen_k, sm_scale, softcap,
+               GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr):
+    tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
+    q_tile = tl.load(q_tile_order + tl.program_id(0))
+    head = tl.program_id(1).to(tl.int64)
+    kv_off = (head // GROUP) * stride_kh
+    q_lo = q_tile * BLOCK_M
+    offs_m = q_lo + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < seqlen_q
+    rows = offs_m[:, None].to(tl.int64)
+    q = tl.load(Q + head * stride_qh + rows * stride_qm + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+    do = tl.load(DO + head * stride_dh + rows * stride_dm + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+    lse2 = tl.load(Lse2 + head * seqlen_q + offs_m, mask=row_ok, other=float("inf"))
+    delta = tl.load(Delta + head * seqlen_q + offs_m, mask=row_ok, other=0.0)
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    start = tl.load(q_tile_ptr + q_tile)
+    end = tl.load(q_tile_ptr + q_tile + 1)
+    mid = start + tl.load(q_tile_num_full + q_tile)
+    slice_lo = tl.load(q_tile_slice_ptr + q_tile)
+    slice_hi = tl.load(q_tile_slice_ptr + q_tile + 1)
+    for t in range(start, mid):
+        dq = _dq_step(dq, q, do, lse2, delta, K, V, kv_off, tl.load(q_tile_kt + t), offs_m, offs_n,
+                      offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap, slice_bounds,
+                      q_tile_slice_idx, slice_lo, slice_hi, q_lo, q_lo + BLOCK_M,
+                      BLOCK_N, False, SOFTCAP)
+    for t in range(mid, end):
+        dq = _dq_step(dq, q, do, lse2, delta, K, V, kv_off, tl.load(q_tile_kt + t), offs_m, offs_n,
+                      offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap, slice_bounds,
+                      q_tile_slice_idx, slice_lo, slice_hi, q_lo, q_lo + BLOCK_M,
+                      BLOCK_N, True, SOFTCAP)
+    dq = dq * sm_scale
+    tl.store(DQ + head * stride_dqh + rows * stride_dqm + offs_d[None, :],
+             dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
+
+
+def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockSparsePlan,
+               config: BwdConfig, softmax_scale: float, softcap: float):
+    """plan_kv: tiles (block_m1, block_n1), read through its transpose; plan_q: (block_m2, block_n2)."""
+    seqlen_q, num_heads_q, head_dim = q.shape
+    seqlen_k, num_heads_kv, _ = k.shape
+    group = num_heads_q // num_heads_kv
+    if (plan_kv.block_m, plan_kv.block_n) != (config.block_m1, config.block_n1) or \
+            (plan_q.block_m, plan_q.block_n) != (config.block_m2, config.block_n2):
+        raise ValueError("plans do not match the backward config's tiles")
+    delta = torch.empty(num_heads_q, seqlen_q, dtype=torch.float32, device=q.device)
+    lse2 = torch.empty_like(delta)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    if seqlen_q == 0 or seqlen_k == 0:
+        return dq.zero_(), dk.zero_(), dv.zero_()
+    cap = softcap if softcap > 0 else 1.0
+    _preprocess_kernel[(triton.cdiv(seqlen_q, PREPROCESS_BLOCK), num_heads_q)](
+        out, dout, lse, delta, lse2, out.stride(0), out.stride(1), dout.stride(0), dout.stride(1),
+        lse.stride(0), seqlen_q, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
+    _dkdv_kernel[(plan_kv.num_k_tiles, num_heads_kv)](
+        q, k, v, dout, dk, dv, lse2, delta,
+        plan_kv.k_tile_ptr, plan_kv.k_tile_qt, plan_kv.k_tile_num_full, plan_kv.k_tile_slice_ptr,
+        plan_kv.k_tile_slice_idx, plan_kv.slice_bounds, plan_kv.k_tile_order,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        dout.stride(0), dout.stride(1), dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
+        seqlen_q, seqlen_k, softmax_scale, cap,
+        GROUP=group, HEAD_DIM=head_dim, BLOCK_M=config.block_m1, BLOCK_N=config.block_n1,
+        SOFTCAP=softcap > 0, num_warps=config.num_warps, num_stages=config.num_stages)
+    _dq_kernel[(plan_q.num_q_tiles, num_heads_q)](
+        q, k, v, dout, dq, lse2, delta,
+        plan_q.q_tile_ptr, plan_q.q_tile_kt, plan_q.q_tile_num_full, plan_q.q_tile_slice_ptr,
+        plan_q.q_tile_slice_idx, plan_q.slice_bounds, plan_q.q_tile_order,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        dout.stride(0), dout.stride(1), dq.stride(0), dq.stride(1),
+        seqlen_q, seqlen_k, softmax_scale, cap,
+        GROUP=group, HEAD_DIM=head_dim, BLOCK_M=config.block_m2, BLOCK_N=config.block_n2,
+        SOFTCAP=softcap > 0, num_warps=config.num_warps, num_stages=config.num_stages)
+    return dq, dk, dv

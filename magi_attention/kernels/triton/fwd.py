@@ -1,0 +1,136 @@
+"""Forward Triton kernel of FFA: one program per (q tile, q head), over the key tiles of the
+slice union that the block-sparse plan lists for its q tile (full tiles unmasked, then partial
+tiles masked by the OR of the q tile's slices). Online softmax in fp32 with exp2."""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ..block_sparse import BlockSparsePlan
+from ._mask import LN2, LOG2E, tanh, union_mask
+from .configs import FwdConfig
+
+
+@triton.jit
+def _fwd_tile(acc, l_i, m_i, q, K, V, kv_off, k_tile, offs_m, offs_n, offs_d,
+              stride_km, stride_vm, seqlen_k, sm_scale, softcap,
+              slice_bounds, slice_idx, slice_lo, slice_hi, q_tile_lo, q_tile_hi,
+              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr):
+    k_lo = k_tile * BLOCK_N
+    offs_k = k_lo + offs_n
+    k_ptrs = K + kv_off + offs_k[:, None] * stride_km + offs_d[None, :]
+    v_ptrs = V + kv_off + offs_k[:, None] * stride_vm + offs_d[None, :]
+    if MASKED:
+        k = tl.load(k_ptrs, mask=offs_k[:, None] < seqlen_k, other=0.0)
+    else:
+        k = tl.load(k_ptrs)
+    qk = tl.dot(q, tl.trans(k))
+    if SOFTCAP:
+        s = tanh(qk * (sm_scale / softcap)) * (softcap * LOG2E)
+    else:
+        s = qk * (sm_scale * LOG2E)
+    if MASKED:
+        keep = union_mask(offs_m[:, None], offs_k[None, :], slice_bounds, slice_idx, slice_lo,
+                          slice_hi, q_tile_lo, q_tile_hi, k_lo, k_lo + BLOCK_N)
+        s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with nothing kept yet
+    else:
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_use = m_new
+    p = tl.exp2(s - m_use[:, None])
+    alpha = tl.exp2(m_i - m_use)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    if MASKED:
+        v = tl.load(v_ptrs, mask=offs_k[:, None] < seqlen_k, other=0.0)
+    else:
+        v = tl.load(v_ptrs)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    return acc, l_i, m_new
+
+
+@triton.jit
+def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit,
+                q_tile_ptr, q_tile_kt, q_tile_num_full, q_tile_slice_ptr, q_tile_slice_idx,
+                slice_bounds, q_tile_order,
+                stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
+                stride_om, stride_oh, stride_lm, stride_xt,
+                seqlen_q, seqlen_k, sm_scale, softcap,
+                GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, RETURN_MAX: tl.constexpr):
+    tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
+    tl.static_assert(BLOCK_M % 16 == 0 and BLOCK_N % 16 == 0)
+    q_tile = tl.load(q_tile_order + tl.program_id(0))
+    head = tl.program_id(1)
+    kv_off = (head // GROUP).to(tl.int64) * stride_kh
+    q_tile_lo = q_tile * BLOCK_M
+    offs_m = q_tile_lo + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < seqlen_q
+    q_ptrs = Q + head.to(tl.int64) * stride_qh + offs_m[:, None].to(tl.int64) * stride_qm + offs_d[None, :]
+    q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
+
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    start = tl.load(q_tile_ptr + q_tile)
+    end = tl.load(q_tile_ptr + q_tile + 1)
+    mid = start + tl.load(q_tile_num_full + q_tile)
+    slice_lo = tl.load(q_tile_slice_ptr + q_tile)
+    slice_hi = tl.load(q_tile_slice_ptr + q_tile + 1)
+    q_tile_hi = q_tile_lo + BLOCK_M
+    for t in range(start, mid):
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, kv_off, tl.load(q_tile_kt + t),
+                                  offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k,
+                                  sm_scale, softcap, slice_bounds, q_tile_slice_idx, slice_lo,
+                                  slice_hi, q_tile_lo, q_tile_hi, BLOCK_N, False, SOFTCAP)
+    for t in range(mid, end):
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, kv_off, tl.load(q_tile_kt + t),
+                                  offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k,
+                                  sm_scale, softcap, slice_bounds, q_tile_slice_idx, slice_lo,
+                                  slice_hi, q_tile_lo, q_tile_hi, BLOCK_N, True, SOFTCAP)
+
+    has_keys = l_i > 0.0
+    l_safe = tl.where(has_keys, l_i, 1.0)
+    out = acc / l_safe[:, None]
+    lse = tl.where(has_keys, (m_i + tl.log2(l_safe)) * LN2, float("-inf"))
+    o_ptrs = Out + head.to(tl.int64) * stride_oh + offs_m[:, None].to(tl.int64) * stride_om + offs_d[None, :]
+    tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None])
+    tl.store(Lse + offs_m.to(tl.int64) * stride_lm + head, lse, mask=row_ok)
+    if RETURN_MAX:
+        # m_i is the running row max of the logits in log2 units
+        tl.store(MaxLogit + q_tile * stride_xt + head, tl.max(m_i, 0) / LOG2E)
+
+
+def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSparsePlan,
+               config: FwdConfig, softmax_scale: float, softcap: float, return_max_logits: bool):
+    """q [Sq, Hq, D], k/v [Sk, Hkv, D] (last dim contiguous) -> (out, lse [Sq, Hq] fp32, max_logits)."""
+    seqlen_q, num_heads_q, head_dim = q.shape
+    seqlen_k, num_heads_kv, _ = k.shape
+    if (plan.block_m, plan.block_n) != (config.block_m, config.block_n):
+        raise ValueError(f"plan tiles {(plan.block_m, plan.block_n)} != config tiles "
+                         f"{(config.block_m, config.block_n)}")
+    out = torch.empty_like(q)
+    lse = torch.empty(seqlen_q, num_heads_q, dtype=torch.float32, device=q.device)
+    tile_max = torch.empty(max(plan.num_q_tiles, 1), num_heads_q, dtype=torch.float32, device=q.device)
+    grid = (plan.num_q_tiles, num_heads_q)
+    if plan.num_q_tiles > 0:
+        _fwd_kernel[grid](
+            q, k, v, out, lse, tile_max,
+            plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full, plan.q_tile_slice_ptr,
+            plan.q_tile_slice_idx, plan.slice_bounds, plan.q_tile_order,
+            q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+            out.stride(0), out.stride(1), lse.stride(0), tile_max.stride(0),
+            seqlen_q, seqlen_k, softmax_scale, softcap if softcap > 0 else 1.0,
+            GROUP=num_heads_q // num_heads_kv, HEAD_DIM=head_dim, BLOCK_M=config.block_m,
+            BLOCK_N=config.block_n, SOFTCAP=softcap > 0, RETURN_MAX=return_max_logits,
+            num_warps=config.num_warps, num_stages=config.num_stages)
+    max_logits = None
+    if return_max_logits:
+        max_logits = (tile_max.amax(dim=0) if plan.num_q_tiles > 0
+                      else torch.full((num_heads_q,), -math.inf, device=q.device))
+    return out, lse, max_logits

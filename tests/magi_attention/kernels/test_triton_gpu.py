@@ -1,0 +1,128 @@
+"""Triton FFA backend against the reference backend on GPU, for every bench mask.
+
+Oracle: the reference backend in fp32 on the same (upcast) bf16/fp16 inputs. Tolerance, per
+tensor (out, lse, dq, dk, dv), FlashAttention's rule: the kernel's max abs error may be at most
+2x the max abs error of plain low-precision attention (dense_attention computed in the input
+dtype) against the same oracle, plus atol = 1e-3 * max|oracle| + 1e-4.
+"""
+import math
+
+import pytest
+import torch
+
+from magi_attention.common import AttnMaskType, AttnRange, AttnSlice, slices_to_tensors, to_dense
+from magi_attention.functional import flex_flash_attn_func
+from magi_attention.kernels import reference
+from magi_attention.testing import dense_attention
+
+bench_masks = pytest.importorskip("bench.masks")
+
+pytestmark = pytest.mark.gpu
+
+ERR_FACTOR = 2.0
+
+
+def _doc_lens(seqlen, seed):
+    g = torch.Generator().manual_seed(seed)
+    cuts = sorted(torch.randint(1, seqlen, (max(2, seqlen // 700),), generator=g).tolist())
+    cuts = [0] + sorted(set(cuts)) + [seqlen]
+    return [b - a for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+
+
+def _inputs(seqlen_q, seqlen_k, hq, hk, d, dtype, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    mk = lambda s, h: torch.randn(s, h, d, device="cuda", generator=g, dtype=torch.float32).to(dtype)
+    return mk(seqlen_q, hq), mk(seqlen_k, hk), mk(seqlen_k, hk), mk(seqlen_q, hq)
+
+
+def check_case(slices, seqlen_q, seqlen_k, hq, hk, d, dtype, seed=0, softcap=0.0, dense_lowp=True):
+    q, k, v, dout = _inputs(seqlen_q, seqlen_k, hq, hk, d, dtype, seed)
+    qr, kr, ty = (t.cuda() for t in slices_to_tensors(slices))
+    scale = d ** -0.5
+    qt, kt, vt = (t.clone().requires_grad_() for t in (q, k, v))
+    out, meta = flex_flash_attn_func(qt, kt, vt, qr, kr, ty, softcap=softcap, backend="triton",
+                                     return_max_logits=True)
+    dq, dk, dv = torch.autograd.grad(out, (qt, kt, vt), dout)
+    f = lambda t: t.float()
+    ro, rl, rm = reference.fwd(f(q), f(k), f(v), qr, kr, ty, scale, softcap, True)
+    rdq, rdk, rdv = reference.bwd(f(dout), f(q), f(k), f(v), ro, rl, qr, kr, ty, scale, softcap)
+    got = {"out": out, "lse": meta.lse, "dq": dq, "dk": dk, "dv": dv}
+    ref = {"out": ro, "lse": rl, "dq": rdq, "dk": rdk, "dv": rdv}
+    # low-precision baseline: dense attention computed in the input dtype
+    mask = to_dense(slices, seqlen_q, seqlen_k, device="cuda")
+    ql, kl, vl = (t.clone().requires_grad_() for t in (q, k, v))
+    lo, ll = dense_attention(ql, kl, vl, mask, scale, softcap, compute_dtype=dtype)
+    ldq, ldk, ldv = torch.autograd.grad(lo, (ql, kl, vl), dout.to(lo.dtype))
+    low = {"out": lo, "lse": ll, "dq": ldq, "dk": ldk, "dv": ldv}
+    empty = ~mask.any(dim=1)
+    for name in got:
+        g, r, l = got[name].float(), ref[name].float(), low[name].float()
+        assert not torch.isnan(g).any(), f"{name} has NaN"
+        if name == "lse":
+            assert torch.isinf(g[empty]).all() and (g[empty] < 0).all()
+            g, r, l = g[~empty], r[~empty], l[~empty]
+        if g.numel() == 0:
+            continue
+        err = (g - r).abs().max().item()
+        base = (l - r).abs().max().item()
+        tol = ERR_FACTOR * base + 1e-3 * r.abs().max().item() + 1e-4
+        assert err <= tol, f"{name}: max err {err:.3e} > tol {tol:.3e} (low-precision err {base:.3e})"
+    assert (out[empty] == 0).all() and (dq[empty] == 0).all()
+    ok = torch.isfinite(rm)
+    torch.testing.assert_close(meta.max_logits[ok], rm[ok], atol=2e-2, rtol=1e-2)
+
+
+CASES = [(1024, seed, dtype, heads) for seed in (0, 1)
+         for dtype, heads in ((torch.bfloat16, (8, 2, 128)), (torch.float16, (4, 1, 64)),
+                              (torch.bfloat16, (4, 4, 64)), (torch.float16, (8, 2, 128)))
+         if seed == 0 or dtype == torch.bfloat16]
+CASES += [(8192, 0, torch.bfloat16, (8, 2, 128)), (8192, 0, torch.float16, (4, 1, 64))]
+
+
+def _case_id(c):
+    return f"S{c[0]}-seed{c[1]}-{str(c[2]).split('.')[-1]}-{c[3][0]}to{c[3][1]}-d{c[3][2]}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+def test_every_mask(name, case):
+    seqlen, seed, dtype, (hq, hk, d) = case
+    mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
+    check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, dtype, seed)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_overlapping_slices_and_empty_rows(seed):
+    g = torch.Generator().manual_seed(seed)
+    seqlen_q, seqlen_k = 777, 1000
+    slices = []
+    for _ in range(6):
+        a, b = sorted(torch.randint(0, seqlen_q + 1, (2,), generator=g).tolist())
+        c, e = sorted(torch.randint(0, seqlen_k + 1, (2,), generator=g).tolist())
+        slices.append(AttnSlice.make(a, b, c, e, AttnMaskType(int(torch.randint(0, 4, (1,), generator=g)))))
+    slices.append(slices[0])  # an exact duplicate must not count twice
+    check_case(slices, seqlen_q, seqlen_k, 6, 2, 64, torch.bfloat16, seed)
+
+
+@pytest.mark.parametrize("softcap", [5.0, 30.0])
+def test_softcap(softcap):
+    slices = [AttnSlice.make(0, 600, 0, 600, AttnMaskType.CAUSAL), AttnSlice.make(600, 1000, 0, 1000)]
+    check_case(slices, 1000, 1000, 8, 2, 128, torch.bfloat16, 0, softcap=softcap)
+
+
+def test_global_lse_gives_cp_share():
+    """bwd with the merged lse/out of two key halves gives each half's share; the sum is the whole."""
+    seqlen, hq, hk, d = 1024, 8, 2, 128
+    q, k, v, dout = _inputs(seqlen, seqlen, hq, hk, d, torch.bfloat16, 3)
+    full = [AttnSlice.make(0, seqlen, 0, seqlen, AttnMaskType.CAUSAL)]
+    halves = [full[0].clip(AttnRange(0, seqlen), AttnRange(a, b)) for a, b in ((0, 512), (512, seqlen))]
+    from magi_attention.kernels import triton as tk
+    scale = d ** -0.5
+    args = lambda s: tuple(t.cuda() for t in slices_to_tensors(s))
+    out, lse, _ = tk.fwd(q, k, v, *args(full), scale)
+    dq, dk, dv = tk.bwd(dout, q, k, v, out, lse, *args(full), scale)
+    parts = [tk.bwd(dout, q, k, v, out, lse, *args(h), scale) for h in halves]
+    torch.testing.assert_close((parts[0][0].float() + parts[1][0].float()), dq.float(), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(parts[0][1][:512].float(), dk[:512].float(), atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(parts[1][2][512:].float(), dv[512:].float(), atol=1e-2, rtol=1e-2)
+    assert (parts[0][1][512:] == 0).all() and (parts[1][2][:512] == 0).all()
