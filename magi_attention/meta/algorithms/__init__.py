@@ -1,0 +1,26 @@
+"""Dispatch algorithms, by name: chunks with loads -> equal-count buckets."""
+from __future__ import annotations
+
+from .base import DispatchAlgorithm, DispatchSolution
+from .min_heap import MinHeapDispatch
+from .sequential import SequentialDispatch
+from .sorted_sequential import SortedSequentialDispatch
+
+DISPATCH_ALGORITHMS: dict[str, type[DispatchAlgorithm]] = {
+    "min_heap": MinHeapDispatch,
+    "sequential": SequentialDispatch,
+    "sorted_sequential": SortedSequentialDispatch,
+}
+
+
+def get_dispatch_algorithm(name: str | DispatchAlgorithm) -> DispatchAlgorithm:
+    if isinstance(name, DispatchAlgorithm):
+        return name
+    if name not in DISPATCH_ALGORITHMS:
+        raise ValueError(f"unknown dispatch algorithm {name!r}; expected one of "
+                         f"{list(DISPATCH_ALGORITHMS)}")
+    return DISPATCH_ALGORITHMS[name]()
+
+
+__all__ = ["DISPATCH_ALGORITHMS", "DispatchAlgorithm", "DispatchSolution", "MinHeapDispatch",
+           "SequentialDispatch", "SortedSequentialDispatch", "get_dispatch_algorithm"]

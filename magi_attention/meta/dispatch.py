@@ -1,0 +1,82 @@
+"""Dispatch meta: the global mask cut into q chunks of chunk_size, chunks balanced over cp ranks.
+
+Rank r's local shard is the concatenation of its chunks in increasing global order, for q, k and
+v alike (self-attention: the same permutation applies to all three).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..common import AttnSlice
+from .algorithms import DispatchAlgorithm, DispatchSolution, get_dispatch_algorithm
+from .slice_array import SliceArray, chunk_areas
+
+
+@dataclass(frozen=True)
+class DispatchMeta:
+    total_seqlen: int
+    chunk_size: int
+    cp_size: int
+    solution: DispatchSolution
+    chunk_areas: np.ndarray   # int64 [num_chunks]: load of each q chunk
+    owner: np.ndarray         # int64 [num_chunks]: rank holding each chunk
+    local_offset: np.ndarray  # int64 [num_chunks]: token offset of each chunk in its owner's shard
+
+    @property
+    def num_chunks(self) -> int:
+        return self.total_seqlen // self.chunk_size
+
+    @property
+    def shard_seqlen(self) -> int:
+        return self.total_seqlen // self.cp_size
+
+    def chunks_of(self, rank: int) -> tuple[int, ...]:
+        return self.solution.buckets[rank]
+
+    def bucket_areas(self) -> np.ndarray:
+        return self.solution.bucket_areas(self.chunk_areas)
+
+    def imbalance(self) -> float:
+        """max / mean of the bucket areas (1.0 is perfect balance)."""
+        areas = self.bucket_areas()
+        return float(areas.max() / areas.mean()) if areas.sum() else 1.0
+
+    def position_ids(self, rank: int) -> np.ndarray:
+        """Global token index of each local token of ``rank``: int64 [shard_seqlen]."""
+        chunks = np.asarray(self.chunks_of(rank), dtype=np.int64)
+        return (chunks[:, None] * self.chunk_size + np.arange(self.chunk_size)).reshape(-1)
+
+    def permutation(self) -> np.ndarray:
+        """Chunk ids in dispatched order (rank 0's chunks, then rank 1's, ...)."""
+        return np.concatenate([np.asarray(b, dtype=np.int64) for b in self.solution.buckets])
+
+
+def check_dispatch_args(total_seqlen: int, cp_size: int, chunk_size: int) -> None:
+    if cp_size < 1:
+        raise ValueError(f"cp_size must be >= 1, got {cp_size}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if total_seqlen % (cp_size * chunk_size):
+        raise ValueError(
+            f"total_seqlen={total_seqlen} must be a multiple of cp_size * chunk_size = "
+            f"{cp_size} * {chunk_size} = {cp_size * chunk_size}; pad the sequence (and leave the "
+            f"padding out of every slice) or pick another chunk_size")
+
+
+def solve_dispatch(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int, cp_size: int,
+                   chunk_size: int, algorithm: str | DispatchAlgorithm = "min_heap"
+                   ) -> DispatchMeta:
+    """Cut the mask into q chunks, weigh each by its area, and solve the bucket assignment."""
+    check_dispatch_args(total_seqlen, cp_size, chunk_size)
+    if not isinstance(slices, SliceArray):
+        slices = SliceArray.from_slices(slices)
+    areas = chunk_areas(slices, total_seqlen, chunk_size)
+    solution = get_dispatch_algorithm(algorithm).solve(areas, cp_size)
+    owner = solution.owner(len(areas))
+    local_offset = np.zeros(len(areas), dtype=np.int64)
+    for bucket in solution.buckets:
+        local_offset[list(bucket)] = np.arange(len(bucket)) * chunk_size
+    return DispatchMeta(total_seqlen, chunk_size, cp_size, solution, areas, owner, local_offset)

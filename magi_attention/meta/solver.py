@@ -1,0 +1,69 @@
+"""The whole MagiAttention solve for one rank: dispatch, stage count, transfer table, runtime meta."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..common import AttnSlice
+from .algorithms import DispatchAlgorithm
+from .comm_meta import (RowPieces, TransferTable, build_transfer_table, needed_ranges,
+                        remote_ranges, row_pieces)
+from .dispatch import DispatchMeta, solve_dispatch
+from .overlap_solver import OverlapConfig, RankCost, choose_num_stages
+from .runtime_meta import DistAttnRuntimeMeta, build_runtime_meta
+from .slice_array import SliceArray
+
+
+@dataclass(frozen=True)
+class AttnShape:
+    """What the cost model needs of the tensors: heads, head_dim and bytes per element."""
+
+    num_heads_q: int
+    num_heads_kv: int
+    head_dim: int
+    element_size: int = 2
+
+    @property
+    def flops_per_cell(self) -> float:
+        return 4.0 * self.num_heads_q * self.head_dim
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return 2 * self.num_heads_kv * self.head_dim * self.element_size
+
+
+@dataclass(frozen=True)
+class MagiMeta:
+    dispatch: DispatchMeta
+    table: TransferTable
+    runtime: DistAttnRuntimeMeta
+
+
+def solve_magi_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int, cp_size: int,
+                    chunk_size: int, rank: int, shape: AttnShape,
+                    algorithm: str | DispatchAlgorithm = "min_heap",
+                    overlap: OverlapConfig = OverlapConfig()) -> MagiMeta:
+    if not 0 <= rank < cp_size:
+        raise ValueError(f"rank={rank} outside cp group of size {cp_size}")
+    if not isinstance(slices, SliceArray):
+        slices = SliceArray.from_slices(slices)
+    dispatch = solve_dispatch(slices, total_seqlen, cp_size, chunk_size, algorithm)
+    rows = row_pieces(slices, dispatch)
+    num_stages = choose_num_stages(rank_costs(rows, dispatch, shape), shape.flops_per_cell, overlap)
+    table = build_transfer_table(rows, dispatch, num_stages)
+    return MagiMeta(dispatch, table, build_runtime_meta(rows, dispatch, table, rank))
+
+
+def rank_costs(rows: RowPieces, dispatch: DispatchMeta, shape: AttnShape) -> list[RankCost]:
+    """Per rank: area split into host / remote in proportion to the keys it needs from each."""
+    dst, start, end = needed_ranges(rows, dispatch.cp_size)
+    needed = np.bincount(dst, weights=end - start, minlength=dispatch.cp_size).astype(np.float64)
+    r_dst, _, r_start, r_end = remote_ranges(dst, start, end, dispatch)
+    remote = np.bincount(r_dst, weights=r_end - r_start,
+                         minlength=dispatch.cp_size).astype(np.float64)
+    areas = dispatch.bucket_areas().astype(np.float64)
+    frac = np.divide(remote, needed, out=np.zeros_like(remote), where=needed > 0)
+    return [RankCost(a * (1 - f), a * f, float(t) * shape.kv_bytes_per_token)
+            for a, f, t in zip(areas, frac, remote)]
