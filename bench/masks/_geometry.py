@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from magi_attention.common import AttnSlice, union_area
+from magi_attention.common import AttnMaskType, AttnSlice, union_area
 
 UNBOUNDED = 1 << 40  # far past any seqlen, small enough that sums stay exact in int64
 
@@ -31,11 +31,14 @@ class SliceArrays:
 
     @classmethod
     def from_slices(cls, slices: Sequence[AttnSlice]) -> "SliceArrays":
-        rows = np.array([(s.q_range.start, s.q_range.end, s.k_range.start, s.k_range.end,
-                          -UNBOUNDED if s.lower_offset is None else s.lower_offset,
-                          UNBOUNDED if s.upper_offset is None else s.upper_offset)
-                         for s in slices], dtype=np.int64).reshape(-1, 6)
-        return cls(*(np.ascontiguousarray(rows[:, i]) for i in range(6)))
+        raw = np.array([(s.q_range.start, s.q_range.end, s.k_range.start, s.k_range.end,
+                         s.mask_type) for s in slices], dtype=np.int64).reshape(-1, 5)
+        qs, qe, ks, ke, kind = (np.ascontiguousarray(raw[:, i]) for i in range(5))
+        # the offsets of AttnSlice.lower_offset / upper_offset, for all slices at once
+        has_lower = np.isin(kind, [t for t in AttnMaskType if t.has_lower_diagonal])
+        has_upper = np.isin(kind, [t for t in AttnMaskType if t.has_upper_diagonal])
+        return cls(qs, qe, ks, ke, np.where(has_lower, ks - qs, -UNBOUNDED),
+                   np.where(has_upper, ke - qe, UNBOUNDED))
 
     def __len__(self) -> int:
         return len(self.q_start)
