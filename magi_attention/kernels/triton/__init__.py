@@ -54,7 +54,7 @@ def _dense_last(x: torch.Tensor) -> torch.Tensor:
 def fwd(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale: float, softcap: float = 0.0,
         return_max_logits: bool = False, config=None):
     """(out [Sq, Hq, D], lse [Sq, Hq] fp32, max_logits [Hq] | None); see kernels.reference.fwd."""
-    from .fwd import launch_fwd
+    from .forward import launch_fwd
 
     check_supported(q, k, v)
     q, k, v = (_dense_last(t) for t in (q, k, v))
@@ -67,7 +67,7 @@ def fwd(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale: float, softca
 def bwd(dout, q, k, v, out, lse, q_ranges, k_ranges, attn_type_map, softmax_scale: float,
         softcap: float = 0.0, deterministic: bool = False, config=None):
     """(dq, dk, dv); deterministic always (no atomics). ``out``/``lse`` may be global (CP)."""
-    from .bwd import launch_bwd
+    from .backward import launch_bwd
 
     check_supported(q, k, v)
     dout, q, k, v, out = (_dense_last(t) for t in (dout, q, k, v, out))
