@@ -1,0 +1,140 @@
+"""HybridCP (Megatron's hybrid context parallel): each packed sample gets a CP sub-group sized
+to its length (short samples stay on one rank, long ones spread over 2^k ranks), sub-groups are
+placed to balance attention work, and each sub-group runs ring attention on its own samples."""
+from __future__ import annotations
+
+import bisect
+import math
+
+import torch
+
+from magi_attention.common import AttnSlice, union_area
+
+from ._ring_engine import make_ring_plan, ring_bwd, ring_fwd
+from ._sharding import Layout, doc_ranges, layout_len, zigzag_layout
+from .base import CPStrategy
+
+
+def _doc_of(starts: list[int], pos: int) -> int:
+    return bisect.bisect_right(starts, pos) - 1
+
+
+def slices_by_doc(slices, docs) -> list[list[AttnSlice]] | str:
+    """Each slice under its document, or the reason (a slice reaching across documents)."""
+    starts = [d.start for d in docs]
+    out: list[list[AttnSlice]] = [[] for _ in docs]
+    for s in slices:
+        i = _doc_of(starts, s.q_range.start)
+        d = docs[i]
+        if not (s.q_range.end <= d.end and d.start <= s.k_range.start and s.k_range.end <= d.end):
+            return (f"slice {s!r} reaches across documents: per-sample sub-groups need every "
+                    f"slice inside one document")
+        out[i].append(s)
+    return out
+
+
+def sub_group_size(seqlen: int, sample_len: int, cp_size: int) -> int:
+    """Smallest power of two g <= cp_size with sample_len / g <= seqlen / cp_size (rank capacity)."""
+    need = math.ceil(sample_len * cp_size / seqlen)
+    return min(cp_size, 1 << max(need - 1, 0).bit_length())
+
+
+def place_samples(sizes: list[int], works: list[int], cp_size: int) -> list[int]:
+    """Block index of each sample (sub-group = ranks [b * g, (b + 1) * g)), greedily by work:
+    the heaviest first, each onto the aligned block whose busiest rank ends least loaded."""
+    load = [0.0] * cp_size
+    blocks = [0] * len(sizes)
+    for i in sorted(range(len(sizes)), key=lambda i: (-works[i], i)):
+        g = sizes[i]
+        costs = [max(load[b * g:(b + 1) * g]) for b in range(cp_size // g)]
+        b = costs.index(min(costs))
+        blocks[i] = b
+        for r in range(b * g, (b + 1) * g):
+            load[r] += works[i] / g
+    return blocks
+
+
+class HybridFunc(torch.autograd.Function):
+    """Levels (sub-group sizes cp_size, ..., 2, 1) in a fixed order, one ring per level."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, strategy):
+        outs, lses = [], []
+        for rows, plan in strategy.levels:
+            o, l = ring_fwd(q[rows], k[rows], v[rows], plan, strategy.kernel, strategy.stats)
+            outs.append(o)
+            lses.append(l)
+        out = torch.cat(outs).to(q.dtype) if outs else torch.zeros_like(q)
+        lse = torch.cat(lses) if lses else q.new_zeros(q.shape[:2], dtype=torch.float32)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.strategy = strategy
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse = ctx.saved_tensors
+        strategy = ctx.strategy
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        for rows, plan in strategy.levels:
+            dq[rows], dk[rows], dv[rows] = ring_bwd(dout[rows].contiguous(), q[rows], k[rows],
+                                                    v[rows], out[rows], lse[rows], plan,
+                                                    strategy.kernel, strategy.stats)
+        return dq, dk, dv, None
+
+
+class HybridCP(CPStrategy):
+    """Samples: the mask's documents (doc_lens), or the whole sequence as one sample. Each
+    sample's sub-group size is the smallest power of two that fits it into ceil(S / cp_size)
+    tokens per rank; within a sub-group the sample is zigzag-sharded. The local rows are grouped
+    by level (sub-group size, largest first). Any shared AttnSlice mask whose slices stay inside
+    one document; a slice across documents (share_question, causal_blockwise) is X. No knobs."""
+
+    name = "hybrid_cp"
+
+    @classmethod
+    def _check(cls, mask, num_heads_q, num_heads_kv, cp_size, **knobs):
+        if cp_size & (cp_size - 1):
+            return f"cp_size={cp_size} is not a power of two (sub-groups are 2^k ranks)"
+        grouped = slices_by_doc(mask.slices, doc_ranges(mask.seqlen, mask.doc_lens))
+        return grouped if isinstance(grouped, str) else None
+
+    def _build(self) -> None:
+        docs = doc_ranges(self.mask.seqlen, self.mask.doc_lens)
+        per_doc = slices_by_doc(self.mask.slices, docs)
+        sizes = [sub_group_size(self.mask.seqlen, d.seqlen, self.cp_size) for d in docs]
+        works = [union_area(s) for s in per_doc]
+        blocks = place_samples(sizes, works, self.cp_size)
+        self.sub_group_sizes, self.blocks = sizes, blocks
+        self.layouts = [[] for _ in range(self.cp_size)]
+        level_layouts = []
+        g = self.cp_size
+        while g >= 1:
+            members: list[list[Layout]] = [[[] for _ in range(g)] for _ in range(self.cp_size // g)]
+            for d, size, b in zip(docs, sizes, blocks):
+                if size == g:
+                    for m, part in enumerate(zigzag_layout([d], g)):
+                        members[b][m] += part
+            level_layouts.append((g, members))
+            for r in range(self.cp_size):
+                self.layouts[r] += members[r // g][r % g]
+            g //= 2
+        self.levels = self._plans(level_layouts)
+
+    def _plans(self, level_layouts) -> list[tuple[slice, object]]:
+        """(local rows, ring plan) of each level in which this rank's sub-group has tokens."""
+        levels, offset = [], 0
+        for g, members in level_layouts:
+            block, index = divmod(self.cp_rank, g)
+            mine = members[block]
+            rows = slice(offset, offset + layout_len(mine[index]))
+            offset = rows.stop
+            if not any(mine):
+                continue
+            ranks = self.global_ranks(list(range(block * g, (block + 1) * g)))
+            levels.append((rows, make_ring_plan(list(self.mask.slices), mine, ranks, index, g,
+                                                self.group)))
+        return levels
+
+    def attention(self, q, k, v):
+        """See ``CPStrategy.attention``."""
+        return HybridFunc.apply(q, k, v, self)
