@@ -1,0 +1,21 @@
+"""calc_attn: distributed attention on dispatched q, k, v."""
+from __future__ import annotations
+
+import torch
+
+from ..functional.dist_attn import dist_attn_func
+from ..functional.flex_flash_attn import AttnForwardMeta
+from .key import DistAttnKey
+
+
+def calc_attn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key: DistAttnKey
+              ) -> tuple[torch.Tensor, AttnForwardMeta]:
+    """Attention of the local q shard over the group's whole k, v under the key's mask.
+
+    q: [shard_seqlen, num_heads_q, head_dim], k/v: [shard_seqlen, num_heads_kv, head_dim], all
+    from ``dispatch``. Returns (out [shard_seqlen, num_heads_q, head_dim], AttnForwardMeta with
+    the local lse [shard_seqlen, num_heads_q]); undispatch(out, key) gives the global output.
+    Collective: every rank of the group calls it. Differentiable in q, k, v.
+    """
+    out, lse = dist_attn_func(q, k, v, key.runtime)
+    return out, AttnForwardMeta(lse=lse, max_logits=None)

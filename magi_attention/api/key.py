@@ -1,0 +1,152 @@
+"""magi_attn_flex_key / magi_attn_varlen_key: solve the dispatch and comm meta once per mask."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ..common import AttnMaskType, AttnRanges
+from ..functional._dist_runtime import DistAttnRuntime
+from ..meta import AttnShape, DispatchMeta, MagiMeta, OverlapConfig, SliceArray, solve_magi_meta
+from ._groups import CpGroups, resolve_cp_groups
+
+
+@dataclass(frozen=True)
+class DistAttnKey:
+    """Everything one rank needs to dispatch, attend and undispatch: returned by
+    ``magi_attn_flex_key``, passed to ``dispatch``, ``calc_attn`` and ``undispatch``."""
+
+    total_seqlen: int
+    chunk_size: int
+    groups: CpGroups
+    meta: MagiMeta
+    runtime: DistAttnRuntime
+
+    @property
+    def cp_size(self) -> int:
+        return self.groups.cp_size
+
+    @property
+    def cp_rank(self) -> int:
+        return self.groups.cp_rank
+
+    @property
+    def dispatch_meta(self) -> DispatchMeta:
+        return self.meta.dispatch
+
+    @property
+    def num_stages(self) -> int:
+        return self.runtime.meta.num_stages
+
+    def position_ids(self, device="cpu") -> torch.Tensor:
+        """Global token index of each local token: int64 [shard_seqlen]."""
+        return torch.from_numpy(self.meta.dispatch.position_ids(self.cp_rank)).to(device)
+
+
+def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num_heads_q: int,
+                       num_heads_kv: int, head_dim: int, cp_group_or_mesh=None,
+                       chunk_size: int = 512, dispatch_alg: str = "min_heap",
+                       num_stages: int | None = None, overlap: OverlapConfig | None = None,
+                       softmax_scale: float | None = None, softcap: float = 0.0,
+                       backend: str = "auto", dtype: torch.dtype = torch.bfloat16,
+                       hierarchical: bool | None = None) -> DistAttnKey:
+    """Solve MagiAttention's dispatch and communication for one global mask.
+
+    Args:
+        q_ranges, k_ranges: [num_slices, 2] half-open token ranges of the global sequence
+            (int tensor, numpy array or list of pairs); slice i covers q_ranges[i] x k_ranges[i].
+        attn_type_map: [num_slices] AttnMaskType values (or names); None means all FULL.
+        total_seqlen: S, the global sequence length (q and k: self-attention).
+        num_heads_q, num_heads_kv, head_dim: tensor shapes, for the overlap cost model.
+        cp_group_or_mesh: a ProcessGroup (None: the default group) or a DeviceMesh, 1D or 2D
+            (inter-node x intra-node; 2D enables the hierarchical group_cast).
+        chunk_size: dispatch granularity; S must be a multiple of cp_size * chunk_size.
+        dispatch_alg: "min_heap" (best balance), "sequential" or "sorted_sequential".
+        num_stages: fixed number of remote KV stages; None lets the overlap solver choose.
+        overlap: full OverlapConfig (cost model rates); its num_stages is overridden by
+            ``num_stages`` when that is given.
+        softmax_scale, softcap, backend: passed to the local FFA kernel ("auto": triton on CUDA,
+            reference elsewhere; triton unavailable -> reference with a warning).
+        dtype: element type of k, v, for the cost model's byte counts.
+        hierarchical: use the two-hop cast on a 2D mesh (default: True for a 2D mesh).
+
+    Returns:
+        DistAttnKey. Every rank of the group must build it with the same arguments.
+
+    Raises:
+        ValueError: S not a multiple of cp_size * chunk_size, slices out of [0, S), shapes of
+            the range tensors disagreeing, unknown dispatch_alg.
+
+    Example:
+        >>> key = magi_attn_flex_key([[0, 8192]], [[0, 8192]], [AttnMaskType.CAUSAL], 8192,
+        ...                          32, 8, 128, group, chunk_size=512)
+        >>> q_local, k_local, v_local = (dispatch(x, key) for x in (q, k, v))
+        >>> out_local, meta = calc_attn(q_local, k_local, v_local, key)
+        >>> out = undispatch(out_local, key)
+    """
+    slices = _slices_from_args(q_ranges, k_ranges, attn_type_map, total_seqlen)
+    groups = resolve_cp_groups(cp_group_or_mesh, hierarchical)
+    overlap = overlap or OverlapConfig()
+    if num_stages is not None:
+        overlap = OverlapConfig(**{**overlap.__dict__, "num_stages": num_stages})
+    shape = AttnShape(num_heads_q, num_heads_kv, head_dim, torch.empty(0, dtype=dtype).element_size())
+    meta = solve_magi_meta(slices, total_seqlen, groups.cp_size, chunk_size, groups.cp_rank, shape,
+                           dispatch_alg, overlap)
+    runtime = DistAttnRuntime(meta.runtime, groups.cp_group, softmax_scale, softcap, backend)
+    if groups.hierarchical:
+        raise NotImplementedError("hierarchical group_cast on a 2D mesh")
+    return DistAttnKey(total_seqlen, chunk_size, groups, meta, runtime)
+
+
+def magi_attn_varlen_key(cu_seqlens: Sequence[int] | torch.Tensor, num_heads_q: int,
+                         num_heads_kv: int, head_dim: int, cp_group_or_mesh=None,
+                         causal: bool = False, chunk_size: int = 512, **kwargs) -> DistAttnKey:
+    """Shortcut for packed documents: one FULL (or CAUSAL) slice per document.
+
+    cu_seqlens: [num_docs + 1] cumulative lengths from 0 to S. Other arguments as
+    ``magi_attn_flex_key``.
+    """
+    cu = [int(x) for x in (cu_seqlens.tolist() if torch.is_tensor(cu_seqlens) else cu_seqlens)]
+    if not cu or cu[0] != 0 or any(b < a for a, b in zip(cu, cu[1:])):
+        raise ValueError(f"cu_seqlens must start at 0 and not decrease, got {cu[:8]}...")
+    docs = [(r.start, r.end) for r in AttnRanges.from_cu_seqlens(cu) if r.seqlen]
+    mask_type = AttnMaskType.CAUSAL if causal else AttnMaskType.FULL
+    return magi_attn_flex_key(docs, docs, [mask_type] * len(docs), cu[-1], num_heads_q,
+                              num_heads_kv, head_dim, cp_group_or_mesh, chunk_size, **kwargs)
+
+
+def _slices_from_args(q_ranges, k_ranges, attn_type_map, total_seqlen: int) -> SliceArray:
+    q = _ranges_array(q_ranges, "q_ranges")
+    k = _ranges_array(k_ranges, "k_ranges")
+    if q.shape != k.shape:
+        raise ValueError(f"q_ranges {q.shape} and k_ranges {k.shape} must both be [num_slices, 2]")
+    if attn_type_map is None:
+        types = np.zeros(len(q), dtype=np.int64)
+    else:
+        raw = attn_type_map.tolist() if hasattr(attn_type_map, "tolist") else list(attn_type_map)
+        types = np.array([int(AttnMaskType.parse(t)) for t in raw], dtype=np.int64)
+        if types.shape != (len(q),):
+            raise ValueError(f"attn_type_map has {len(types)} entries for {len(q)} slices")
+    for name, r in (("q_ranges", q), ("k_ranges", k)):
+        bad = (r[:, 0] < 0) | (r[:, 0] > r[:, 1]) | (r[:, 1] > total_seqlen)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"{name}[{i}] = {r[i].tolist()} is not a range inside "
+                             f"[0, total_seqlen={total_seqlen})")
+    return SliceArray(q[:, 0].copy(), q[:, 1].copy(), k[:, 0].copy(), k[:, 1].copy(), types)
+
+
+def _ranges_array(ranges, name: str) -> np.ndarray:
+    if torch.is_tensor(ranges):
+        ranges = ranges.detach().cpu().numpy()
+    elif isinstance(ranges, AttnRanges):
+        ranges = [[r.start, r.end] for r in ranges]
+    arr = np.asarray(ranges, dtype=np.int64)
+    if arr.size == 0:
+        arr = arr.reshape(0, 2)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise ValueError(f"{name} must be [num_slices, 2], got shape {arr.shape}")
+    return arr

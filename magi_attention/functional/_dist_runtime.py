@@ -1,0 +1,139 @@
+"""DistAttnRuntime: one rank's multi-stage forward and backward over its runtime meta.
+
+Forward: stage 1's remote KV is group-cast (on a side stream on CUDA) while the host stage
+computes; stage j + 1 is prefetched while stage j computes; partial outputs merge by lse.
+Backward: the same KV prefetch, and the partial dK/dV of stage j is group-reduced to its owners
+while stage j + 1 computes. dQ stays local. On gloo / CPU the same code runs with async work
+handles, so the overlap logic is what CI tests.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+
+from ..comm import group_cast, group_reduce
+from ..kernels import BackendUnavailable
+from ..meta import DistAttnRuntimeMeta, StageAttnArgs
+from ._backends import load_backend
+from .flex_flash_attn import flex_flash_attn_bwd, flex_flash_attn_fwd
+from .merge import merge_out_lse
+
+_warned_fallback = False
+
+
+def resolve_dist_backend(backend: str, q: torch.Tensor) -> str:
+    """'auto': triton on CUDA, falling back to reference (with a warning) when triton cannot run."""
+    global _warned_fallback
+    if backend != "auto":
+        return backend
+    if q.device.type != "cuda":
+        return "reference"
+    try:
+        kernel = load_backend("triton")
+        if hasattr(kernel, "check_supported"):
+            kernel.check_supported(q, q[:, :1], q[:, :1])
+        return "triton"
+    except BackendUnavailable as e:
+        if not _warned_fallback:
+            warnings.warn(f"DistAttn: triton backend unavailable ({e}); using the reference "
+                          "kernel, which is slow", stacklevel=3)
+            _warned_fallback = True
+        return "reference"
+
+
+class DistAttnRuntime:
+    """Holds the meta, the process group, the kernel choice and the comm stream of one rank."""
+
+    def __init__(self, meta: DistAttnRuntimeMeta, group=None, softmax_scale: float | None = None,
+                 softcap: float = 0.0, backend: str = "auto", deterministic: bool = False) -> None:
+        self.meta = meta
+        self.group = group
+        self.softmax_scale = softmax_scale
+        self.softcap = softcap
+        self.backend = backend
+        self.deterministic = deterministic
+        self._streams: dict = {}
+
+    def _stream(self, device: torch.device):
+        if device.type != "cuda":
+            return None
+        key = device.index if device.index is not None else torch.cuda.current_device()
+        if key not in self._streams:
+            self._streams[key] = torch.cuda.Stream(device=device)
+        return self._streams[key]
+
+    def _cast(self, kv: torch.Tensor, stage: int):
+        return group_cast(kv, self.meta.stages[stage].cast, self.group, self._stream(kv.device))
+
+    def _scale(self, q: torch.Tensor) -> float:
+        return 1.0 / math.sqrt(q.shape[-1]) if self.softmax_scale is None else self.softmax_scale
+
+    def _fwd(self, q, k, v, attn: StageAttnArgs, backend: str):
+        if attn.num_slices == 0:
+            return (torch.zeros(q.shape, dtype=torch.float32, device=q.device),
+                    torch.full(q.shape[:2], -math.inf, device=q.device))
+        return flex_flash_attn_fwd(q, k, v, *attn.tensors(q.device), self._scale(q),
+                                   self.softcap, backend)
+
+    def _bwd(self, dout, q, k, v, out, lse, attn: StageAttnArgs, backend: str):
+        if attn.num_slices == 0:
+            return None, torch.zeros_like(k), torch.zeros_like(v)
+        return flex_flash_attn_bwd(dout, q, k, v, out, lse, *attn.tensors(q.device),
+                                   self._scale(q), self.softcap, backend, self.deterministic)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        """Local q, k, v [shard_seqlen, heads, head_dim] -> (out in q.dtype, lse fp32)."""
+        self._check(q, k, v)
+        backend = resolve_dist_backend(self.backend, q)
+        num_heads_kv = k.shape[1]
+        kv = torch.cat([k, v], dim=1)
+        stages = self.meta.stages
+        pending = self._cast(kv, 0) if stages else None
+        out, lse = self._fwd(q, k, v, self.meta.host, backend)
+        for j, stage in enumerate(stages):
+            buf = pending.wait()
+            pending = self._cast(kv, j + 1) if j + 1 < len(stages) else None
+            o, l = self._fwd(q, buf[:, :num_heads_kv], buf[:, num_heads_kv:], stage.attn, backend)
+            out, lse = merge_out_lse(out, lse, o, l)
+        return out.to(q.dtype), lse
+
+    def backward(self, dout, q, k, v, out, lse):
+        """Gradients (dq, dk, dv) of the local shard, from the global merged out / lse."""
+        backend = resolve_dist_backend(self.backend, q)
+        num_heads_kv = k.shape[1]
+        kv = torch.cat([k, v], dim=1)
+        stages = self.meta.stages
+        pending = self._cast(kv, 0) if stages else None
+        dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+        dkv = torch.zeros(kv.shape, dtype=torch.float32, device=q.device)
+        dq_h, dk_h, dv_h = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
+        if dq_h is not None:
+            dq += dq_h
+        dkv += torch.cat([dk_h, dv_h], dim=1)
+        reducing = None
+        for j, stage in enumerate(stages):
+            buf = pending.wait()
+            pending = self._cast(kv, j + 1) if j + 1 < len(stages) else None
+            dq_j, dk_j, dv_j = self._bwd(dout, q, buf[:, :num_heads_kv], buf[:, num_heads_kv:],
+                                         out, lse, stage.attn, backend)
+            if dq_j is not None:
+                dq += dq_j
+            if reducing is not None:
+                reducing.wait()
+            reducing = group_reduce(torch.cat([dk_j, dv_j], dim=1), dkv, stage.cast, self.group,
+                                    self._stream(q.device))
+        if reducing is not None:
+            reducing.wait()
+        return (dq.to(q.dtype), dkv[:, :num_heads_kv].to(k.dtype),
+                dkv[:, num_heads_kv:].to(v.dtype))
+
+    def _check(self, q, k, v) -> None:
+        n = self.meta.shard_seqlen
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if t.dim() != 3 or t.shape[0] != n:
+                raise ValueError(f"{name} must be the local shard [shard_seqlen={n}, heads, "
+                                 f"head_dim] (dispatch it first), got {tuple(t.shape)}")
+        if k.shape != v.shape:
+            raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have one shape")
