@@ -1,0 +1,160 @@
+"""FFA on FlashAttention-4 (pip ``flash-attn-4``, module ``flash_attn.cute``), Hopper (SM90).
+
+The AttnSlice mask becomes FA4's block-sparse description (per query tile: key tiles fully
+inside the mask, key tiles that need a mask; the transpose for the backward), and the partial
+tiles are masked by a mask_mod that reads one bit per cell (``_convert``, ``_mask_mod``). FA4's
+own forward and backward kernels do the rest. Conversions are cached per mask.
+
+Semantics match the other backends: q [seqlen_q, num_heads_q, head_dim], k/v [seqlen_k,
+num_heads_kv, head_dim]; overlapping q_ranges count each cell once; rows with no key get out 0,
+lse -inf and zero gradients; ``bwd`` accepts a global (merged) out and lse.
+
+Not supported here (BackendUnavailable / NotImplementedError): fp32 inputs, head_dim > 128 or
+not a multiple of 8, GPUs other than SM90, ``return_max_logits``.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+from functools import lru_cache
+
+import torch
+
+from .. import BackendUnavailable
+from ._convert import Fa4BlockSparse, to_fa4_block_sparse
+
+__all__ = ["INSTALL_HINT", "bwd", "check_supported", "fwd", "is_available", "tile_shape"]
+
+INSTALL_HINT = ("pip install flash-attn-4 'nvidia-cutlass-dsl[cu13]' (or the cu12 flavour "
+                "matching your CUDA); see notes/fa4.md for offline installs")
+SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
+# FA4's SM90 kernels take 8 <= head_dim <= 256 in steps of 8; above 128 the backward key tile
+# (96 or 64) differs from the forward one, which one block-sparse plan cannot serve.
+MAX_HEAD_DIM = 128
+HEAD_DIM_MULTIPLE = 8
+
+
+def _import_error() -> str | None:
+    try:
+        importlib.import_module("flash_attn.cute.interface")
+    except ImportError as e:  # the package, cutlass-dsl or one of their dependencies
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+@lru_cache(maxsize=None)
+def _cached_import_error() -> str | None:
+    return _import_error()
+
+
+def is_available() -> bool:
+    """flash_attn.cute imports and a CUDA GPU of compute capability 9.x is present."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        return False
+    return _cached_import_error() is None
+
+
+def tile_shape(head_dim: int) -> tuple[int, int]:
+    """(block_m, block_n) of the block-sparse plan: FA4's SM90 tiles for this head_dim.
+
+    The forward runs 128 x 128 tiles for head_dim <= 128 (``_tile_size_fwd_sm90`` with a 128-row
+    sparse block); the backward runs 64- or 128-row x 128-key tiles and reads the same 128 x 128
+    lists (q_subtile_factor 2 or 1).
+    """
+    if head_dim > MAX_HEAD_DIM:
+        raise BackendUnavailable(f"fa4 backend supports head_dim <= {MAX_HEAD_DIM}, got {head_dim}")
+    return 128, 128
+
+
+def check_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """Raise BackendUnavailable naming what is missing: the package, the GPU, dtype or head_dim."""
+    error = _cached_import_error()
+    if error is not None:
+        raise BackendUnavailable(f"backend 'fa4' needs flash-attn-4, which cannot be imported "
+                                 f"({error}); install it with: {INSTALL_HINT}")
+    if q.device.type != "cuda":
+        raise BackendUnavailable(f"backend 'fa4' runs on CUDA tensors, got device {q.device}")
+    major, minor = torch.cuda.get_device_capability(q.device)
+    if major != 9:
+        raise BackendUnavailable(f"backend 'fa4' supports SM90 (Hopper) GPUs, got sm_{major}{minor}")
+    if q.dtype not in SUPPORTED_DTYPES:
+        raise BackendUnavailable(f"backend 'fa4' takes bf16 or fp16, got {q.dtype}")
+    head_dim = q.shape[-1]
+    if head_dim % HEAD_DIM_MULTIPLE or head_dim < HEAD_DIM_MULTIPLE:
+        raise BackendUnavailable(f"backend 'fa4' needs head_dim a multiple of {HEAD_DIM_MULTIPLE}, "
+                                 f"got {head_dim}")
+    tile_shape(head_dim)
+
+
+def _fa4():
+    from flash_attn.cute import interface
+    from flash_attn.cute.block_sparsity import BlockSparseTensorsTorch
+
+    from ._mask_mod import tile_bitmap_mask_mod
+    return interface, BlockSparseTensorsTorch, tile_bitmap_mask_mod
+
+
+def _conversion(q, k, q_ranges, k_ranges, attn_type_map) -> Fa4BlockSparse:
+    block_m, block_n = tile_shape(q.shape[-1])
+    return to_fa4_block_sparse(q_ranges, k_ranges, attn_type_map, q.shape[0], k.shape[0],
+                               block_m, block_n, device=q.device)
+
+
+def _mask_args(conv: Fa4BlockSparse, backward: bool):
+    _, sparse_cls, mask_mod_for = _fa4()
+    prefix = "bwd" if backward else "fwd"
+    tensors = sparse_cls(
+        mask_block_cnt=getattr(conv, f"{prefix}_mask_cnt"),
+        mask_block_idx=getattr(conv, f"{prefix}_mask_idx"),
+        full_block_cnt=getattr(conv, f"{prefix}_full_cnt"),
+        full_block_idx=getattr(conv, f"{prefix}_full_idx"),
+        block_size=(conv.block_m, conv.block_n),
+    )
+    return dict(mask_mod=mask_mod_for(conv.block_m, conv.block_n),
+                aux_tensors=[conv.tile_map, conv.tile_bits], block_sparse_tensors=tensors)
+
+
+def fwd(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale: float, softcap: float = 0.0,
+        return_max_logits: bool = False):
+    """(out [Sq, Hq, D] q.dtype, lse [Sq, Hq] fp32 natural log, None)."""
+    if return_max_logits:
+        raise NotImplementedError("return_max_logits on the fa4 backend (FA4 does not expose the "
+                                  "row maxima); use backend='triton' or 'reference'")
+    conv = _conversion(q, k, q_ranges, k_ranges, attn_type_map)
+    if conv.area == 0:
+        return (torch.zeros_like(q),
+                torch.full(q.shape[:2], -math.inf, dtype=torch.float32, device=q.device), None)
+    interface, _, _ = _fa4()
+    out, lse, *_ = interface._flash_attn_fwd(
+        q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), softmax_scale=softmax_scale,
+        softcap=softcap, return_lse=True, **_mask_args(conv, backward=False))
+    # FA4: out [1, Sq, Hq, D], lse [1, Hq, Sq] (natural log, -inf on rows with no key)
+    return out[0], lse[0].transpose(0, 1).contiguous(), None
+
+
+def _dq_write_order(conv: Fa4BlockSparse) -> dict:
+    """Semaphore ranks FA4 needs for a deterministic (ordered) dq accumulation."""
+    from flash_attn.cute.block_sparsity import compute_dq_write_order
+    order, order_full = compute_dq_write_order(
+        conv.fwd_mask_cnt, conv.fwd_mask_idx, conv.fwd_full_cnt, conv.fwd_full_idx,
+        conv.bwd_mask_cnt, conv.bwd_mask_idx, conv.bwd_full_cnt, conv.bwd_full_idx, spt=False)
+    return dict(dq_write_order=order, dq_write_order_full=order_full, spt=False)
+
+
+def bwd(dout, q, k, v, out, lse, q_ranges, k_ranges, attn_type_map, softmax_scale: float,
+        softcap: float = 0.0, deterministic: bool = False):
+    """(dq, dk, dv) in the input dtypes; ``out``/``lse`` may be the global merged ones (CP)."""
+    conv = _conversion(q, k, q_ranges, k_ranges, attn_type_map)
+    if conv.area == 0:
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    interface, _, _ = _fa4()
+    args = _mask_args(conv, backward=True)
+    if deterministic:
+        args["block_sparse_tensors"] = args["block_sparse_tensors"]._replace(**_dq_write_order(conv))
+    # FA4 wants out and dout in q's dtype (a merged CP out arrives in fp32) and lse [1, Hq, Sq]
+    lse_fa4 = lse.float().transpose(0, 1).unsqueeze(0).contiguous()
+    dq, dk, dv = interface._flash_attn_bwd(
+        q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), out.to(q.dtype).unsqueeze(0),
+        dout.to(q.dtype).unsqueeze(0), lse_fa4, softmax_scale=softmax_scale, softcap=softcap,
+        deterministic=deterministic, **args)
+    return dq[0], dk[0], dv[0]

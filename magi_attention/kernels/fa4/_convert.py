@@ -1,0 +1,204 @@
+"""AttnSlice mask -> FA4's block-sparse description plus the bit tables its mask_mod reads.
+
+FA4 (flash_attn.cute) takes, per query tile, the key tiles that are *full* (computed without a
+mask) and the ones that are *partial* (computed with ``mask_mod``), as padded index lists
+``[batch, heads, num_tiles, width]`` plus counts ``[batch, heads, num_tiles]``; the backward takes
+the transpose (per key tile, its query tiles). Both come from
+``magi_attention.kernels.block_sparse`` (the planner the Triton backend uses too), at FA4's tile
+sizes.
+
+The mask_mod must say, for any (q, k) of a partial tile, whether the cell is in the slice union.
+It reads two tables built here:
+
+- ``tile_map: [num_q_tiles, num_k_tiles]`` int32: index of the partial tile, -1 elsewhere;
+- ``tile_bits: [num_partial * block_m * block_n / 32]`` int32: row-major bitmaps of the
+  partial tiles, bit ``k % 32`` of word ``(t * block_m + q % block_m) * block_n / 32 +
+  (k % block_n) / 32``.
+
+That is O(1) per cell (two loads) whatever the number of slices or of key intervals per row, and
+exact: bits come from the merged key intervals of every row. Rows and columns past the sequence
+ends have no bits, so padded rows of the last tile read zeros; full tiles never read the table.
+Memory is ``block_m * block_n / 8`` bytes per partial tile (2 KiB at 128 x 128).
+
+Everything here is numpy/torch on the host (no FA4 import), so CPU tests check it exactly.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, fields
+
+import numpy as np
+import torch
+
+from ..block_sparse import BlockSparsePlan, _union_row_intervals, plan_from_tensors
+
+BITS_PER_WORD = 32
+# Conversions kept per process (each holds a few MB at 64k): a training loop reuses a handful.
+CONVERSION_CACHE_SIZE = 32
+
+
+@dataclass(frozen=True)
+class Fa4BlockSparse:
+    """FA4 block-sparse tensors of one mask at tiles ``block_m x block_n`` (all int32).
+
+    fwd_*: per query tile ``[1, 1, num_q_tiles(, width)]``; bwd_*: per key tile
+    ``[1, 1, num_k_tiles(, width)]``. Index lists are ascending (FA4 walks them backwards);
+    padding past each count is 0 and never read.
+    """
+
+    seqlen_q: int
+    seqlen_k: int
+    block_m: int
+    block_n: int
+    area: int
+    fwd_full_cnt: torch.Tensor
+    fwd_full_idx: torch.Tensor
+    fwd_mask_cnt: torch.Tensor
+    fwd_mask_idx: torch.Tensor
+    bwd_full_cnt: torch.Tensor
+    bwd_full_idx: torch.Tensor
+    bwd_mask_cnt: torch.Tensor
+    bwd_mask_idx: torch.Tensor
+    tile_map: torch.Tensor
+    tile_bits: torch.Tensor
+
+    @property
+    def num_partial(self) -> int:
+        return int(self.fwd_mask_cnt.sum())
+
+    def to(self, device) -> "Fa4BlockSparse":
+        return Fa4BlockSparse(**{f.name: (v.to(device) if isinstance(v, torch.Tensor) else v)
+                                 for f in fields(self) for v in (getattr(self, f.name),)})
+
+
+def _padded_lists(ptr: np.ndarray, idx: np.ndarray, num_full: np.ndarray):
+    """CSR (full entries first per owner) -> (full_cnt, full_idx, mask_cnt, mask_idx) padded."""
+    n = len(ptr) - 1
+    total = np.diff(ptr)
+    mask_cnt = total - num_full
+    owner = np.repeat(np.arange(n), total)
+    pos = np.arange(len(idx)) - ptr[:-1][owner]
+    is_full = pos < num_full[owner]
+    full_idx = np.zeros((n, max(1, int(num_full.max(initial=0)))), dtype=np.int32)
+    mask_idx = np.zeros((n, max(1, int(mask_cnt.max(initial=0)))), dtype=np.int32)
+    full_idx[owner[is_full], pos[is_full]] = idx[is_full]
+    mask_idx[owner[~is_full], (pos - num_full[owner])[~is_full]] = idx[~is_full]
+    as_t = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.int32))  # noqa: E731
+    return (as_t(num_full)[None, None], as_t(full_idx)[None, None],
+            as_t(mask_cnt)[None, None], as_t(mask_idx)[None, None])
+
+
+def _partial_tiles(plan: BlockSparsePlan) -> tuple[np.ndarray, np.ndarray]:
+    """(q tile, key tile) of every partial pair, sorted by q tile then key tile."""
+    ptr, kt, nfull = (t.cpu().numpy().astype(np.int64)
+                      for t in (plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full))
+    owner = np.repeat(np.arange(plan.num_q_tiles), np.diff(ptr))
+    partial = (np.arange(len(kt)) - ptr[:-1][owner]) >= nfull[owner]
+    return owner[partial], kt[partial]
+
+
+def _tile_bitmaps(plan: BlockSparsePlan, part_qt: np.ndarray, part_kt: np.ndarray) -> np.ndarray:
+    """Bitmaps of the partial tiles from the merged key intervals of each row (see module doc)."""
+    bm, bn, nkt = plan.block_m, plan.block_n, plan.num_k_tiles
+    words = bn // BITS_PER_WORD
+    bits = np.zeros((len(part_qt), bm, words), dtype=np.int64)
+    if len(part_qt) == 0:
+        return bits
+    bounds = plan.slice_bounds.cpu().numpy().astype(np.int64)
+    row, lo, hi = _union_row_intervals(bounds, plan.seqlen_k)
+    # pieces: (interval, partial tile it crosses); keys sorted since partial pairs are
+    key = part_qt * nkt + part_kt
+    qt = row // bm
+    first = np.searchsorted(key, qt * nkt + lo // bn, side="left")
+    last = np.searchsorted(key, qt * nkt + (hi - 1) // bn, side="right")
+    count = last - first
+    which = np.repeat(np.arange(len(row)), count)
+    tile = np.repeat(first, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
+    col0 = part_kt[tile] * bn
+    start = np.clip(lo[which] - col0, 0, bn)
+    end = np.clip(hi[which] - col0, 0, bn)
+    local_row = row[which] - qt[which] * bm
+    for w in range(words):
+        s = np.clip(start - w * BITS_PER_WORD, 0, BITS_PER_WORD)
+        e = np.clip(end - w * BITS_PER_WORD, 0, BITS_PER_WORD)
+        value = (np.left_shift(1, e, dtype=np.int64) - np.left_shift(1, s, dtype=np.int64))
+        # intervals of a row are disjoint, so adding their bits is OR-ing them
+        np.add.at(bits, (tile, local_row, w), value)
+    return bits
+
+
+def _to_int32_words(bits: np.ndarray) -> torch.Tensor:
+    wrapped = np.where(bits >= 1 << 31, bits - (1 << 32), bits).astype(np.int32)
+    return torch.from_numpy(np.ascontiguousarray(wrapped.reshape(-1)))
+
+
+def _build(q_ranges, k_ranges, attn_type_map, seqlen_q: int, seqlen_k: int, block_m: int,
+           block_n: int) -> Fa4BlockSparse:
+    plan = plan_from_tensors(q_ranges, k_ranges, attn_type_map, seqlen_q, seqlen_k, block_m, block_n)
+    i64 = lambda t: t.cpu().numpy().astype(np.int64)  # noqa: E731
+    fwd = _padded_lists(i64(plan.q_tile_ptr), i64(plan.q_tile_kt), i64(plan.q_tile_num_full))
+    bwd = _padded_lists(i64(plan.k_tile_ptr), i64(plan.k_tile_qt), i64(plan.k_tile_num_full))
+    part_qt, part_kt = _partial_tiles(plan)
+    tile_map = np.full((plan.num_q_tiles, plan.num_k_tiles), -1, dtype=np.int32)
+    tile_map[part_qt, part_kt] = np.arange(len(part_qt), dtype=np.int32)
+    bits = _tile_bitmaps(plan, part_qt, part_kt)
+    # never empty: FA4 converts every aux tensor, and a zero-size one has no valid layout
+    tile_bits = _to_int32_words(bits) if len(part_qt) else torch.zeros(4, dtype=torch.int32)
+    return Fa4BlockSparse(seqlen_q, seqlen_k, block_m, block_n, plan.area, *fwd, *bwd,
+                          torch.from_numpy(tile_map), tile_bits)
+
+
+_CACHE: OrderedDict = OrderedDict()
+
+
+def to_fa4_block_sparse(q_ranges: torch.Tensor, k_ranges: torch.Tensor, attn_type_map: torch.Tensor,
+                        seqlen_q: int, seqlen_k: int, block_m: int, block_n: int,
+                        device=None) -> Fa4BlockSparse:
+    """FA4 block-sparse tensors and mask tables of an FFA mask (LRU-cached per mask).
+
+    Args:
+        q_ranges, k_ranges: int32 [num_slices, 2]; attn_type_map: int32 [num_slices].
+        seqlen_q, seqlen_k: sequence lengths; block_m, block_n: FA4's tile (block_n % 32 == 0).
+        device: where the result lives (None: CPU).
+
+    The cache key is the bytes of the three range tensors, the seqlens, the tiles and the
+    device, so the same mask in a training loop converts once.
+    """
+    if block_n % BITS_PER_WORD:
+        raise ValueError(f"block_n must be a multiple of {BITS_PER_WORD}, got {block_n}")
+    key = (q_ranges.cpu().numpy().tobytes(), k_ranges.cpu().numpy().tobytes(),
+           attn_type_map.cpu().numpy().tobytes(), seqlen_q, seqlen_k, block_m, block_n, str(device))
+    conv = _CACHE.get(key)
+    if conv is None:
+        conv = _build(q_ranges, k_ranges, attn_type_map, seqlen_q, seqlen_k, block_m, block_n)
+        if device is not None:
+            conv = conv.to(device)
+        _CACHE[key] = conv
+        while len(_CACHE) > CONVERSION_CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+    return conv
+
+
+def clear_conversion_cache() -> None:
+    _CACHE.clear()
+
+
+def dense_from_block_sparse(conv: Fa4BlockSparse) -> torch.Tensor:
+    """bool [seqlen_q, seqlen_k]: full tiles all True, partial tiles from their bitmaps (tests)."""
+    bm, bn = conv.block_m, conv.block_n
+    nqt, nkt = conv.tile_map.shape
+    dense = torch.zeros(nqt * bm, nkt * bn, dtype=torch.bool)
+    full_cnt, full_idx = conv.fwd_full_cnt[0, 0].cpu(), conv.fwd_full_idx[0, 0].cpu()
+    for qt in range(nqt):
+        for kt in full_idx[qt, : int(full_cnt[qt])].tolist():
+            dense[qt * bm:(qt + 1) * bm, kt * bn:(kt + 1) * bn] = True
+    words = conv.tile_bits.cpu().to(torch.int64)[:conv.num_partial * bm * bn // BITS_PER_WORD]
+    words = words.reshape(-1, bm, bn // BITS_PER_WORD)
+    shifts = torch.arange(BITS_PER_WORD, dtype=torch.int64)
+    cells = ((words[..., None] >> shifts) & 1).bool().reshape(-1, bm, bn)
+    tile_map = conv.tile_map.cpu()
+    for qt, kt in (tile_map >= 0).nonzero().tolist():
+        dense[qt * bm:(qt + 1) * bm, kt * bn:(kt + 1) * bn] = cells[int(tile_map[qt, kt])]
+    return dense[:conv.seqlen_q, :conv.seqlen_k]
