@@ -23,6 +23,10 @@ Layout of a plan (all int32 torch tensors, CSR):
   +-``UNBOUNDED_OFFSET``): the one place where AttnMaskType becomes kernel arithmetic.
 - ``q_tile_order [nqt]``: q tiles by decreasing work (launch the heaviest first: shorter tail).
 - ``k_tile_order [nkt]``: the same for key tiles.
+- ``row_lo, row_hi [seqlen_q, R]``: the union's kept keys of each query row as R disjoint
+  intervals ``[lo, hi)`` (padded with empty ones), R = ``max_row_intervals``; stored only when
+  R <= ``MAX_TABLE_INTERVALS`` (else ``[seqlen_q, 0]``). A partial tile is then masked with 2R
+  compares per cell and no scalar loads, which keeps the kernels' partial-tile loops pipelined.
 
 A tile is full only when it lies entirely inside ``seqlen_q x seqlen_k``, so kernels never bound-
 check full tiles; edge tiles are partial and the slice conditions already exclude cells past the
@@ -44,6 +48,8 @@ from ..common.slice import AttnSlice
 UNBOUNDED_OFFSET = 1 << 30
 # Plans kept per process; a training loop reuses one or two masks, a sweep a few dozen.
 PLAN_CACHE_SIZE = 64
+# Most intervals per row kept as a table; masks with more (fine block-sparse) use the slice list.
+MAX_TABLE_INTERVALS = 8
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,9 @@ class BlockSparsePlan:
     slice_bounds: torch.Tensor
     q_tile_order: torch.Tensor
     k_tile_order: torch.Tensor
+    row_lo: torch.Tensor
+    row_hi: torch.Tensor
+    max_row_intervals: int
     area: int  # exact number of cells in the union
 
     @property
@@ -134,11 +143,11 @@ def _union_row_intervals(bounds: np.ndarray, seqlen_k: int):
     return seg_row, seg_start - seg_row * width, seg_end - seg_row * width
 
 
-def tile_areas(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int
-               ) -> np.ndarray:
+def tile_areas(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int,
+               intervals=None) -> np.ndarray:
     """[num_q_tiles, num_k_tiles] int64: cells of the slice union inside each tile pair."""
     nqt, nkt = -(-seqlen_q // block_m), -(-seqlen_k // block_n)
-    row, lo, hi = _union_row_intervals(bounds, seqlen_k)
+    row, lo, hi = _union_row_intervals(bounds, seqlen_k) if intervals is None else intervals
     qt = row // block_m
     j_lo, j_hi = lo // block_n, (hi - 1) // block_n
     same = j_lo == j_hi
@@ -155,6 +164,20 @@ def tile_areas(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, b
                         minlength=nqt * (nkt + 1))
     area = area.reshape(nqt, nkt) + np.cumsum(diff.reshape(nqt, nkt + 1), axis=1)[:, :nkt]
     return np.rint(area).astype(np.int64)
+
+
+def _row_table(row: np.ndarray, lo: np.ndarray, hi: np.ndarray, seqlen_q: int):
+    """Padded [seqlen_q, R] tables of each row's disjoint intervals (rows arrive sorted)."""
+    count = np.bincount(row, minlength=seqlen_q)
+    max_row = int(count.max()) if count.size else 0
+    width = max_row if max_row <= MAX_TABLE_INTERVALS else 0
+    row_lo = np.zeros((seqlen_q, width), dtype=np.int64)
+    row_hi = np.zeros((seqlen_q, width), dtype=np.int64)
+    if width:
+        rank = np.arange(len(row)) - (np.cumsum(count) - count)[row]
+        row_lo[row, rank] = lo
+        row_hi[row, rank] = hi
+    return row_lo, row_hi, max_row
 
 
 def _csr(owner: np.ndarray, n_owners: int) -> np.ndarray:
@@ -186,7 +209,9 @@ def _i32(a: np.ndarray) -> torch.Tensor:
 def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int
            ) -> BlockSparsePlan:
     nqt, nkt = -(-seqlen_q // block_m), -(-seqlen_k // block_n)
-    area = tile_areas(bounds, seqlen_q, seqlen_k, block_m, block_n)
+    intervals = _union_row_intervals(bounds, seqlen_k)
+    area = tile_areas(bounds, seqlen_q, seqlen_k, block_m, block_n, intervals)
+    row_lo, row_hi, max_row = _row_table(*intervals, seqlen_q)
     qt, kt = np.nonzero(area)
     full = area[qt, kt] == block_m * block_n  # only complete in-bounds tiles can reach this
     q_ptr, q_kt, q_full = _tile_lists(qt, kt, full, nqt)
@@ -209,6 +234,7 @@ def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block
         slice_bounds=_i32(bounds.reshape(-1, 6)),
         q_tile_order=_i32(np.argsort(-q_work, kind="stable")),
         k_tile_order=_i32(np.argsort(-k_work, kind="stable")),
+        row_lo=_i32(row_lo), row_hi=_i32(row_hi), max_row_intervals=max_row,
         area=int(area.sum()),
     )
 

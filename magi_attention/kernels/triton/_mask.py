@@ -35,3 +35,17 @@ def union_mask(q_idx, k_idx, slice_bounds, slice_idx, slice_lo, slice_hi,
 def tanh(x):
     """tanh through exp2 (saturates cleanly to +-1 for large |x|)."""
     return 1.0 - 2.0 / (tl.exp2(x * (2.0 * LOG2E)) + 1.0)
+
+
+@triton.jit
+def row_table_mask(q_idx, k_idx, row_lo, row_hi, seqlen_q, ROW_INTERVALS: tl.constexpr):
+    """"cell (q, k) is kept" from the plan's per-row interval table (ROW_INTERVALS per row,
+    disjoint, padded with empty ones). Vector loads only, so the enclosing loop stays pipelined;
+    q_idx and k_idx broadcast as in union_mask."""
+    q_ok = q_idx < seqlen_q
+    mask = (k_idx - q_idx) != (k_idx - q_idx)
+    for r in tl.static_range(ROW_INTERVALS):
+        lo = tl.load(row_lo + q_idx * ROW_INTERVALS + r, mask=q_ok, other=0)
+        hi = tl.load(row_hi + q_idx * ROW_INTERVALS + r, mask=q_ok, other=0)
+        mask = mask | ((k_idx >= lo) & (k_idx < hi))
+    return mask

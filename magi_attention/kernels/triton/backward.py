@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from ..block_sparse import BlockSparsePlan
-from ._mask import LOG2E, tanh, union_mask
+from ._mask import LOG2E, row_table_mask, tanh, union_mask
 from .configs import BwdConfig
 
 PREPROCESS_BLOCK = 64  # rows per preprocess program: a [64, D] tile of O and dO
@@ -42,8 +42,9 @@ def _preprocess_kernel(Out, DOut, Lse, Delta, Lse2, stride_om, stride_oh, stride
 @triton.jit
 def _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, q_off, do_off, stat_off, q_tile, offs_k, offs_m0,
                offs_d, stride_qm, stride_dm, seqlen_q, sm_scale, softcap,
-               slice_bounds, slice_idx, slice_lo, slice_hi, k_tile_lo, k_tile_hi,
-               BLOCK_M: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr):
+               slice_bounds, slice_idx, slice_lo, slice_hi, k_tile_lo, k_tile_hi, row_lo, row_hi,
+               BLOCK_M: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr,
+               ROW_INTERVALS: tl.constexpr):
     q_lo = q_tile * BLOCK_M
     offs_m = q_lo + offs_m0
     rows = offs_m[:, None].to(tl.int64)
@@ -61,8 +62,12 @@ def _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, q_off, do_off, stat_off, q_tile
     else:
         p_t = tl.exp2(qk_t * (sm_scale * LOG2E) - lse2[None, :])
     if MASKED:
-        keep = union_mask(offs_m[None, :], offs_k[:, None], slice_bounds, slice_idx, slice_lo,
-                          slice_hi, q_lo, q_lo + BLOCK_M, k_tile_lo, k_tile_hi)
+        if ROW_INTERVALS > 0:
+            keep = row_table_mask(offs_m[None, :], offs_k[:, None], row_lo, row_hi, seqlen_q,
+                                  ROW_INTERVALS)
+        else:
+            keep = union_mask(offs_m[None, :], offs_k[:, None], slice_bounds, slice_idx, slice_lo,
+                              slice_hi, q_lo, q_lo + BLOCK_M, k_tile_lo, k_tile_hi)
         p_t = tl.where(keep, p_t, 0.0)
         do = tl.load(DO + do_off + rows * stride_dm + offs_d[None, :], mask=row_ok[:, None], other=0.0)
         delta = tl.load(Delta + stat_off + offs_m, mask=row_ok, other=0.0)
@@ -81,12 +86,12 @@ def _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, q_off, do_off, stat_off, q_tile
 @triton.jit
 def _dkdv_kernel(Q, K, V, DO, DK, DV, Lse2, Delta,
                  k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_slice_ptr, k_tile_slice_idx,
-                 slice_bounds, k_tile_order,
+                 slice_bounds, k_tile_order, row_lo, row_hi,
                  stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
                  stride_dm, stride_dh, stride_dkm, stride_dkh, stride_dvm, stride_dvh,
                  seqlen_q, seqlen_k, sm_scale, softcap,
                  GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                 BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr):
+                 BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, ROW_INTERVALS: tl.constexpr):
     tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
     k_tile = tl.load(k_tile_order + tl.program_id(0))
     kv_head = tl.program_id(1)
@@ -117,13 +122,13 @@ def _dkdv_kernel(Q, K, V, DO, DK, DV, Lse2, Delta,
                                 tl.load(k_tile_qt + t), offs_k, offs_m0, offs_d, stride_qm,
                                 stride_dm, seqlen_q, sm_scale, softcap, slice_bounds,
                                 k_tile_slice_idx, slice_lo, slice_hi, k_lo, k_lo + BLOCK_N,
-                                BLOCK_M, False, SOFTCAP)
+                                row_lo, row_hi, BLOCK_M, False, SOFTCAP, ROW_INTERVALS)
         for t in range(mid, end):
             dk, dv = _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, q_off, do_off, stat_off,
                                 tl.load(k_tile_qt + t), offs_k, offs_m0, offs_d, stride_qm,
                                 stride_dm, seqlen_q, sm_scale, softcap, slice_bounds,
                                 k_tile_slice_idx, slice_lo, slice_hi, k_lo, k_lo + BLOCK_N,
-                                BLOCK_M, True, SOFTCAP)
+                                row_lo, row_hi, BLOCK_M, True, SOFTCAP, ROW_INTERVALS)
     dk = dk * sm_scale
     tl.store(DK + kv_head.to(tl.int64) * stride_dkh + krows * stride_dkm + offs_d[None, :],
              dk.to(DK.dtype.element_ty), mask=col_ok[:, None])
@@ -135,7 +140,9 @@ def _dkdv_kernel(Q, K, V, DO, DK, DV, Lse2, Delta,
 def _dq_step(dq, q, do, lse2, delta, K, V, kv_off, k_tile, offs_m, offs_n, offs_d,
              stride_km, stride_vm, seqlen_k, sm_scale, softcap,
              slice_bounds, slice_idx, slice_lo, slice_hi, q_tile_lo, q_tile_hi,
-             BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr):
+             row_lo, row_hi, seqlen_q,
+             BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr,
+             ROW_INTERVALS: tl.constexpr):
     k_lo = k_tile * BLOCK_N
     offs_k = k_lo + offs_n
     krows = offs_k[:, None].to(tl.int64)
@@ -152,8 +159,12 @@ def _dq_step(dq, q, do, lse2, delta, K, V, kv_off, k_tile, offs_m, offs_n, offs_
     else:
         p = tl.exp2(qk * (sm_scale * LOG2E) - lse2[:, None])
     if MASKED:
-        keep = union_mask(offs_m[:, None], offs_k[None, :], slice_bounds, slice_idx, slice_lo,
-                          slice_hi, q_tile_lo, q_tile_hi, k_lo, k_lo + BLOCK_N)
+        if ROW_INTERVALS > 0:
+            keep = row_table_mask(offs_m[:, None], offs_k[None, :], row_lo, row_hi, seqlen_q,
+                                  ROW_INTERVALS)
+        else:
+            keep = union_mask(offs_m[:, None], offs_k[None, :], slice_bounds, slice_idx, slice_lo,
+                              slice_hi, q_tile_lo, q_tile_hi, k_lo, k_lo + BLOCK_N)
         p = tl.where(keep, p, 0.0)
     dp = tl.dot(do, tl.trans(v))
     ds = p * (dp - delta[:, None])
@@ -166,12 +177,12 @@ def _dq_step(dq, q, do, lse2, delta, K, V, kv_off, k_tile, offs_m, offs_n, offs_
 @triton.jit
 def _dq_kernel(Q, K, V, DO, DQ, Lse2, Delta,
                q_tile_ptr, q_tile_kt, q_tile_num_full, q_tile_slice_ptr, q_tile_slice_idx,
-               slice_bounds, q_tile_order,
+               slice_bounds, q_tile_order, row_lo, row_hi,
                stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
                stride_dm, stride_dh, stride_dqm, stride_dqh,
                seqlen_q, seqlen_k, sm_scale, softcap,
                GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-               BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr):
+               BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, ROW_INTERVALS: tl.constexpr):
     tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
     q_tile = tl.load(q_tile_order + tl.program_id(0))
     head = tl.program_id(1).to(tl.int64)
@@ -196,12 +207,12 @@ def _dq_kernel(Q, K, V, DO, DQ, Lse2, Delta,
         dq = _dq_step(dq, q, do, lse2, delta, K, V, kv_off, tl.load(q_tile_kt + t), offs_m, offs_n,
                       offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap, slice_bounds,
                       q_tile_slice_idx, slice_lo, slice_hi, q_lo, q_lo + BLOCK_M,
-                      BLOCK_N, False, SOFTCAP)
+                      row_lo, row_hi, seqlen_q, BLOCK_N, False, SOFTCAP, ROW_INTERVALS)
     for t in range(mid, end):
         dq = _dq_step(dq, q, do, lse2, delta, K, V, kv_off, tl.load(q_tile_kt + t), offs_m, offs_n,
                       offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap, slice_bounds,
                       q_tile_slice_idx, slice_lo, slice_hi, q_lo, q_lo + BLOCK_M,
-                      BLOCK_N, True, SOFTCAP)
+                      row_lo, row_hi, seqlen_q, BLOCK_N, True, SOFTCAP, ROW_INTERVALS)
     dq = dq * sm_scale
     tl.store(DQ + head * stride_dqh + rows * stride_dqm + offs_d[None, :],
              dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
@@ -228,19 +239,21 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
     _dkdv_kernel[(plan_kv.num_k_tiles, num_heads_kv)](
         q, k, v, dout, dk, dv, lse2, delta,
         plan_kv.k_tile_ptr, plan_kv.k_tile_qt, plan_kv.k_tile_num_full, plan_kv.k_tile_slice_ptr,
-        plan_kv.k_tile_slice_idx, plan_kv.slice_bounds, plan_kv.k_tile_order,
+        plan_kv.k_tile_slice_idx, plan_kv.slice_bounds, plan_kv.k_tile_order, plan_kv.row_lo,
+        plan_kv.row_hi,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         dout.stride(0), dout.stride(1), dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
         seqlen_q, seqlen_k, softmax_scale, cap,
         GROUP=group, HEAD_DIM=head_dim, BLOCK_M=config.block_m1, BLOCK_N=config.block_n1,
-        SOFTCAP=softcap > 0, num_warps=config.num_warps, num_stages=config.num_stages)
+        SOFTCAP=softcap > 0, ROW_INTERVALS=plan_kv.row_lo.shape[1], num_warps=config.num_warps, num_stages=config.num_stages)
     _dq_kernel[(plan_q.num_q_tiles, num_heads_q)](
         q, k, v, dout, dq, lse2, delta,
         plan_q.q_tile_ptr, plan_q.q_tile_kt, plan_q.q_tile_num_full, plan_q.q_tile_slice_ptr,
-        plan_q.q_tile_slice_idx, plan_q.slice_bounds, plan_q.q_tile_order,
+        plan_q.q_tile_slice_idx, plan_q.slice_bounds, plan_q.q_tile_order, plan_q.row_lo,
+        plan_q.row_hi,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         dout.stride(0), dout.stride(1), dq.stride(0), dq.stride(1),
         seqlen_q, seqlen_k, softmax_scale, cap,
         GROUP=group, HEAD_DIM=head_dim, BLOCK_M=config.block_m2, BLOCK_N=config.block_n2,
-        SOFTCAP=softcap > 0, num_warps=config.num_warps, num_stages=config.num_stages)
+        SOFTCAP=softcap > 0, ROW_INTERVALS=plan_q.row_lo.shape[1], num_warps=config.num_warps, num_stages=config.num_stages)
     return dq, dk, dv

@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 from ..block_sparse import BlockSparsePlan
-from ._mask import LN2, LOG2E, tanh, union_mask
+from ._mask import LN2, LOG2E, row_table_mask, tanh, union_mask
 from .configs import FwdConfig
 
 
@@ -18,7 +18,9 @@ from .configs import FwdConfig
 def _fwd_tile(acc, l_i, m_i, q, K, V, kv_off, k_tile, offs_m, offs_n, offs_d,
               stride_km, stride_vm, seqlen_k, sm_scale, softcap,
               slice_bounds, slice_idx, slice_lo, slice_hi, q_tile_lo, q_tile_hi,
-              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr):
+              row_lo, row_hi, seqlen_q,
+              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr,
+              ROW_INTERVALS: tl.constexpr):
     k_lo = k_tile * BLOCK_N
     offs_k = k_lo + offs_n
     k_ptrs = K + kv_off + offs_k[:, None] * stride_km + offs_d[None, :]
@@ -33,8 +35,12 @@ def _fwd_tile(acc, l_i, m_i, q, K, V, kv_off, k_tile, offs_m, offs_n, offs_d,
     else:
         s = qk * (sm_scale * LOG2E)
     if MASKED:
-        keep = union_mask(offs_m[:, None], offs_k[None, :], slice_bounds, slice_idx, slice_lo,
-                          slice_hi, q_tile_lo, q_tile_hi, k_lo, k_lo + BLOCK_N)
+        if ROW_INTERVALS > 0:
+            keep = row_table_mask(offs_m[:, None], offs_k[None, :], row_lo, row_hi, seqlen_q,
+                                  ROW_INTERVALS)
+        else:
+            keep = union_mask(offs_m[:, None], offs_k[None, :], slice_bounds, slice_idx, slice_lo,
+                              slice_hi, q_tile_lo, q_tile_hi, k_lo, k_lo + BLOCK_N)
         s = tl.where(keep, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with nothing kept yet
@@ -55,12 +61,13 @@ def _fwd_tile(acc, l_i, m_i, q, K, V, kv_off, k_tile, offs_m, offs_n, offs_d,
 @triton.jit
 def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit,
                 q_tile_ptr, q_tile_kt, q_tile_num_full, q_tile_slice_ptr, q_tile_slice_idx,
-                slice_bounds, q_tile_order,
+                slice_bounds, q_tile_order, row_lo, row_hi,
                 stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
                 stride_om, stride_oh, stride_lm, stride_xt,
                 seqlen_q, seqlen_k, sm_scale, softcap,
                 GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, RETURN_MAX: tl.constexpr):
+                BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, RETURN_MAX: tl.constexpr,
+                ROW_INTERVALS: tl.constexpr):
     tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
     tl.static_assert(BLOCK_M % 16 == 0 and BLOCK_N % 16 == 0)
     q_tile = tl.load(q_tile_order + tl.program_id(0))
@@ -87,12 +94,14 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit,
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, kv_off, tl.load(q_tile_kt + t),
                                   offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k,
                                   sm_scale, softcap, slice_bounds, q_tile_slice_idx, slice_lo,
-                                  slice_hi, q_tile_lo, q_tile_hi, BLOCK_N, False, SOFTCAP)
+                                  slice_hi, q_tile_lo, q_tile_hi, row_lo, row_hi, seqlen_q,
+                                  BLOCK_N, False, SOFTCAP, ROW_INTERVALS)
     for t in range(mid, end):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, kv_off, tl.load(q_tile_kt + t),
                                   offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k,
                                   sm_scale, softcap, slice_bounds, q_tile_slice_idx, slice_lo,
-                                  slice_hi, q_tile_lo, q_tile_hi, BLOCK_N, True, SOFTCAP)
+                                  slice_hi, q_tile_lo, q_tile_hi, row_lo, row_hi, seqlen_q,
+                                  BLOCK_N, True, SOFTCAP, ROW_INTERVALS)
 
     has_keys = l_i > 0.0
     l_safe = tl.where(has_keys, l_i, 1.0)
@@ -122,12 +131,13 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
         _fwd_kernel[grid](
             q, k, v, out, lse, tile_max,
             plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full, plan.q_tile_slice_ptr,
-            plan.q_tile_slice_idx, plan.slice_bounds, plan.q_tile_order,
+            plan.q_tile_slice_idx, plan.slice_bounds, plan.q_tile_order, plan.row_lo, plan.row_hi,
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
             out.stride(0), out.stride(1), lse.stride(0), tile_max.stride(0),
             seqlen_q, seqlen_k, softmax_scale, softcap if softcap > 0 else 1.0,
             GROUP=num_heads_q // num_heads_kv, HEAD_DIM=head_dim, BLOCK_M=config.block_m,
             BLOCK_N=config.block_n, SOFTCAP=softcap > 0, RETURN_MAX=return_max_logits,
+            ROW_INTERVALS=plan.row_lo.shape[1],
             num_warps=config.num_warps, num_stages=config.num_stages)
     max_logits = None
     if return_max_logits:

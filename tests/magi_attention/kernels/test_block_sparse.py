@@ -136,3 +136,16 @@ def test_64k_plans_fast():
     assert full.num_full_pairs == full.num_tile_pairs == 512 * 512
     causal = plan_block_sparse(PATTERNS["causal"](seqlen), seqlen, seqlen, 128, 128)
     assert causal.num_tile_pairs == 512 * 513 // 2 and causal.num_full_pairs == 512 * 511 // 2
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_row_table_is_the_union(seed):
+    rng = random.Random(seed)
+    slices = random_slices(rng, 70, 90, rng.randint(1, 5))
+    plan = plan_block_sparse(slices, 70, 90, 16, 16)
+    dense = to_dense(slices, 70, 90).numpy()
+    assert plan.row_lo.shape[1] == plan.max_row_intervals
+    k = np.arange(90)
+    lo, hi = plan.row_lo.numpy(), plan.row_hi.numpy()
+    rebuilt = ((k[None, None, :] >= lo[:, :, None]) & (k[None, None, :] < hi[:, :, None])).any(axis=1)
+    assert (rebuilt == dense).all()
