@@ -17,7 +17,6 @@ from ..comm import group_cast, group_reduce
 from ..kernels import BackendUnavailable
 from ..meta import DistAttnRuntimeMeta, StageAttnArgs
 from ._backends import load_backend
-from .flex_flash_attn import flex_flash_attn_bwd, flex_flash_attn_fwd
 from .merge import merge_out_lse
 
 _warned_fallback = False
@@ -70,18 +69,24 @@ class DistAttnRuntime:
     def _scale(self, q: torch.Tensor) -> float:
         return 1.0 / math.sqrt(q.shape[-1]) if self.softmax_scale is None else self.softmax_scale
 
+    # The stage kernels are called through the backend module, not flex_flash_attn_fwd/bwd:
+    # their slices are in bounds by construction, and that entry point's range validation reads
+    # the range tensors back to the host (a device sync per stage, which would stall the
+    # prefetch pipeline). The public API validated shapes once, in _check.
     def _fwd(self, q, k, v, attn: StageAttnArgs, backend: str):
         if attn.num_slices == 0:
             return (torch.zeros(q.shape, dtype=torch.float32, device=q.device),
                     torch.full(q.shape[:2], -math.inf, device=q.device))
-        return flex_flash_attn_fwd(q, k, v, *attn.tensors(q.device), self._scale(q),
-                                   self.softcap, backend)
+        out, lse, _ = load_backend(backend).fwd(q, k, v, *attn.tensors(q.device), self._scale(q),
+                                                self.softcap, False)
+        return out, lse
 
     def _bwd(self, dout, q, k, v, out, lse, attn: StageAttnArgs, backend: str):
         if attn.num_slices == 0:
             return None, torch.zeros_like(k), torch.zeros_like(v)
-        return flex_flash_attn_bwd(dout, q, k, v, out, lse, *attn.tensors(q.device),
-                                   self._scale(q), self.softcap, backend, self.deterministic)
+        return load_backend(backend).bwd(dout.contiguous(), q, k, v, out, lse,
+                                         *attn.tensors(q.device), self._scale(q), self.softcap,
+                                         self.deterministic)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         """Local q, k, v [shard_seqlen, heads, head_dim] -> (out in q.dtype, lse fp32)."""
@@ -137,3 +142,8 @@ class DistAttnRuntime:
                                  f"head_dim] (dispatch it first), got {tuple(t.shape)}")
         if k.shape != v.shape:
             raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have one shape")
+        if not q.dtype == k.dtype == v.dtype:
+            raise TypeError(f"q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
+        if q.shape[2] != k.shape[2] or q.shape[1] % k.shape[1]:
+            raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)}: head_dim must match and "
+                             "num_heads_q be a multiple of num_heads_kv")
