@@ -134,37 +134,41 @@ def to_block_sparse(mask: Mask, block_q: int = 128, block_k: int = 128,
 def to_mask_mod(mask: Mask, device: str | torch.device = "cpu") -> Callable[..., torch.Tensor]:
     """FlexAttention ``mask_mod(b, h, q_idx, kv_idx) -> bool`` built from the slices.
 
-    Each query row's kept keys, merged into disjoint intervals, go into padded tables
-    ``lo, hi: [H, S, M]`` (M = most intervals in a row; padding is the empty ``[0, 0)``). The
-    mask_mod gathers row ``q_idx`` and tests ``lo <= kv_idx < hi`` with plain tensor ops, so it
-    runs under vmap and torch.compile. h indexes the KV head for per-head masks (pass
-    ``h // (num_heads_q // num_heads_kv)`` for GQA); b is unused.
+    Each query row's kept keys, merged into disjoint sorted intervals, go into padded tables
+    ``lo, hi: [H, S, M]`` int32 (M = most intervals in a row, rounded up to a power of two;
+    padding is ``lo = S + 1``, never <= a key). The mask_mod binary-searches row ``q_idx`` for
+    the last interval starting at or before ``kv_idx`` (log2(M) gathers) and tests its end.
+    It is pointwise (no reductions: inductor refuses ``any`` inside a mask_mod), so it runs
+    under vmap and torch.compile. h is the KV head for per-head masks (pass
+    ``h // (num_heads_q // num_heads_kv)`` under GQA); b is unused.
     """
     tables = [_interval_table(h, mask.seqlen) for h in mask.per_head_slices]
-    width = max(t[0].shape[1] for t in tables)
-    lo = torch.stack([torch.nn.functional.pad(t[0], (0, width - t[0].shape[1])) for t in tables])
-    hi = torch.stack([torch.nn.functional.pad(t[1], (0, width - t[1].shape[1])) for t in tables])
-    lo, hi = lo.to(device), hi.to(device)
+    width = 1 << max(0, max(t[0].shape[1] for t in tables) - 1).bit_length()
+    pad = lambda t, value: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
+    lo = torch.stack([pad(t[0], mask.seqlen + 1) for t in tables]).to(device)
+    hi = torch.stack([pad(t[1], 0) for t in tables]).to(device)
+    steps = [width >> i for i in range(1, width.bit_length())]  # width/2, ..., 1
     shared = mask.head_slices is None
 
     def mask_mod(b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor
                  ) -> torch.Tensor:
         head = 0 if shared else h
-        row_lo, row_hi = lo[head, q_idx], hi[head, q_idx]
-        kv = kv_idx.unsqueeze(-1)
-        return ((kv >= row_lo) & (kv < row_hi)).any(dim=-1)
+        pos = torch.zeros_like(q_idx)
+        for step in steps:  # unrolled binary search over the row's sorted interval starts
+            pos = torch.where(lo[head, q_idx, pos + step] <= kv_idx, pos + step, pos)
+        return (lo[head, q_idx, pos] <= kv_idx) & (kv_idx < hi[head, q_idx, pos])
 
     mask_mod.__name__ = f"mask_mod_{mask.name}"
     return mask_mod
 
 
 def _interval_table(slices, seqlen: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``lo, hi: [S, M]`` int32, row q's kept intervals first, then ``[0, 0)`` padding."""
+    """``lo, hi: [S, M]`` int32, row q's kept intervals in order, then ``[S + 1, 0)`` padding."""
     rows, lo, hi = all_row_intervals(slices, seqlen)
     counts = np.bincount(rows, minlength=seqlen)
     width = max(1, int(counts.max()) if len(counts) else 1)
     slot = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
-    lo_t = np.zeros((seqlen, width), dtype=np.int32)
+    lo_t = np.full((seqlen, width), seqlen + 1, dtype=np.int32)
     hi_t = np.zeros((seqlen, width), dtype=np.int32)
     lo_t[rows, slot], hi_t[rows, slot] = lo, hi
     return torch.from_numpy(lo_t), torch.from_numpy(hi_t)
