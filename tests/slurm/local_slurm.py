@@ -33,6 +33,7 @@ REQUIRED_PROGRAMS = (
 # Daemons, their slurmstepd children and jobs submitted with `env()` carry this variable, so a leftover process
 # of this cluster is found by reading /proc/<pid>/environ, never by a program name that other clusters share.
 MARKER_VAR = "BENCH_LOCAL_SLURM_CLUSTER"
+ACTIVE_STATES = ("PENDING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED")
 STOP_ORDER = ("slurmd", "slurmctld", "slurmdbd", "mariadbd", "munged")
 
 __all__ = ["ClusterError", "LocalSlurmCluster", "PARTITION", "missing_programs"]
@@ -199,6 +200,21 @@ class LocalSlurmCluster:
         lines = self._out(argv).splitlines()
         header = lines[0].split("|") if lines else []
         return [dict(zip(header, line.split("|"))) for line in lines[1:]]
+
+    def wait_for_accounting(self, array_id: str, num_tasks: int, timeout_s: float) -> dict[str, dict[str, str]]:
+        """sacct rows of the array's tasks, keyed ``<array id>_<task>``, once all ``num_tasks`` have a final state.
+
+        slurmctld sends job records to slurmdbd asynchronously, so sacct can lag behind squeue by a moment.
+        """
+        rows: dict[str, dict[str, str]] = {}
+
+        def all_final() -> bool:
+            rows.clear()
+            rows.update({r["JobID"]: r for r in self.sacct([array_id])})
+            return len(rows) == num_tasks and all(r["State"] not in ACTIVE_STATES for r in rows.values())
+
+        self._wait_for(all_final, f"sacct to show {num_tasks} finished tasks of array {array_id}", timeout_s)
+        return dict(rows)
 
     def wait_until_queue_empty(self, timeout_s: float) -> None:
         self._wait_for(lambda: not self.queue(), "the queue to drain", timeout_s)
