@@ -1,0 +1,321 @@
+"""Configuration: the Hydra schemas (ConfigStore) and the typed frozen dataclasses the runners take.
+
+Hydra composes ``configs/kernels.yaml`` against the schemas below, so a misspelt key fails at
+compose time. ``kernel_bench_config(cfg)`` then turns the composed ``cfg`` into a
+``KernelBenchConfig`` (validated in ``__post_init__``), resolving ``hardware=auto`` to a preset.
+Nothing below ``bench/kernels`` sees ``cfg``.
+
+Groups (``configs/<group>/<name>.yaml``; file name == registry name):
+    kernel/     one adapter each; several may be selected: ``kernel=[ffa,flex]``. Unset, the
+                hardware preset's ``kernels`` list runs. Each file is stored under
+                ``kernel.<label>`` (label == file name), so options are ``kernel.flex.options.*``.
+    mask/       one pattern each (``mask.<label>.params``); several may be selected.
+    data/       document-length sampling (distribution, cap_ratio, seed).
+    hardware/   presets (device, seqlens, heads, head_dim, dtype, kernels, warmup, repeat);
+                ``auto`` picks cpu without CUDA, else h100/h200/b200 by GPU name.
+    experiment/ ``# @package _global_`` recipes for the published figures.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Dict, List, Mapping, Optional
+
+import torch
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from bench.kernels.base import DTYPES, Shapes
+from bench.metrics import DIRECTIONS
+
+__all__ = ["CONFIGS_DIR", "KernelChoice", "MaskChoice", "DataConfig", "HardwareConfig",
+           "GateConfig", "KernelBenchConfig", "kernel_bench_config", "resolve_hardware",
+           "register_schemas", "job_key"]
+
+CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
+HARDWARE_PRESETS = ("cpu", "h100", "h200", "b200")
+
+
+# ----------------------------------------------------------------------------- Hydra schemas
+@dataclass
+class KernelSchema:
+    name: str = MISSING                     # registry name (bench.kernels.KERNELS)
+    target: Optional[str] = None            # custom only: "pkg.module:function"
+    options: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MaskSchema:
+    name: str = MISSING                     # pattern name (bench.masks.MASK_NAMES)
+    params: Dict[str, Any] = field(default_factory=dict)
+    seqlens: Optional[List[int]] = None     # this mask's seqlens, instead of the run's
+
+
+@dataclass
+class DataSchema:
+    distribution: str = "default"
+    cap_ratio: float = 0.25
+    seed: int = 0
+
+
+@dataclass
+class HardwareSchema:
+    """``auto`` leaves the fields None; the chosen preset fills them, explicit values win."""
+
+    name: str = MISSING
+    device: Optional[str] = None
+    seqlens: Optional[List[int]] = None
+    batch: Optional[int] = None
+    num_heads_q: Optional[int] = None
+    num_heads_kv: Optional[int] = None
+    head_dim: Optional[int] = None
+    dtype: Optional[str] = None
+    kernels: Optional[List[str]] = None
+    warmup: Optional[int] = None
+    repeat: Optional[int] = None
+
+
+@dataclass
+class GateSchema:
+    enabled: bool = True
+    rows: int = 256                      # query rows compared at large S
+    full_max_seqlen: int = 2048          # at or below: every row, and the gradients too
+    seed: int = 0
+
+
+@dataclass
+class KernelBenchSchema:
+    kernel: Dict[str, KernelSchema] = field(default_factory=dict)
+    mask: Dict[str, MaskSchema] = field(default_factory=dict)
+    data: DataSchema = field(default_factory=DataSchema)
+    hardware: HardwareSchema = field(default_factory=HardwareSchema)
+    gate: GateSchema = field(default_factory=GateSchema)
+    seqlens: Optional[List[int]] = None  # None: the hardware preset's
+    directions: List[str] = field(default_factory=lambda: ["fwd", "bwd"])
+    experiment_name: str = "default"
+    out_dir: Optional[str] = None        # None: results/<hardware>
+    plots_dir: Optional[str] = None      # None: plots/<hardware>
+    force: bool = False                  # re-measure cells that already have a final row
+    report: bool = True                  # write tables and plots after the sweep
+    progress: bool = True
+    seed: int = 0                        # q, k, v values
+
+
+def register_schemas() -> None:
+    """Store the schemas; configs/ files name them in their defaults lists."""
+    cs = ConfigStore.instance()
+    cs.store(name="kernels_schema", node=KernelBenchSchema)
+    cs.store(group="kernel", name="base_kernel", node=KernelSchema)
+    cs.store(group="mask", name="base_mask", node=MaskSchema)
+    cs.store(group="data", name="base_data", node=DataSchema)
+    cs.store(group="hardware", name="base_hardware", node=HardwareSchema)
+
+
+# ----------------------------------------------------------------------------- typed config
+def _freeze(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    label: str                                   # the results' ``kernel`` column
+    name: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from bench.kernels import _TESTING_KERNELS, KERNELS
+        if self.name not in KERNELS and self.name not in _TESTING_KERNELS:
+            raise ValueError(f"kernel {self.label!r}: unknown adapter name {self.name!r}; "
+                             f"known: {', '.join(KERNELS)}")
+
+
+@dataclass(frozen=True)
+class MaskChoice:
+    label: str                                   # the results' ``mask`` column
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    seqlens: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        from bench.masks import MASK_NAMES
+        if self.name not in MASK_NAMES:
+            raise ValueError(f"mask {self.label!r}: unknown pattern {self.name!r}; "
+                             f"known: {', '.join(MASK_NAMES)}")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    distribution: str = "default"
+    cap_ratio: float = 0.25
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.cap_ratio <= 1:
+            raise ValueError(f"data.cap_ratio must be in (0, 1], got {self.cap_ratio}")
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    name: str
+    device: str
+    seqlens: tuple[int, ...]
+    batch: int
+    num_heads_q: int
+    num_heads_kv: int
+    head_dim: int
+    dtype: str
+    kernels: tuple[str, ...]
+    warmup: int
+    repeat: int
+
+    def __post_init__(self) -> None:
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"hardware.device must be 'cpu' or 'cuda', got {self.device!r}")
+        if not self.seqlens or any(s < 1 for s in self.seqlens):
+            raise ValueError(f"hardware.seqlens must be positive ints, got {list(self.seqlens)}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"hardware.dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
+        if self.warmup < 0 or self.repeat < 1:
+            raise ValueError(f"hardware.warmup must be >= 0 and repeat >= 1, got "
+                             f"{self.warmup}, {self.repeat}")
+        Shapes(self.batch, 1, self.num_heads_q, self.num_heads_kv, self.head_dim, self.dtype)
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    enabled: bool = True
+    rows: int = 256
+    full_max_seqlen: int = 2048
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.rows < 1 or self.full_max_seqlen < 0:
+            raise ValueError(f"gate.rows must be >= 1 and gate.full_max_seqlen >= 0, got "
+                             f"{self.rows}, {self.full_max_seqlen}")
+
+
+@dataclass(frozen=True)
+class KernelBenchConfig:
+    """Everything one kernel sweep needs; built by :func:`kernel_bench_config` or by hand."""
+
+    hardware: HardwareConfig
+    kernels: tuple[KernelChoice, ...]
+    masks: tuple[MaskChoice, ...]
+    seqlens: tuple[int, ...]
+    directions: tuple[str, ...] = ("fwd", "bwd")
+    data: DataConfig = field(default_factory=DataConfig)
+    gate: GateConfig = field(default_factory=GateConfig)
+    out_file: Path = Path("results/cpu/kernels/default.csv")
+    plots_dir: Path | None = None
+    force: bool = False
+    report: bool = False
+    progress: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("kernels", "masks", "seqlens", "directions"):
+            if not getattr(self, name):
+                raise ValueError(f"{name} must not be empty")
+        bad = [d for d in self.directions if d not in ("fwd", "bwd")]
+        if bad:
+            raise ValueError(f"directions must be 'fwd' and/or 'bwd', got {bad} "
+                             f"(known metric directions: {DIRECTIONS})")
+        for group, items in (("kernel", self.kernels), ("mask", self.masks)):
+            labels = [c.label for c in items]
+            if len(set(labels)) != len(labels):
+                raise ValueError(f"{group} labels must be unique, got {labels}")
+
+    @property
+    def results_dir(self) -> Path:
+        """The folder whose CSV files hold this hardware's rows (skip checks read all of them)."""
+        return self.out_file.parent
+
+    def shapes(self, seqlen: int) -> Shapes:
+        hw = self.hardware
+        return Shapes(hw.batch, seqlen, hw.num_heads_q, hw.num_heads_kv, hw.head_dim, hw.dtype)
+
+    def seqlens_for(self, mask: MaskChoice) -> tuple[int, ...]:
+        return mask.seqlens or self.seqlens
+
+
+def auto_preset() -> str:
+    """cpu without CUDA; else the preset named in the GPU's name (h100 when none matches)."""
+    if not torch.cuda.is_available():
+        return "cpu"
+    gpu = torch.cuda.get_device_name().lower()
+    return next((p for p in ("b200", "h200", "h100") if p in gpu), "h100")
+
+
+def resolve_hardware(hardware: Mapping[str, Any], configs_dir: Path = CONFIGS_DIR) -> HardwareConfig:
+    """``hardware`` as composed; ``name: auto`` loads the matching preset file and overlays the
+    values set explicitly (non-None)."""
+    values = {k: v for k, v in dict(hardware).items()}
+    if values.get("name") == "auto":
+        preset = auto_preset()
+        loaded = OmegaConf.to_container(OmegaConf.load(configs_dir / "hardware" / f"{preset}.yaml"))
+        loaded.pop("defaults", None)
+        values = {**loaded, **{k: v for k, v in values.items() if v is not None and k != "name"}}
+        values["name"] = preset
+    missing = [k for k, v in values.items() if v is None]
+    if missing:
+        raise ValueError(f"hardware preset {values.get('name')!r} leaves {missing} unset")
+    values["seqlens"] = tuple(values["seqlens"])
+    values["kernels"] = tuple(values["kernels"])
+    return HardwareConfig(**values)
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.=,+-]")
+_NOT_IN_KEY = ("force", "report", "progress", "out_dir", "plots_dir", "experiment")
+
+
+def job_key(experiment_name: str, overrides: list[str]) -> str:
+    """A results file stem for one job: the experiment name plus its task overrides, so
+    parallel multirun jobs write distinct files and a rerun appends to its own."""
+    kept = [o for o in overrides if not o.lstrip("+~").split("=")[0].startswith(_NOT_IN_KEY)]
+    key = "__".join([experiment_name] + [_SAFE.sub("_", o) for o in sorted(kept)])
+    if len(key) > 120:
+        key = f"{experiment_name}__{hashlib.sha1(key.encode()).hexdigest()[:12]}"
+    return key
+
+
+def kernel_bench_config(cfg: DictConfig, overrides: list[str] | None = None) -> KernelBenchConfig:
+    """The typed config of a composed ``configs/kernels.yaml``."""
+    hardware = resolve_hardware(OmegaConf.to_container(cfg.hardware, resolve=True))
+    kernel_cfg = OmegaConf.to_container(cfg.kernel, resolve=True)
+    if kernel_cfg:
+        kernels = tuple(KernelChoice(label, k["name"], _freeze(_kernel_options(k)))
+                        for label, k in kernel_cfg.items())
+    else:
+        kernels = tuple(KernelChoice(n, n, _freeze(_default_kernel_options(n))) for n in hardware.kernels)
+    masks = tuple(MaskChoice(label, m["name"], _freeze(m["params"]),
+                             tuple(m["seqlens"]) if m.get("seqlens") else None)
+                  for label, m in OmegaConf.to_container(cfg.mask, resolve=True).items())
+    seqlens = tuple(cfg.seqlens) if cfg.seqlens is not None else hardware.seqlens
+    out_dir = Path(cfg.out_dir) if cfg.out_dir else Path("results") / hardware.name
+    plots_dir = Path(cfg.plots_dir) if cfg.plots_dir else Path("plots") / hardware.name
+    key = job_key(cfg.experiment_name, list(overrides or []))
+    return KernelBenchConfig(
+        hardware=hardware, kernels=kernels, masks=masks, seqlens=seqlens,
+        directions=tuple(cfg.directions), data=DataConfig(**cfg.data), gate=GateConfig(**cfg.gate),
+        out_file=out_dir / "kernels" / f"{key}.csv", plots_dir=plots_dir, force=cfg.force,
+        report=cfg.report, progress=cfg.progress, seed=cfg.seed)
+
+
+def _kernel_options(k: Mapping[str, Any]) -> dict[str, Any]:
+    options = dict(k.get("options") or {})
+    if k.get("target") is not None:
+        options["target"] = k["target"]
+    return options
+
+
+def _default_kernel_options(name: str) -> dict[str, Any]:
+    """A kernel named only by the hardware preset takes the options of configs/kernel/<name>.yaml."""
+    path = CONFIGS_DIR / "kernel" / f"{name}.yaml"
+    if not path.exists():
+        return {}
+    loaded = OmegaConf.to_container(OmegaConf.load(path))
+    loaded.pop("defaults", None)
+    return _kernel_options(loaded)

@@ -1,0 +1,56 @@
+"""fa2: FlashAttention-2 from the flash-attn package: flash_attn_func (full, causal, sliding
+window) and flash_attn_varlen_func (documents). For FA2 as built into torch see ``fa2_sdpa``."""
+from __future__ import annotations
+
+import torch
+
+from bench.masks import Mask, UnsupportedMask
+
+from ._autograd import half_dtype, needs_cuda
+from ._flash import flash_plan, flash_prepared, import_error
+from .base import Inputs, KernelAdapter, Prepared, Shapes
+
+MODULE = "flash_attn"
+
+
+class Fa2(KernelAdapter):
+    name = "fa2"
+
+    def version(self) -> str:
+        try:
+            import flash_attn
+        except ImportError:
+            return "flash-attn (not installed)"
+        return f"flash-attn {getattr(flash_attn, '__version__', '?')}"
+
+    def supports(self, mask: Mask, shapes: Shapes, device: torch.device) -> str | None:
+        reason = needs_cuda(device) or half_dtype(shapes.dtype) or import_error(MODULE)
+        if reason:
+            return reason
+        import flash_attn
+        if not hasattr(flash_attn, "flash_attn_varlen_func"):
+            return (f"the installed flash_attn ({getattr(flash_attn, '__version__', '?')}) has no "
+                    f"FA2 flash_attn_varlen_func (only the FA4 cute namespace?)")
+        if shapes.head_dim > 256:
+            return f"FA2 head_dim must be <= 256, got {shapes.head_dim}"
+        try:
+            flash_plan(mask, 1, "cpu")
+        except UnsupportedMask as e:
+            return str(e)
+        return None
+
+    def prepare(self, mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs) -> Prepared:
+        from flash_attn import flash_attn_func, flash_attn_varlen_func
+
+        plan = flash_plan(mask, shapes.batch, device)
+        scale = shapes.softmax_scale
+
+        def dense(q, k, v, causal, window):
+            return flash_attn_func(q, k, v, softmax_scale=scale, causal=causal,
+                                   window_size=(-1, -1) if causal else window)
+
+        def varlen(q, k, v, cu, m, causal):
+            return flash_attn_varlen_func(q, k, v, cu, cu, m, m, softmax_scale=scale,
+                                          causal=causal)
+
+        return flash_prepared(plan, inputs, dense, varlen)

@@ -1,0 +1,80 @@
+"""flex: torch FlexAttention with a BlockMask built from the mask's AttnSlices (through
+``convert.to_mask_mod``). Compiled on CUDA; eager on CPU unless asked (the eager path
+materialises the scores: a correctness path, not a measurement). The BlockMask build time is
+reported as ``build_ms``, apart from the kernel time."""
+from __future__ import annotations
+
+import functools
+import time
+
+import torch
+
+from bench.masks import Mask, convert
+
+from ._autograd import autograd_prepared
+from .base import Inputs, KernelAdapter, Prepared, Shapes
+
+COMPILE_CHOICES = ("auto", "always", "never")
+
+
+@functools.cache
+def _compiled_flex():
+    from torch.nn.attention.flex_attention import flex_attention
+    return torch.compile(flex_attention, dynamic=False)
+
+
+class Flex(KernelAdapter):
+    name = "flex"
+
+    def __init__(self, compile: str = "auto", block_size: int = 128) -> None:
+        if compile not in COMPILE_CHOICES:
+            raise ValueError(f"flex option compile must be one of {COMPILE_CHOICES}, got {compile!r}")
+        if block_size < 1:
+            raise ValueError(f"flex option block_size must be >= 1, got {block_size}")
+        self.compile = compile
+        self.block_size = block_size
+
+    def version(self) -> str:
+        return f"torch {torch.__version__} flex_attention"
+
+    def supports(self, mask: Mask, shapes: Shapes, device: torch.device) -> str | None:
+        try:
+            import torch.nn.attention.flex_attention  # noqa: F401
+        except ImportError as e:
+            return f"torch.nn.attention.flex_attention not importable: {e}"
+        return None
+
+    def _use_compile(self, device: torch.device) -> bool:
+        return self.compile == "always" or (self.compile == "auto" and device.type == "cuda")
+
+    def prepare(self, mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs) -> Prepared:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        compiled = self._use_compile(device)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        inner = convert.to_mask_mod(mask, device=device)
+        group = shapes.group
+        per_head = mask.head_slices is not None
+
+        def mask_mod(b, h, q_idx, kv_idx):  # h is the query head; per-head masks index KV heads
+            return inner(b, h // group if per_head else h, q_idx, kv_idx)
+
+        block_mask = create_block_mask(
+            mask_mod, B=None, H=shapes.num_heads_q if per_head else None, Q_LEN=shapes.seqlen,
+            KV_LEN=shapes.seqlen, device=device, BLOCK_SIZE=self.block_size, _compile=compiled)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        build_ms = (time.perf_counter() - start) * 1e3
+
+        fn = _compiled_flex() if compiled else flex_attention
+        scale = shapes.softmax_scale
+
+        def attention(q, k, v):
+            return fn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=group > 1)
+
+        prepared = autograd_prepared(attention, inputs, "bhsd", build_ms=build_ms,
+                                     extra={"compiled": str(compiled)})
+        prepared.fwd()  # compiles (untimed)
+        return prepared

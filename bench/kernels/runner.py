@@ -1,0 +1,251 @@
+"""The kernel sweep: for each cell (mask, seqlen, kernel, direction) check, gate, time, write a row.
+
+Per (mask, seqlen) the mask is built once (document lengths from ``bench.data``), so every
+kernel sees the same mask and the same q, k, v. Per kernel: ``supports`` (else rows
+``unsupported``), ``prepare`` (untimed), the correctness gate (else rows ``wrong``), then per
+direction: reset the peak-memory counter, time with CUDA events (median of ``repeat`` after
+``warmup``), read the peak, write the row at once. ``UnsupportedMask``/``BackendUnavailable``/
+``ImportError`` become ``unsupported``, ``torch.cuda.OutOfMemoryError`` ``oom`` (memory is freed
+first), any other Exception ``error``; the sweep goes on. Cells with a final row in the results
+folder are skipped unless ``force``.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+from dataclasses import dataclass
+
+import torch
+from tqdm import tqdm
+
+from bench.config import KernelBenchConfig, KernelChoice, MaskChoice
+from bench.data import sample_doc_lens
+from bench.masks import PATTERNS, Mask, UnsupportedMask, build_mask
+from bench.metrics import attn_flops, peak_mem_gb, reset_peak_mem, time_cuda_ms, tflops_per_s
+from bench.results import FINAL_STATUSES, ResultRow, RunMeta, append_row, cell_key, done_cells, now_iso, run_meta
+from magi_attention.functional import BackendUnavailable
+
+from . import _gate, load_adapter
+from .base import KernelAdapter, Shapes, make_inputs
+
+log = logging.getLogger(__name__)
+
+UNSUPPORTED_ERRORS = (UnsupportedMask, BackendUnavailable, ImportError, NotImplementedError)
+MAX_MESSAGE_CHARS = 400
+
+
+@dataclass
+class _Cell:
+    """What the rows of one (kernel, mask, seqlen) share."""
+
+    kernel: KernelChoice
+    adapter: KernelAdapter
+    mask_label: str
+    mask: Mask
+    shapes: Shapes
+
+
+def _message(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}".replace("\n", " ")
+    return text[:MAX_MESSAGE_CHARS]
+
+
+class KernelRunner:
+    """Runs one ``KernelBenchConfig``; ``run()`` returns the rows it wrote."""
+
+    def __init__(self, config: KernelBenchConfig) -> None:
+        self.config = config
+        if config.hardware.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"hardware {config.hardware.name!r} wants device 'cuda', but CUDA is "
+                             f"not available; use hardware=cpu or hardware=auto")
+        self.device = torch.device(config.hardware.device)
+        self.meta: RunMeta = run_meta()
+        self.adapters = {k.label: load_adapter(k.name, **dict(k.options)) for k in config.kernels}
+        self.done = set() if config.force else done_cells(config.results_dir, FINAL_STATUSES) \
+            if config.results_dir.exists() else set()
+        self.rows: list[ResultRow] = []
+
+    # -- rows ------------------------------------------------------------------------------
+    def _key(self, cell: _Cell, direction: str) -> tuple:
+        s = cell.shapes
+        return cell_key(dict(hardware=self.config.hardware.name, kernel=cell.kernel.label,
+                             mask=cell.mask_label, seqlen=s.seqlen, batch=s.batch,
+                             num_heads_q=s.num_heads_q, num_heads_kv=s.num_heads_kv,
+                             head_dim=s.head_dim, dtype=s.dtype, direction=direction, cp_size=1))
+
+    def _write(self, cell: _Cell, direction: str, status: str, message: str = "",
+               runtime_ms: float | None = None, peak: float | None = None,
+               build_ms: float | None = None) -> None:
+        s, m = cell.shapes, self.meta
+        area = cell.mask.area if cell.mask is not None else None
+        flops = (attn_flops(area, s.num_heads_q, s.head_dim, s.batch, direction)
+                 if area is not None else None)
+        try:
+            version = cell.adapter.version()
+        except Exception as e:  # a version probe must not lose the row
+            version = f"unknown ({_message(e)})"
+        row = ResultRow(
+            run_id=m.run_id, time=now_iso(), git_sha=m.git_sha, hardware=self.config.hardware.name,
+            gpu_name=m.gpu_name, torch_version=m.torch_version, kernel_version=version,
+            kernel=cell.kernel.label, mask=cell.mask_label, seqlen=s.seqlen, batch=s.batch,
+            num_heads_q=s.num_heads_q, num_heads_kv=s.num_heads_kv, head_dim=s.head_dim,
+            dtype=s.dtype, direction=direction, cp_size=1, mask_area=area, flops=flops,
+            runtime_ms=runtime_ms,
+            tflops_per_s=tflops_per_s(flops, runtime_ms) if runtime_ms and flops else None,
+            peak_mem_gb=peak, build_ms=build_ms, status=status, message=message, env=m.env)
+        append_row(self.config.out_file, row)
+        self.rows.append(row)
+
+    # -- cells -----------------------------------------------------------------------------
+    def _build_mask(self, choice: MaskChoice, seqlen: int, shapes: Shapes) -> Mask:
+        params = dict(choice.params)
+        pattern = PATTERNS[choice.name]
+        if pattern.per_head and "num_heads_kv" not in params:
+            params["num_heads_kv"] = shapes.num_heads_kv
+        doc_lens = None
+        if pattern.needs_docs:
+            data = self.config.data
+            doc_lens = sample_doc_lens(seqlen, seed=data.seed, distribution=data.distribution,
+                                       cap_ratio=data.cap_ratio)
+        return build_mask(choice.name, seqlen, doc_lens=doc_lens, seed=self.config.data.seed,
+                          **params)
+
+    def _gate(self, cell: _Cell, prepared, direction: str, cache: dict) -> _gate.GateResult:
+        """The gate for one direction: the output before fwd, the gradients before bwd."""
+        gate = self.config.gate
+        if not gate.enabled:
+            return _gate.GateResult(True, "")
+        ref = cache["ref"]
+        if direction == "fwd":
+            return _gate.check_out(prepared, ref, cell.shapes.dtype)
+        return _gate.check_grads(prepared, ref, cell.shapes.dtype)
+
+    def _measure(self, cell: _Cell, pending: list[str], reference_cache: dict) -> None:
+        """Everything after ``supports``: prepare, gate, time each pending direction."""
+        config, remaining = self.config, list(pending)
+        failure: tuple[str, str] | None = None
+        inputs = prepared = None
+        try:
+            inputs = make_inputs(cell.shapes, self.device, seed=config.seed)
+            prepared = cell.adapter.prepare(cell.mask, cell.shapes, self.device, inputs)
+            if config.gate.enabled:
+                if "ref" not in reference_cache:
+                    reference_cache["ref"] = _gate.reference(
+                        cell.mask, cell.shapes, inputs, config.gate.full_max_seqlen,
+                        config.gate.rows, config.gate.seed)
+                # a wrong forward output condemns every direction, so it is checked first
+                out_gate = _gate.check_out(prepared, reference_cache["ref"], cell.shapes.dtype)
+                if not out_gate.passed:
+                    failure = ("wrong", out_gate.message)
+                    return
+            for direction in pending:
+                result = self._gate(cell, prepared, direction, reference_cache)
+                if not result.passed:
+                    self._write(cell, direction, "wrong", result.message)
+                    remaining.remove(direction)
+                    continue
+                fn = prepared.fwd if direction == "fwd" else prepared.bwd
+                reset_peak_mem(self.device)
+                runtime = time_cuda_ms(fn, config.hardware.warmup, config.hardware.repeat)
+                notes = [result.message] + [f"{k}={v}" for k, v in prepared.extra.items()]
+                self._write(cell, direction, "ok", "; ".join(n for n in notes if n), runtime,
+                            peak_mem_gb(self.device), prepared.build_ms)
+                remaining.remove(direction)
+        except UNSUPPORTED_ERRORS as e:
+            failure = ("unsupported", _message(e))
+        except torch.cuda.OutOfMemoryError as e:
+            failure = ("oom", _message(e))
+        except Exception as e:  # the sweep goes on; the row carries the error
+            log.warning("kernel %s on %s S=%d failed: %s", cell.kernel.label, cell.mask_label,
+                        cell.shapes.seqlen, _message(e))
+            failure = ("error", _message(e))
+        finally:
+            # leave the except blocks first, so no traceback still holds the tensors
+            del inputs, prepared
+            self._free()
+            if failure is not None:
+                for direction in remaining:
+                    self._write(cell, direction, *failure)
+
+    def _free(self) -> None:
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def _run_cell(self, cell: _Cell, pending: list[str], reference_cache: dict) -> None:
+        try:
+            reason = cell.adapter.supports(cell.mask, cell.shapes, self.device)
+        except Exception as e:
+            for direction in pending:
+                self._write(cell, direction, "error", f"supports() raised {_message(e)}")
+            return
+        if reason is not None:
+            for direction in pending:
+                self._write(cell, direction, "unsupported", reason)
+            return
+        per_direction = getattr(cell.adapter, "supports_direction", lambda d: None)
+        runnable = []
+        for direction in pending:
+            reason = per_direction(direction)
+            if reason is None:
+                runnable.append(direction)
+            else:
+                self._write(cell, direction, "unsupported", reason)
+        if runnable:
+            self._measure(cell, runnable, reference_cache)
+
+    def run(self) -> list[ResultRow]:
+        config = self.config
+        cells = [(m, s) for m in config.masks for s in config.seqlens_for(m)]
+        total = len(cells) * len(config.kernels) * len(config.directions)
+        bar = tqdm(total=total, desc="kernel cells", unit="cell", disable=not config.progress)
+        for choice, seqlen in cells:
+            shapes = config.shapes(seqlen)
+            reference_cache: dict = {}
+            mask: Mask | None = None
+            mask_error = None
+            try:
+                mask = self._build_mask(choice, seqlen, shapes)
+            except (ValueError, UnsupportedMask) as e:
+                mask_error = _message(e)
+            for kernel in config.kernels:
+                cell = _Cell(kernel, self.adapters[kernel.label], choice.label, mask, shapes)
+                pending = [d for d in config.directions if self._key(cell, d) not in self.done]
+                bar.set_postfix_str(f"{kernel.label} {choice.label} S={seqlen}")
+                if pending and mask_error is not None:
+                    for direction in pending:
+                        self._write(cell, direction, "error", f"mask: {mask_error}")
+                elif pending:
+                    self._run_cell(cell, pending, reference_cache)
+                bar.update(len(config.directions))
+            reference_cache.clear()
+            self._free()
+        bar.close()
+        return self.rows
+
+
+def run_sweep(config: KernelBenchConfig) -> list[ResultRow]:
+    """Run the sweep of ``config``; rows go to ``config.out_file`` as they are measured.
+
+    Returns:
+        The rows written by this call (skipped cells write none).
+
+    Raises:
+        ValueError: a CUDA preset without CUDA, an unknown kernel, a bad adapter option.
+
+    Example:
+        >>> rows = run_sweep(config)   # config: bench.config.KernelBenchConfig
+        >>> {r.status for r in rows} <= {"ok", "unsupported", "oom", "error", "wrong"}
+        True
+    """
+    rows = KernelRunner(config).run()
+    if config.report:
+        from bench.plot import plot_results
+        from bench.report import write_tables
+        write_tables(config.results_dir, config.results_dir.parent / "tables")
+        if config.plots_dir is not None:
+            plot_results(config.results_dir, config.plots_dir)
+    return rows
+
+
+__all__ = ["KernelRunner", "run_sweep"]

@@ -1,0 +1,109 @@
+"""Merge result files into tables: one per (hardware, mask, direction, cp_size) and metric, with
+seqlen (or another x column) as rows and kernels as columns; Markdown and CSV.
+
+    python -m bench.report --results results/h200 --out results/h200/tables
+
+A cell that did not run shows ``X (<status>)`` in Markdown and is empty in CSV; the Markdown
+lists the reasons under each table.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from bench.results import latest_rows, read_results
+
+__all__ = ["METRICS", "pivot", "write_tables", "main"]
+
+METRICS = {"tflops_per_s": "TFLOPs/s", "peak_mem_gb": "peak memory (GiB)", "runtime_ms": "runtime (ms)"}
+TABLE_GROUPS = ("hardware", "mask", "direction", "cp_size")
+
+
+def pivot(rows: pd.DataFrame, value: str, x: str = "seqlen", series: str = "kernel") -> pd.DataFrame:
+    """``x`` as rows, ``series`` as columns, ``value`` where status is ok, else ``X (status)``."""
+    cells = rows.assign(cell=[
+        (f"{v:.4g}" if pd.notna(v) else "-") if s == "ok" else f"X ({s})"
+        for v, s in zip(rows[value], rows["status"])])
+    table = cells.pivot_table(index=x, columns=series, values="cell", aggfunc="last")
+    order = list(dict.fromkeys(rows[series]))
+    return table.reindex(columns=[c for c in order if c in table.columns]).sort_index().fillna("")
+
+
+def _numeric(rows: pd.DataFrame, value: str, x: str, series: str) -> pd.DataFrame:
+    ok = rows[rows["status"] == "ok"]
+    table = ok.pivot_table(index=x, columns=series, values=value, aggfunc="last")
+    order = list(dict.fromkeys(rows[series]))
+    return table.reindex(columns=[c for c in order if c in table.columns]).sort_index()
+
+
+def to_markdown(table: pd.DataFrame) -> str:
+    """A GitHub Markdown table (no tabulate dependency)."""
+    header = [str(table.index.name or "")] + [str(c) for c in table.columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for idx, row in table.iterrows():
+        lines.append("| " + " | ".join([str(idx)] + [str(v) for v in row]) + " |")
+    return "\n".join(lines)
+
+
+def _slug(*parts) -> str:
+    return "_".join(re.sub(r"[^A-Za-z0-9_.=-]", "_", str(p)) for p in parts)
+
+
+def _reasons(rows: pd.DataFrame, series: str) -> list[str]:
+    failed = rows[rows["status"] != "ok"]
+    seen = dict.fromkeys(f"- {r[series]} ({r['status']}): {r['message']}"
+                         for r in failed.to_dict("records"))
+    return list(seen)
+
+
+def write_tables(results: str | os.PathLike | Iterable, out_dir: str | os.PathLike,
+                 x: str = "seqlen", series: str = "kernel",
+                 metrics: Iterable[str] = ("tflops_per_s", "peak_mem_gb")) -> list[Path]:
+    """Write ``<out_dir>/<metric>__<hardware>_<mask>_<direction>_cp<cp_size>.{md,csv}`` and one
+    ``README.md`` that holds every Markdown table. Returns the written paths."""
+    frame = latest_rows(read_results(results))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written, sections = [], []
+    if frame.empty:
+        index = out_dir / "README.md"
+        index.write_text("# Results\n\nNo result rows found.\n")
+        return [index]
+    groups = [g for g in TABLE_GROUPS if g in frame.columns and g not in (x, series)]
+    for key, rows in frame.groupby(groups, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        title = ", ".join(f"{g}={k}" for g, k in zip(groups, key))
+        reasons = _reasons(rows, series)
+        for metric in metrics:
+            stem = _slug(metric, *key)
+            _numeric(rows, metric, x, series).to_csv(out_dir / f"{stem}.csv")
+            md = to_markdown(pivot(rows, metric, x, series))
+            text = f"## {METRICS.get(metric, metric)}: {title}\n\n{md}\n"
+            if reasons:
+                text += "\nNot measured:\n\n" + "\n".join(reasons) + "\n"
+            (out_dir / f"{stem}.md").write_text(text)
+            written += [out_dir / f"{stem}.csv", out_dir / f"{stem}.md"]
+            sections.append(text)
+    index = out_dir / "README.md"
+    index.write_text("# Results\n\n" + "\n".join(sections))
+    return written + [index]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", nargs="+", required=True, help="result CSV files or folders")
+    parser.add_argument("--out", required=True, help="folder for the tables")
+    parser.add_argument("--x", default="seqlen", help="row column (cp_size for CP results)")
+    parser.add_argument("--series", default="kernel", help="column column")
+    args = parser.parse_args(argv)
+    paths = write_tables(args.results, args.out, x=args.x, series=args.series)
+    print(f"wrote {len(paths)} files to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""Result rows: the column schema, run metadata, appending one row at a time, reading them back.
+
+One row per (kernel or CP strategy, mask, seqlen, direction, shapes, cp_size). A row is appended
+and fsync'ed as soon as it is measured, so a sweep that dies loses nothing already measured, and
+a rerun skips the cells whose row has a final status. Parallel jobs (Hydra multirun, Slurm)
+write one file each; a file lock guards the rare case of two writers on one file. Readers
+(``bench.report``, ``bench.plot``) merge every ``*.csv`` under a folder and keep the newest row
+of each cell.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import functools
+import os
+import subprocess
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from filelock import FileLock
+
+__all__ = ["STATUSES", "FINAL_STATUSES", "CELL_KEY", "ENV_COLUMNS", "ResultRow", "RunMeta",
+           "append_row", "read_results", "latest_rows", "done_cells", "run_meta"]
+
+# ok: measured; unsupported: the kernel cannot express the mask/shapes here (or its library is
+# missing); oom: ran out of device memory; error: any other exception; wrong: failed the
+# correctness gate, so not timed.
+STATUSES = ("ok", "unsupported", "oom", "error", "wrong")
+# A rerun skips these; "error" cells are measured again (errors are often transient or fixed).
+FINAL_STATUSES = ("ok", "unsupported", "oom", "wrong")
+# Process-level settings that change kernel timings; copied into every row.
+ENV_COLUMNS = ("CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_ALGO", "NCCL_PROTO", "TORCH_CUDNN_V8_API_ENABLED",
+               "MAGI_ATTENTION_FA4_BACKEND")
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """One measured cell. Units are in the names; None is written as an empty field."""
+
+    run_id: str
+    time: str
+    git_sha: str
+    hardware: str
+    gpu_name: str
+    torch_version: str
+    kernel_version: str
+    kernel: str
+    mask: str
+    seqlen: int
+    batch: int
+    num_heads_q: int
+    num_heads_kv: int
+    head_dim: int
+    dtype: str
+    direction: str
+    cp_size: int
+    mask_area: float | None
+    flops: float | None
+    runtime_ms: float | None
+    tflops_per_s: float | None
+    peak_mem_gb: float | None
+    build_ms: float | None
+    status: str
+    message: str
+    env: str
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
+# The columns that name a cell: a rerun skips a cell whose key has a final-status row.
+CELL_KEY = ("hardware", "kernel", "mask", "seqlen", "batch", "num_heads_q", "num_heads_kv",
+            "head_dim", "dtype", "direction", "cp_size")
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """What every row of one process shares."""
+
+    run_id: str
+    git_sha: str
+    gpu_name: str
+    torch_version: str
+    env: str
+
+
+@functools.lru_cache(maxsize=1)
+def _git_sha() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, cwd=Path(__file__).resolve().parent, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
+
+
+def run_meta() -> RunMeta:
+    """Run id, git commit, GPU name ('cpu' without CUDA), torch version and the ENV_COLUMNS set."""
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    env = ";".join(f"{k}={os.environ[k]}" for k in ENV_COLUMNS if k in os.environ)
+    return RunMeta(run_id=uuid.uuid4().hex[:12], git_sha=_git_sha(), gpu_name=gpu,
+                   torch_version=torch.__version__, env=env)
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def append_row(path: str | os.PathLike, row: ResultRow) -> None:
+    """Append ``row`` to the CSV at ``path`` (header written on creation), flushed and fsync'ed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):
+        new = not path.exists() or path.stat().st_size == 0
+        with path.open("a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=COLUMNS)
+            if new:
+                writer.writeheader()
+            writer.writerow({k: ("" if v is None else v) for k, v in asdict(row).items()})
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _csv_files(sources: Iterable[str | os.PathLike] | str | os.PathLike) -> list[Path]:
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    files: list[Path] = []
+    for src in map(Path, sources):
+        if src.is_dir():
+            files += sorted(src.rglob("*.csv"))
+        elif src.is_file():
+            files.append(src)
+        else:
+            raise FileNotFoundError(f"results path {src} does not exist")
+    return files
+
+
+def read_results(sources: Iterable[str | os.PathLike] | str | os.PathLike) -> pd.DataFrame:
+    """All rows of the given CSV files and folders (searched recursively for ``*.csv``).
+
+    Files whose header lacks the ``status`` column (tables written by ``bench.report``) are
+    skipped. Returns an empty frame with the schema columns when nothing is found.
+    """
+    frames = []
+    for file in _csv_files(sources):
+        frame = pd.read_csv(file, keep_default_na=True)
+        if {"status", "kernel", "direction"} <= set(frame.columns):
+            frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=list(COLUMNS))
+    frame = pd.concat(frames, ignore_index=True)
+    frame["message"] = frame["message"].fillna("").astype(str)
+    return frame
+
+
+def latest_rows(frame: pd.DataFrame, key: Iterable[str] = CELL_KEY) -> pd.DataFrame:
+    """The newest row of each cell (by ``time``, file order breaking ties)."""
+    if frame.empty:
+        return frame
+    key = [k for k in key if k in frame.columns]
+    ordered = frame.reset_index(drop=True).reset_index().sort_values(["time", "index"], kind="stable")
+    return ordered.drop_duplicates(key, keep="last").drop(columns="index").reset_index(drop=True)
+
+
+def cell_key(values: Mapping[str, Any]) -> tuple:
+    """The CELL_KEY tuple of a row-like mapping, normalised to str so CSV and Python agree."""
+    return tuple(str(values[k]) for k in CELL_KEY)
+
+
+def done_cells(sources: Iterable[str | os.PathLike] | str | os.PathLike,
+               final: Iterable[str] = FINAL_STATUSES) -> set[tuple]:
+    """Cell keys (see :func:`cell_key`) that already have a row with a final status."""
+    try:
+        frame = read_results(sources)
+    except FileNotFoundError:
+        return set()
+    frame = frame[frame["status"].isin(tuple(final))]
+    return {cell_key(r) for r in frame.to_dict("records")}
