@@ -33,7 +33,7 @@ def build_mask(name: str, seqlen: int, doc_lens: Sequence[int] | None = None, se
 
     Example:
         >>> build_mask("sliding_window_causal", 4096, window=256).area
-        1019136.0
+        1019776.0
     """
     if name not in PATTERNS:
         raise ValueError(f"unknown mask {name!r}; known masks: {', '.join(MASK_NAMES)}")

@@ -48,6 +48,11 @@ class Mask:
         heads = self.per_head_slices
         return sum(fast_union_area(s) for s in heads) / len(heads)
 
+    def __hash__(self) -> int:
+        # params is a read-only mapping (unhashable); hash its items so masks can key caches
+        return hash((self.name, self.seqlen, self.slices, self.head_slices, self.doc_lens,
+                     tuple(sorted(self.params.items()))))
+
     def __repr__(self) -> str:
         return (f"Mask({self.name!r}, seqlen={self.seqlen}, num_slices={len(self.slices)}, "
                 f"num_mask_heads={self.num_mask_heads}, params={dict(self.params)})")

@@ -33,7 +33,14 @@ def test_causal_area_is_exact(seqlen):
 
 @pytest.mark.parametrize("name", MASK_NAMES)
 def test_same_seed_same_mask(make_mask, name):
-    assert make_mask(name, 257, 4) == make_mask(name, 257, 4)
+    a, b = make_mask(name, 257, 4), make_mask(name, 257, 4)
+    assert a == b and hash(a) == hash(b) and a is not b
+
+
+@pytest.mark.parametrize("name", ["prefix_lm_causal", "qk_sparse", "hash_sparse", "block_sparse",
+                                  "var_block_sparse"])
+def test_seed_changes_random_patterns(name):
+    assert build_mask(name, 1000, seed=0).slices != build_mask(name, 1000, seed=1).slices
 
 
 def test_names_and_order():
