@@ -61,6 +61,9 @@ class CPStrategy(ABC):
         self.layouts: list[Layout] = []
         self._build(**knobs)
         self._index = layout_index(self.layouts[self.cp_rank])
+        # NCCL: the first operation on a communicator must involve all its ranks, and a ring
+        # of a sub-group (HybridCP) or a p2p exchange would not
+        dist.barrier(group=self.group)
 
     # -- what it can run ---------------------------------------------------------------------
     @classmethod

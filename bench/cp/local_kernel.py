@@ -8,7 +8,7 @@ from typing import Sequence
 import torch
 
 from magi_attention.common import AttnSlice, slices_to_tensors
-from magi_attention.functional import flex_flash_attn_bwd, flex_flash_attn_fwd
+from magi_attention.functional import load_backend, resolve_backend
 
 
 @dataclass
@@ -33,10 +33,13 @@ class LocalMask:
 class LocalKernel:
     """Forward and backward of attention of local q over a KV block under a LocalMask.
 
-    Wraps ``magi_attention.functional.flex_flash_attn_fwd`` / ``_bwd``. ``backend`` "auto" is the
-    reference kernel on CPU and Triton (or FA4, see ``magi_attention.env``) on CUDA; "reference",
-    "triton" and "fa4" force one. The backward accepts the merged (global) out and lse, so a CP
-    strategy gets this key block's share of dq and the block's exact dk, dv.
+    Calls the FFA backend module (the protocol behind ``flex_flash_attn_fwd`` / ``_bwd``)
+    directly: the sub-masks are in bounds by construction, and the functional API's range
+    validation reads the range tensors back to the host (a device sync at every ring step).
+    ``backend`` "auto" is the reference kernel on CPU and Triton (or FA4, see
+    ``magi_attention.env``) on CUDA; "reference", "triton" and "fa4" force one. The backward
+    accepts the merged (global) out and lse, so a CP strategy gets this key block's share of dq
+    and the block's exact dk, dv.
 
     Layout: q [seqlen_q, num_heads_q, head_dim], k/v [seqlen_k, num_heads_kv, head_dim].
     """
@@ -49,21 +52,26 @@ class LocalKernel:
     def _scale(self, q: torch.Tensor) -> float:
         return 1.0 / math.sqrt(q.shape[-1]) if self.softmax_scale is None else self.softmax_scale
 
+    def module(self, device: torch.device):
+        """The backend module "auto" resolves to on ``device`` (raises BackendUnavailable)."""
+        return load_backend(resolve_backend(self.backend, device))
+
     def fwd(self, q, k, v, mask: LocalMask) -> tuple[torch.Tensor, torch.Tensor]:
         """(out [Sq, Hq, D] q.dtype, lse [Sq, Hq] fp32); an empty mask gives (0, -inf)."""
         if not len(mask):
             return (torch.zeros_like(q),
                     torch.full(q.shape[:2], -math.inf, dtype=torch.float32, device=q.device))
-        return flex_flash_attn_fwd(q, k, v, *mask.tensors(q.device), softmax_scale=self._scale(q),
-                                   softcap=self.softcap, backend=self.backend)
+        out, lse, _ = self.module(q.device).fwd(q, k, v, *mask.tensors(q.device), self._scale(q),
+                                                float(self.softcap), False)
+        return out, lse
 
     def bwd(self, dout, q, k, v, out, lse, mask: LocalMask):
         """(dq, dk, dv) in the input dtypes, or None for an empty mask (all zero)."""
         if not len(mask):
             return None
-        return flex_flash_attn_bwd(dout, q, k, v, out, lse, *mask.tensors(q.device),
-                                   softmax_scale=self._scale(q), softcap=self.softcap,
-                                   backend=self.backend, deterministic=self.deterministic)
+        return self.module(q.device).bwd(dout.contiguous(), q, k, v, out, lse,
+                                         *mask.tensors(q.device), self._scale(q),
+                                         float(self.softcap), self.deterministic)
 
 
 def make_local_mask(slices: Sequence[AttnSlice]) -> LocalMask:

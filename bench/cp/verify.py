@@ -39,7 +39,9 @@ class Cell:
     @property
     def id(self) -> str:
         knobs = ",".join(f"{k}={v}" for k, v in sorted(self.knobs.items()))
-        return f"{self.strategy}{'[' + knobs + ']' if knobs else ''}-{self.mask}"
+        params = ",".join(f"{k}={v}" for k, v in sorted(self.mask_params.items()))
+        return (f"{self.strategy}{'[' + knobs + ']' if knobs else ''}-{self.mask}"
+                f"{'{' + params + '}' if params else ''}")
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,12 @@ def _results(world_size: int) -> list[dict]:
     return _run(world_size, [cell for _, cell in _cells(world_size)])
 
 
-CASES = [pytest.param(ws, i, label, id=f"cp{ws}-{cell.id.replace(cell.mask, label)}")
+def _case_id(world_size: int, label: str, cell: Cell) -> str:
+    knobs = ",".join(f"{k}={v}" for k, v in sorted(cell.knobs.items()))
+    return f"cp{world_size}-{cell.strategy}{'[' + knobs + ']' if knobs else ''}-{label}"
+
+
+CASES = [pytest.param(ws, i, label, id=_case_id(ws, label, cell))
          for ws in CONFIGS for i, (label, cell) in enumerate(_cells(ws))]
 
 
