@@ -4,6 +4,21 @@
     cls = load_strategy("ring_p2p")
     reason = cls.supports(mask, num_heads_q, num_heads_kv, cp_size)   # None or why not
     strategy = cls(mask, group, num_heads_q=8, num_heads_kv=8)
+
+Masks. Every strategy computes each local step on the global mask clipped exactly to (its q
+rows) x (the KV block in hand), so it is exact for any AttnSlice mask shared by all heads; the
+gloo tests check all 16 patterns of bench.masks (per-head block_sparse excepted) for each.
+
+| strategy       | masks                                      | X (supports() gives the reason)       |
+|----------------|--------------------------------------------|---------------------------------------|
+| ulysses        | any shared mask                            | num_heads_q % cp_size; per-head masks |
+| ring_p2p       | any shared mask                            | per-head masks                        |
+| ring_allgather | any shared mask                            | per-head masks                        |
+| usp            | any shared mask                            | heads % ulysses_degree; per-head      |
+| loongtrain     | any shared mask                            | heads % head_parallel_degree; window  |
+|                |                                            | not dividing the ring; per-head       |
+| hybrid_cp      | masks whose slices stay in one document    | share_question, causal_blockwise;     |
+|                | (all but two patterns)                     | cp_size not a power of two; per-head  |
 """
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ def _all_to_all(x: torch.Tensor, out_rows: list[int], in_rows: list[int], group,
 
 
 def _seq_to_head(x, lengths, group, stats, direction):
-    size, me = len(lengths), dist.get_rank(group)
+    size = len(lengths)
     seqlen, heads, dim = x.shape
     chunks = x.reshape(seqlen, size, heads // size, dim).transpose(0, 1).reshape(-1, heads // size, dim)
     return _all_to_all(chunks, lengths, [seqlen] * size, group, stats, direction)
