@@ -107,6 +107,8 @@ AccountingStoragePort={lo.slurmdbd_port}
 AccountingStoragePass={lo.munge_socket}
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
+# Without a default, a job that asks for no memory gets the whole node and the next job waits for it.
+DefMemPerCPU=1024
 SchedulerType=sched/backfill
 MpiDefault=none
 MailProg=/bin/true
