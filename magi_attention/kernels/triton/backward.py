@@ -91,7 +91,8 @@ def _dkdv_kernel(Q, K, V, DO, DK, DV, Lse2, Delta,
                  stride_dm, stride_dh, stride_dkm, stride_dkh, stride_dvm, stride_dvh,
                  seqlen_q, seqlen_k, sm_scale, softcap,
                  GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                 BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, ROW_INTERVALS: tl.constexpr):
+                 BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, ROW_INTERVALS: tl.constexpr,
+                 PARTIAL_STAGES: tl.constexpr):
     tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
     k_tile = tl.load(k_tile_order + tl.program_id(0))
     kv_head = tl.program_id(1)
@@ -123,7 +124,7 @@ def _dkdv_kernel(Q, K, V, DO, DK, DV, Lse2, Delta,
                                 stride_dm, seqlen_q, sm_scale, softcap, slice_bounds,
                                 k_tile_slice_idx, slice_lo, slice_hi, k_lo, k_lo + BLOCK_N,
                                 row_lo, row_hi, BLOCK_M, False, SOFTCAP, ROW_INTERVALS)
-        for t in range(mid, end):
+        for t in tl.range(mid, end, num_stages=PARTIAL_STAGES):
             dk, dv = _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, q_off, do_off, stat_off,
                                 tl.load(k_tile_qt + t), offs_k, offs_m0, offs_d, stride_qm,
                                 stride_dm, seqlen_q, sm_scale, softcap, slice_bounds,
@@ -182,7 +183,8 @@ def _dq_kernel(Q, K, V, DO, DQ, Lse2, Delta,
                stride_dm, stride_dh, stride_dqm, stride_dqh,
                seqlen_q, seqlen_k, sm_scale, softcap,
                GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-               BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, ROW_INTERVALS: tl.constexpr):
+               BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, ROW_INTERVALS: tl.constexpr,
+                 PARTIAL_STAGES: tl.constexpr):
     tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
     q_tile = tl.load(q_tile_order + tl.program_id(0))
     head = tl.program_id(1).to(tl.int64)
@@ -208,7 +210,7 @@ def _dq_kernel(Q, K, V, DO, DQ, Lse2, Delta,
                       offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap, slice_bounds,
                       q_tile_slice_idx, slice_lo, slice_hi, q_lo, q_lo + BLOCK_M,
                       row_lo, row_hi, seqlen_q, BLOCK_N, False, SOFTCAP, ROW_INTERVALS)
-    for t in range(mid, end):
+    for t in tl.range(mid, end, num_stages=PARTIAL_STAGES):
         dq = _dq_step(dq, q, do, lse2, delta, K, V, kv_off, tl.load(q_tile_kt + t), offs_m, offs_n,
                       offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap, slice_bounds,
                       q_tile_slice_idx, slice_lo, slice_hi, q_lo, q_lo + BLOCK_M,
@@ -245,7 +247,7 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
         dout.stride(0), dout.stride(1), dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
         seqlen_q, seqlen_k, softmax_scale, cap,
         GROUP=group, HEAD_DIM=head_dim, BLOCK_M=config.block_m1, BLOCK_N=config.block_n1,
-        SOFTCAP=softcap > 0, ROW_INTERVALS=plan_kv.row_lo.shape[1], num_warps=config.num_warps, num_stages=config.num_stages)
+        SOFTCAP=softcap > 0, ROW_INTERVALS=plan_kv.row_lo.shape[1], PARTIAL_STAGES=config.partial_stages, num_warps=config.num_warps, num_stages=config.num_stages)
     _dq_kernel[(plan_q.num_q_tiles, num_heads_q)](
         q, k, v, dout, dq, lse2, delta,
         plan_q.q_tile_ptr, plan_q.q_tile_kt, plan_q.q_tile_num_full, plan_q.q_tile_slice_ptr,
@@ -255,5 +257,5 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
         dout.stride(0), dout.stride(1), dq.stride(0), dq.stride(1),
         seqlen_q, seqlen_k, softmax_scale, cap,
         GROUP=group, HEAD_DIM=head_dim, BLOCK_M=config.block_m2, BLOCK_N=config.block_n2,
-        SOFTCAP=softcap > 0, ROW_INTERVALS=plan_q.row_lo.shape[1], num_warps=config.num_warps, num_stages=config.num_stages)
+        SOFTCAP=softcap > 0, ROW_INTERVALS=plan_q.row_lo.shape[1], PARTIAL_STAGES=config.partial_stages, num_warps=config.num_warps, num_stages=config.num_stages)
     return dq, dk, dv

@@ -14,6 +14,7 @@ class FwdConfig:
     block_n: int
     num_warps: int
     num_stages: int
+    partial_stages: int = 1  # pipelining depth of the masked-tile loop (1: none, saves smem)
 
 
 @dataclass(frozen=True)
@@ -24,16 +25,19 @@ class BwdConfig:
     block_n2: int  # keys per step of the dq kernel
     num_warps: int
     num_stages: int
+    partial_stages: int = 1
 
 
 def fwd_config(head_dim: int) -> FwdConfig:
-    # H200, bf16, GQA 64:8, d128, S=16k (sweep v1 in notes/ffa_triton.md), TFLOPs/s full/causal:
-    # 128x64 w4 s3: 501/464 (best); s4: 500/456; 128x128 w8 s3: 471/443; 64x64 w4: 436/409;
-    # 128x32 w4: 378/396; 128x64 w8: 406/396. head_dim 64 uses the same tiles (not swept).
-    return FwdConfig(block_m=128, block_n=64, num_warps=4, num_stages=3)
+    # H200, bf16, GQA 64:8, d128, S=16k; TFLOPs/s full/causal/causal_document (sweep v2 in
+    # notes/ffa_triton.md): 128x64 w4 s3 p2: 475/453/304 (best on documents, ~2% off on full);
+    # p1: 485/458/251; p3: 363/375/227 (smem: 1 CTA/SM); s2 p2: 422/433/294;
+    # 128x128 w8 s3 p1: 475/452/282. head_dim 64 uses the same tiles (not swept).
+    return FwdConfig(block_m=128, block_n=64, num_warps=4, num_stages=3, partial_stages=2)
 
 
 def bwd_config(head_dim: int) -> BwdConfig:
-    # same sweep, TFLOPs/s full/causal: 64/64/64/64 w4 s3: 372/349 (best); 64/128/128/64 w8:
-    # 324/333; 32/64/64/32 w4: 296/303; the tutorial's 32/128/128/32 w4: 143/130 (spills).
-    return BwdConfig(block_m1=64, block_n1=64, block_m2=64, block_n2=64, num_warps=4, num_stages=3)
+    # same sweep: 64/64/64/64 w4 s3 p2: 365/355/246 (best); p1: 365/347/224; p3: 302/293/218;
+    # 64/128/128/64 w8 s3 p1: 332/345/210; the tutorial's 32/128/128/32 w4: 143/130 (sweep v1).
+    return BwdConfig(block_m1=64, block_n1=64, block_m2=64, block_n2=64, num_warps=4,
+                     num_stages=3, partial_stages=2)

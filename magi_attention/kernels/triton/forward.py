@@ -67,7 +67,7 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit,
                 seqlen_q, seqlen_k, sm_scale, softcap,
                 GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, RETURN_MAX: tl.constexpr,
-                ROW_INTERVALS: tl.constexpr):
+                ROW_INTERVALS: tl.constexpr, PARTIAL_STAGES: tl.constexpr):
     tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
     tl.static_assert(BLOCK_M % 16 == 0 and BLOCK_N % 16 == 0)
     q_tile = tl.load(q_tile_order + tl.program_id(0))
@@ -96,7 +96,7 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit,
                                   sm_scale, softcap, slice_bounds, q_tile_slice_idx, slice_lo,
                                   slice_hi, q_tile_lo, q_tile_hi, row_lo, row_hi, seqlen_q,
                                   BLOCK_N, False, SOFTCAP, ROW_INTERVALS)
-    for t in range(mid, end):
+    for t in tl.range(mid, end, num_stages=PARTIAL_STAGES):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, kv_off, tl.load(q_tile_kt + t),
                                   offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k,
                                   sm_scale, softcap, slice_bounds, q_tile_slice_idx, slice_lo,
@@ -137,7 +137,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
             seqlen_q, seqlen_k, softmax_scale, softcap if softcap > 0 else 1.0,
             GROUP=num_heads_q // num_heads_kv, HEAD_DIM=head_dim, BLOCK_M=config.block_m,
             BLOCK_N=config.block_n, SOFTCAP=softcap > 0, RETURN_MAX=return_max_logits,
-            ROW_INTERVALS=plan.row_lo.shape[1],
+            ROW_INTERVALS=plan.row_lo.shape[1], PARTIAL_STAGES=config.partial_stages,
             num_warps=config.num_warps, num_stages=config.num_stages)
     max_logits = None
     if return_max_logits:
