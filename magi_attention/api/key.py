@@ -10,6 +10,7 @@ import torch.distributed as dist
 
 from ..common import AttnMaskType, AttnRanges
 from ..functional._dist_runtime import DistAttnRuntime
+from ..meta.hier_comm_meta import build_hier_cast_args
 from ..meta import AttnShape, DispatchMeta, MagiMeta, OverlapConfig, SliceArray, solve_magi_meta
 from ._groups import CpGroups, resolve_cp_groups
 
@@ -95,9 +96,14 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
     shape = AttnShape(num_heads_q, num_heads_kv, head_dim, torch.empty(0, dtype=dtype).element_size())
     meta = solve_magi_meta(slices, total_seqlen, groups.cp_size, chunk_size, groups.cp_rank, shape,
                            dispatch_alg, overlap)
-    runtime = DistAttnRuntime(meta.runtime, groups.cp_group, softmax_scale, softcap, backend)
+    hier_stages = hier_groups = None
     if groups.hierarchical:
-        raise NotImplementedError("hierarchical group_cast on a 2D mesh")
+        hier_stages = tuple(build_hier_cast_args(meta.table, meta.dispatch, groups.cp_rank, j,
+                                                 groups.mesh_shape)
+                            for j in range(meta.runtime.num_stages))
+        hier_groups = (groups.inter_group, groups.intra_group)
+    runtime = DistAttnRuntime(meta.runtime, groups.cp_group, softmax_scale, softcap, backend,
+                              hier_stages=hier_stages, hier_groups=hier_groups)
     return DistAttnKey(total_seqlen, chunk_size, groups, meta, runtime)
 
 

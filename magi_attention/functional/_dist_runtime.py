@@ -13,7 +13,7 @@ import warnings
 
 import torch
 
-from ..comm import group_cast, group_reduce
+from ..comm import group_cast, group_reduce, hier_group_cast, hier_group_reduce
 from ..kernels import BackendUnavailable
 from ..meta import DistAttnRuntimeMeta, StageAttnArgs
 from ._backends import load_backend
@@ -46,7 +46,15 @@ class DistAttnRuntime:
     """Holds the meta, the process group, the kernel choice and the comm stream of one rank."""
 
     def __init__(self, meta: DistAttnRuntimeMeta, group=None, softmax_scale: float | None = None,
-                 softcap: float = 0.0, backend: str = "auto", deterministic: bool = False) -> None:
+                 softcap: float = 0.0, backend: str = "auto", deterministic: bool = False,
+                 hier_stages: tuple | None = None, hier_groups: tuple | None = None) -> None:
+        """hier_stages (HierCastArgs per stage) and hier_groups (inter, intra) switch the
+        group collectives to the two-hop ones of a 2D mesh; results are identical."""
+        if (hier_stages is None) != (hier_groups is None):
+            raise ValueError("hier_stages and hier_groups go together")
+        if hier_stages is not None and len(hier_stages) != meta.num_stages:
+            raise ValueError(f"{len(hier_stages)} hierarchical stages for {meta.num_stages} stages")
+        self.hier_stages, self.hier_groups = hier_stages, hier_groups
         self.meta = meta
         self.group = group
         self.softmax_scale = softmax_scale
@@ -64,7 +72,17 @@ class DistAttnRuntime:
         return self._streams[key]
 
     def _cast(self, kv: torch.Tensor, stage: int):
+        if self.hier_stages is not None:
+            return hier_group_cast(kv, self.hier_stages[stage], *self.hier_groups,
+                                   self._stream(kv.device))
         return group_cast(kv, self.meta.stages[stage].cast, self.group, self._stream(kv.device))
+
+    def _reduce(self, partial: torch.Tensor, out: torch.Tensor, stage: int):
+        if self.hier_stages is not None:
+            return hier_group_reduce(partial, out, self.hier_stages[stage], *self.hier_groups,
+                                     self._stream(out.device))
+        return group_reduce(partial, out, self.meta.stages[stage].cast, self.group,
+                            self._stream(out.device))
 
     def _scale(self, q: torch.Tensor) -> float:
         return 1.0 / math.sqrt(q.shape[-1]) if self.softmax_scale is None else self.softmax_scale
@@ -127,8 +145,7 @@ class DistAttnRuntime:
                 dq += dq_j
             if reducing is not None:
                 reducing.wait()
-            reducing = group_reduce(torch.cat([dk_j, dv_j], dim=1), dkv, stage.cast, self.group,
-                                    self._stream(q.device))
+            reducing = self._reduce(torch.cat([dk_j, dv_j], dim=1), dkv, j)
         if reducing is not None:
             reducing.wait()
         return (dq.to(q.dtype), dkv[:, :num_heads_kv].to(k.dtype),

@@ -23,7 +23,8 @@ SMALL_PARAMS = {"sliding_window": {"window": 24}, "sliding_window_causal": {"win
 ATOL = 2e-4
 
 
-def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages):
+def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shape=None,
+            mask_names=None):
     from bench.masks import MASK_NAMES, build_mask
     from magi_attention.api import calc_attn, dispatch, magi_attn_flex_key, undispatch
     from magi_attention.common import slices_to_tensors, to_dense
@@ -33,10 +34,14 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
                             world_size=cp_size)
+    cp = None
+    if mesh_shape is not None:
+        from torch.distributed.device_mesh import init_device_mesh
+        cp = init_device_mesh("cpu", mesh_shape, mesh_dim_names=("inter", "intra"))
     results = []
     q, k, v = random_qkv(SEQLEN, SEQLEN, *HEADS, HEAD_DIM, seed=0, requires_grad=False)
     dout = torch.randn(SEQLEN, HEADS[0], HEAD_DIM, generator=torch.Generator().manual_seed(1))
-    for name in MASK_NAMES:
+    for name in mask_names or MASK_NAMES:
         mask = build_mask(name, SEQLEN, doc_lens=DOC_LENS, seed=1, **SMALL_PARAMS.get(name, {}))
         ref = [t.clone().requires_grad_() for t in (q, k, v)]
         ref_out, _ = dense_attention(*ref, to_dense(mask.slices, SEQLEN))
@@ -45,7 +50,7 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages):
             case = f"{name}/{alg}"
             try:
                 key = magi_attn_flex_key(*slices_to_tensors(mask.slices), SEQLEN, *HEADS,
-                                         HEAD_DIM, None, chunk_size, dispatch_alg=alg,
+                                         HEAD_DIM, cp, chunk_size, dispatch_alg=alg,
                                          num_stages=num_stages, backend="reference",
                                          dtype=torch.float32)
                 local = [dispatch(t, key).requires_grad_() for t in (q, k, v)]
@@ -58,7 +63,8 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages):
                     errs[g_name] = (g.double() - r).abs().max().item()
                 ok = all(e < ATOL for e in errs.values())
                 results.append({"case": case, "ok": ok, "errs": errs,
-                                "num_stages": key.num_stages})
+                                "num_stages": key.num_stages,
+                                "hierarchical": key.groups.hierarchical})
             except Exception:
                 results.append({"case": case, "ok": False, "error": traceback.format_exc()})
                 raise
@@ -67,10 +73,11 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages):
     dist.destroy_process_group()
 
 
-def run_group(cp_size, chunk_size, num_stages):
+def run_group(cp_size, chunk_size, num_stages, mesh_shape=None, mask_names=None):
     with tempfile.TemporaryDirectory() as out_dir:
         init_file = os.path.join(out_dir, "store")
-        mp.spawn(_worker, args=(cp_size, init_file, out_dir, chunk_size, num_stages),
+        mp.spawn(_worker, args=(cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shape,
+                                mask_names),
                  nprocs=cp_size, join=True)
         return [json.load(open(os.path.join(out_dir, f"rank{r}.json"))) for r in range(cp_size)]
 
@@ -83,6 +90,20 @@ def test_magi_attn_equals_dense_attention_fwd_bwd_every_mask_and_algorithm(cp_si
     from bench.masks import MASK_NAMES
     from magi_attention.meta import DISPATCH_ALGORITHMS
     assert len(per_rank[0]) == len(MASK_NAMES) * len(DISPATCH_ALGORITHMS)
+    failures = [f"rank {r}: {res}" for r, results in enumerate(per_rank) for res in results
+                if not res["ok"]]
+    assert not failures, "\n".join(failures)
+
+
+HIER_MASKS = ["causal", "causal_document", "sliding_window", "global_sliding_window",
+              "block_sparse"]
+
+
+def test_hierarchical_2x2_mesh_equals_dense_attention():
+    per_rank = run_group(4, 16, 2, mesh_shape=(2, 2), mask_names=HIER_MASKS)
+    from magi_attention.meta import DISPATCH_ALGORITHMS
+    assert len(per_rank[0]) == len(HIER_MASKS) * len(DISPATCH_ALGORITHMS)
+    assert all(res.get("hierarchical") for results in per_rank for res in results)
     failures = [f"rank {r}: {res}" for r, results in enumerate(per_rank) for res in results
                 if not res["ok"]]
     assert not failures, "\n".join(failures)
