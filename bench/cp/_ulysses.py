@@ -40,33 +40,26 @@ def _head_to_seq(x, lengths, group, stats, direction):
         lengths[me], size * local_heads, dim)
 
 
-class SeqToHead(torch.autograd.Function):
+class _AllToAll(torch.autograd.Function):
+    """seq -> head (``to_head``) or head -> seq; the backward is the other direction."""
+
     @staticmethod
-    def forward(ctx, x, lengths, group, stats):
-        ctx.args = (lengths, group, stats)
-        return _seq_to_head(x, lengths, group, stats, "fwd")
+    def forward(ctx, x, to_head, lengths, group, stats):
+        ctx.args = (not to_head, lengths, group, stats)
+        return (_seq_to_head if to_head else _head_to_seq)(x, lengths, group, stats, "fwd")
 
     @staticmethod
     def backward(ctx, grad):
-        return _head_to_seq(grad, *ctx.args, "bwd"), None, None, None
-
-
-class HeadToSeq(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, lengths, group, stats):
-        ctx.args = (lengths, group, stats)
-        return _head_to_seq(x, lengths, group, stats, "fwd")
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _seq_to_head(grad, *ctx.args, "bwd"), None, None, None
+        to_head, lengths, group, stats = ctx.args
+        grad = (_seq_to_head if to_head else _head_to_seq)(grad, lengths, group, stats, "bwd")
+        return grad, None, None, None, None
 
 
 def seq_to_head(x: torch.Tensor, lengths: list[int], group, stats: CommStats) -> torch.Tensor:
     """x: [lengths[me], H, D] -> [sum(lengths), H / U, D] (H divisible by U = len(lengths))."""
-    return SeqToHead.apply(x, lengths, group, stats)
+    return _AllToAll.apply(x, True, lengths, group, stats)
 
 
 def head_to_seq(x: torch.Tensor, lengths: list[int], group, stats: CommStats) -> torch.Tensor:
     """x: [sum(lengths), H / U, D] -> [lengths[me], H, D]."""
-    return HeadToSeq.apply(x, lengths, group, stats)
+    return _AllToAll.apply(x, False, lengths, group, stats)

@@ -38,10 +38,15 @@ class Cell:
 
     @property
     def id(self) -> str:
-        knobs = ",".join(f"{k}={v}" for k, v in sorted(self.knobs.items()))
         params = ",".join(f"{k}={v}" for k, v in sorted(self.mask_params.items()))
-        return (f"{self.strategy}{'[' + knobs + ']' if knobs else ''}-{self.mask}"
-                f"{'{' + params + '}' if params else ''}")
+        mask = f"{self.mask}{{{params}}}" if params else self.mask
+        return f"{strategy_label(self.strategy, self.knobs)}-{mask}"
+
+
+def strategy_label(strategy: str, knobs: dict) -> str:
+    """``usp[ulysses_degree=2]``: the strategy and its non-default knobs."""
+    text = ",".join(f"{k}={v}" for k, v in sorted(knobs.items()))
+    return f"{strategy}[{text}]" if text else strategy
 
 
 @dataclass(frozen=True)
@@ -85,11 +90,10 @@ def _oracle(p: Problem, mask, q, k, v, dout) -> list[torch.Tensor]:
 
 
 def _slices_fn(mask, backend):
-    from magi_attention.common import slices_to_tensors
+    from bench.masks.convert import to_slices_tensors
 
     def fn(q, k, v):
-        ranges = slices_to_tensors(mask.slices, device=q.device)
-        return flex_flash_attn_func(q, k, v, *ranges, backend=backend)[0]
+        return flex_flash_attn_func(q, k, v, *to_slices_tensors(mask, q.device), backend=backend)[0]
     return fn
 
 

@@ -16,7 +16,7 @@ import torch
 import torch.multiprocessing as mp
 
 from bench.cp import STRATEGIES, load_strategy
-from bench.cp.verify import Cell, Problem, gloo_entry
+from bench.cp.verify import Cell, Problem, gloo_entry, strategy_label
 from bench.data import sample_doc_lens
 from bench.masks import MASK_NAMES, build_mask
 
@@ -76,12 +76,7 @@ def _results(world_size: int) -> list[dict]:
     return _run(world_size, [cell for _, cell in _cells(world_size)])
 
 
-def _case_id(world_size: int, label: str, cell: Cell) -> str:
-    knobs = ",".join(f"{k}={v}" for k, v in sorted(cell.knobs.items()))
-    return f"cp{world_size}-{cell.strategy}{'[' + knobs + ']' if knobs else ''}-{label}"
-
-
-CASES = [pytest.param(ws, i, label, id=_case_id(ws, label, cell))
+CASES = [pytest.param(ws, i, label, id=f"cp{ws}-{strategy_label(cell.strategy, cell.knobs)}-{label}")
          for ws in CONFIGS for i, (label, cell) in enumerate(_cells(ws))]
 
 
