@@ -41,7 +41,7 @@ def autograd_prepared(attention: Callable[[torch.Tensor, torch.Tensor, torch.Ten
                       extra: dict[str, str] | None = None) -> Prepared:
     """Prepared for an ``attention(q, k, v) -> out`` that is differentiable by torch autograd.
 
-    q, k, v and dout are copied into ``layout``; ``fwd`` runs under no_grad; ``bwd`` builds one
+    q, k, v and dout are copied into ``layout``; ``fwd`` runs under no_grad on detached inputs; ``bwd`` builds one
     forward graph on its first call (a warmup or gate call, never timed) and then takes
     ``torch.autograd.grad`` through it with ``retain_graph``, so each timed call is exactly one
     backward and gradients do not accumulate.
@@ -52,8 +52,10 @@ def autograd_prepared(attention: Callable[[torch.Tensor, torch.Tensor, torch.Ten
     state: dict[str, object] = {}
 
     def fwd() -> torch.Tensor:
+        # detached inputs: a forward-only call (kernels such as FlexAttention on CPU refuse
+        # inputs that require grad, and compiled ones pick their inference graph)
         with torch.no_grad():
-            return attention(q, k, v)
+            return attention(q.detach(), k.detach(), v.detach())
 
     def bwd() -> None:
         if "out" not in state:

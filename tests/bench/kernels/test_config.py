@@ -1,0 +1,96 @@
+"""Hydra composition of configs/kernels.yaml: names, schemas, experiments, hardware=auto."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException, MissingConfigException
+from omegaconf.errors import ConfigKeyError
+
+from bench.config import CONFIGS_DIR, job_key, kernel_bench_config, register_schemas
+from bench.kernels import KERNEL_NAMES
+from bench.masks import KERNEL_MASK_NAMES, MASK_NAMES
+
+REPO = Path(__file__).resolve().parents[3]
+register_schemas()
+
+
+def _compose(*overrides):
+    with initialize_config_dir(config_dir=str(CONFIGS_DIR), version_base="1.3"):
+        return compose(config_name="kernels", overrides=list(overrides))
+
+
+def test_every_registry_name_has_a_config_file():
+    assert sorted(p.stem for p in (CONFIGS_DIR / "kernel").glob("*.yaml")) == sorted(KERNEL_NAMES)
+    assert sorted(p.stem for p in (CONFIGS_DIR / "mask").glob("*.yaml")) == sorted(MASK_NAMES)
+
+
+def test_default_is_cpu_preset_with_the_six_kernel_masks():
+    config = kernel_bench_config(_compose())
+    assert config.hardware.name == "cpu"  # no CUDA on the test machine
+    assert tuple(m.label for m in config.masks) == KERNEL_MASK_NAMES
+    assert [k.name for k in config.kernels] == ["naive", "sdpa_math", "flex", "ffa", "custom"]
+    custom = next(k for k in config.kernels if k.name == "custom")
+    assert custom.options["target"] == "examples.custom_kernel.my_attn:my_attention"
+    assert config.out_file.parent == Path("results/cpu/kernels")
+
+
+def test_kernel_selection_options_and_explicit_hardware_values():
+    config = kernel_bench_config(_compose(
+        "kernel=[naive,custom,flex]", "kernel.custom.target=examples.custom_kernel.my_attn:my_attention",
+        "kernel.flex.options.compile=never", "hardware.seqlens=[64]", "mask=causal"),
+        ["kernel=[naive,custom,flex]", "mask=causal"])
+    assert [k.label for k in config.kernels] == ["naive", "custom", "flex"]
+    assert dict(config.kernels[2].options) == {"compile": "never", "block_size": 128}
+    assert config.seqlens == (64,) and config.hardware.num_heads_q == 4  # override on top of preset
+    assert [m.label for m in config.masks] == ["causal"]
+    assert config.out_file.name == "default__kernel=_naive,custom,flex___mask=causal.csv"
+
+
+@pytest.mark.parametrize("group", ["kernel", "mask", "hardware", "experiment"])
+def test_unknown_name_gives_hydras_could_not_find(group):
+    with pytest.raises(MissingConfigException, match=f"Could not find '{group}/no_such_name'"):
+        _compose(f"{group}=no_such_name")
+
+
+def test_misspelt_key_fails_at_compose_time():
+    with pytest.raises(ConfigCompositionException, match="targt"):
+        _compose("kernel=custom", "kernel.custom.targt=x:y")
+    with pytest.raises(ConfigCompositionException, match="seqlen"):
+        _compose("hardware.seqlen=[64]")
+
+
+@pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONFIGS_DIR / "experiment").glob("*.yaml")))
+def test_experiments_compose_for_h200(experiment):
+    config = kernel_bench_config(_compose(f"experiment={experiment}", "hardware=h200"))
+    assert config.hardware.num_heads_q == 64 and config.hardware.num_heads_kv == 8
+    assert config.hardware.dtype == "bfloat16" and config.hardware.head_dim == 128
+    assert config.out_file.name.startswith(experiment)
+    if experiment == "ffa_vs_peers":
+        by_label = {m.label: config.seqlens_for(m) for m in config.masks}
+        assert by_label["causal"] == (4096, 16384, 65536)
+        assert by_label["causal_document"] == (16384, 65536)
+
+
+def test_job_key_ignores_force_and_stays_short():
+    assert job_key("default", ["force=true", "mask=causal"]) == "default__mask=causal"
+    assert len(job_key("x", [f"kernel.k{i}.options.a={i}" for i in range(40)])) < 40
+
+
+def test_cli_unknown_kernel_exits_with_hydra_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "bench.kernels", "kernel=no_such_kernel"],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "Could not find 'kernel/no_such_kernel'" in result.stderr
+
+
+def test_cli_runs_a_tiny_sweep(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.kernels", "kernel=naive", "mask=causal", "seqlens=[64]",
+         f"out_dir={tmp_path}/results", f"plots_dir={tmp_path}/plots", "progress=false",
+         f"hydra.run.dir={tmp_path}/hydra"],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "wrote 2 rows" in result.stdout
+    assert (tmp_path / "plots" / "causal" / "fwd" / "flops_report.png").exists()

@@ -1,0 +1,68 @@
+"""bench.report merges result files into per-(mask, direction) tables, kernels as columns."""
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from bench import report
+from bench.results import ResultRow, append_row, done_cells, latest_rows, read_results
+
+BASE = ResultRow(run_id="r", time="2025-01-01T00:00:00+00:00", git_sha="abc", hardware="cpu",
+                 gpu_name="cpu", torch_version="2", kernel_version="v", kernel="naive",
+                 mask="causal", seqlen=256, batch=1, num_heads_q=2, num_heads_kv=1, head_dim=16,
+                 dtype="float32", direction="fwd", cp_size=1, mask_area=1.0, flops=1e9,
+                 runtime_ms=1.0, tflops_per_s=1.0, peak_mem_gb=None, build_ms=None, status="ok",
+                 message="", env="")
+
+
+@pytest.fixture
+def results_dir(tmp_path):
+    """Two job files, one re-measured cell, one OOM and one unsupported cell."""
+    folder = tmp_path / "results" / "kernels"
+    for seqlen, tf in ((256, 1.5), (512, 2.5)):
+        append_row(folder / "job_a.csv", replace(BASE, seqlen=seqlen, tflops_per_s=tf))
+        append_row(folder / "job_b.csv", replace(BASE, kernel="ffa", seqlen=seqlen, tflops_per_s=3.0))
+    append_row(folder / "job_a.csv", replace(BASE, seqlen=512, tflops_per_s=4.0,
+                                             time="2025-01-02T00:00:00+00:00"))  # newer wins
+    append_row(folder / "job_b.csv", replace(BASE, kernel="fa4", status="unsupported",
+                                             message="needs a CUDA device", tflops_per_s=None))
+    append_row(folder / "job_b.csv", replace(BASE, kernel="fa4", seqlen=512, status="oom",
+                                             message="OutOfMemoryError", tflops_per_s=None))
+    return folder
+
+
+def test_latest_row_per_cell_and_done_cells(results_dir):
+    frame = latest_rows(read_results(results_dir))
+    assert len(frame) == 6
+    naive_512 = frame[(frame.kernel == "naive") & (frame.seqlen == 512)]
+    assert naive_512.tflops_per_s.tolist() == [4.0]
+    assert len(done_cells(results_dir)) == 6
+
+
+def test_write_tables_markdown_and_csv(results_dir, tmp_path):
+    out = tmp_path / "tables"
+    report.write_tables(results_dir, out)
+    csv = pd.read_csv(out / "tflops_per_s_cpu_causal_fwd_1.csv", index_col=0)
+    assert list(csv.columns) == ["naive", "ffa"]  # only ok values; kernels in first-seen order
+    assert csv.loc[512, "naive"] == 4.0 and csv.loc[256, "ffa"] == 3.0
+    md = (out / "tflops_per_s_cpu_causal_fwd_1.md").read_text()
+    assert "| seqlen | naive | ffa | fa4 |" in md
+    assert "| 256 | 1.5 | 3 | X (unsupported) |" in md and "X (oom)" in md
+    assert "- fa4 (unsupported): needs a CUDA device" in md
+    assert (out / "README.md").read_text().count("## ") == 2  # TFLOPs/s and memory
+
+
+def test_cli(results_dir, tmp_path, capsys):
+    report.main(["--results", str(results_dir), "--out", str(tmp_path / "t")])
+    assert "wrote" in capsys.readouterr().out
+    assert (tmp_path / "t" / "peak_mem_gb_cpu_causal_fwd_1.md").exists()
+
+
+def test_missing_results_path_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does_not_exist"):
+        read_results(tmp_path / "does_not_exist")
+
+
+def test_bad_status_is_rejected():
+    with pytest.raises(ValueError, match="status"):
+        replace(BASE, status="fine")
