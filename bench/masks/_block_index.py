@@ -8,8 +8,6 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from magi_attention.common import AttnSlice
-
 from ._geometry import SliceArrays
 from ._rows import iter_row_chunks
 
@@ -43,8 +41,7 @@ class BlockSparseIndex:
         return self.full_block_idx.shape[-1]
 
 
-def tile_coverage(slices: Sequence[AttnSlice], seqlen: int, block_q: int, block_k: int
-                  ) -> np.ndarray:
+def tile_coverage(arr: SliceArrays, seqlen: int, block_q: int, block_k: int) -> np.ndarray:
     """Kept cells of each (query block, key block) tile, ``[nq, nk]`` int64, exactly.
 
     Per row, kept keys are disjoint intervals; C_row(x) = kept keys below x. A tile's count is
@@ -60,7 +57,7 @@ def tile_coverage(slices: Sequence[AttnSlice], seqlen: int, block_q: int, block_
     inside_lo = np.zeros(num_q * width, dtype=np.int64)
     past_len = np.zeros(num_q * width, dtype=np.int64)
     chunk = max(1, 8192 // block_q) * block_q  # whole query blocks per chunk
-    for _, _, (rows, lo, hi) in iter_row_chunks(SliceArrays.from_slices(slices), seqlen, chunk):
+    for _, _, (rows, lo, hi) in iter_row_chunks(arr, seqlen, chunk):
         base = (rows // block_q) * width
         e_in = lo // block_k + 1          # first edge strictly right of lo
         e_past = -(-hi // block_k)        # first edge at or right of hi
@@ -88,8 +85,8 @@ def _pack(selected: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
             torch.from_numpy(order.astype(np.int32)))
 
 
-def block_sparse_index(heads: Sequence[Sequence[AttnSlice]], seqlen: int, block_q: int,
-                       block_k: int, device="cpu") -> BlockSparseIndex:
+def block_sparse_index(heads: Sequence[SliceArrays], seqlen: int, block_q: int, block_k: int,
+                       device="cpu") -> BlockSparseIndex:
     covered = np.stack([tile_coverage(h, seqlen, block_q, block_k) for h in heads])
     q_sizes = np.diff(np.minimum(np.arange(covered.shape[1] + 1) * block_q, seqlen))
     k_sizes = np.diff(np.minimum(np.arange(covered.shape[2] + 1) * block_k, seqlen))

@@ -1,13 +1,10 @@
 """FlashMask column bounds: per key column, one masked row interval below and one above the diagonal."""
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 import torch
 
-from magi_attention.common import AttnSlice
-
+from ._geometry import SliceArrays
 from ._rows import all_row_intervals
 from .errors import UnsupportedMask
 
@@ -40,9 +37,9 @@ def _masked_gap(cols: np.ndarray, lo: np.ndarray, hi: np.ndarray, seg_start: np.
     return start, end
 
 
-def column_bounds(slices: Sequence[AttnSlice], seqlen: int) -> dict[str, np.ndarray]:
+def column_bounds(arr: SliceArrays, seqlen: int) -> dict[str, np.ndarray]:
     """``lts, lte, uts, ute`` int64 ``[S]`` for one head (see ``convert.to_flashmask``)."""
-    cols, lo, hi = all_row_intervals(slices, seqlen, transpose=True)
+    cols, lo, hi = all_row_intervals(arr, seqlen, transpose=True)
     j = np.arange(seqlen)
     # lower triangle (rows i >= j) and upper triangle (rows i < j) of each column, separately
     low_lo = np.maximum(lo, cols)

@@ -94,16 +94,17 @@ class SliceArrays:
         return np.maximum(hi - lo, 0)
 
 
-def fast_union_area(slices: Sequence[AttnSlice]) -> int:
+def fast_union_area(slices: Sequence[AttnSlice], arrays: SliceArrays | None = None) -> int:
     """Exact union area; closed form when rectangles are disjoint, else ``common.union_area``.
 
     Slices are grouped into bands that chain-overlap in q. A band whose k_ranges are pairwise
     disjoint has pairwise disjoint rectangles, so its area is the sum of slice areas; any other
-    band is handed to ``union_area``, which resolves its overlaps exactly.
+    band is handed to ``union_area``, which resolves its overlaps exactly. ``arrays``, if
+    given, must be ``SliceArrays.from_slices(slices)``.
     """
     if not slices:
         return 0
-    arr = SliceArrays.from_slices(slices)
+    arr = SliceArrays.from_slices(slices) if arrays is None else arrays
     areas = arr.areas()
     live = np.flatnonzero(areas > 0)
     arr, areas = arr.take(live), areas[live]

@@ -1,11 +1,9 @@
 """Per-row kept-key intervals of a whole mask head, in row chunks so memory stays bounded."""
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Iterator
 
 import numpy as np
-
-from magi_attention.common import AttnSlice
 
 from ._geometry import SliceArrays, row_intervals
 
@@ -21,10 +19,9 @@ def iter_row_chunks(arr: SliceArrays, seqlen: int, chunk: int = ROW_CHUNK
         yield start, end, row_intervals(arr, start, end, seqlen)
 
 
-def all_row_intervals(slices: Sequence[AttnSlice], seqlen: int, transpose: bool = False
+def all_row_intervals(arr: SliceArrays, seqlen: int, transpose: bool = False
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(rows, lo, hi)`` for every row, merged and sorted; with transpose, per key column."""
-    arr = SliceArrays.from_slices(slices)
     if transpose:
         arr = arr.transpose()
     parts = [iv for _, _, iv in iter_row_chunks(arr, seqlen)]

@@ -89,7 +89,8 @@ def _check_prefix(name: str, seqlen: int, doc_lens: tuple[int, ...] | None, pref
 
 def _check_size(name: str, seqlen: int, params: Mapping[str, Any]) -> None:
     if "block_q" in params:
-        tiles = params["num_heads_kv"] * (-(-seqlen // params["block_q"])) * (-(-seqlen // params["block_k"]))
+        num_q, num_k = -(-seqlen // params["block_q"]), -(-seqlen // params["block_k"])
+        tiles = params["num_heads_kv"] * num_q * num_k
         if tiles > MAX_BLOCK_TILES:
             raise ValueError(f"{name}: block_q={params['block_q']}, block_k={params['block_k']} give "
                              f"{tiles} tiles at seqlen={seqlen} (limit {MAX_BLOCK_TILES}); "

@@ -51,11 +51,16 @@ def to_cu_seqlens(mask: Mask) -> tuple[list[int], bool]:
     Raises:
         UnsupportedMask: anything else (e.g. share_question, sliding windows, per-head masks).
     """
-    slices = [p for s in _single_head(mask, "cu_seqlens") for p in s.tight_pieces()]
-    spans = sorted((min(s.q_range.start, s.k_range.start), max(s.q_range.end, s.k_range.end))
-                   for s in slices)
+    slices = list(_single_head(mask, "cu_seqlens"))
+    arr = mask.slice_arrays[0]
+    # spans of the kept cells, not of the rectangles: a loose rectangle must not join documents
+    q_first, q_last = arr.nonempty_rows()
+    k_first, k_last = arr.transpose().nonempty_rows()
+    live = q_last > q_first
+    starts, ends = np.minimum(q_first, k_first)[live], np.maximum(q_last, k_last)[live]
+    order = np.argsort(starts, kind="stable")
     cu, reach = [0], 0
-    for start, end in spans:  # sorted by start: a component ends where no span reaches past it
+    for start, end in zip(starts[order].tolist(), ends[order].tolist()):  # sorted by start: a component ends where no span reaches past it
         if start > reach:
             raise UnsupportedMask(f"rows [{reach}, {start}) attend to nothing; cu_seqlens "
                                   f"documents cover every token")
@@ -85,7 +90,8 @@ def to_window(mask: Mask) -> tuple[int, int]:
     Raises:
         UnsupportedMask: the mask is not one window over the whole sequence.
     """
-    arr = SliceArrays.from_slices(_single_head(mask, "window_size"))
+    _single_head(mask, "window_size")
+    arr = mask.slice_arrays[0]
     first, last = arr.nonempty_rows()
     live = last > first
     if not live.any():
@@ -116,7 +122,7 @@ def to_flashmask(mask: Mask, device: str | torch.device = "cpu") -> dict[str, to
         UnsupportedMask: a column whose kept rows on one side of the diagonal are not
             "everything but one interval" (e.g. hash_sparse, block_sparse).
     """
-    per_head = [column_bounds(h, mask.seqlen) for h in mask.per_head_slices]
+    per_head = [column_bounds(h, mask.seqlen) for h in mask.slice_arrays]
     out = {k: torch.from_numpy(np.stack([b[k] for b in per_head]).astype(np.int32)).to(device)
            for k in ("lts", "lte", "uts", "ute")}
     return out if mask.head_slices is not None else {k: v[0] for k, v in out.items()}
@@ -128,7 +134,7 @@ def to_block_sparse(mask: Mask, block_q: int = 128, block_k: int = 128,
     mask shared by all heads. See ``BlockSparseIndex``. Cost: O(kept row intervals), no S x S."""
     if block_q < 1 or block_k < 1:
         raise ValueError(f"block_q and block_k must be >= 1, got {block_q}, {block_k}")
-    return block_sparse_index(mask.per_head_slices, mask.seqlen, block_q, block_k, device)
+    return block_sparse_index(mask.slice_arrays, mask.seqlen, block_q, block_k, device)
 
 
 def to_mask_mod(mask: Mask, device: str | torch.device = "cpu") -> Callable[..., torch.Tensor]:
@@ -142,7 +148,7 @@ def to_mask_mod(mask: Mask, device: str | torch.device = "cpu") -> Callable[...,
     under vmap and torch.compile. h is the KV head for per-head masks (pass
     ``h // (num_heads_q // num_heads_kv)`` under GQA); b is unused.
     """
-    tables = [_interval_table(h, mask.seqlen) for h in mask.per_head_slices]
+    tables = [_interval_table(h, mask.seqlen) for h in mask.slice_arrays]
     width = 1 << max(0, max(t[0].shape[1] for t in tables) - 1).bit_length()
     pad = lambda t, value: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
     lo = torch.stack([pad(t[0], mask.seqlen + 1) for t in tables]).to(device)
@@ -162,9 +168,9 @@ def to_mask_mod(mask: Mask, device: str | torch.device = "cpu") -> Callable[...,
     return mask_mod
 
 
-def _interval_table(slices, seqlen: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _interval_table(arr: SliceArrays, seqlen: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``lo, hi: [S, M]`` int32, row q's kept intervals in order, then ``[S + 1, 0)`` padding."""
-    rows, lo, hi = all_row_intervals(slices, seqlen)
+    rows, lo, hi = all_row_intervals(arr, seqlen)
     counts = np.bincount(rows, minlength=seqlen)
     width = max(1, int(counts.max()) if len(counts) else 1)
     slot = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)

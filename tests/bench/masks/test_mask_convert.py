@@ -34,7 +34,8 @@ def test_cu_seqlens_of_document_masks():
 
 @pytest.mark.parametrize("name,kw", [
     ("share_question", {}), ("causal_blockwise", {}), ("sliding_window", {"window": 3}),
-    ("prefix_lm_causal", {"prefix_len": 9}), ("qk_sparse", {}), ("block_sparse", {"block_q": 16, "block_k": 16}),
+    ("prefix_lm_causal", {"prefix_len": 9}), ("qk_sparse", {}),
+    ("block_sparse", {"block_q": 16, "block_k": 16}),
     ("block_causal_document", {"block_size": 4})])
 def test_cu_seqlens_unsupported(name, kw):
     # three documents: with two, share_question and causal_blockwise are plain causal
@@ -122,7 +123,8 @@ def test_block_sparse_index_at_64k_counts(name):
     index = to_block_sparse(mask, 128, 128)
     assert index.full_block_idx.shape == (1, 512, 512)
     expected_partial = {"full": 0, "full_document": 0, "causal": 512, "causal_document": 512,
-                        "block_causal_document": 0, "sliding_window_causal": 8 + 504 * 2}  # window = 8 blocks
+                        # window = 8 blocks: 2 partial tiles per row block from the 9th on
+                        "block_causal_document": 0, "sliding_window_causal": 8 + 504 * 2}
     assert index.mask_block_cnt.sum().item() == expected_partial[name]
     # kept cells are bounded by full tiles from below and full + partial tiles from above
     full_cells = index.full_block_cnt.sum().item() * 128 * 128
