@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from ..comm.args import GroupCollectiveArgs
 from .attn_meta import host_runs, local_row_pieces, map_keys
