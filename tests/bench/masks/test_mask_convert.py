@@ -146,6 +146,15 @@ def test_mask_mod_matches_dense(make_mask, name):
     assert torch.equal(grid if mask.head_slices is not None else grid[0], dense)
 
 
+def test_mask_mod_per_head():
+    mask = build_mask("var_block_sparse", 300, min_block=16, max_block=64, num_heads_kv=3)
+    q = torch.arange(300)
+    mask_mod = to_mask_mod(mask)
+    grid = mask_mod(torch.tensor(0), torch.arange(3)[:, None, None], q[None, :, None],
+                    q[None, None, :])
+    assert torch.equal(grid, to_dense(mask)) and not torch.equal(grid[0], grid[1])
+
+
 def test_slices_tensors_round_trip():
     mask = build_mask("share_question", 64, [10, 20, 34])
     q, k, t = to_slices_tensors(mask)
