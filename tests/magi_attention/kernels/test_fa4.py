@@ -103,9 +103,10 @@ def check_case(slices, seqlen_q, seqlen_k, hq, hk, d, dtype, seed=0, softcap=0.0
 
 
 # (seqlen, seed, dtype, (num_heads_q, num_heads_kv, head_dim)); fewer seeds/configs at 8k
-CASES = [(1024, 0, torch.bfloat16, (8, 2, 128)), (1024, 1, torch.bfloat16, (8, 2, 128)),
+# (16:2 shares the GQA ratio 8 of the 64:8 benchmark, so its compiled kernels are reused there)
+CASES = [(1024, 0, torch.bfloat16, (16, 2, 128)), (1024, 1, torch.bfloat16, (16, 2, 128)),
          (1024, 0, torch.float16, (4, 1, 64)), (1024, 0, torch.bfloat16, (4, 4, 64)),
-         (8192, 0, torch.bfloat16, (8, 2, 128))]
+         (8192, 0, torch.bfloat16, (16, 2, 128))]
 
 
 def _case_id(c):
@@ -134,22 +135,22 @@ def test_overlapping_slices_and_empty_rows(seed):
         c, e = sorted(torch.randint(0, seqlen_k + 1, (2,), generator=g).tolist())
         slices.append(AttnSlice.make(a, b, c, e, AttnMaskType(int(torch.randint(0, 4, (1,), generator=g)))))
     slices.append(slices[0])  # an exact duplicate must not count twice
-    check_case(slices, seqlen_q, seqlen_k, 6, 2, 64, torch.bfloat16, seed)
+    check_case(slices, seqlen_q, seqlen_k, 16, 2, 128, torch.bfloat16, seed)
 
 
 @pytest.mark.gpu
 @needs_fa4
 def test_softcap():
     slices = [AttnSlice.make(0, 600, 0, 600, AttnMaskType.CAUSAL), AttnSlice.make(600, 1000, 0, 1000)]
-    check_case(slices, 1000, 1000, 8, 2, 128, torch.bfloat16, 0, softcap=30.0)
+    check_case(slices, 1000, 1000, 16, 2, 128, torch.bfloat16, 0, softcap=30.0)
 
 
 @pytest.mark.gpu
 @needs_fa4
 def test_deterministic_backward_repeats_bitwise():
     slices = [AttnSlice.make(0, 2048, 0, 2048, AttnMaskType.CAUSAL)]
-    first = check_case(slices, 2048, 2048, 8, 2, 128, torch.bfloat16, 0, deterministic=True)
-    again = check_case(slices, 2048, 2048, 8, 2, 128, torch.bfloat16, 0, deterministic=True)
+    first = check_case(slices, 2048, 2048, 16, 2, 128, torch.bfloat16, 0, deterministic=True)
+    again = check_case(slices, 2048, 2048, 16, 2, 128, torch.bfloat16, 0, deterministic=True)
     for a, b in zip(first, again):
         assert torch.equal(a, b)
 
@@ -159,7 +160,7 @@ def test_deterministic_backward_repeats_bitwise():
 def test_global_lse_gives_cp_share():
     """bwd with the merged lse/out of two key halves gives each half's share; the sum is the whole."""
     seqlen, d = 1024, 128
-    q, k, v, dout = _inputs(seqlen, seqlen, 8, 2, d, torch.bfloat16, 3)
+    q, k, v, dout = _inputs(seqlen, seqlen, 16, 2, d, torch.bfloat16, 3)
     full = [AttnSlice.make(0, seqlen, 0, seqlen, AttnMaskType.CAUSAL)]
     halves = [full[0].clip(AttnRange(0, seqlen), AttnRange(a, b)) for a, b in ((0, 512), (512, seqlen))]
     args = lambda s: tuple(t.cuda() for t in slices_to_tensors(s))  # noqa: E731
