@@ -17,9 +17,21 @@ from .base import Inputs, KernelAdapter, Prepared, Shapes
 COMPILE_CHOICES = ("auto", "always", "never")
 
 
+# A sweep compiles flex_attention once per (mask, seqlen): each BlockMask and mask_mod table has
+# new shapes. Past dynamo's default limit of 8 recompiles it would silently fall back to the eager
+# path (which materialises the scores), so the limit is raised for the benchmark process.
+RECOMPILE_LIMIT = 1024
+
+
 @functools.cache
 def _compiled_flex():
+    import torch._dynamo
     from torch.nn.attention.flex_attention import flex_attention
+
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
+                 "accumulated_cache_size_limit"):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(RECOMPILE_LIMIT, getattr(torch._dynamo.config, name)))
     return torch.compile(flex_attention, dynamic=False)
 
 

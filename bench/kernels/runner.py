@@ -127,12 +127,13 @@ class KernelRunner:
         inputs = prepared = None
         try:
             inputs = make_inputs(cell.shapes, self.device, seed=config.seed)
+            if config.gate.enabled and "ref" not in reference_cache:
+                reference_cache["ref"] = _gate.reference(
+                    cell.mask, cell.shapes, inputs, config.gate.full_max_seqlen,
+                    config.gate.rows, config.gate.seed)
             prepared = cell.adapter.prepare(cell.mask, cell.shapes, self.device, inputs)
+            inputs = None  # the adapter holds its own copies; the peak should not count ours
             if config.gate.enabled:
-                if "ref" not in reference_cache:
-                    reference_cache["ref"] = _gate.reference(
-                        cell.mask, cell.shapes, inputs, config.gate.full_max_seqlen,
-                        config.gate.rows, config.gate.seed)
                 # a wrong forward output condemns every direction, so it is checked first
                 out_gate = _gate.check_out(prepared, reference_cache["ref"], cell.shapes.dtype)
                 if not out_gate.passed:
