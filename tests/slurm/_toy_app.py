@@ -1,12 +1,12 @@
 """A tiny Hydra app for the launcher test: each job appends one JSON row for its cell, or fails as told.
 
-``cell=bad`` raises ValueError (Python error: submitit returns it, Hydra marks the job FAILED);
+``cell=bad`` raises ValueError (Python error: Hydra marks the job FAILED and hands the exception to the launcher;
+the launcher config's LogJobReturnCallback writes its traceback into the job's log);
 ``cell=crash`` kills its own process (no result file: only Slurm's accounting knows the job failed).
 """
 from __future__ import annotations
 
 import json
-import logging
 import os
 import signal
 import sys
@@ -15,8 +15,6 @@ from pathlib import Path
 
 import hydra
 from hydra.core.config_store import ConfigStore
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -32,13 +30,7 @@ ConfigStore.instance().store(name="toy", node=ToyConfig)
 def main(cfg: ToyConfig) -> str:
     print(f"toy job for cell {cfg.cell} in Slurm job {os.environ.get('SLURM_JOB_ID')}", flush=True)
     if cfg.cell == "bad":
-        # Hydra's run_job keeps a job's exception for the launcher and prints nothing in the job; an entry point
-        # logs it first so that the job's own log (the submitit .out file) shows the traceback.
-        try:
-            raise ValueError(f"injected bad cell {cfg.cell!r}")
-        except ValueError:
-            log.exception("job failed")
-            raise
+        raise ValueError(f"injected bad cell {cfg.cell!r}")
     if cfg.cell == "crash":
         print("injected crash: SIGKILL to self", file=sys.stderr, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)

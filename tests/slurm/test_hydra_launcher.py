@@ -78,7 +78,7 @@ def test_sweep_runs_as_job_array_and_survives_failed_job(slurm_cluster, tmp_path
         # submitit returned Hydra's FAILED JobReturn; Slurm saw a job that ended normally.
         assert acct[bad_task]["State"] == "COMPLETED", acct
         assert "Error executing job with overrides:" in proc.stderr and "'cell=bad']" in proc.stderr, proc.stderr
-        assert "injected bad cell" in out_log.read_text(), f"error not in {out_log}"
+        assert "ValueError: injected bad cell" in out_log.read_text(), f"traceback not in {out_log}"
     else:
         # No result file: only Slurm's accounting (sacct) tells submitit that this job is over.
         assert acct[bad_task]["State"] == "FAILED", acct

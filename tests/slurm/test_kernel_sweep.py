@@ -1,6 +1,7 @@
 """The CPU kernel sweep on a real (local) Slurm: `python -m bench.kernels -m hydra/launcher=slurm ...` runs one
-array task per mask; the task holding an injected bad cell records it as an `error` row and logs it in its job log,
-the other rows stay intact; `bench.report` and `bench.plot` merge the per-job files into tables and figures."""
+array task per mask. An injected bad cell becomes an `error` row and a line in its own job's log; a job that fails
+as a whole (unknown mask pattern) fails the sweep, with its traceback in its job's log, and leaves the other jobs'
+rows intact; `bench.report` and `bench.plot` merge the per-job files into tables and figures."""
 from __future__ import annotations
 
 import subprocess
@@ -17,6 +18,7 @@ from bench.results import latest_rows, read_results
 pytestmark = pytest.mark.slurm
 
 MASKS = ("full", "causal", "causal_document")  # one Slurm job each, in this order
+FAILING_MASK = "testing_unknown"  # tests/slurm/configs/mask/testing_unknown.yaml: the last job, fails as a whole
 KERNELS = ("naive", "testing_faulty")
 BAD_CELL = ("testing_faulty", "causal")  # tests/slurm/configs/kernel/testing_faulty.yaml: error_cells [causal:256]
 SEQLEN = 256
@@ -30,23 +32,31 @@ def test_cpu_kernel_sweep_on_slurm(slurm_cluster, tmp_path):
     results, plots, tables, sweep = (tmp_path / n for n in ("results", "plots", "tables", "sweep"))
     argv = [sys.executable, "-m", "bench.kernels", "-m", "hydra/launcher=slurm",
             f"hydra.searchpath=[file://{Path(__file__).parent / 'configs'}]", f"hydra.sweep.dir={sweep}",
-            *CPU_OVERRIDES, "hardware=cpu", f"kernel=[{','.join(KERNELS)}]", f"mask={','.join(MASKS)}",
+            *CPU_OVERRIDES, "hardware=cpu", f"kernel=[{','.join(KERNELS)}]", f"mask={','.join(MASKS + (FAILING_MASK,))}",
             f"seqlens=[{SEQLEN}]", f"out_dir={results}", f"plots_dir={plots}",
             # Jobs of one sweep must not all rewrite the same tables at once: report once, below.
             "report=false", "progress=false"]
     start = time.monotonic()
     proc = _run(argv, slurm_cluster.env(), timeout_s=300)
     print(f"\n[slurm] kernel sweep: {time.monotonic() - start:.1f}s, exit {proc.returncode}")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     slurm_cluster.wait_until_queue_empty(timeout_s=60)
 
     logs = job_logs(sweep)
     (array_id,) = {task.split("_")[0] for task in logs}
-    acct = slurm_cluster.wait_for_accounting(array_id, num_tasks=len(MASKS), timeout_s=60)
+    acct = slurm_cluster.wait_for_accounting(array_id, num_tasks=len(MASKS) + 1, timeout_s=60)
     for task in sorted(acct):
-        mask = MASKS[int(task.split("_")[1])]
+        mask = (MASKS + (FAILING_MASK,))[int(task.split("_")[1])]
         print(f"[slurm] job {task} (mask={mask}): {acct[task]['State']}, log {logs[task][0]}")
+    # Python errors end the job normally as far as Slurm knows; Hydra reports them.
     assert {r["State"] for r in acct.values()} == {"COMPLETED"}, acct
+
+    # The failed job fails the sweep, named by its overrides, and its traceback is in its own log.
+    failed_task = f"{array_id}_{len(MASKS)}"
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "Error executing job with overrides" in proc.stderr and f"mask={FAILING_MASK}" in proc.stderr
+    failed_log = logs[failed_task][0].read_text()
+    assert "ValueError: mask 'testing_unknown': unknown pattern 'no_such_pattern'" in failed_log, failed_log
+    print(f"[slurm] failed job {failed_task}: traceback in {logs[failed_task][0]}")
 
     rows = latest_rows(read_results(results))
     print(rows[["kernel", "mask", "seqlen", "direction", "status", "runtime_ms", "message"]].to_string(index=False))
@@ -60,7 +70,7 @@ def test_cpu_kernel_sweep_on_slurm(slurm_cluster, tmp_path):
     assert (good["runtime_ms"] > 0).all()
     # slurm/env.sh ran before each job's Python started (the launcher's `setup`), and the rows recorded it.
     assert rows["env"].str.contains("CUDA_DEVICE_MAX_CONNECTIONS=1").all(), rows["env"]
-    assert len(list((results / "kernels").glob("*.csv"))) == len(MASKS)  # one file per job
+    assert len(list((results / "kernels").glob("*.csv"))) == len(MASKS)  # one file per job that ran
 
     # The bad cell's error is in its own job's log, and only there.
     bad_task = f"{array_id}_{MASKS.index(BAD_CELL[1])}"
