@@ -19,6 +19,8 @@ gloo tests check all 16 patterns of bench.masks (per-head block_sparse excepted)
 |                |                                            | not dividing the ring; per-head       |
 | hybrid_cp      | masks whose slices stay in one document    | share_question, causal_blockwise;     |
 |                | (all but two patterns)                     | cp_size not a power of two; per-head  |
+| magi           | any shared mask                            | seqlen % (cp_size * chunk_size);      |
+|                |                                            | per-head                              |
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ STRATEGIES: dict[str, str] = {
     "usp": "bench.cp.usp:USP",
     "loongtrain": "bench.cp.loongtrain:LoongTrain",
     "hybrid_cp": "bench.cp.hybrid_cp:HybridCP",
+    "magi": "bench.cp.magi:MagiAttention",
 }
 
 

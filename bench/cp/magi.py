@@ -1,0 +1,135 @@
+"""MagiAttention as a CP strategy: the adapter over ``magi_attention.api``.
+
+shard = ``dispatch`` (the solver's load-balanced chunks), attention = ``calc_attn`` (group-cast
+of the remote KV ranges in ``num_stages`` stages overlapped with the host stage, group-reduce of
+dKV in the backward), unshard = ``undispatch``. The key (dispatch + comm meta + runtime) is
+solved once per mask in the constructor: untimed host work, like every strategy's ``_build``.
+
+Bytes sent are computed from the key's comm meta (the group collectives do not keep counters):
+forward, per stage, the k and v tokens this rank casts to other ranks; backward, the same cast
+again plus the partial dk, dv tokens it reduces back to their owners.
+"""
+from __future__ import annotations
+
+import torch
+
+from bench.masks.convert import to_slices_tensors
+from magi_attention.api import calc_attn, dispatch, magi_attn_flex_key, undispatch
+from magi_attention.common import AttnRange
+
+from ._stats import CommStats
+from .base import CPStrategy
+
+DISPATCH_ALGS = ("min_heap", "sequential", "sorted_sequential")
+DEFAULT_CHUNK_SIZE = 512
+MIN_CHUNKS_PER_RANK = 8
+
+
+def default_chunk_size(seqlen: int, cp_size: int) -> int:
+    """``chunk_size=None``: 512 (the published benchmark's value), or seqlen / cp_size / 8 when
+    a rank holds fewer than 8 * 512 tokens, so each rank still gets 8 chunks to balance."""
+    return max(1, min(DEFAULT_CHUNK_SIZE, seqlen // cp_size // MIN_CHUNKS_PER_RANK))
+
+
+# -- forward, backward, autograd.Function, wrappers --------------------------------------------
+def _sent_tokens(stages, cp_rank: int, reduce: bool) -> int:
+    """Tokens this rank sends to other ranks over all stages (cast: send splits; reduce: the
+    transpose, i.e. the receive splits of the cast)."""
+    total = 0
+    for stage in stages:
+        splits = stage.cast.recv_split_sizes if reduce else stage.cast.send_split_sizes
+        total += sum(n for dst, n in enumerate(splits) if dst != cp_rank)
+    return total
+
+
+class _CountBackwardBytes(torch.autograd.Function):
+    """Identity on ``out`` whose backward adds the backward's bytes to the strategy's stats."""
+
+    @staticmethod
+    def forward(ctx, out, stats: CommStats, nbytes: int):
+        ctx.stats, ctx.nbytes = stats, nbytes
+        return out.view_as(out)
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.stats.add("bwd", ctx.nbytes)
+        return grad, None, None
+
+
+class MagiAttention(CPStrategy):
+    """MagiAttention over ``magi_attention.api``: any AttnSlice mask shared by all heads.
+
+    Knobs:
+        chunk_size: dispatch granularity (None: ``default_chunk_size``); the seqlen must be a
+            multiple of cp_size * chunk_size (else ``supports`` says so).
+        num_stages: remote KV stages (None: the overlap solver chooses).
+        dispatch_alg: "min_heap" (default), "sequential" or "sorted_sequential".
+        head_dim, dtype: of q, k, v, for the overlap solver's cost model only (the runner fills
+            them from the problem; defaults 128, "bfloat16").
+
+    The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
+    no counterpart in the key and is ignored.
+    """
+
+    name = "magi"
+    knob_names = ("chunk_size", "num_stages", "dispatch_alg", "head_dim", "dtype")
+
+    @classmethod
+    def _check(cls, mask, num_heads_q, num_heads_kv, cp_size, chunk_size=None, num_stages=None,
+               dispatch_alg="min_heap", head_dim=128, dtype="bfloat16"):
+        if dispatch_alg not in DISPATCH_ALGS:
+            raise ValueError(f"magi: dispatch_alg must be one of {DISPATCH_ALGS}, "
+                             f"got {dispatch_alg!r}")
+        if num_stages is not None and num_stages < 1:
+            raise ValueError(f"magi: num_stages must be >= 1 or None, got {num_stages}")
+        chunk = chunk_size if chunk_size is not None else default_chunk_size(mask.seqlen, cp_size)
+        if chunk < 1:
+            raise ValueError(f"magi: chunk_size must be >= 1, got {chunk}")
+        if mask.seqlen % (cp_size * chunk):
+            return (f"seqlen={mask.seqlen} is not a multiple of cp_size * chunk_size = "
+                    f"{cp_size} * {chunk}")
+        return None
+
+    def _build(self, chunk_size=None, num_stages=None, dispatch_alg="min_heap", head_dim=128,
+               dtype="bfloat16") -> None:
+        seqlen = self.mask.seqlen
+        chunk = chunk_size if chunk_size is not None else default_chunk_size(seqlen, self.cp_size)
+        kernel = self.kernel
+        self.key = magi_attn_flex_key(
+            *to_slices_tensors(self.mask, "cpu"), seqlen, self.num_heads_q, self.num_heads_kv,
+            head_dim, self.group, chunk_size=chunk, dispatch_alg=dispatch_alg,
+            num_stages=num_stages, softmax_scale=kernel.softmax_scale, softcap=kernel.softcap,
+            backend=kernel.backend, dtype=getattr(torch, dtype))
+        meta = self.key.meta.dispatch
+        self.layouts = [[AttnRange(c * chunk, (c + 1) * chunk) for c in meta.chunks_of(r)]
+                        for r in range(self.cp_size)]
+        stages = self.key.runtime.meta.stages
+        self._cast_tokens = _sent_tokens(stages, self.cp_rank, reduce=False)
+        self._reduce_tokens = _sent_tokens(stages, self.cp_rank, reduce=True)
+        self.notes = (f"chunk_size={chunk}; num_stages={self.key.num_stages}; "
+                      f"imbalance={meta.imbalance():.3f}")
+
+    def shard(self, x_global: torch.Tensor) -> torch.Tensor:
+        """``dispatch``: this rank's chunks of a global tensor (new tensor, no grad)."""
+        if x_global.shape[0] != self.mask.seqlen:
+            raise ValueError(f"x_global has {x_global.shape[0]} rows, the mask has "
+                             f"seqlen={self.mask.seqlen}")
+        return dispatch(x_global.detach(), self.key)
+
+    def unshard(self, y_local: torch.Tensor) -> torch.Tensor:
+        """``undispatch``: all ranks' chunks gathered into global order (collective, no grad)."""
+        return undispatch(y_local.detach(), self.key)
+
+    def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """``calc_attn`` on dispatched q, k, v -> this rank's out rows, with autograd."""
+        token_bytes = 2 * k.shape[1] * k.shape[2] * k.element_size()  # k and v of one token
+        self.stats.add("fwd", self._cast_tokens * token_bytes)
+        out, _ = calc_attn(q, k, v, self.key)
+        if not torch.is_grad_enabled() or not out.requires_grad:
+            return out
+        bwd_bytes = (self._cast_tokens + self._reduce_tokens) * token_bytes
+        return _CountBackwardBytes.apply(out, self.stats, bwd_bytes)
+
+
+__all__ = ["MagiAttention", "default_chunk_size", "DISPATCH_ALGS"]
+
