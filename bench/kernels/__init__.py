@@ -25,6 +25,7 @@ KERNELS: dict[str, str] = {
     "fa3": "bench.kernels.fa3:Fa3",
     "fa4": "bench.kernels.fa4:Fa4",
     "cudnn": "bench.kernels.cudnn:Cudnn",
+    "cudnn_te": "bench.kernels.cudnn_te:CudnnTe",
     "flex": "bench.kernels.flex:Flex",
     "flashmask": "bench.kernels.flashmask:FlashMask",
     "flashinfer": "bench.kernels.flashinfer:FlashInfer",

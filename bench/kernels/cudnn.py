@@ -1,8 +1,8 @@
 """cudnn: torch SDPA's cuDNN backend (CUDNN_ATTENTION): full and causal.
 
-Document (ragged) and sliding-window masks need cuDNN's graph API through
-nvidia-cudnn-frontend (``sdpa`` with ragged offsets / ``sliding_window_length``); that path is
-not wired here yet, so those cells are recorded as unsupported with that reason.
+Document (ragged) and sliding-window masks run on cuDNN through Transformer Engine in the
+``cudnn_te`` adapter; the direct nvidia-cudnn-frontend graph (ragged offsets,
+``sliding_window_length``) is not wired here, so those cells are unsupported with that reason.
 """
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ class Cudnn(KernelAdapter):
         try:
             mask_arguments(mask, shapes, device, dense_allowed=False)
         except UnsupportedMask as e:
-            return (f"{e}; cuDNN ragged/sliding-window attention via nvidia-cudnn-frontend is "
-                    f"not wired into this adapter yet")
+            return (f"{e}; for cuDNN with document and window masks see the cudnn_te adapter "
+                    f"(nvidia-cudnn-frontend graphs are not wired here)")
         return None
 
     def prepare(self, mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs) -> Prepared:
