@@ -34,6 +34,7 @@ fa4_download() {
         --implementation cp $plat -d "$dl" \
         "flash-attn-4==$FA4_VERSION" "nvidia-cutlass-dsl==$CUTLASS_DSL_VERSION" \
         "nvidia-cutlass-dsl-libs-base==$CUTLASS_DSL_VERSION" \
+        "nvidia-cutlass-dsl-libs-core==$CUTLASS_DSL_VERSION" \
         "nvidia-cutlass-dsl-libs-cu13==$CUTLASS_DSL_VERSION" \
         "quack-kernels==0.6.5" "apache-tvm-ffi==0.1.15.post2" "torch-c-dlpack-ext==0.1.5" || return 1
     rm -f .fa4/a/* .fa4/b/*
@@ -58,7 +59,7 @@ fa4_install() {
         [ -e "$part" ] || continue
         cat "${part%.part00}".part* > "${part%.part00}" && rm -f "${part%.part00}".part*
     done
-    python3 -m pip install -q --no-index --no-deps --no-compile --target "$FA4_PREFIX" "$FA4_WHEELS"/*.whl || return 1
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$FA4_PREFIX" "$FA4_WHEELS"/*.whl || return 1
     fa4_pythonpath
     python3 -c "import flash_attn.cute as m; print('flash_attn.cute', m.__file__)"
 }
