@@ -78,7 +78,7 @@ def slurm_conf(layout: Layout, node: NodeShape) -> str:
     return f"""\
 # Written by tests/slurm for one test session; this host is the only node.
 ClusterName={CLUSTER_NAME}
-SlurmctldHost={lo.hostname}
+SlurmctldHost={lo.hostname}(127.0.0.1)
 SlurmctldPort={lo.slurmctld_port}
 SlurmdPort={lo.slurmd_port}
 SlurmUser=root
@@ -101,7 +101,7 @@ JobAcctGatherType=jobacct_gather/none
 # submitit reads job states with sacct, which needs slurmdbd; without it a job that dies before writing its
 # result (killed, out of memory, node lost) would look UNKNOWN, i.e. still running, forever.
 AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost={lo.hostname}
+AccountingStorageHost=127.0.0.1
 AccountingStoragePort={lo.slurmdbd_port}
 # For accounting_storage/slurmdbd this names the munge socket to authenticate with (AuthInfo does not reach it).
 AccountingStoragePass={lo.munge_socket}
@@ -133,6 +133,7 @@ def slurmdbd_conf(layout: Layout) -> str:
 AuthType=auth/munge
 AuthInfo=socket={lo.munge_socket}
 DbdHost={lo.hostname}
+DbdAddr=127.0.0.1
 DbdPort={lo.slurmdbd_port}
 SlurmUser=root
 PidFile={lo.state}/slurmdbd.pid

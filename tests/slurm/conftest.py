@@ -12,19 +12,21 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # local_slurm, _slurm_conf (the rootdir uses --import-mode=importlib)
+sys.path.insert(0, str(Path(__file__).parent))  # local_slurm, _slurm_conf, _sweeps (the rootdir uses --import-mode=importlib)
 
 from local_slurm import ClusterError, LocalSlurmCluster, missing_programs  # noqa: E402
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="session")
-def slurm_cluster(tmp_path_factory):
+def slurm_programs() -> None:
     missing = missing_programs()
     if missing:
         pytest.fail(f"SLURM NOT INSTALLED: missing {missing}; run `bash .ci/slurm_setup.sh` as root "
                     f"(or deselect with -m 'not slurm')", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(slurm_programs, tmp_path_factory):
     cluster = LocalSlurmCluster(tmp_path_factory.mktemp("slurm"))
     start = time.monotonic()
     try:

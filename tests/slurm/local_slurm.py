@@ -100,6 +100,11 @@ class LocalSlurmCluster:
             raise ClusterError(f"Slurm/munge/MariaDB programs not found: {missing}; run .ci/slurm_setup.sh as root")
         if os.geteuid() != 0:
             raise ClusterError(f"the local Slurm cluster needs root (euid is {os.geteuid()})")
+        try:  # jobs see the node by name (SLURM_JOB_NODELIST), e.g. as torchrun's rendezvous host
+            socket.gethostbyname(self.layout.hostname)
+        except OSError as e:
+            raise ClusterError(f"this host's name {self.layout.hostname!r} does not resolve ({e}); "
+                               f"add it to /etc/hosts") from e
         try:
             self._write_files()
             self._start_munged()

@@ -9,15 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from _sweeps import CPU_OVERRIDES, REPO_ROOT, job_logs
 
 pytestmark = pytest.mark.slurm
 
 TOY_APP = Path(__file__).with_name("_toy_app.py")
 GOOD_CELLS = ("a", "b", "c")
-# The launcher config asks for a GPU node; the test cluster is one CPU-only node.
-CPU_OVERRIDES = ("hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1",
-                 "hydra.launcher.mem_gb=1", "hydra.launcher.timeout_min=5")
 
 
 def run_sweep(cluster, tmp_path: Path, cells: list[str]) -> tuple[subprocess.CompletedProcess, Path, Path]:
@@ -30,15 +27,6 @@ def run_sweep(cluster, tmp_path: Path, cells: list[str]) -> tuple[subprocess.Com
     print(f"\n[slurm] sweep {cells} took {time.monotonic() - start:.1f}s, exit {proc.returncode}")
     cluster.wait_until_queue_empty(timeout_s=120)
     return proc, sweep_dir, out_dir
-
-
-def job_logs(sweep_dir: Path) -> dict[str, tuple[Path, Path]]:
-    """Array task id (``<array id>_<task>``) -> (stdout log, stderr log), from submitit's folder layout."""
-    logs = {}
-    for folder in sorted((sweep_dir / ".submitit").iterdir()):
-        if folder.is_dir() and "_" in folder.name:
-            logs[folder.name] = (folder / f"{folder.name}_0_log.out", folder / f"{folder.name}_0_log.err")
-    return logs
 
 
 def read_rows(out_dir: Path) -> dict[str, dict]:

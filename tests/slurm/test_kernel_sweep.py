@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
-from test_hydra_launcher import CPU_OVERRIDES, job_logs
+from _sweeps import CPU_OVERRIDES, REPO_ROOT, job_logs
 
 from bench.results import latest_rows, read_results
 

@@ -25,7 +25,7 @@ def test_batch_job_runs_and_is_accounted(slurm_cluster, tmp_path):
     assert states == {job_id: "COMPLETED", killed_id: "FAILED"}
 
 
-def test_failed_start_stops_what_it_started(tmp_path, monkeypatch):
+def test_failed_start_stops_what_it_started(slurm_programs, tmp_path, monkeypatch):
     cluster = LocalSlurmCluster(tmp_path / "broken")
 
     def fail(self):

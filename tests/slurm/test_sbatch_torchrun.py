@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from _sweeps import REPO_ROOT
 
 pytestmark = pytest.mark.slurm
 
