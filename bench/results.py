@@ -12,8 +12,10 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import functools
+import hashlib
 import os
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
@@ -113,11 +115,18 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def _lock_path(path: Path) -> str:
+    # in the temp dir, not next to the CSV, so results/ holds only results (parallel jobs on other
+    # hosts write their own files; the lock only guards writers on one host)
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"bench-results-{digest}.lock")
+
+
 def append_row(path: str | os.PathLike, row: ResultRow) -> None:
     """Append ``row`` to the CSV at ``path`` (header written on creation), flushed and fsync'ed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
+    with FileLock(_lock_path(path)):
         new = not path.exists() or path.stat().st_size == 0
         with path.open("a", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=COLUMNS)
