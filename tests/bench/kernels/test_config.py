@@ -94,3 +94,15 @@ def test_cli_runs_a_tiny_sweep(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "wrote 2 rows" in result.stdout
     assert (tmp_path / "plots" / "causal" / "fwd" / "flops_report.png").exists()
+
+
+def test_cli_multirun_writes_one_file_per_job(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.kernels", "-m", "kernel=naive,sdpa_math", "mask=full",
+         "seqlens=[64]", "directions=[fwd]", f"out_dir={tmp_path}/results", "report=false",
+         "progress=false", f"hydra.sweep.dir={tmp_path}/hydra"],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    files = sorted(p.name for p in (tmp_path / "results" / "kernels").glob("*.csv"))
+    assert files == ["default__directions=_fwd___kernel=naive__mask=full__seqlens=_64_.csv",
+                     "default__directions=_fwd___kernel=sdpa_math__mask=full__seqlens=_64_.csv"]
