@@ -1,0 +1,573 @@
+"""The CP sweep under torchrun: for each cell (per-GPU seqlen, cp_size, mask, strategy) build,
+gate, time fwd and bwd, and have rank 0 write the rows.
+
+Scaling recipe (the published figures): the tokens per GPU are fixed, the total seqlen is
+``seqlen_per_gpu * cp_size``. One launch covers every ``cp_size <= WORLD_SIZE``: the runner
+builds a sub-group of the first cp_size ranks for each (``dist.new_group``, called by all ranks
+together); larger cp sizes get rows ``unsupported`` ("needs N ranks"), which a later, larger
+launch does not skip. Ranks outside the current sub-group only join the agreement collectives.
+
+Per cell, in phases, each ending with an agreement (an all_reduce MAX over every rank of a
+status code and the measured values, so every rank leaves the cell together and takes the same
+next step; the worst status wins, its message is gathered from the rank that raised it):
+
+1. build: the global q, k, v, dout (``bench.kernels.base.make_inputs``, same seed on every
+   rank), the strategy (collective), this rank's shards; the global tensors are freed after.
+2. gate (the first per-GPU seqlen this process measures for a (strategy, mask, cp_size)): one
+   forward (and, at total seqlen <= gate.full_max_seqlen, one backward) through the strategy,
+   unsharded and compared on rank 0 with FFA's reference backend on the global inputs (a few
+   row blocks at large S; ``bench.kernels._gate``). A wrong output -> both directions ``wrong``;
+   wrong gradients -> bwd ``wrong``; nothing of a wrong direction is timed. Later seqlens of a
+   triple that failed are ``wrong`` too.
+3. fwd: ``strategy.attention`` under no_grad, timed with CUDA events on each rank (median of
+   ``repeat`` after ``warmup``); runtime = the slowest rank's median.
+4. bwd: one forward with autograd, then ``torch.autograd.grad(out, (q, k, v), dout,
+   retain_graph=True)`` timed alone (every strategy's autograd.Function keeps its tensors in
+   ``save_for_backward``, so the graph can be replayed); runtime as for fwd.
+
+Peak memory: ``torch.cuda.max_memory_allocated`` of each rank during the timed calls (the bwd
+peak includes the retained forward activations), the max over ranks. Bytes: the strategy's
+``comm_bytes`` per call, the max over ranks, in the row's message (``comm_bytes_per_rank=``).
+TFLOPs/s/GPU = FLOPs of the whole mask / (runtime * cp_size).
+
+Statuses as in the kernel runner: ``UnsupportedMask``, ``BackendUnavailable``, ImportError and
+NotImplementedError -> unsupported, ``torch.cuda.OutOfMemoryError`` -> oom, any other Exception
+-> error; a row, and the sweep goes on. Cells with a final row in the results folder are skipped
+unless ``force``.
+
+Limits: the agreement only helps when a failure leaves no collective half-entered. An exception
+raised on some ranks while the others wait inside a collective of the strategy (an all-to-all,
+a p2p recv) leaves those waiting until the process-group timeout (``timeout_min``), which NCCL
+turns into an abort of the job, and gloo into an exception whose ranks may then disagree: rows
+written so far are kept, and a rerun skips them. Strategies that build their own sub-groups
+with ``dist.new_group`` (USP, LoongTrain with both degrees > 1) need every rank of the launch to
+call it, so they hang when cp_size < WORLD_SIZE; see bench/cp/_head_context.py.
+"""
+from __future__ import annotations
+
+import datetime
+import gc
+import importlib
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+
+from bench.config import DataConfig, GateConfig, HardwareConfig, MaskChoice
+from bench.data import sample_doc_lens
+from bench.kernels import _gate
+from bench.kernels.base import Inputs, Shapes, make_inputs
+from bench.kernels.runner import UNSUPPORTED_ERRORS
+from bench.masks import PATTERNS, Mask, UnsupportedMask, build_mask
+from bench.metrics import attn_flops, peak_mem_gb, reset_peak_mem, time_cuda_ms, tflops_per_s
+from bench.results import (FINAL_STATUSES, ResultRow, RunMeta, append_row, cell_key, latest_rows,
+                           now_iso, read_results, run_meta)
+
+from . import STRATEGIES, load_strategy
+from .base import CPStrategy
+from .local_kernel import LocalKernel
+
+log = logging.getLogger(__name__)
+
+__all__ = ["StrategyChoice", "CPBenchConfig", "CPRunner", "run_sweep", "init_distributed",
+           "DEFAULT_SEQLEN_PER_GPU", "NEEDS_RANKS"]
+
+# seqlen_per_gpu when the config leaves it unset, by hardware device
+DEFAULT_SEQLEN_PER_GPU = {"cpu": (256,), "cuda": (8192,)}
+# message prefix of the rows of cp sizes larger than the launch; a larger launch re-measures them
+NEEDS_RANKS = "needs cp_size ranks:"
+# agreement codes: the larger wins
+CODES = {"ok": 0, "wrong": 1, "unsupported": 2, "oom": 3, "error": 4}
+STATUS_OF = {v: k for k, v in CODES.items()}
+MAX_MESSAGE_CHARS = 400
+# process-level settings of a CP run, copied into each row's env column
+CP_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+          "NCCL_P2P_DISABLE", "NCCL_IB_DISABLE")
+
+
+# ----------------------------------------------------------------------------- typed config
+@dataclass(frozen=True)
+class StrategyChoice:
+    """One strategy of the sweep: ``label`` is the rows' ``kernel`` column (the config file
+    name, e.g. "usp" or an experiment's "usp_u2"); ``name`` a ``bench.cp.STRATEGIES`` key, or
+    ``target`` "pkg.module:Class" for a CPStrategy subclass outside the registry."""
+
+    label: str
+    name: str
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    target: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.target is None and self.name not in STRATEGIES:
+            raise ValueError(f"cp {self.label!r}: unknown strategy name {self.name!r}; known: "
+                             f"{', '.join(STRATEGIES)} (or set target: 'pkg.module:Class')")
+        if self.target is not None and ":" not in self.target:
+            raise ValueError(f"cp {self.label!r}: target must be 'pkg.module:Class', "
+                             f"got {self.target!r}")
+
+    def load(self) -> type[CPStrategy]:
+        """The strategy class (ImportError: its module, or a peer library, is missing)."""
+        if self.target is None:
+            return load_strategy(self.name)
+        module, cls = self.target.split(":")
+        return getattr(importlib.import_module(module), cls)
+
+
+@dataclass(frozen=True)
+class CPBenchConfig:
+    """Everything one CP sweep needs; built by ``bench.cp.__main__.cp_bench_config`` or by hand.
+
+    ``hardware`` gives device, heads, head_dim, dtype, warmup and repeat (its ``seqlens`` and
+    ``kernels`` belong to the kernel benchmark and are not used).
+    """
+
+    hardware: HardwareConfig
+    strategies: tuple[StrategyChoice, ...]
+    masks: tuple[MaskChoice, ...]
+    seqlen_per_gpu: tuple[int, ...]
+    cp_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    directions: tuple[str, ...] = ("fwd", "bwd")
+    local_kernel: str = "auto"
+    data: DataConfig = field(default_factory=DataConfig)
+    gate: GateConfig = field(default_factory=GateConfig)
+    out_file: Path = Path("results/cpu/cp/default.csv")
+    plots_dir: Path | None = None
+    force: bool = False
+    report: bool = False
+    progress: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("strategies", "masks", "seqlen_per_gpu", "cp_sizes", "directions"):
+            if not getattr(self, name):
+                raise ValueError(f"{name} must not be empty")
+        if any(p < 1 for p in self.cp_sizes) or len(set(self.cp_sizes)) != len(self.cp_sizes):
+            raise ValueError(f"cp_sizes must be distinct positive ints, got {list(self.cp_sizes)}")
+        if any(n < 1 for n in self.seqlen_per_gpu):
+            raise ValueError(f"seqlen_per_gpu must be positive ints, got {list(self.seqlen_per_gpu)}")
+        bad = [d for d in self.directions if d not in ("fwd", "bwd")]
+        if bad:
+            raise ValueError(f"directions must be 'fwd' and/or 'bwd', got {bad}")
+        for group, items in (("cp", self.strategies), ("mask", self.masks)):
+            labels = [c.label for c in items]
+            if len(set(labels)) != len(labels):
+                raise ValueError(f"{group} labels must be unique, got {labels}")
+        for m in self.masks:
+            if m.seqlens:
+                raise ValueError(f"mask {m.label!r} sets seqlens={list(m.seqlens)}, a kernel "
+                                 f"benchmark setting; the CP sweep uses seqlen_per_gpu")
+
+    @property
+    def results_dir(self) -> Path:
+        return self.out_file.parent
+
+    def shapes(self, seqlen: int) -> Shapes:
+        hw = self.hardware
+        return Shapes(1, seqlen, hw.num_heads_q, hw.num_heads_kv, hw.head_dim, hw.dtype)
+
+
+# ----------------------------------------------------------------------------- process group
+def init_distributed(device: str, timeout_min: float = 10.0) -> bool:
+    """Initialise torch.distributed from the torchrun environment (nccl on CUDA, else gloo);
+    without torchrun (no RANK variable) a world of one. Sets the CUDA device to LOCAL_RANK.
+    Returns True if this call created the process group (the caller destroys it)."""
+    if dist.is_initialized():
+        return False
+    backend = "nccl" if device == "cuda" else "gloo"
+    if device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    timeout = datetime.timedelta(minutes=timeout_min)
+    if "RANK" in os.environ:
+        dist.init_process_group(backend, timeout=timeout)
+    else:
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
+                                timeout=timeout)
+    return True
+
+
+# ----------------------------------------------------------------------------- helpers
+def _message(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}".replace("\n", " ")[:MAX_MESSAGE_CHARS]
+
+
+def _build_mask(choice: MaskChoice, seqlen: int, data: DataConfig, num_heads_kv: int) -> Mask:
+    """The mask of one cell, as the kernel runner builds it (documents from ``bench.data``)."""
+    params = dict(choice.params)
+    pattern = PATTERNS[choice.name]
+    if pattern.per_head and "num_heads_kv" not in params:
+        params["num_heads_kv"] = num_heads_kv
+    doc_lens = (sample_doc_lens(seqlen, seed=data.seed, distribution=data.distribution,
+                                cap_ratio=data.cap_ratio) if pattern.needs_docs else None)
+    return build_mask(choice.name, seqlen, doc_lens=doc_lens, seed=data.seed, **params)
+
+
+@dataclass
+class _Outcome:
+    """One phase's result on this rank, then (after ``_agree``) on all ranks."""
+
+    status: str = "ok"
+    message: str = ""
+    values: tuple[float, ...] = ()
+
+
+def _run_phase(member: bool, fn: Callable[[], _Outcome | None]) -> _Outcome:
+    if not member:
+        return _Outcome()
+    try:
+        return fn() or _Outcome()
+    except UNSUPPORTED_ERRORS as e:
+        return _Outcome("unsupported", _message(e))
+    except torch.cuda.OutOfMemoryError as e:
+        return _Outcome("oom", _message(e))
+    except Exception as e:  # the sweep goes on; the row carries the error
+        log.warning("CP cell failed on rank %d: %s", dist.get_rank(), _message(e))
+        return _Outcome("error", _message(e))
+
+
+@dataclass
+class _Cell:
+    strategy: StrategyChoice
+    mask_label: str
+    mask: Mask | None
+    seqlen_per_gpu: int
+    cp_size: int
+    shapes: Shapes
+
+
+@dataclass
+class _State:
+    """What the phases of one cell hand on; dropped (and the memory freed) after the cell."""
+
+    strategy: CPStrategy | None = None
+    inputs: Inputs | None = None        # global, [1, S, heads, head_dim]; freed after the gate
+    local: list[torch.Tensor] = field(default_factory=list)   # q, k, v, dout shards
+    notes: str = ""
+
+
+class CPRunner:
+    """Runs one ``CPBenchConfig`` on every rank of the default process group; ``run()``
+    returns the rows rank 0 wrote (empty on the other ranks)."""
+
+    def __init__(self, config: CPBenchConfig) -> None:
+        if not dist.is_initialized():
+            raise ValueError("torch.distributed is not initialised: call init_distributed first")
+        if config.hardware.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"hardware {config.hardware.name!r} wants device 'cuda', but CUDA "
+                             f"is not available; use hardware=cpu or hardware=auto")
+        self.config = config
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.device = (torch.device("cuda", torch.cuda.current_device())
+                       if config.hardware.device == "cuda" else torch.device("cpu"))
+        # the agreement collectives run on the default group: NCCL needs device tensors
+        self.comm_device = self.device if dist.get_backend() == "nccl" else torch.device("cpu")
+        self.meta: RunMeta = run_meta()
+        extra = [f"{k}={os.environ[k]}" for k in CP_ENV if k in os.environ]
+        extra += [f"world_size={self.world_size}", f"dist_backend={dist.get_backend()}"]
+        self.env = ";".join([self.meta.env] * bool(self.meta.env) + extra)
+        self.kernel = LocalKernel(backend=config.local_kernel)
+        self.done = self._done_cells()
+        # group of the first p ranks for each cp_size p <= world size (new_group: all ranks)
+        self.groups = {p: dist.new_group(list(range(p)))
+                       for p in sorted(config.cp_sizes) if p <= self.world_size}
+        # (label, mask, cp_size) -> {direction: message} of the directions that failed the gate
+        self.gated: dict[tuple, dict[str, str]] = {}
+        self.ref_cache: dict[tuple, _gate.Reference] = {}
+        self.rows: list[ResultRow] = []
+
+    # -- rows --------------------------------------------------------------------------------
+    def _done_cells(self) -> set[tuple]:
+        """Final rows' cell keys (rank 0 reads, everyone gets the same set)."""
+        done: set[tuple] = set()
+        if self.rank == 0 and not self.config.force and self.config.results_dir.exists():
+            frame = latest_rows(read_results(self.config.results_dir))
+            if not frame.empty:
+                keep = frame["status"].isin(FINAL_STATUSES) & \
+                    ~frame["message"].str.startswith(NEEDS_RANKS)
+                done = {cell_key(r) for r in frame[keep].to_dict("records")}
+        box = [done]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def _key(self, cell: _Cell, direction: str) -> tuple:
+        s = cell.shapes
+        return cell_key(dict(hardware=self.config.hardware.name, kernel=cell.strategy.label,
+                             mask=cell.mask_label, seqlen=s.seqlen, batch=s.batch,
+                             num_heads_q=s.num_heads_q, num_heads_kv=s.num_heads_kv,
+                             head_dim=s.head_dim, dtype=s.dtype, direction=direction,
+                             cp_size=cell.cp_size))
+
+    def _version(self, cell: _Cell) -> str:
+        choice = cell.strategy
+        origin = choice.target or STRATEGIES[choice.name].split(":")[0]
+        knobs = ",".join(f"{k}={v}" for k, v in sorted(choice.knobs.items()) if v is not None)
+        try:
+            local = self.kernel.module(self.device).__name__.rsplit(".", 1)[-1]
+        except Exception as e:  # a version probe must not lose the row
+            local = f"unknown ({_message(e)})"
+        return f"{origin}[{knobs}] local={local}" if knobs else f"{origin} local={local}"
+
+    def _write(self, cell: _Cell, direction: str, status: str, message: str = "",
+               runtime_ms: float | None = None, peak: float | None = None,
+               build_ms: float | None = None) -> None:
+        if self.rank != 0:
+            return
+        s, m = cell.shapes, self.meta
+        area = cell.mask.area if cell.mask is not None else None
+        flops = attn_flops(area, s.num_heads_q, s.head_dim, 1, direction) if area is not None else None
+        row = ResultRow(
+            run_id=m.run_id, time=now_iso(), git_sha=m.git_sha, hardware=self.config.hardware.name,
+            gpu_name=m.gpu_name, torch_version=m.torch_version, kernel_version=self._version(cell),
+            kernel=cell.strategy.label, mask=cell.mask_label, seqlen=s.seqlen, batch=1,
+            num_heads_q=s.num_heads_q, num_heads_kv=s.num_heads_kv, head_dim=s.head_dim,
+            dtype=s.dtype, direction=direction, cp_size=cell.cp_size, mask_area=area, flops=flops,
+            runtime_ms=runtime_ms,
+            tflops_per_s=(tflops_per_s(flops, runtime_ms, cell.cp_size)
+                          if runtime_ms and flops else None),
+            peak_mem_gb=peak, build_ms=build_ms, status=status, message=message, env=self.env)
+        append_row(self.config.out_file, row)
+        self.rows.append(row)
+
+    # -- agreement ---------------------------------------------------------------------------
+    def _agree(self, outcome: _Outcome, num_values: int = 0) -> _Outcome:
+        """All ranks: the worst status, its message, and the max of each value (NaN -> 0)."""
+        values = list(outcome.values) + [0.0] * (num_values - len(outcome.values))
+        values = [0.0 if v is None or math.isnan(v) else float(v) for v in values]
+        t = torch.tensor([CODES[outcome.status]] + values, dtype=torch.float64,
+                         device=self.comm_device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        code, agreed = int(t[0].item()), tuple(float(v) for v in t[1:].tolist())
+        if code == CODES["ok"]:
+            return _Outcome("ok", outcome.message, agreed)
+        gathered: list = [None] * self.world_size
+        dist.all_gather_object(gathered, (CODES[outcome.status], outcome.message))
+        message = next(msg for c, msg in gathered if c == code)
+        return _Outcome(STATUS_OF[code], message, agreed)
+
+    def _phase(self, cell: _Cell, fn: Callable[[], _Outcome | None], num_values: int = 0) -> _Outcome:
+        return self._agree(_run_phase(self.rank < cell.cp_size, fn), num_values)
+
+    # -- phases ------------------------------------------------------------------------------
+    def _build(self, cell: _Cell, state: _State, keep_global: bool) -> None:
+        config, hw = self.config, self.config.hardware
+        cls = cell.strategy.load()
+        knobs = dict(cell.strategy.knobs)
+        # problem facts a strategy may declare as knobs (MagiAttention's cost model)
+        for name, value in (("head_dim", hw.head_dim), ("dtype", hw.dtype)):
+            if name in cls.knob_names and knobs.get(name) is None:
+                knobs[name] = value
+        inputs = make_inputs(cell.shapes, self.device, seed=config.seed)
+        state.strategy = cls(cell.mask, self.groups[cell.cp_size], num_heads_q=hw.num_heads_q,
+                             num_heads_kv=hw.num_heads_kv, kernel=self.kernel, **knobs)
+        state.local = [state.strategy.shard(t[0]) for t in (inputs.q, inputs.k, inputs.v,
+                                                            inputs.dout)]
+        state.notes = state.strategy.notes
+        if keep_global:
+            state.inputs = inputs
+
+    def _gate(self, cell: _Cell, state: _State) -> _Outcome:
+        """Rank 0 compares; values[0] = 2 (out wrong), 1 (grads wrong), 0 (passed)."""
+        gate, strategy = self.config.gate, state.strategy
+        full = cell.shapes.seqlen <= gate.full_max_seqlen
+        q, k, v = (t.detach().requires_grad_(full) for t in state.local[:3])
+        out_local = strategy.attention(q, k, v)
+        out = strategy.unshard(out_local)
+        grads = None
+        if full:
+            grads = [strategy.unshard(g) for g in
+                     torch.autograd.grad(out_local, (q, k, v), state.local[3])]
+        del out_local, q, k, v
+        if self.rank != 0:
+            return _Outcome()
+        ref_key = (cell.mask_label, cell.shapes.seqlen)
+        if ref_key not in self.ref_cache:
+            self.ref_cache.clear()
+            self.ref_cache[ref_key] = _gate.reference(cell.mask, cell.shapes, state.inputs,
+                                                      gate.full_max_seqlen, gate.rows, gate.seed)
+        ref = self.ref_cache[ref_key]
+        dtype = cell.shapes.dtype
+        err = _gate._rel_err(out[ref.rows], ref.out[0])
+        tol = _gate.REL_TOL[dtype]
+        if not err <= tol:
+            return _Outcome("wrong", f"gate: out rel_err {err:.2e} > {tol:.0e} on "
+                            f"{len(ref.rows)} rows", (2.0,))
+        message = f"gate: out rel_err {err:.1e} ({len(ref.rows)} rows)"
+        if grads is not None:
+            gtol = tol * _gate.GRAD_TOL_FACTOR
+            errs = {n: _gate._rel_err(g, r[0]) for n, g, r in zip(("dq", "dk", "dv"), grads, ref.grads)}
+            bad = [n for n, e in errs.items() if not e <= gtol]
+            if bad:
+                return _Outcome("wrong", f"gate: {bad[0]} rel_err {errs[bad[0]]:.2e} > {gtol:.0e}",
+                                (1.0,))
+            message += f", grads rel_err <= {max(errs.values()):.1e}"
+        return _Outcome("ok", message)
+
+    def _time(self, state: _State, direction: str) -> _Outcome:
+        """values: (runtime_ms, peak GiB, bytes sent per call) of this rank."""
+        hw, strategy = self.config.hardware, state.strategy
+        calls = hw.warmup + hw.repeat
+        if direction == "fwd":
+            q, k, v = state.local[:3]
+
+            def fn():
+                with torch.no_grad():
+                    strategy.attention(q, k, v)
+            out = None
+        else:
+            q, k, v = (t.detach().requires_grad_() for t in state.local[:3])
+            out = strategy.attention(q, k, v)
+            dout = state.local[3]
+
+            def fn():
+                torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+        strategy.reset_comm_stats()
+        reset_peak_mem(self.device)
+        runtime = time_cuda_ms(fn, hw.warmup, hw.repeat)
+        peak = peak_mem_gb(self.device)
+        sent = strategy.comm_bytes().get(direction, 0) / calls
+        del out, fn
+        return _Outcome("ok", "", (runtime, peak if peak is not None else float("nan"), sent))
+
+    # -- cells -------------------------------------------------------------------------------
+    def _free(self) -> None:
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def _run_cell(self, cell: _Cell, pending: list[str]) -> None:
+        """Every rank calls it (members work, the others join the agreements)."""
+        config = self.config
+        if cell.cp_size > self.world_size:
+            for d in pending:
+                self._write(cell, d, "unsupported",
+                            f"{NEEDS_RANKS} {cell.cp_size}, this launch has WORLD_SIZE="
+                            f"{self.world_size}")
+            return
+        triple = (cell.strategy.label, cell.mask_label, cell.cp_size)
+        for d, msg in self.gated.get(triple, {}).items():  # failed the gate at a smaller seqlen
+            if d in pending:
+                self._write(cell, d, "wrong", msg)
+                pending = [x for x in pending if x != d]
+        if not pending:
+            return
+        try:
+            cls = cell.strategy.load()
+            reason = cls.supports(cell.mask, cell.shapes.num_heads_q, cell.shapes.num_heads_kv,
+                                  cell.cp_size, **dict(cell.strategy.knobs))
+        except UNSUPPORTED_ERRORS as e:
+            reason = _message(e)
+        except Exception as e:  # same on every rank: no agreement needed
+            for d in pending:
+                self._write(cell, d, "error", f"supports() raised {_message(e)}")
+            return
+        if reason is not None:
+            for d in pending:
+                self._write(cell, d, "unsupported", reason)
+            return
+        state, remaining, gate_msg = _State(), list(pending), ""
+        try:
+            gate_now = config.gate.enabled and triple not in self.gated
+            outcome = self._phase(cell, lambda: self._build(cell, state, gate_now))
+            if outcome.status == "ok" and gate_now:
+                outcome = self._phase(cell, lambda: self._gate(cell, state), num_values=1)
+                state.inputs = None
+                if outcome.status == "wrong":
+                    failed = list(remaining) if outcome.values[0] >= 2 else ["bwd"]
+                    self.gated[triple] = {d: outcome.message for d in failed}
+                    for d in failed:
+                        if d in remaining:
+                            self._write(cell, d, "wrong", outcome.message)
+                            remaining.remove(d)
+                    outcome = _Outcome()
+                else:
+                    self.gated[triple] = {}
+                gate_msg = outcome.message if outcome.status == "ok" else ""
+            state.inputs = None
+            self._free()
+            for direction in list(remaining):
+                if outcome.status != "ok":
+                    break
+                outcome = self._phase(cell, lambda: self._time(state, direction), num_values=3)
+                if outcome.status == "ok":
+                    runtime, peak, sent = outcome.values
+                    notes = [gate_msg, f"comm_bytes_per_rank={int(sent)}", state.notes]
+                    self._write(cell, direction, "ok", "; ".join(n for n in notes if n), runtime,
+                                peak if self.device.type == "cuda" else None)
+                    remaining.remove(direction)
+            if outcome.status != "ok":
+                for d in remaining:
+                    self._write(cell, d, outcome.status, outcome.message)
+        finally:
+            del state
+            self._free()
+
+    def _mask_phase(self, choice: MaskChoice, seqlen: int) -> tuple[Mask | None, str]:
+        """Build the mask on every rank (deterministic) and agree on success."""
+        box: dict = {}
+
+        def build():
+            box["mask"] = _build_mask(choice, seqlen, self.config.data,
+                                      self.config.hardware.num_heads_kv)
+        outcome = self._agree(_run_phase(True, build))
+        return box.get("mask") if outcome.status == "ok" else None, outcome.message
+
+    def run(self) -> list[ResultRow]:
+        config = self.config
+        grid = [(n, p, m) for n in config.seqlen_per_gpu for p in config.cp_sizes
+                for m in config.masks]
+        total = len(grid) * len(config.strategies) * len(config.directions)
+        bar = tqdm(total=total, desc="cp cells", unit="cell",
+                   disable=not config.progress or self.rank != 0)
+        for seqlen_per_gpu, cp_size, choice in grid:
+            seqlen = seqlen_per_gpu * cp_size
+            shapes = config.shapes(seqlen)
+            cells = [_Cell(s, choice.label, None, seqlen_per_gpu, cp_size, shapes)
+                     for s in config.strategies]
+            todo = [(c, [d for d in config.directions if self._key(c, d) not in self.done])
+                    for c in cells]
+            todo = [(c, pending) for c, pending in todo if pending]
+            if todo:
+                mask, error = self._mask_phase(choice, seqlen)
+                for cell, pending in todo:
+                    bar.set_postfix_str(f"{cell.strategy.label} {choice.label} "
+                                        f"{seqlen_per_gpu}x{cp_size}")
+                    cell.mask = mask
+                    if mask is None:
+                        for d in pending:
+                            self._write(cell, d, "error", f"mask: {error}")
+                    else:
+                        self._run_cell(cell, pending)
+                    bar.update(len(config.directions))
+            bar.update(len(config.directions) * (len(cells) - len(todo)))
+            self.ref_cache.clear()
+        bar.close()
+        dist.barrier()
+        return self.rows
+
+
+def run_sweep(config: CPBenchConfig) -> list[ResultRow]:
+    """Run the CP sweep of ``config`` on every rank (collective); rank 0 appends rows to
+    ``config.out_file`` as they are measured and, with ``report``, draws the CP figures under
+    ``<plots_dir>/cp``.
+
+    Returns:
+        The rows written by this call (rank 0; other ranks get []).
+
+    Raises:
+        ValueError: torch.distributed not initialised, a CUDA preset without CUDA.
+
+    Example:
+        >>> created = init_distributed(config.hardware.device)
+        >>> rows = run_sweep(config)   # config: CPBenchConfig
+    """
+    rows = CPRunner(config).run()
+    if config.report and dist.get_rank() == 0 and config.plots_dir is not None:
+        from .plot import plot_cp_results
+        plot_cp_results(config.results_dir, config.plots_dir / "cp")
+    return rows
