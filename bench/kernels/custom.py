@@ -19,20 +19,25 @@ from ._autograd import autograd_prepared
 from .base import Inputs, KernelAdapter, Prepared, Shapes
 
 
-def load_target(target: str):
-    """``"pkg.module:attr"`` -> the attribute. Raises ValueError on a malformed or missing name."""
-    module_name, sep, attr = target.partition(":")
+def parse_target(target: str | None) -> tuple[str, str]:
+    """``"pkg.module:attr"`` -> (module, attr). Raises ValueError naming the malformed target."""
+    module_name, sep, attr = (target or "").partition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(f"custom kernel target must look like 'pkg.module:function', got {target!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ValueError(f"custom kernel target {target!r}: cannot import {module_name!r}: {e}") from e
+        raise ValueError(f"kernel 'custom' needs target='pkg.module:function', got {target!r}")
+    return module_name, attr
+
+
+def load_target(target: str):
+    """The callable named by ``target``. Raises ImportError when the module or attribute is
+    missing (the runner records the cell unsupported, with this message), TypeError when the
+    attribute is not callable."""
+    module_name, attr = parse_target(target)
+    module = importlib.import_module(module_name)
     if not hasattr(module, attr):
-        raise ValueError(f"custom kernel target {target!r}: module {module_name!r} has no {attr!r}")
+        raise ImportError(f"custom kernel target {target!r}: module {module_name!r} has no {attr!r}")
     fn = getattr(module, attr)
     if not callable(fn):
-        raise ValueError(f"custom kernel target {target!r} is not callable")
+        raise TypeError(f"custom kernel target {target!r} is not callable")
     return fn
 
 
@@ -40,17 +45,30 @@ class Custom(KernelAdapter):
     name = "custom"
 
     def __init__(self, target: str | None = None) -> None:
-        if not target:
-            raise ValueError("kernel 'custom' needs target='pkg.module:function'")
+        parse_target(target)
         self.target = target
-        self.fn = load_target(target)
+        self._fn = None
+
+    @property
+    def fn(self):
+        if self._fn is None:
+            self._fn = load_target(self.target)
+        return self._fn
 
     def version(self) -> str:
-        module = importlib.import_module(self.target.partition(":")[0])
+        module_name, _ = parse_target(self.target)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            return f"{self.target} (not importable)"
         return f"{self.target} {getattr(module, '__version__', '')}".strip()
 
     def supports(self, mask: Mask, shapes: Shapes, device: torch.device) -> str | None:
-        check = getattr(self.fn, "supports", None)
+        try:
+            fn = self.fn
+        except ImportError as e:  # e.g. run from outside the repository for the example
+            return f"custom target {self.target!r} not importable: {e}"
+        check = getattr(fn, "supports", None)
         return check(mask, shapes, device) if check is not None else None
 
     def prepare(self, mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs) -> Prepared:

@@ -83,3 +83,9 @@ def test_unknown_kernel_and_bad_option_are_named():
         load_adapter("flex", compile="sometimes")
     with pytest.raises(ValueError, match="pkg.module:function"):
         load_adapter("custom", target="no_colon")
+
+
+def test_custom_target_that_does_not_import_is_unsupported_not_fatal():
+    adapter = load_adapter("custom", target="no_such_pkg.attn:fn")
+    reason = adapter.supports(_mask("causal"), SHAPES, CPU)
+    assert "not importable" in reason and "no_such_pkg" in reason
