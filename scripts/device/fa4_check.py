@@ -1,5 +1,8 @@
 """Issue-4 quick path on one GPU: FFA on FA4 against plain FA4, Triton FFA and FlexAttention.
 
+Implementations: fa4 (plain FA4), ffa_fa4 (the fa4 backend as dispatched: FA4's native
+dense/varlen/window kernels where they express the mask, else block sparse), ffa_fa4_bs (the
+backend forced onto its block-sparse + mask_mod path), ffa_triton, flex (FlexAttention, compiled).
 For each mask (full, causal, causal_document, sliding_window_causal, block_causal_document) and
 seqlen (16k, 64k): GQA 64:8, head_dim 128, bf16, forward and backward, median of CUDA-event
 timings, TFLOPs/s from the exact mask area (bench.metrics). Plain FA4 runs where FA4 can
@@ -31,7 +34,7 @@ from bench.metrics import attn_flops, time_cuda_ms, tflops_per_s  # noqa: E402
 from magi_attention.kernels import fa4  # noqa: E402
 
 MASKS = ("full", "causal", "causal_document", "sliding_window_causal", "block_causal_document")
-IMPLS = ("ffa_fa4", "fa4", "ffa_triton", "flex")
+IMPLS = ("fa4", "ffa_fa4", "ffa_fa4_bs", "ffa_triton", "flex")
 FIELDS = ("impl", "mask", "seqlen", "direction", "status", "runtime_ms", "tflops", "area",
           "max_abs_diff_vs_fa4", "message")
 
@@ -105,10 +108,34 @@ def _flex(mask, q, k, v, scale):
     return (lambda: fwd()[0].transpose(0, 1)), bwd
 
 
+class _BlockSparseOnly:
+    """The fa4 backend with its native-form dispatch off: always the block-sparse path."""
+
+    @staticmethod
+    def fwd(*args):
+        fa4.PREFER_NATIVE = False
+        try:
+            return fa4.fwd(*args)
+        finally:
+            fa4.PREFER_NATIVE = True
+
+    @staticmethod
+    def bwd(*args):
+        fa4.PREFER_NATIVE = False
+        try:
+            return fa4.bwd(*args)
+        finally:
+            fa4.PREFER_NATIVE = True
+
+
 def _make(impl, mask, q, k, v, scale):
+    # ffa_fa4: as the backend runs (FA4's native kernels where they express the mask, else block
+    # sparse); ffa_fa4_bs: always block sparse. Host range tensors: the conversion-cache lookup
+    # then needs no device sync.
     if impl == "ffa_fa4":
-        # host range tensors: the conversion-cache lookup then needs no device sync
         return _ffa(fa4, mask, q, k, v, scale, "cpu")
+    if impl == "ffa_fa4_bs":
+        return _ffa(_BlockSparseOnly, mask, q, k, v, scale, "cpu")
     if impl == "fa4":
         return _fa4_plain(mask, q, k, v, scale)
     if impl == "ffa_triton":

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from ..block_sparse import BlockSparsePlan, _union_row_intervals, plan_from_tensors
+from ._native import NativeForm, native_form
 
 BITS_PER_WORD = 32
 # Conversions kept per process (each holds a few MB at 64k): a training loop reuses a handful.
@@ -61,6 +62,7 @@ class Fa4BlockSparse:
     bwd_mask_idx: torch.Tensor
     tile_map: torch.Tensor
     tile_bits: torch.Tensor
+    native: NativeForm | None = None  # set when FA4's dense/varlen/window kernels express the mask
 
     @property
     def num_partial(self) -> int:
@@ -97,15 +99,15 @@ def _partial_tiles(plan: BlockSparsePlan) -> tuple[np.ndarray, np.ndarray]:
     return owner[partial], kt[partial]
 
 
-def _tile_bitmaps(plan: BlockSparsePlan, part_qt: np.ndarray, part_kt: np.ndarray) -> np.ndarray:
-    """Bitmaps of the partial tiles from the merged key intervals of each row (see module doc)."""
+def _tile_bitmaps(plan: BlockSparsePlan, intervals, part_qt: np.ndarray, part_kt: np.ndarray
+                  ) -> np.ndarray:
+    """Bitmaps of the partial tiles from the merged key intervals (row, lo, hi) of each row."""
     bm, bn, nkt = plan.block_m, plan.block_n, plan.num_k_tiles
     words = bn // BITS_PER_WORD
     bits = np.zeros((len(part_qt), bm, words), dtype=np.int64)
     if len(part_qt) == 0:
         return bits
-    bounds = plan.slice_bounds.cpu().numpy().astype(np.int64)
-    row, lo, hi = _union_row_intervals(bounds, plan.seqlen_k)
+    row, lo, hi = intervals
     # pieces: (interval, partial tile it crosses); keys sorted since partial pairs are
     key = part_qt * nkt + part_kt
     qt = row // bm
@@ -141,11 +143,13 @@ def _build(q_ranges, k_ranges, attn_type_map, seqlen_q: int, seqlen_k: int, bloc
     part_qt, part_kt = _partial_tiles(plan)
     tile_map = np.full((plan.num_q_tiles, plan.num_k_tiles), -1, dtype=np.int32)
     tile_map[part_qt, part_kt] = np.arange(len(part_qt), dtype=np.int32)
-    bits = _tile_bitmaps(plan, part_qt, part_kt)
+    intervals = _union_row_intervals(plan.slice_bounds.cpu().numpy().astype(np.int64), seqlen_k)
+    bits = _tile_bitmaps(plan, intervals, part_qt, part_kt)
     # never empty: FA4 converts every aux tensor, and a zero-size one has no valid layout
     tile_bits = _to_int32_words(bits) if len(part_qt) else torch.zeros(4, dtype=torch.int32)
     return Fa4BlockSparse(seqlen_q, seqlen_k, block_m, block_n, plan.area, *fwd, *bwd,
-                          torch.from_numpy(tile_map), tile_bits)
+                          torch.from_numpy(tile_map), tile_bits,
+                          native_form(*intervals, seqlen_q, seqlen_k))
 
 
 _CACHE: OrderedDict = OrderedDict()

@@ -123,6 +123,22 @@ def test_every_mask(name, case):
     check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, dtype, seed)
 
 
+NATIVE_MASKS = ("full", "causal", "full_document", "causal_document", "sliding_window",
+                "sliding_window_causal")
+
+
+@pytest.mark.gpu
+@needs_fa4
+@pytest.mark.parametrize("case", [CASES[0], CASES[-1]], ids=_case_id)
+@pytest.mark.parametrize("name", NATIVE_MASKS)
+def test_block_sparse_path_on_native_masks(name, case, monkeypatch):
+    """The masks FA4 runs natively also pass through the block-sparse path exactly."""
+    monkeypatch.setattr(fa4, "PREFER_NATIVE", False)
+    seqlen, seed, dtype, (hq, hk, d) = case
+    mask = build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
+    check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, dtype, seed)
+
+
 @pytest.mark.gpu
 @needs_fa4
 @pytest.mark.parametrize("seed", range(4))
