@@ -1,5 +1,3 @@
-from dataclasses import replace
-
 import pytest
 
 from bench.config import GateConfig, HardwareConfig, KernelBenchConfig, KernelChoice, MaskChoice
@@ -21,5 +19,3 @@ def tiny_config(tmp_path):
             out_file=tmp_path / "results" / "kernels" / "test.csv", **kw)
     return make
 
-
-__all__ = ["TINY_HARDWARE", "replace"]

@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException, MissingConfigException
-from omegaconf.errors import ConfigKeyError
 
 from bench.config import CONFIGS_DIR, job_key, kernel_bench_config, register_schemas
 from bench.kernels import KERNEL_NAMES
