@@ -114,17 +114,19 @@ def region_to_slices(q_start: int, q_end: int, k_start: int, k_end: int,
         return []
     lo_d, up_d = lower_offset, upper_offset
     cuts = {q_start, q_end}
+    # a diagonal "binds" from the row where it reaches the rectangle's edge (inclusive), so a
+    # slice that is already tight comes back as one piece rather than split at its corners
     if lo_d is not None:
-        cuts |= {k_start - lo_d + 1, k_end - lo_d}  # lower diagonal starts binding / empties rows
+        cuts |= {k_start - lo_d, k_end - lo_d}  # lower diagonal starts binding / empties rows
     if up_d is not None:
-        cuts |= {k_end - 1 - up_d, k_start - up_d}  # upper diagonal stops binding / empties rows
+        cuts |= {k_end - up_d, k_start - up_d}  # upper diagonal stops binding / empties rows
     bounds = sorted(c for c in cuts if q_start <= c <= q_end)
     pieces: list[AttnSlice] = []
     for u, v in zip(bounds[:-1], bounds[1:]):
         if u >= v:
             continue
-        lower = lo_d is not None and u + lo_d > k_start
-        upper = up_d is not None and u + up_d < k_end - 1
+        lower = lo_d is not None and u + lo_d >= k_start
+        upper = up_d is not None and u + up_d <= k_end - 1
         lo = u + lo_d if lower else k_start
         hi = u + up_d + 1 if upper else k_end
         if hi <= lo or (lower and upper and lo_d > up_d):
