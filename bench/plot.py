@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bench.results import latest_rows, read_results  # noqa: E402
+from bench.results import kind_sources, latest_rows, read_results  # noqa: E402
 
 __all__ = ["plot_bars", "plot_results", "main"]
 
@@ -88,9 +88,11 @@ def plot_bars(rows: pd.DataFrame, path: str | os.PathLike, value: str = "tflops_
 
 def plot_results(results: str | os.PathLike | Iterable, out_dir: str | os.PathLike,
                  x: str = "seqlen", series: str = "kernel",
-                 values: Iterable[str] = ("tflops_per_s", "peak_mem_gb")) -> list[Path]:
-    """One figure per (mask, direction) and value; returns the written paths."""
-    frame = latest_rows(read_results(results))
+                 values: Iterable[str] = ("tflops_per_s", "peak_mem_gb"),
+                 kind: str | None = "kernels") -> list[Path]:
+    """One figure per (mask, direction) and value; returns the written paths. A hardware folder
+    in ``results`` is narrowed to its ``<kind>/`` subfolder when it has one (None: read all)."""
+    frame = latest_rows(read_results(kind_sources(results, kind) if kind else results))
     if frame.empty:
         return []
     out_dir = Path(out_dir)
@@ -112,11 +114,12 @@ def plot_results(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", nargs="+", required=True, help="result CSV files or folders")
+    parser.add_argument("--results", nargs="+", required=True, help="result CSV files or folders (a hardware folder means its kernels/ rows)")
     parser.add_argument("--out", required=True, help="figure folder, e.g. plots/h200")
     parser.add_argument("--x", default="seqlen", help="x column (cp_size for CP results)")
+    parser.add_argument("--kind", default="kernels", help="subfolder of a hardware folder to read")
     args = parser.parse_args(argv)
-    paths = plot_results(args.results, args.out, x=args.x)
+    paths = plot_results(args.results, args.out, x=args.x, kind=args.kind)
     print(f"wrote {len(paths)} figures under {args.out}")
 
 

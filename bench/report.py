@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.results import latest_rows, read_results
+from bench.results import kind_sources, latest_rows, read_results
 
 __all__ = ["METRICS", "pivot", "write_tables", "main"]
 
@@ -63,10 +63,12 @@ def _reasons(rows: pd.DataFrame, series: str) -> list[str]:
 
 def write_tables(results: str | os.PathLike | Iterable, out_dir: str | os.PathLike,
                  x: str = "seqlen", series: str = "kernel",
-                 metrics: Iterable[str] = ("tflops_per_s", "peak_mem_gb")) -> list[Path]:
+                 metrics: Iterable[str] = ("tflops_per_s", "peak_mem_gb"),
+                 kind: str | None = "kernels") -> list[Path]:
     """Write ``<out_dir>/<metric>__<hardware>_<mask>_<direction>_cp<cp_size>.{md,csv}`` and one
-    ``README.md`` that holds every Markdown table. Returns the written paths."""
-    frame = latest_rows(read_results(results))
+    ``README.md`` that holds every Markdown table. A hardware folder in ``results`` is narrowed to
+    its ``<kind>/`` subfolder when it has one (None: read everything). Returns the written paths."""
+    frame = latest_rows(read_results(kind_sources(results, kind) if kind else results))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written, sections = [], []
@@ -96,12 +98,13 @@ def write_tables(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", nargs="+", required=True, help="result CSV files or folders")
+    parser.add_argument("--results", nargs="+", required=True, help="result CSV files or folders (a hardware folder means its kernels/ rows)")
     parser.add_argument("--out", required=True, help="folder for the tables")
     parser.add_argument("--x", default="seqlen", help="row column (cp_size for CP results)")
     parser.add_argument("--series", default="kernel", help="column column")
+    parser.add_argument("--kind", default="kernels", help="subfolder of a hardware folder to read")
     args = parser.parse_args(argv)
-    paths = write_tables(args.results, args.out, x=args.x, series=args.series)
+    paths = write_tables(args.results, args.out, x=args.x, series=args.series, kind=args.kind)
     print(f"wrote {len(paths)} files to {args.out}")
 
 

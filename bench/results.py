@@ -27,7 +27,7 @@ import torch
 from filelock import FileLock
 
 __all__ = ["STATUSES", "FINAL_STATUSES", "CELL_KEY", "ENV_COLUMNS", "ResultRow", "RunMeta",
-           "append_row", "read_results", "latest_rows", "done_cells", "run_meta"]
+           "append_row", "kind_sources", "read_results", "latest_rows", "done_cells", "run_meta"]
 
 # ok: measured; unsupported: the kernel cannot express the mask/shapes here (or its library is
 # missing); oom: ran out of device memory; error: any other exception; wrong: failed the
@@ -149,6 +149,14 @@ def _csv_files(sources: Iterable[str | os.PathLike] | str | os.PathLike) -> list
         else:
             raise FileNotFoundError(f"results path {src} does not exist")
     return files
+
+
+def kind_sources(sources: Iterable[str | os.PathLike] | str | os.PathLike, kind: str) -> list[Path]:
+    """Narrow hardware folders to their ``<kind>/`` subfolder (``kernels`` or ``cp``) when they
+    have one, so ``results/h200`` means the kernel rows to the kernel report and plots."""
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    return [Path(s) / kind if (Path(s) / kind).is_dir() else Path(s) for s in sources]
 
 
 def read_results(sources: Iterable[str | os.PathLike] | str | os.PathLike) -> pd.DataFrame:

@@ -66,3 +66,14 @@ def test_missing_results_path_is_named(tmp_path):
 def test_bad_status_is_rejected():
     with pytest.raises(ValueError, match="status"):
         replace(BASE, status="fine")
+
+
+def test_hardware_folder_means_its_kernel_rows(tmp_path):
+    root = tmp_path / "results" / "h"
+    append_row(root / "kernels" / "a.csv", BASE)
+    append_row(root / "cp" / "a.csv", replace(BASE, kernel="magi", cp_size=2))
+    report.write_tables(root, tmp_path / "t")
+    text = (tmp_path / "t" / "README.md").read_text()
+    assert "naive" in text and "magi" not in text
+    report.write_tables(root, tmp_path / "all", kind=None)
+    assert "magi" in (tmp_path / "all" / "README.md").read_text()
