@@ -173,7 +173,7 @@ def read_results(sources: Iterable[str | os.PathLike] | str | os.PathLike) -> pd
     if not frames:
         return pd.DataFrame(columns=list(COLUMNS))
     frame = pd.concat(frames, ignore_index=True)
-    frame["message"] = frame["message"].fillna("").astype(str)
+    frame["message"] = frame["message"].astype(object).where(frame["message"].notna(), "").astype(str)
     return frame
 
 
