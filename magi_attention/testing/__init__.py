@@ -1,4 +1,5 @@
-"""Test oracles shared by the FFA, MagiAttention and CP-strategy tests."""
+"""Test oracles and inputs shared by the FFA, MagiAttention and CP-strategy tests."""
 from .dense import dense_attention, random_qkv
+from .slices import random_slices
 
-__all__ = ["dense_attention", "random_qkv"]
+__all__ = ["dense_attention", "random_qkv", "random_slices"]

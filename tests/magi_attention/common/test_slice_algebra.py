@@ -6,6 +6,7 @@ import torch
 
 from magi_attention.common import (AttnMaskType, AttnRange, AttnSlice, RangeError, normalize,
                                    slices_from_tensors, slices_to_tensors, to_dense, union_area)
+from magi_attention.testing import random_slices
 
 
 def definition_mask(s: AttnSlice, seqlen: int) -> torch.Tensor:
@@ -23,20 +24,11 @@ def definition_mask(s: AttnSlice, seqlen: int) -> torch.Tensor:
     return m
 
 
-def random_slices(rng: random.Random, seqlen: int, n: int) -> list[AttnSlice]:
-    out = []
-    for _ in range(n):
-        a, b = sorted(rng.sample(range(seqlen + 1), 2))
-        c, d = sorted(rng.sample(range(seqlen + 1), 2))
-        out.append(AttnSlice.make(a, b, c, d, rng.choice(list(AttnMaskType))))
-    return out
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_union_area_dense_normalize_and_clip_match_definition(seed):
     rng, seqlen = random.Random(seed), 20
     for _ in range(150):
-        slices = random_slices(rng, seqlen, rng.randint(1, 4))
+        slices = random_slices(rng, seqlen, seqlen, rng.randint(1, 4))
         ref = torch.zeros(seqlen, seqlen, dtype=torch.bool)
         for s in slices:
             one = definition_mask(s, seqlen)

@@ -4,18 +4,9 @@ import random
 import pytest
 import torch
 
-from magi_attention.common import AttnMaskType, AttnSlice, slices_to_tensors, to_dense
+from magi_attention.common import AttnSlice, slices_to_tensors, to_dense
 from magi_attention.functional import flex_flash_attn_func
-from magi_attention.testing import dense_attention, random_qkv
-
-
-def random_slices(rng, seqlen_q, seqlen_k, n):
-    out = []
-    for _ in range(n):
-        a, b = sorted(rng.sample(range(seqlen_q + 1), 2))
-        c, d = sorted(rng.sample(range(seqlen_k + 1), 2))
-        out.append(AttnSlice.make(a, b, c, d, rng.choice(list(AttnMaskType))))
-    return out
+from magi_attention.testing import dense_attention, random_qkv, random_slices
 
 
 def check_against_dense(slices, seqlen_q, seqlen_k, heads=(4, 2), head_dim=16, softcap=0.0,

@@ -11,15 +11,7 @@ from magi_attention.common import (AttnMaskType, AttnSlice, region_to_slices, sl
                                    to_dense, union_area)
 from magi_attention.kernels.block_sparse import (clear_plan_cache, plan_block_sparse,
                                                  plan_from_tensors)
-
-
-def random_slices(rng, seqlen_q, seqlen_k, n):
-    out = []
-    for _ in range(n):
-        a, b = sorted(rng.sample(range(seqlen_q + 1), 2))
-        c, d = sorted(rng.sample(range(seqlen_k + 1), 2))
-        out.append(AttnSlice.make(a, b, c, d, rng.choice(list(AttnMaskType))))
-    return out
+from magi_attention.testing import random_slices
 
 
 def documents(lens, mask_type):
