@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ._geometry import SliceArrays
+from magi_attention.common import SliceArray
 from ._rows import iter_row_chunks
 
 
@@ -41,7 +41,7 @@ class BlockSparseIndex:
         return self.full_block_idx.shape[-1]
 
 
-def tile_coverage(arr: SliceArrays, seqlen: int, block_q: int, block_k: int) -> np.ndarray:
+def tile_coverage(arr: SliceArray, seqlen: int, block_q: int, block_k: int) -> np.ndarray:
     """Kept cells of each (query block, key block) tile, ``[nq, nk]`` int64, exactly.
 
     Per row, kept keys are disjoint intervals; C_row(x) = kept keys below x. A tile's count is
@@ -85,7 +85,7 @@ def _pack(selected: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
             torch.from_numpy(order.astype(np.int32)))
 
 
-def block_sparse_index(heads: Sequence[SliceArrays], seqlen: int, block_q: int, block_k: int,
+def block_sparse_index(heads: Sequence[SliceArray], seqlen: int, block_q: int, block_k: int,
                        device="cpu") -> BlockSparseIndex:
     covered = np.stack([tile_coverage(h, seqlen, block_q, block_k) for h in heads])
     q_sizes = np.diff(np.minimum(np.arange(covered.shape[1] + 1) * block_q, seqlen))

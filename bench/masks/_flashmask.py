@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._geometry import SliceArrays
+from magi_attention.common import SliceArray
+
 from ._rows import all_row_intervals
 from .errors import UnsupportedMask
 
@@ -37,7 +38,7 @@ def _masked_gap(cols: np.ndarray, lo: np.ndarray, hi: np.ndarray, seg_start: np.
     return start, end
 
 
-def column_bounds(arr: SliceArrays, seqlen: int) -> dict[str, np.ndarray]:
+def column_bounds(arr: SliceArray, seqlen: int) -> dict[str, np.ndarray]:
     """``lts, lte, uts, ute`` int64 ``[S]`` for one head (see ``convert.to_flashmask``)."""
     cols, lo, hi = all_row_intervals(arr, seqlen, transpose=True)
     j = np.arange(seqlen)

@@ -10,13 +10,13 @@ from typing import Callable
 import numpy as np
 import torch
 
-from magi_attention.common import AttnMaskType, AttnSlice, region_to_slices, slices_to_tensors
+from magi_attention.common import (AttnMaskType, AttnSlice, SliceArray, region_to_slices,
+                                   slices_to_tensors)
 from magi_attention.common import to_dense as _slices_to_dense
 from magi_attention.common import union_area
 
 from ._block_index import BlockSparseIndex, block_sparse_index
 from ._flashmask import column_bounds, from_flashmask
-from ._geometry import SliceArrays
 from ._rows import all_row_intervals
 from .errors import UnsupportedMask
 from .mask import Mask
@@ -55,7 +55,7 @@ def to_cu_seqlens(mask: Mask) -> tuple[list[int], bool]:
     arr = mask.slice_arrays[0]
     # spans of the kept cells, not of the rectangles: a loose rectangle must not join documents
     q_first, q_last = arr.nonempty_rows()
-    k_first, k_last = arr.transpose().nonempty_rows()
+    k_first, k_last = arr.nonempty_cols()
     live = q_last > q_first
     starts, ends = np.minimum(q_first, k_first)[live], np.maximum(q_last, k_last)[live]
     order = np.argsort(starts, kind="stable")
@@ -98,8 +98,8 @@ def to_window(mask: Mask) -> tuple[int, int]:
         raise UnsupportedMask(f"{mask.name} keeps no cell")
     arr, first, last = arr.take(live), first[live], last[live]
     # k - q is largest at a slice's first kept row (right end), q - k at its last (left end)
-    right = int((np.minimum(arr.k_end, first + arr.upper + 1) - 1 - first).max())
-    left = int((last - 1 - np.maximum(arr.k_start, last - 1 + arr.lower)).max())
+    right = int((np.minimum(arr.k_end, first + arr.upper_offset + 1) - 1 - first).max())
+    left = int((last - 1 - np.maximum(arr.k_start, last - 1 + arr.lower_offset)).max())
     if left < 0 or right < 0:
         raise UnsupportedMask(f"{mask.name} excludes the diagonal; a window always keeps it")
     window = region_to_slices(0, mask.seqlen, 0, mask.seqlen, -left, right)
@@ -168,7 +168,7 @@ def to_mask_mod(mask: Mask, device: str | torch.device = "cpu") -> Callable[...,
     return mask_mod
 
 
-def _interval_table(arr: SliceArrays, seqlen: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _interval_table(arr: SliceArray, seqlen: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``lo, hi: [S, M]`` int32, row q's kept intervals in order, then ``[S + 1, 0)`` padding."""
     rows, lo, hi = all_row_intervals(arr, seqlen)
     counts = np.bincount(rows, minlength=seqlen)

@@ -5,9 +5,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Mapping
 
-from magi_attention.common import AttnSlice
-
-from ._geometry import SliceArrays, fast_union_area
+from magi_attention.common import AttnSlice, SliceArray, union_area
 
 
 @dataclass(frozen=True)
@@ -43,15 +41,15 @@ class Mask:
         return (self.slices,) if self.head_slices is None else self.head_slices
 
     @cached_property
-    def slice_arrays(self) -> tuple[SliceArrays, ...]:
+    def slice_arrays(self) -> tuple[SliceArray, ...]:
         """Per head, the slices as numpy bound arrays (built once: ~1 us a slice)."""
-        return tuple(SliceArrays.from_slices(s) for s in self.per_head_slices)
+        return tuple(SliceArray.from_slices(s) for s in self.per_head_slices)
 
     @cached_property
     def area(self) -> float:
         """Exact number of kept (q, k) cells; the mean over KV heads for per-head masks."""
         heads = self.per_head_slices
-        return sum(fast_union_area(s, a) for s, a in zip(heads, self.slice_arrays)) / len(heads)
+        return sum(union_area(s, a) for s, a in zip(heads, self.slice_arrays)) / len(heads)
 
     def __hash__(self) -> int:
         # params is a read-only mapping (unhashable); hash its items so masks can key caches

@@ -5,9 +5,10 @@ from .mask_type import AttnMaskType
 from .range import AttnRange, RangeError
 from .ranges import AttnRanges
 from .slice import AttnSlice, region_to_slices
+from .slice_array import SliceArray, regions_to_slices
 
 __all__ = [
-    "AttnMaskType", "AttnRange", "AttnRanges", "AttnSlice", "RangeError", "check_slice_bounds",
-    "normalize", "region_to_slices", "slices_from_tensors", "slices_to_tensors", "to_dense",
-    "union_area",
+    "AttnMaskType", "AttnRange", "AttnRanges", "AttnSlice", "RangeError", "SliceArray",
+    "check_slice_bounds", "normalize", "region_to_slices", "regions_to_slices",
+    "slices_from_tensors", "slices_to_tensors", "to_dense", "union_area",
 ]

@@ -9,16 +9,44 @@ import torch
 from .mask_type import AttnMaskType
 from .range import AttnRange, RangeError
 from .slice import AttnSlice
+from .slice_array import SliceArray
 
 
-def union_area(slices: Sequence[AttnSlice]) -> int:
+def union_area(slices: Sequence[AttnSlice], arrays: SliceArray | None = None) -> int:
     """Exact number of (q, k) cells covered by at least one slice.
 
-    Slices whose rectangles overlap no other slice's are counted in closed form; only groups of
-    rectangles that overlap are resolved row by row (O(rows of the group), never O(S^2)).
+    Slices are grouped into bands that chain-overlap in q. A band whose k_ranges are pairwise
+    disjoint has pairwise disjoint rectangles, so its area is the sum of closed-form slice areas
+    (vectorised); only the other bands are resolved row by row (O(rows of the band), never
+    O(S^2)). ``arrays``, if given, must be ``SliceArray.from_slices(slices)``.
     """
+    if not slices:
+        return 0
+    arr = SliceArray.from_slices(slices) if arrays is None else arrays
+    areas = arr.areas()
+    live = np.flatnonzero(areas > 0)
+    arr, areas = arr.take(live), areas[live]
+    if len(arr) == 0:
+        return 0
+    order = np.lexsort((arr.k_start, arr.q_start))
+    qs, qe = arr.q_start[order], arr.q_end[order]
+    reach = np.maximum.accumulate(qe)
+    band = np.concatenate([[0], np.cumsum(qs[1:] >= reach[:-1])])
+    # within each band, disjoint k_ranges sorted by start have every start >= the previous end
+    by_k = np.lexsort((arr.k_start[order], band))
+    ks, ke, bnd = arr.k_start[order][by_k], arr.k_end[order][by_k], band[by_k]
+    clash = (bnd[1:] == bnd[:-1]) & (ks[1:] < ke[:-1])
+    is_bad = np.isin(band, np.unique(bnd[1:][clash]))
+    total = int(areas[order][~is_bad].sum())
+    if is_bad.any():
+        total += _overlapping_union_area([slices[i] for i in live[order[is_bad]]])
+    return total
+
+
+def _overlapping_union_area(slices: list[AttnSlice]) -> int:
+    """union_area, slice by slice: closed form for isolated rectangles, rows for overlapping groups."""
     total = 0
-    for group in _overlap_groups([s for s in slices if s.q_range.seqlen and s.k_range.seqlen]):
+    for group in _overlap_groups(slices):
         if len(group) == 1:
             total += group[0].area()
         else:
