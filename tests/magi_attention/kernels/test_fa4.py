@@ -163,7 +163,9 @@ def test_softcap():
 
 @pytest.mark.gpu
 @needs_fa4
-def test_deterministic_backward_repeats_bitwise():
+@pytest.mark.parametrize("native", [True, False], ids=["native", "block_sparse"])
+def test_deterministic_backward_repeats_bitwise(native, monkeypatch):
+    monkeypatch.setattr(fa4, "PREFER_NATIVE", native)
     slices = [AttnSlice.make(0, 2048, 0, 2048, AttnMaskType.CAUSAL)]
     first = check_case(slices, 2048, 2048, 16, 2, 128, torch.bfloat16, 0, deterministic=True)
     again = check_case(slices, 2048, 2048, 16, 2, 128, torch.bfloat16, 0, deterministic=True)
