@@ -1,5 +1,12 @@
 """Block-sparse index (FA4 / FlexAttention style): which key blocks of each query block are
-entirely kept (full) and which partly (need the mask_mod), from slice geometry, never S x S."""
+entirely kept (full) and which partly (need the mask_mod), from slice geometry, never S x S.
+
+The per-tile cell counts come from ``magi_attention.kernels.block_sparse.tile_areas``, the same
+code that schedules the Triton and FA4 backends. Only the classification differs from its
+``BlockSparsePlan``: there a tile is full only when it is a complete ``block_m x block_n`` tile
+(the kernels skip bounds checks on full tiles); here a short tile at the sequence end is full when
+all of its cells are kept, as FlexAttention's BlockMask and FA4 bound-check every tile anyway.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,6 +16,8 @@ import numpy as np
 import torch
 
 from magi_attention.common import SliceArray
+from magi_attention.kernels.block_sparse import tile_areas
+
 from ._rows import iter_row_chunks
 
 
@@ -44,38 +53,15 @@ class BlockSparseIndex:
 def tile_coverage(arr: SliceArray, seqlen: int, block_q: int, block_k: int) -> np.ndarray:
     """Kept cells of each (query block, key block) tile, ``[nq, nk]`` int64, exactly.
 
-    Per row, kept keys are disjoint intervals; C_row(x) = kept keys below x. A tile's count is
-    the sum over its rows of C_row(right edge) - C_row(left edge). Each interval adds to C at the
-    key-block edges x_e as ``clip(x_e - lo, 0, hi - lo)``, which is ``x_e - lo`` on edges inside
-    the interval and ``hi - lo`` on edges past it: three histograms over (q block, edge), summed
-    along e, give C at every edge without touching cells.
+    ``kernels.block_sparse.tile_areas`` over the union's row intervals, fed in chunks of whole
+    query blocks so the intervals of a 1M-row mask are never all held at once.
     """
-    num_q, num_k = -(-seqlen // block_q), -(-seqlen // block_k)
-    edges = np.minimum(np.arange(num_k + 1, dtype=np.int64) * block_k, seqlen)
-    width = num_k + 2  # one spare column per row so range ends at num_k + 1 stay in the row
-    inside_n = np.zeros(num_q * width, dtype=np.int64)
-    inside_lo = np.zeros(num_q * width, dtype=np.int64)
-    past_len = np.zeros(num_q * width, dtype=np.int64)
-    chunk = max(1, 8192 // block_q) * block_q  # whole query blocks per chunk
-    for _, _, (rows, lo, hi) in iter_row_chunks(arr, seqlen, chunk):
-        base = (rows // block_q) * width
-        e_in = lo // block_k + 1          # first edge strictly right of lo
-        e_past = -(-hi // block_k)        # first edge at or right of hi
-        ones, length = np.ones_like(lo), hi - lo
-        for target, weights, start, stop in ((inside_n, ones, e_in, e_past),
-                                             (inside_lo, lo, e_in, e_past),
-                                             (past_len, length, e_past, num_k + 1)):
-            target += _range_add(base + start, base + stop, weights, len(target))
-    cum = [np.cumsum(a.reshape(num_q, width), axis=1)[:, :num_k + 1]
-           for a in (inside_n, inside_lo, past_len)]
-    kept_below = edges[None, :] * cum[0] - cum[1] + cum[2]  # [nq, nk + 1]: sum_rows C_row(x_e)
-    return np.diff(kept_below, axis=1)
-
-
-def _range_add(start: np.ndarray, stop: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
-    """Difference array adding ``weights`` on ``[start, stop)`` (prefix-summed by the caller)."""
-    return (np.bincount(start, weights=weights, minlength=size)
-            - np.bincount(stop, weights=weights, minlength=size)).astype(np.int64)
+    chunk = max(1, 8192 // block_q) * block_q
+    # tile_areas reads only the intervals when they are given, not the slice bounds
+    parts = [tile_areas(None, end - start, seqlen, block_q, block_k,
+                        intervals=(rows - start, lo, hi))
+             for start, end, (rows, lo, hi) in iter_row_chunks(arr, seqlen, chunk)]
+    return np.concatenate(parts, axis=0)
 
 
 def _pack(selected: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
