@@ -91,7 +91,21 @@ class SliceArray:
                           self.k_start + k_offset, self.k_end + k_offset, self.mask_type)
 
     def areas(self) -> np.ndarray:
-        """Exact kept cells of each slice, in closed form (tight or not).
+        """Exact kept cells of each slice, in closed form (tight or not)."""
+        rows = np.maximum(self.q_end - self.q_start, 0)
+        cols = np.maximum(self.k_end - self.k_start, 0)
+        lower, upper = _LOWER[self.mask_type], _UPPER[self.mask_type]
+        # with rows <= cols every row keeps a key and the counts are cols - rows + 1 (band),
+        # cols - rows + 1 .. cols (triangle) or cols (full); clip's pieces are all like this
+        out = np.where(lower & upper, rows * (cols - rows + 1),
+                       np.where(lower | upper, rows * (2 * cols - rows + 1) // 2, rows * cols))
+        loose = (lower | upper) & (rows > cols)
+        if loose.any():
+            out[loose] = self.take(loose)._areas_by_kinks()
+        return out
+
+    def _areas_by_kinks(self) -> np.ndarray:
+        """``areas`` for any slice.
 
         The row count is ``max(0, min(ke - ks, ke - q - lower, q + upper + 1 - ks, upper + 1 - lower))``:
         piecewise linear in q with kinks where two terms cross or one crosses 0. Between sorted
