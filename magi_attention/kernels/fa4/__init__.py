@@ -16,7 +16,9 @@ num_heads_kv, head_dim]; overlapping q_ranges count each cell once; rows with no
 lse -inf and zero gradients; ``bwd`` accepts a global (merged) out and lse.
 
 Not supported here (BackendUnavailable / NotImplementedError): fp32 inputs, head_dim > 128 or
-not a multiple of 8, GPUs other than SM90, ``return_max_logits``.
+not a multiple of 8, GPUs other than SM90, ``return_max_logits``. ``deterministic=True`` on a
+mask that needs the block-sparse path runs the backward on the Triton backend (FA4 has no
+deterministic block-sparse backward on SM90).
 """
 from __future__ import annotations
 
@@ -165,15 +167,6 @@ def fwd(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale: float, softca
     return out, lse.transpose(0, 1).contiguous(), None
 
 
-def _dq_write_order(conv: Fa4BlockSparse) -> dict:
-    """Semaphore ranks FA4 needs for a deterministic (ordered) dq accumulation."""
-    from flash_attn.cute.block_sparsity import compute_dq_write_order
-    order, order_full = compute_dq_write_order(
-        conv.fwd_mask_cnt, conv.fwd_mask_idx, conv.fwd_full_cnt, conv.fwd_full_idx,
-        conv.bwd_mask_cnt, conv.bwd_mask_idx, conv.bwd_full_cnt, conv.bwd_full_idx, spt=False)
-    return dict(dq_write_order=order, dq_write_order_full=order_full, spt=False)
-
-
 def bwd(dout, q, k, v, out, lse, q_ranges, k_ranges, attn_type_map, softmax_scale: float,
         softcap: float = 0.0, deterministic: bool = False):
     """(dq, dk, dv) in the input dtypes; ``out``/``lse`` may be the global merged ones (CP)."""
@@ -182,12 +175,15 @@ def bwd(dout, q, k, v, out, lse, q_ranges, k_ranges, attn_type_map, softmax_scal
         return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     interface, _, _ = _fa4()
     form = conv.native if PREFER_NATIVE else None
-    if form is not None:
-        args = _native_args(form, q.device)
-    else:
-        args = _mask_args(conv, backward=True)
-        if deterministic:
-            args["block_sparse_tensors"] = args["block_sparse_tensors"]._replace(**_dq_write_order(conv))
+    if form is None and deterministic:
+        # FA4's SM90 block-sparse backward has no deterministic mode (4.0.0b36 asserts
+        # "Deterministic not implemented for block-sparse backward"); the Triton backend's
+        # backward never uses atomics and has the same semantics (global out/lse included).
+        from .. import triton as triton_backend
+        rng = lambda t: t.to(q.device)  # noqa: E731
+        return triton_backend.bwd(dout, q, k, v, out, lse, rng(q_ranges), rng(k_ranges),
+                                  rng(attn_type_map), softmax_scale, softcap, deterministic=True)
+    args = _native_args(form, q.device) if form is not None else _mask_args(conv, backward=True)
     # FA4 wants out and dout in q's dtype (a merged CP out arrives in fp32), lse [(1,) Hq, Sq]
     lse_fa4 = lse.float().transpose(0, 1).contiguous()
     lse_fa4 = lse_fa4 if form is not None and form.cu_seqlens is not None else lse_fa4.unsqueeze(0)
