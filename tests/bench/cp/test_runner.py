@@ -1,0 +1,258 @@
+"""The CP sweep end to end from the Hydra command line: torchrun, 2 gloo processes on CPU.
+
+One sweep (2 per-GPU seqlens x cp 1, 2, 4 x 2 masks x 7 strategies) runs once per module:
+MagiAttention and three baselines, plus strategies defined below through ``cp.<label>.target``
+that fail on purpose: an exception on every rank (error), on rank 1 only before any collective
+(error, message gathered from rank 1), an out-of-memory error (oom), a wrong output (wrong, at
+both seqlens: the gate at the first condemns the second). Checks the rows, the figures, the
+TFLOPs/s arithmetic, and that a rerun skips the final cells and re-measures only the others.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from bench.config import DataConfig, GateConfig
+from bench.cp.ring_p2p import RingP2P
+from bench.cp.runner import NEEDS_RANKS, CPBenchConfig, StrategyChoice
+from bench.metrics import attn_flops
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+TIMEOUT_S = 240
+
+
+# -- strategies that fail on purpose (imported by the torchrun ranks via PYTHONPATH) ----------
+class RaisesEverywhere(RingP2P):
+    def attention(self, q, k, v):
+        raise RuntimeError("injected failure on every rank")
+
+
+class RaisesOnRank1(RingP2P):
+    """Fails in ``shard`` (local, no collective) on group rank 1 only."""
+
+    def shard(self, x_global):
+        if self.cp_rank == 1:
+            raise RuntimeError("injected failure on rank 1")
+        return super().shard(x_global)
+
+
+class RunsOutOfMemory(RingP2P):
+    def attention(self, q, k, v):
+        raise torch.cuda.OutOfMemoryError("injected: CUDA out of memory")
+
+
+class WrongOutput(RingP2P):
+    def attention(self, q, k, v):
+        return super().attention(q, k, v) * 1.5
+
+
+INJECTED = {"raises": "RaisesEverywhere", "raises_rank1": "RaisesOnRank1",
+            "oom": "RunsOutOfMemory", "wrong": "WrongOutput"}
+REAL = ("magi", "ulysses", "ring_p2p", "hybrid_cp")
+MASKS = ("causal", "causal_document")
+SEQLEN_PER_GPU = (64, 128)
+CP_SIZES = (1, 2, 4)
+
+
+def _command(tmp: Path) -> list[str]:
+    overrides = [
+        "hardware=cpu", "hardware.head_dim=16", "hardware.warmup=0", "hardware.repeat=2",
+        f"cp=[{','.join(REAL)}]", f"mask=[{','.join(MASKS)}]",
+        f"seqlen_per_gpu=[{','.join(map(str, SEQLEN_PER_GPU))}]",
+        f"cp_sizes=[{','.join(map(str, CP_SIZES))}]",
+        f"out_dir={tmp}/results", f"plots_dir={tmp}/plots", "progress=false",
+        f"hydra.run.dir={tmp}/hydra",
+    ]
+    # the failing strategies come from an experiment file in a search-path folder
+    conf = tmp / "conf" / "experiment"
+    conf.mkdir(parents=True, exist_ok=True)
+    lines = ["# @package _global_", "experiment_name: injected", "cp:"]
+    for label, cls in INJECTED.items():
+        lines += [f"  {label}:", "    name: ring_p2p", f"    target: test_runner:{cls}"]
+    (conf / "cp_test_injected.yaml").write_text("\n".join(lines) + "\n")
+    overrides += [f"hydra.searchpath=[file://{tmp}/conf]", "experiment=cp_test_injected"]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            "--nproc-per-node", "2", "-m", "bench.cp", *overrides]
+
+
+def _run_killable(cmd: list[str], env: dict) -> subprocess.CompletedProcess:
+    """Run in its own session; on timeout kill the whole group (torchrun and its ranks)."""
+    with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as p:
+        try:
+            out, err = p.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+            pytest.fail(f"timed out after {TIMEOUT_S} s (a rank stuck in a collective?):\n"
+                        f"{out[-2000:]}\n{err[-4000:]}")
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
+def _run(tmp: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = _run_killable(_command(tmp), env)
+    assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    return proc
+
+
+def _rows(tmp: Path) -> pd.DataFrame:
+    files = list((tmp / "results" / "cp").glob("*.csv"))
+    assert len(files) == 1, files
+    return pd.read_csv(files[0], keep_default_na=True).fillna({"message": ""})
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cp_sweep")
+    first = _run(tmp)
+    rows_first = _rows(tmp)
+    second = _run(tmp)
+    return tmp, rows_first, _rows(tmp).iloc[len(rows_first):], first, second
+
+
+def _cell(rows, kernel, mask="causal", per_gpu=64, cp=2, direction="fwd"):
+    sel = rows[(rows.kernel == kernel) & (rows["mask"] == mask) & (rows.cp_size == cp)
+               & (rows.seqlen == per_gpu * cp) & (rows.direction == direction)]
+    assert len(sel) == 1, f"{kernel} {mask} {per_gpu}x{cp} {direction}: {len(sel)} rows"
+    return sel.iloc[0]
+
+
+def test_every_cell_has_one_row(sweep):
+    _, rows, *_ = sweep
+    expected = len(SEQLEN_PER_GPU) * len(CP_SIZES) * len(MASKS) * (len(REAL) + len(INJECTED)) * 2
+    assert len(rows) == expected
+    keys = ["kernel", "mask", "seqlen", "cp_size", "direction"]
+    assert not rows.duplicated(keys).any()
+
+
+@pytest.mark.parametrize("kernel", REAL)
+@pytest.mark.parametrize("mask", MASKS)
+@pytest.mark.parametrize("cp", [1, 2])
+def test_real_strategies_measured_and_gated(sweep, kernel, mask, cp):
+    _, rows, *_ = sweep
+    for per_gpu in SEQLEN_PER_GPU:
+        for direction in ("fwd", "bwd"):
+            row = _cell(rows, kernel, mask, per_gpu, cp, direction)
+            assert row.status == "ok", row.message
+            assert row.runtime_ms > 0
+            # TFLOPs/s/GPU from the mask's exact area, the runtime and cp_size
+            flops = attn_flops(row.mask_area, 4, 16, 1, direction)
+            assert row.flops == pytest.approx(flops)
+            assert row.tflops_per_s == pytest.approx(flops / (row.runtime_ms * 1e-3) / 1e12 / cp)
+            assert f"comm_bytes_per_rank={0 if cp == 1 else ''}" in row.message
+    # the gate ran at the first per-GPU seqlen, with gradients (S <= full_max_seqlen)
+    gated = _cell(rows, kernel, mask, SEQLEN_PER_GPU[0], cp, "bwd")
+    assert "gate: out rel_err" in gated.message and "grads rel_err" in gated.message
+
+
+def test_comm_bytes_of_a_ring_step(sweep):
+    """ring_p2p at cp 2, full KV block sent once per forward: 2 * S/2 * Hkv * D * 4 bytes."""
+    _, rows, *_ = sweep
+    row = _cell(rows, "ring_p2p", "causal", 64, 2, "fwd")
+    assert f"comm_bytes_per_rank={2 * 64 * 2 * 16 * 4}" in row.message
+
+
+def test_cp_sizes_beyond_the_launch_are_unsupported_with_reason(sweep):
+    _, rows, *_ = sweep
+    big = rows[rows.cp_size == 4]
+    assert len(big) and (big.status == "unsupported").all()
+    assert big.message.str.startswith(NEEDS_RANKS).all()
+    assert (big.message.str.contains("WORLD_SIZE=2")).all()
+
+
+@pytest.mark.parametrize("label,cp,status,text", [
+    pytest.param("raises", 1, "error", "injected failure on every rank", id="raises-cp1"),
+    pytest.param("raises", 2, "error", "injected failure on every rank", id="raises-cp2"),
+    pytest.param("raises_rank1", 1, "ok", "", id="raises_rank1-cp1-not-a-member"),
+    pytest.param("raises_rank1", 2, "error", "injected failure on rank 1", id="raises_rank1-cp2"),
+    pytest.param("oom", 2, "oom", "out of memory", id="oom"),
+    pytest.param("wrong", 2, "wrong", "gate: out rel_err", id="wrong"),
+])
+def test_injected_failures_become_rows_and_the_sweep_goes_on(sweep, label, cp, status, text):
+    _, rows, *_ = sweep
+    for per_gpu in SEQLEN_PER_GPU:
+        for direction in ("fwd", "bwd"):
+            row = _cell(rows, label, "causal_document", per_gpu, cp, direction)
+            assert row.status == status, row.message
+            assert text in row.message
+            if status != "ok":
+                assert pd.isna(row.runtime_ms)
+    # cells after the failures were measured: the last real strategy at the last cell
+    assert _cell(rows, REAL[-1], MASKS[-1], SEQLEN_PER_GPU[-1], 2, "bwd").status == "ok"
+
+
+def test_figures_written(sweep):
+    tmp, *_ = sweep
+    for mask in MASKS:
+        for direction in ("fwd", "bwd"):
+            for per_gpu in SEQLEN_PER_GPU:
+                png = tmp / "plots" / "cp" / mask / direction / f"flops_report_{per_gpu}_per_gpu.png"
+                assert png.stat().st_size > 10_000, png
+
+
+def test_rerun_skips_final_cells(sweep):
+    """The second launch re-measures only error cells and the cp sizes that needed more ranks."""
+    _, first, rerun, _, second = sweep
+    keys = ["kernel", "mask", "seqlen", "cp_size", "direction"]
+    redo = first[(first.status == "error") | first.message.str.startswith(NEEDS_RANKS)]
+    assert len(rerun) == len(redo) > 0
+    assert set(map(tuple, rerun[keys].values)) == set(map(tuple, redo[keys].values))
+    assert f"wrote {len(redo)} rows" in second.stdout
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    pytest.param(dict(label="x", name="nope"), "unknown strategy name 'nope'", id="name"),
+    pytest.param(dict(label="x", name="magi", target="no_colon"), "pkg.module:Class", id="target"),
+])
+def test_strategy_choice_validates(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        StrategyChoice(**kwargs)
+
+
+@functools.cache
+def _hardware():
+    from bench.config import resolve_hardware
+    from omegaconf import OmegaConf
+    from bench.config import CONFIGS_DIR
+    values = OmegaConf.to_container(OmegaConf.load(CONFIGS_DIR / "hardware" / "cpu.yaml"))
+    values.pop("defaults")
+    return resolve_hardware(values)
+
+
+@pytest.mark.parametrize("field,value,match", [
+    pytest.param("cp_sizes", (2, 2), "distinct positive", id="cp_sizes"),
+    pytest.param("seqlen_per_gpu", (0,), "positive", id="seqlen_per_gpu"),
+    pytest.param("directions", ("fwd", "both"), "'fwd' and/or 'bwd'", id="directions"),
+])
+def test_config_validates(field, value, match):
+    from bench.config import MaskChoice
+    args = dict(hardware=_hardware(), strategies=(StrategyChoice("magi", "magi"),),
+                masks=(MaskChoice("causal", "causal"),), seqlen_per_gpu=(64,),
+                data=DataConfig(), gate=GateConfig())
+    args[field] = value
+    with pytest.raises(ValueError, match=match):
+        CPBenchConfig(**args)
+
+
+def test_world_of_one_without_torchrun(tmp_path):
+    """``python -m bench.cp`` alone: a world of one; cp 2 is 'unsupported, needs 2 ranks'."""
+    cmd = [sys.executable, "-m", "bench.cp", "hardware=cpu", "hardware.head_dim=16",
+           "hardware.warmup=0", "hardware.repeat=1", "cp=[magi]", "mask=[causal]",
+           "seqlen_per_gpu=[64]", "cp_sizes=[1,2]", f"out_dir={tmp_path}/results",
+           f"plots_dir={tmp_path}/plots", "progress=false", f"hydra.run.dir={tmp_path}/hydra"]
+    proc = _run_killable(cmd, dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = _rows(tmp_path)
+    assert list(rows.status) == ["ok", "ok", "unsupported", "unsupported"]
+    assert rows.message.iloc[-1].startswith(NEEDS_RANKS)
