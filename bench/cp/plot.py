@@ -5,31 +5,85 @@ did not run (unsupported, oom, error, wrong). Drawing is ``bench.plot.plot_bars`
     python -m bench.cp.plot --results results/h200/cp --out plots/h200/cp
 
 writes ``<out>/<mask>/<fwd|bwd>/flops_report_<N>_per_gpu.png`` and ``mem_report_<N>_per_gpu.png``
-(N the tokens per GPU, e.g. 8k); with rows of several hardware names, ``<out>/<hardware>/...``.
+(N the tokens per GPU, e.g. 8k); with rows of several hardware names, ``<out>/<hardware>/...``;
+and ``<out>/ratios_magi.csv`` / ``.md``: MagiAttention's TFLOPs/s/GPU over each other strategy's,
+per cell where both are ok (``--reference`` picks another strategy).
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from bench.plot import FIGURES, _label_x, plot_bars
+import pandas as pd
+
 from bench.results import latest_rows, read_results
 
-__all__ = ["plot_cp_results", "main"]
+__all__ = ["plot_cp_results", "ratio_table", "write_ratios", "main"]
+
+
+def _cp_rows(results) -> pd.DataFrame:
+    frame = latest_rows(read_results(results))
+    if frame.empty:
+        return frame
+    frame = frame[frame["cp_size"].notna()].copy()
+    frame["cp_size"] = frame["cp_size"].astype(int)
+    frame["seqlen_per_gpu"] = frame["seqlen"].astype(int) // frame["cp_size"]
+    return frame
+
+
+def ratio_table(results, reference: str = "magi") -> pd.DataFrame:
+    """``reference``'s TFLOPs/s/GPU divided by each other strategy's, per (hardware,
+    seqlen_per_gpu, mask, direction, cp_size), where both rows are ok. Columns: those keys,
+    ``baseline``, ``reference_tflops``, ``baseline_tflops``, ``ratio``."""
+    frame = _cp_rows(results)
+    keys = ["hardware", "seqlen_per_gpu", "mask", "direction", "cp_size"]
+    columns = keys + ["baseline", "reference_tflops", "baseline_tflops", "ratio"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    ok = frame[frame["status"] == "ok"]
+    ref = ok[ok["kernel"] == reference][keys + ["tflops_per_s"]]
+    others = ok[ok["kernel"] != reference][keys + ["kernel", "tflops_per_s"]]
+    merged = others.merge(ref, on=keys, suffixes=("_baseline", "_reference"))
+    merged = merged.rename(columns={"kernel": "baseline",
+                                    "tflops_per_s_baseline": "baseline_tflops",
+                                    "tflops_per_s_reference": "reference_tflops"})
+    merged["ratio"] = merged["reference_tflops"] / merged["baseline_tflops"]
+    return merged[columns].sort_values(keys + ["baseline"]).reset_index(drop=True)
+
+
+def write_ratios(results, out_dir: str | os.PathLike, reference: str = "magi") -> list[Path]:
+    """``<out_dir>/ratios_<reference>.csv`` and a Markdown table per (seqlen_per_gpu, direction):
+    rows mask x cp_size, columns the baselines, cells the ratio."""
+    table = ratio_table(results, reference)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path, md_path = out_dir / f"ratios_{reference}.csv", out_dir / f"ratios_{reference}.md"
+    table.to_csv(csv_path, index=False)
+    lines = [f"# {reference} TFLOPs/s/GPU / baseline TFLOPs/s/GPU (> 1: {reference} faster)", ""]
+    for (hw, per_gpu, direction), rows in table.groupby(["hardware", "seqlen_per_gpu", "direction"]):
+        wide = rows.pivot_table(index=["mask", "cp_size"], columns="baseline", values="ratio")
+        lines += [f"## {hw}, {_label_x(int(per_gpu))} tokens/GPU, {direction}", "",
+                  "| mask | cp | " + " | ".join(wide.columns) + " |",
+                  "|---|---|" + "---|" * len(wide.columns)]
+        for (mask, cp), values in wide.iterrows():
+            cells = ["" if math.isnan(v) else f"{v:.2f}" for v in values]
+            lines.append(f"| {mask} | {cp} | " + " | ".join(cells) + " |")
+        lines.append("")
+    md_path.write_text("\n".join(lines))
+    return [csv_path, md_path]
 
 
 def plot_cp_results(results: str | os.PathLike | Iterable, out_dir: str | os.PathLike,
                     values: Iterable[str] = ("tflops_per_s", "peak_mem_gb")) -> list[Path]:
     """One figure per (hardware, seqlen per GPU, mask, direction) and value, from the rows with
     cp_size set (CP rows); returns the written paths."""
-    frame = latest_rows(read_results(results))
+    frame = _cp_rows(results)
     if frame.empty:
         return []
-    frame = frame[frame["cp_size"].notna()].copy()
-    frame["cp_size"] = frame["cp_size"].astype(int)
-    frame["seqlen_per_gpu"] = frame["seqlen"].astype(int) // frame["cp_size"]
     out_dir = Path(out_dir)
     several = frame["hardware"].nunique() > 1
     written = []
@@ -55,9 +109,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", nargs="+", required=True, help="CP result CSV files or folders")
     parser.add_argument("--out", required=True, help="figure folder, e.g. plots/h200/cp")
+    parser.add_argument("--reference", default="magi", help="strategy of the ratio tables")
     args = parser.parse_args(argv)
     paths = plot_cp_results(args.results, args.out)
-    print(f"wrote {len(paths)} figures under {args.out}")
+    tables = write_ratios(args.results, args.out, args.reference)
+    print(f"wrote {len(paths)} figures and {tables[1]} under {args.out}")
 
 
 if __name__ == "__main__":

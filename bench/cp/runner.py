@@ -553,8 +553,8 @@ class CPRunner:
 
 def run_sweep(config: CPBenchConfig) -> list[ResultRow]:
     """Run the CP sweep of ``config`` on every rank (collective); rank 0 appends rows to
-    ``config.out_file`` as they are measured and, with ``report``, draws the CP figures under
-    ``<plots_dir>/cp``.
+    ``config.out_file`` as they are measured and, with ``report``, draws the CP figures and the
+    MagiAttention ratio tables under ``<plots_dir>/cp``.
 
     Returns:
         The rows written by this call (rank 0; other ranks get []).
@@ -568,6 +568,7 @@ def run_sweep(config: CPBenchConfig) -> list[ResultRow]:
     """
     rows = CPRunner(config).run()
     if config.report and dist.get_rank() == 0 and config.plots_dir is not None:
-        from .plot import plot_cp_results
+        from .plot import plot_cp_results, write_ratios
         plot_cp_results(config.results_dir, config.plots_dir / "cp")
+        write_ratios(config.results_dir, config.plots_dir / "cp")
     return rows

@@ -201,6 +201,20 @@ def test_figures_written(sweep):
                 assert png.stat().st_size > 10_000, png
 
 
+def test_ratio_table_divides_magi_by_each_baseline(sweep):
+    from bench.cp.plot import ratio_table
+    tmp, rows, *_ = sweep
+    table = ratio_table(tmp / "results" / "cp")
+    ok_baselines = set(REAL[1:]) | {"raises_rank1"}  # ok at cp 1 (rank 1 is not a member)
+    assert set(table.baseline) == ok_baselines
+    got = table[(table.baseline == "ulysses") & (table["mask"] == "causal") & (table.cp_size == 2)
+                & (table.seqlen_per_gpu == 64) & (table.direction == "bwd")].ratio
+    magi = _cell(rows, "magi", "causal", 64, 2, "bwd").tflops_per_s
+    ulysses = _cell(rows, "ulysses", "causal", 64, 2, "bwd").tflops_per_s
+    assert got.item() == pytest.approx(magi / ulysses)
+    assert (tmp / "plots" / "cp" / "ratios_magi.md").read_text().count("| causal | 2 |") == 4
+
+
 def test_rerun_skips_final_cells(sweep):
     """The second launch re-measures only error cells and the cp sizes that needed more ranks."""
     _, first, rerun, _, second = sweep
