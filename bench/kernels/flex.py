@@ -32,6 +32,11 @@ def _compiled_flex():
                  "accumulated_cache_size_limit"):
         if hasattr(torch._dynamo.config, name):
             setattr(torch._dynamo.config, name, max(RECOMPILE_LIMIT, getattr(torch._dynamo.config, name)))
+    # The runner times the backward as repeated autograd.grad(retain_graph=True) over one
+    # forward graph; compiled backwards with donated buffers refuse that (seen on the H200 with
+    # torch 2.11: every flex bwd cell errored), so buffer donation is off for this process.
+    import torch._functorch.config
+    torch._functorch.config.donated_buffer = False
     return torch.compile(flex_attention, dynamic=False)
 
 
