@@ -50,7 +50,10 @@ def plot_bars(rows: pd.DataFrame, path: str | os.PathLike, value: str = "tflops_
     xs = sorted(rows[x].unique())
     names = list(dict.fromkeys(rows[series]))
     width = 0.8 / max(1, len(names))
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(xs) * max(1, len(names)) * 0.45), 4.5))
+    # one distinct colour per series (tab10 repeats past ten kernels); width capped so a
+    # 7-seqlen x 13-kernel figure stays readable
+    colors = plt.get_cmap("tab20").colors
+    fig, ax = plt.subplots(figsize=(min(22.0, max(6.0, 0.24 * len(xs) * max(1, len(names)))), 5.5))
     ok_values = rows.loc[rows["status"] == "ok", value].dropna()
     top = float(ok_values.max()) if len(ok_values) else 1.0
     for i, name in enumerate(names):
@@ -65,7 +68,7 @@ def plot_bars(rows: pd.DataFrame, path: str | os.PathLike, value: str = "tflops_
                 status = sub.loc[xv, "status"] if xv in sub.index else None
                 if status is not None:
                     failed.append((pos, SHORT_STATUS.get(status, status)))
-        bars = ax.bar(positions, heights, width, label=name)
+        bars = ax.bar(positions, heights, width, label=name, color=colors[i % len(colors)])
         for bar, h in zip(bars, heights):
             if h > 0:
                 ax.text(bar.get_x() + bar.get_width() / 2, h, f"{h:.3g}", ha="center",
@@ -79,7 +82,7 @@ def plot_bars(rows: pd.DataFrame, path: str | os.PathLike, value: str = "tflops_
     ax.set_ylabel(ylabel or value)
     ax.set_ylim(0, top * 1.25)
     ax.set_title(title)
-    ax.legend(fontsize=7, ncol=min(4, len(names)), loc="upper left")
+    ax.legend(fontsize=7, ncol=min(7, len(names)), loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -117,9 +120,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", nargs="+", required=True, help="result CSV files or folders (a hardware folder means its kernels/ rows)")
     parser.add_argument("--out", required=True, help="figure folder, e.g. plots/h200")
     parser.add_argument("--x", default="seqlen", help="x column (cp_size for CP results)")
-    parser.add_argument("--kind", default="kernels", help="subfolder of a hardware folder to read")
+    parser.add_argument("--kind", default="kernels", choices=["kernels", "cp"],
+                        help="kernels: flops_report per seqlen; cp: TFLOPs/s/GPU per cp_size "
+                             "(bench.cp.plot, with the magi ratio tables)")
     args = parser.parse_args(argv)
-    paths = plot_results(args.results, args.out, x=args.x, kind=args.kind)
+    if args.kind == "cp":
+        from bench.cp.plot import plot_cp_results, write_ratios  # it imports this module
+
+        sources = kind_sources(args.results, "cp")
+        paths = plot_cp_results(sources, args.out)
+        write_ratios(sources, args.out)
+    else:
+        paths = plot_results(args.results, args.out, x=args.x, kind=args.kind)
     print(f"wrote {len(paths)} figures under {args.out}")
 
 
