@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.results import kind_sources, latest_rows, read_results
+from bench.results import job_log_of, kind_sources, latest_rows, read_results
 
 __all__ = ["METRICS", "pivot", "write_tables", "main"]
 
@@ -54,9 +54,15 @@ def _slug(*parts) -> str:
     return "_".join(re.sub(r"[^A-Za-z0-9_.=-]", "_", str(p)) for p in parts)
 
 
+def _log_note(row: dict) -> str:
+    """Where a failed cell's traceback is, for rows measured in a Slurm job."""
+    log = job_log_of(row.get("env", ""))
+    return f" [job log: {log}]" if log and row["status"] == "error" else ""
+
+
 def _reasons(rows: pd.DataFrame, series: str) -> list[str]:
     failed = rows[rows["status"] != "ok"]
-    seen = dict.fromkeys(f"- {r[series]} ({r['status']}): {r['message']}"
+    seen = dict.fromkeys(f"- {r[series]} ({r['status']}): {r['message']}" + _log_note(r)
                          for r in failed.to_dict("records"))
     return list(seen)
 
@@ -106,6 +112,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     paths = write_tables(args.results, args.out, x=args.x, series=args.series, kind=args.kind)
     print(f"wrote {len(paths)} files to {args.out}")
+    for line in failed_cells(kind_sources(args.results, args.kind) if args.kind else args.results):
+        print(line)
+
+
+def failed_cells(results) -> list[str]:
+    """One line per cell whose latest row is an error, naming its job log when it has one."""
+    rows = latest_rows(read_results(results))
+    rows = rows[rows["status"] == "error"]
+    return [f"error: {r.get('kernel')} {r['mask']} seqlen={r['seqlen']} {r['direction']}: "
+            f"{r['message']}{_log_note(r)}" for r in rows.to_dict("records")]
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import torch
 from filelock import FileLock
 
 __all__ = ["STATUSES", "FINAL_STATUSES", "CELL_KEY", "ENV_COLUMNS", "ResultRow", "RunMeta",
-           "append_row", "kind_sources", "read_results", "latest_rows", "done_cells", "run_meta"]
+           "append_row", "job_log_of", "job_log_path", "kind_sources", "read_results", "latest_rows", "done_cells", "run_meta"]
 
 # ok: measured; unsupported: the kernel cannot express the mask/shapes here (or its library is
 # missing); oom: ran out of device memory; error: any other exception; wrong: failed the
@@ -103,10 +103,34 @@ def _git_sha() -> str:
     return out.stdout.strip() if out.returncode == 0 else "unknown"
 
 
+def job_log_path() -> str | None:
+    """The stdout log of the submitit job this process runs in (a sweep sent to Slurm with
+    hydra/launcher=slurm), so that report lines of failed cells can name it; None elsewhere."""
+    if "SUBMITIT_FOLDER" not in os.environ:
+        return None
+    import submitit
+
+    try:
+        return str(submitit.JobEnvironment().paths.stdout)
+    except RuntimeError:  # SUBMITIT_FOLDER set, but not inside a job submitit recognises
+        return None
+
+
+def job_log_of(env: str) -> str | None:
+    """The ``job_log=`` entry of a row's env field, if any."""
+    for item in str(env or "").split(";"):
+        if item.startswith("job_log="):
+            return item[len("job_log="):]
+    return None
+
+
 def run_meta() -> RunMeta:
     """Run id, git commit, GPU name ('cpu' without CUDA), torch version and the ENV_COLUMNS set."""
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     env = ";".join(f"{k}={os.environ[k]}" for k in ENV_COLUMNS if k in os.environ)
+    log = job_log_path()
+    if log is not None:
+        env = ";".join(filter(None, [env, f"job_log={log}"]))
     return RunMeta(run_id=uuid.uuid4().hex[:12], git_sha=_git_sha(), gpu_name=gpu,
                    torch_version=torch.__version__, env=env)
 

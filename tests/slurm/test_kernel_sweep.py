@@ -83,6 +83,11 @@ def test_cpu_kernel_sweep_on_slurm(slurm_cluster, tmp_path):
     plot = _run([sys.executable, "-m", "bench.plot", "--results", str(results), "--out", str(plots)],
                 slurm_cluster.env(), timeout_s=120)
     assert report.returncode == 0 and plot.returncode == 0, report.stderr + plot.stderr
+    # The report names the failed cell's job log: the log of the job that ran it, holding its error.
+    named = [line.split("[job log: ", 1)[1].rstrip("]") for line in report.stdout.splitlines()
+             if line.startswith("error:") and "[job log: " in line]
+    assert named and {Path(p).resolve() for p in named} == {logs[bad_task][0].resolve()}, report.stdout
+    print(f"[slurm] report names the job log of the bad cell: {named[0]}")
     figures = sorted(plots.rglob("*.png"))
     assert {p.relative_to(plots).parts[:2] for p in figures} == {(m, d) for m in MASKS for d in ("fwd", "bwd")}
     assert all(p.stat().st_size > 1000 for p in figures)
