@@ -50,6 +50,30 @@ def flash_plan(mask: Mask, batch: int, device: torch.device | str, varlen_window
     return FlashPlan(window=None, causal=is_causal, cu_seqlens=cu_t, max_seqlen=max(lens))
 
 
+def plan_reason(mask: Mask, varlen_window: bool = False) -> str | None:
+    """None when a FlashAttention-style kernel can run ``mask`` (one window or plain documents),
+    else why not; the predicate every flash-family adapter's ``supports`` ends with."""
+    try:
+        flash_plan(mask, 1, "cpu", varlen_window)
+    except UnsupportedMask as e:
+        return str(e)
+    return None
+
+
+def fa2_style_prepared(plan: FlashPlan, inputs, scale: float, flash_attn_func,
+                       flash_attn_varlen_func):
+    """flash_prepared for the FA2 / FA3 call signatures (window (-1, -1) = unbounded)."""
+
+    def dense(q, k, v, causal, window):
+        return flash_attn_func(q, k, v, softmax_scale=scale, causal=causal,
+                               window_size=(-1, -1) if causal else window)
+
+    def varlen(q, k, v, cu, m, causal):
+        return flash_attn_varlen_func(q, k, v, cu, cu, m, m, softmax_scale=scale, causal=causal)
+
+    return flash_prepared(plan, inputs, dense, varlen)
+
+
 def import_error(module: str) -> str | None:
     """None when ``module`` imports, else the ImportError text (for ``supports``)."""
     try:

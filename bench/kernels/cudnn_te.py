@@ -9,10 +9,10 @@ import os
 
 import torch
 
-from bench.masks import Mask, UnsupportedMask
+from bench.masks import Mask
 
 from ._autograd import autograd_prepared, half_dtype, needs_cuda
-from ._flash import flash_plan, import_error
+from ._flash import flash_plan, import_error, plan_reason
 from .base import Inputs, KernelAdapter, Prepared, Shapes
 
 MODULE = "transformer_engine.pytorch"
@@ -34,11 +34,7 @@ class CudnnTe(KernelAdapter):
         reason = needs_cuda(device) or half_dtype(shapes.dtype) or import_error(MODULE)
         if reason:
             return reason
-        try:
-            flash_plan(mask, 1, "cpu")
-        except UnsupportedMask as e:
-            return str(e)
-        return None
+        return plan_reason(mask)
 
     def prepare(self, mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs) -> Prepared:
         os.environ.update(BACKEND_ENV)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from bench.masks import Mask, UnsupportedMask
+from bench.masks import Mask
 
 from ._autograd import half_dtype, needs_cuda
-from ._flash import flash_plan, flash_prepared, import_error
+from ._flash import fa2_style_prepared, flash_plan, import_error, plan_reason
 from .base import Inputs, KernelAdapter, Prepared, Shapes
 
 MODULE = "flash_attn"
@@ -33,24 +33,10 @@ class Fa2(KernelAdapter):
                     f"FA2 flash_attn_varlen_func (only the FA4 cute namespace?)")
         if shapes.head_dim > 256:
             return f"FA2 head_dim must be <= 256, got {shapes.head_dim}"
-        try:
-            flash_plan(mask, 1, "cpu")
-        except UnsupportedMask as e:
-            return str(e)
-        return None
+        return plan_reason(mask)
 
     def prepare(self, mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs) -> Prepared:
         from flash_attn import flash_attn_func, flash_attn_varlen_func
 
-        plan = flash_plan(mask, shapes.batch, device)
-        scale = shapes.softmax_scale
-
-        def dense(q, k, v, causal, window):
-            return flash_attn_func(q, k, v, softmax_scale=scale, causal=causal,
-                                   window_size=(-1, -1) if causal else window)
-
-        def varlen(q, k, v, cu, m, causal):
-            return flash_attn_varlen_func(q, k, v, cu, cu, m, m, softmax_scale=scale,
-                                          causal=causal)
-
-        return flash_prepared(plan, inputs, dense, varlen)
+        return fa2_style_prepared(flash_plan(mask, shapes.batch, device), inputs,
+                                  shapes.softmax_scale, flash_attn_func, flash_attn_varlen_func)

@@ -6,10 +6,10 @@ import importlib.metadata
 
 import torch
 
-from bench.masks import Mask, UnsupportedMask
+from bench.masks import Mask
 
 from ._autograd import half_dtype, needs_cuda
-from ._flash import flash_plan, flash_prepared, import_error
+from ._flash import flash_plan, flash_prepared, import_error, plan_reason
 from .base import Inputs, KernelAdapter, Prepared, Shapes
 
 MODULE = "flash_attn.cute.interface"
@@ -42,11 +42,7 @@ class Fa4(KernelAdapter):
             return f"FA4 needs sm90/sm100/sm110, got sm{major}x"
         if shapes.head_dim not in SUPPORTED_HEAD_DIMS:
             return f"FA4 head_dim must be one of {SUPPORTED_HEAD_DIMS}, got {shapes.head_dim}"
-        try:
-            flash_plan(mask, 1, "cpu")
-        except UnsupportedMask as e:
-            return str(e)
-        return None
+        return plan_reason(mask)
 
     def prepare(self, mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs) -> Prepared:
         from flash_attn.cute.interface import flash_attn_func, flash_attn_varlen_func
