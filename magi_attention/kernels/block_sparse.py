@@ -34,7 +34,6 @@ sequence ends.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, fields
 from typing import Sequence
 
@@ -42,6 +41,7 @@ import numpy as np
 import torch
 
 from ..common.mask import slices_from_tensors
+from ._cache import LRUCache, ranges_key
 from ..common.slice import AttnSlice
 
 # Offset standing for "no diagonal on this side": far beyond any seqlen, and q +- it fits int32.
@@ -112,7 +112,7 @@ def slice_bounds_array(slices: Sequence[AttnSlice]) -> np.ndarray:
     return out
 
 
-def _union_row_intervals(bounds: np.ndarray, seqlen_k: int):
+def union_row_intervals(bounds: np.ndarray, seqlen_k: int):
     """Merged kept-key intervals of every query row: (row, lo, hi) arrays, disjoint per row."""
     qs, qe = bounds[:, 0], bounds[:, 1]
     counts = np.maximum(qe - qs, 0)
@@ -147,7 +147,7 @@ def tile_areas(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, b
                intervals=None) -> np.ndarray:
     """[num_q_tiles, num_k_tiles] int64: cells of the slice union inside each tile pair."""
     nqt, nkt = -(-seqlen_q // block_m), -(-seqlen_k // block_n)
-    row, lo, hi = _union_row_intervals(bounds, seqlen_k) if intervals is None else intervals
+    row, lo, hi = union_row_intervals(bounds, seqlen_k) if intervals is None else intervals
     qt = row // block_m
     j_lo, j_hi = lo // block_n, (hi - 1) // block_n
     same = j_lo == j_hi
@@ -209,7 +209,7 @@ def _i32(a: np.ndarray) -> torch.Tensor:
 def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int
            ) -> BlockSparsePlan:
     nqt, nkt = -(-seqlen_q // block_m), -(-seqlen_k // block_n)
-    intervals = _union_row_intervals(bounds, seqlen_k)
+    intervals = union_row_intervals(bounds, seqlen_k)
     area = tile_areas(bounds, seqlen_q, seqlen_k, block_m, block_n, intervals)
     row_lo, row_hi, max_row = _row_table(*intervals, seqlen_q)
     qt, kt = np.nonzero(area)
@@ -239,7 +239,7 @@ def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block
     )
 
 
-_CACHE: OrderedDict = OrderedDict()
+_PLANS = LRUCache(PLAN_CACHE_SIZE)
 
 
 def _cached(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int,
@@ -249,18 +249,13 @@ def _cached(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, bloc
     if seqlen_q < 0 or seqlen_k < 0:
         raise ValueError(f"seqlens must be >= 0, got seqlen_q={seqlen_q}, seqlen_k={seqlen_k}")
     bounds = np.ascontiguousarray(bounds, dtype=np.int64).reshape(-1, 6)
-    key = (bounds.tobytes(), seqlen_q, seqlen_k, block_m, block_n, str(device))
-    plan = _CACHE.get(key)
-    if plan is None:
+
+    def build() -> BlockSparsePlan:
         plan = _build(bounds, seqlen_q, seqlen_k, block_m, block_n)
-        if device is not None:
-            plan = plan.to(device)
-        _CACHE[key] = plan
-        while len(_CACHE) > PLAN_CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    else:
-        _CACHE.move_to_end(key)
-    return plan
+        return plan if device is None else plan.to(device)
+
+    key = (bounds.tobytes(), seqlen_q, seqlen_k, block_m, block_n, str(device))
+    return _PLANS.get_or_build(key, build)
 
 
 def plan_block_sparse(slices: Sequence[AttnSlice], seqlen_q: int, seqlen_k: int,
@@ -273,21 +268,16 @@ def plan_from_tensors(q_ranges: torch.Tensor, k_ranges: torch.Tensor, attn_type_
                       seqlen_q: int, seqlen_k: int, block_m: int, block_n: int, device=None
                       ) -> BlockSparsePlan:
     """plan_block_sparse for the (q_ranges, k_ranges, attn_type_map) tensors of the FFA API."""
-    key = (q_ranges.cpu().numpy().tobytes(), k_ranges.cpu().numpy().tobytes(),
-           attn_type_map.cpu().numpy().tobytes())
-    bounds = _TENSOR_BOUNDS.get(key)
-    if bounds is None:
-        bounds = slice_bounds_array(slices_from_tensors(q_ranges.cpu(), k_ranges.cpu(),
-                                                        attn_type_map.cpu()))
-        _TENSOR_BOUNDS[key] = bounds
-        while len(_TENSOR_BOUNDS) > PLAN_CACHE_SIZE:
-            _TENSOR_BOUNDS.popitem(last=False)
+    bounds = _TENSOR_BOUNDS.get_or_build(
+        ranges_key(q_ranges, k_ranges, attn_type_map),
+        lambda: slice_bounds_array(slices_from_tensors(q_ranges.cpu(), k_ranges.cpu(),
+                                                       attn_type_map.cpu())))
     return _cached(bounds, seqlen_q, seqlen_k, block_m, block_n, device)
 
 
-_TENSOR_BOUNDS: OrderedDict = OrderedDict()
+_TENSOR_BOUNDS = LRUCache(PLAN_CACHE_SIZE)
 
 
 def clear_plan_cache() -> None:
-    _CACHE.clear()
+    _PLANS.clear()
     _TENSOR_BOUNDS.clear()

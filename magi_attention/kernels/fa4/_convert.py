@@ -24,13 +24,13 @@ Everything here is numpy/torch on the host (no FA4 import), so CPU tests check i
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
 
-from ..block_sparse import BlockSparsePlan, _union_row_intervals, plan_from_tensors
+from .._cache import LRUCache, ranges_key
+from ..block_sparse import BlockSparsePlan, plan_from_tensors, union_row_intervals
 from ._native import NativeForm, native_form
 
 BITS_PER_WORD = 32
@@ -143,7 +143,7 @@ def _build(q_ranges, k_ranges, attn_type_map, seqlen_q: int, seqlen_k: int, bloc
     part_qt, part_kt = _partial_tiles(plan)
     tile_map = np.full((plan.num_q_tiles, plan.num_k_tiles), -1, dtype=np.int32)
     tile_map[part_qt, part_kt] = np.arange(len(part_qt), dtype=np.int32)
-    intervals = _union_row_intervals(plan.slice_bounds.cpu().numpy().astype(np.int64), seqlen_k)
+    intervals = union_row_intervals(plan.slice_bounds.cpu().numpy().astype(np.int64), seqlen_k)
     bits = _tile_bitmaps(plan, intervals, part_qt, part_kt)
     # never empty: FA4 converts every aux tensor, and a zero-size one has no valid layout
     tile_bits = _to_int32_words(bits) if len(part_qt) else torch.zeros(4, dtype=torch.int32)
@@ -152,7 +152,7 @@ def _build(q_ranges, k_ranges, attn_type_map, seqlen_q: int, seqlen_k: int, bloc
                           native_form(*intervals, seqlen_q, seqlen_k))
 
 
-_CACHE: OrderedDict = OrderedDict()
+_CONVERSIONS = LRUCache(CONVERSION_CACHE_SIZE)
 
 
 def to_fa4_block_sparse(q_ranges: torch.Tensor, k_ranges: torch.Tensor, attn_type_map: torch.Tensor,
@@ -170,23 +170,17 @@ def to_fa4_block_sparse(q_ranges: torch.Tensor, k_ranges: torch.Tensor, attn_typ
     """
     if block_n % BITS_PER_WORD:
         raise ValueError(f"block_n must be a multiple of {BITS_PER_WORD}, got {block_n}")
-    key = (q_ranges.cpu().numpy().tobytes(), k_ranges.cpu().numpy().tobytes(),
-           attn_type_map.cpu().numpy().tobytes(), seqlen_q, seqlen_k, block_m, block_n, str(device))
-    conv = _CACHE.get(key)
-    if conv is None:
+    def build() -> Fa4BlockSparse:
         conv = _build(q_ranges, k_ranges, attn_type_map, seqlen_q, seqlen_k, block_m, block_n)
-        if device is not None:
-            conv = conv.to(device)
-        _CACHE[key] = conv
-        while len(_CACHE) > CONVERSION_CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    else:
-        _CACHE.move_to_end(key)
-    return conv
+        return conv if device is None else conv.to(device)
+
+    key = (*ranges_key(q_ranges, k_ranges, attn_type_map), seqlen_q, seqlen_k, block_m, block_n,
+           str(device))
+    return _CONVERSIONS.get_or_build(key, build)
 
 
 def clear_conversion_cache() -> None:
-    _CACHE.clear()
+    _CONVERSIONS.clear()
 
 
 def dense_from_block_sparse(conv: Fa4BlockSparse) -> torch.Tensor:
