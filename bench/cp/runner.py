@@ -308,7 +308,10 @@ class CPRunner:
         origin = choice.target or STRATEGIES[choice.name].split(":")[0]
         knobs = ",".join(f"{k}={v}" for k, v in sorted(choice.knobs.items()) if v is not None)
         try:
-            local = self.kernel.module(self.device).__name__.rsplit(".", 1)[-1]
+            s = cell.shapes
+            probe = torch.empty(1, s.num_heads_q, s.head_dim, dtype=s.torch_dtype,
+                                device=self.device)
+            local = self.kernel.resolved(probe, probe[:, :s.num_heads_kv])
         except Exception as e:  # a version probe must not lose the row
             local = f"unknown ({_message(e)})"
         return f"{origin}[{knobs}] local={local}" if knobs else f"{origin} local={local}"
