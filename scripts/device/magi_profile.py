@@ -36,7 +36,8 @@ SYNC_EVENTS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy ", 
 
 
 def _timed(fn_fwd, fn_bwd_setup, warmup, repeat):
-    fwd_ms = time_cuda_ms(fn_fwd, warmup, repeat)
+    with torch.no_grad():
+        fwd_ms = time_cuda_ms(fn_fwd, warmup, repeat)
     bwd = fn_bwd_setup()
     bwd_ms = time_cuda_ms(bwd, warmup, repeat)
     return fwd_ms, bwd_ms
@@ -107,10 +108,9 @@ def main() -> None:
                     rows = []
                     for impl, attn, tensors in (("kernel", kernel, (q, k, v)),
                                                 ("magi_cp1", magi, (ql, kl, vl))):
-                        with torch.no_grad():
-                            fwd_ms, bwd_ms = _timed(lambda: attn(*tensors),
-                                                    _autograd_bwd(attn, *tensors),
-                                                    args.warmup, args.repeat)
+                        fwd_ms, bwd_ms = _timed(lambda: attn(*tensors),
+                                                _autograd_bwd(attn, *tensors),
+                                                args.warmup, args.repeat)
                         syncs = ""
                         if impl == "magi_cp1":
                             leaves = [t.detach().requires_grad_() for t in tensors]
