@@ -118,8 +118,10 @@ class DistAttnRuntime:
             buf = pending.wait()
             pending = self._cast(kv, j + 1) if j + 1 < len(stages) else None
             o, l = self._fwd(q, buf[:, :num_heads_kv], buf[:, num_heads_kv:], stage.attn, backend)
-            out, lse = merge_out_lse(out, lse, o, l)
-        return out.to(q.dtype), lse
+            # partial sums stay fp32; the last merge writes q's dtype directly (one pass fewer)
+            last = j + 1 == len(stages)
+            out, lse = merge_out_lse(out, lse, o, l, q.dtype if last else torch.float32)
+        return out, lse
 
     def backward(self, dout, q, k, v, out, lse):
         """Gradients (dq, dk, dv) of the local shard, from the global merged out / lse."""
@@ -132,12 +134,11 @@ class DistAttnRuntime:
         num_heads_kv = k.shape[1]
         kv = torch.cat([k, v], dim=1)
         pending = self._cast(kv, 0)
-        dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-        dkv = torch.zeros(kv.shape, dtype=torch.float32, device=q.device)
         dq_h, dk_h, dv_h = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
-        if dq_h is not None:
-            dq += dq_h
-        dkv += torch.cat([dk_h, dv_h], dim=1)
+        # fp32 accumulators, started from the host stage's result (no zero fill + add pass)
+        dq = (torch.zeros(q.shape, dtype=torch.float32, device=q.device) if dq_h is None
+              else dq_h.float())
+        dkv = torch.cat([dk_h, dv_h], dim=1).float()
         reducing = None
         for j, stage in enumerate(stages):
             buf = pending.wait()
@@ -145,7 +146,7 @@ class DistAttnRuntime:
             dq_j, dk_j, dv_j = self._bwd(dout, q, buf[:, :num_heads_kv], buf[:, num_heads_kv:],
                                          out, lse, stage.attn, backend)
             if dq_j is not None:
-                dq += dq_j
+                dq.add_(dq_j)
             if reducing is not None:
                 reducing.wait()
             reducing = self._reduce(torch.cat([dk_j, dv_j], dim=1), dkv, j)

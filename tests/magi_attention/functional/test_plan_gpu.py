@@ -154,3 +154,23 @@ def test_calc_attn_does_not_synchronise(one_rank_group, mask_name):
     step()
     _assert_no_sync(step)
     assert key.backend == resolve_backend("auto", q, k, v)
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16])
+def test_fused_merge_equals_torch_merge(out_dtype):
+    from magi_attention.functional._merge_triton import merge_out_lse_fused
+    from magi_attention.functional.merge import merge_out_lse_torch
+    g = torch.Generator(device="cuda").manual_seed(0)
+    o1 = torch.randn(300, 6, 128, device="cuda", generator=g)
+    o2 = torch.randn(300, 6, 128, device="cuda", generator=g).bfloat16()
+    l1 = torch.randn(300, 6, device="cuda", generator=g)
+    l2 = torch.randn(300, 6, device="cuda", generator=g)
+    l1[:10] = -float("inf")          # rows with keys on one side only
+    l2[5:15] = -float("inf")         # rows 5..9: no keys at all
+    want_o, want_l = merge_out_lse_torch(o1, l1, o2, l2, out_dtype)
+    got_o, got_l = merge_out_lse_fused(o1, l1, o2, l2, out_dtype)
+    assert got_o.dtype == out_dtype
+    torch.testing.assert_close(got_l, want_l, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got_o.float(), want_o.float(), atol=1e-2 if out_dtype != torch.float32 else 1e-5,
+                               rtol=1e-2 if out_dtype != torch.float32 else 1e-5)
+    assert (got_o[5:10] == 0).all() and torch.isinf(got_l[5:10]).all()
