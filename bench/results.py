@@ -29,11 +29,12 @@ from filelock import FileLock
 __all__ = ["STATUSES", "FINAL_STATUSES", "CELL_KEY", "ENV_COLUMNS", "ResultRow", "RunMeta",
            "append_row", "job_log_of", "job_log_path", "kind_sources", "read_results", "latest_rows", "done_cells", "run_meta"]
 
-# ok: measured; unsupported: the kernel cannot express the mask/shapes here (or its library is
-# missing); oom: ran out of device memory; error: any other exception; wrong: failed the
-# correctness gate, so not timed.
-STATUSES = ("ok", "unsupported", "oom", "error", "wrong")
-# A rerun skips these; "error" cells are measured again (errors are often transient or fixed).
+# ok: measured; unsupported: the kernel cannot express the mask/shapes here; missing: its package
+# is not installed here (bench.status); oom: ran out of device memory; error: any other
+# exception; wrong: failed the correctness gate, so not timed.
+STATUSES = ("ok", "unsupported", "missing", "oom", "error", "wrong")
+# A rerun skips these; "error" cells are measured again (errors are often transient or fixed),
+# and so are "missing" ones (the package may have been installed since).
 FINAL_STATUSES = ("ok", "unsupported", "oom", "wrong")
 # Process-level settings that change kernel timings; copied into every row.
 ENV_COLUMNS = ("CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_ALGO", "NCCL_PROTO", "TORCH_CUDNN_V8_API_ENABLED",

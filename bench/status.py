@@ -1,0 +1,47 @@
+"""What a cell that did not run is called, in rows, tables and figures.
+
+``unsupported`` is a real limit of a kernel or strategy (a mask it cannot express, a dtype, no
+GPU); ``missing`` is a peer whose package is not installed here, a limit of the machine, not of
+the kernel. A cell of a sweep with no row at all (the sweep stopped early) is ``not measured``;
+that is never a row status, only what tables and figures show in its place.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+__all__ = ["MISSING", "NOT_MEASURED", "UNSUPPORTED", "missing_package", "unsupported_status",
+           "with_missing"]
+
+UNSUPPORTED = "unsupported"
+MISSING = "missing"
+NOT_MEASURED = "not measured"
+
+# The texts an absent package leaves: Python's ModuleNotFoundError, the adapters' import probe
+# (bench.kernels._flash.import_error, flex, custom) and magi_attention's BackendUnavailable for an
+# import failure. A reason without one of them is a real limit.
+_MISSING_MARKERS = ("No module named", "not importable", "cannot be imported")
+
+
+def missing_package(reason: str) -> bool:
+    """Whether ``reason`` (a ``supports`` reason or an exception message) says that a package
+    could not be imported."""
+    return any(marker in str(reason) for marker in _MISSING_MARKERS)
+
+
+def unsupported_status(reason: str) -> str:
+    """The status of a cell that cannot run for ``reason``: ``missing`` for an absent package,
+    else ``unsupported``."""
+    return MISSING if missing_package(reason) else UNSUPPORTED
+
+
+def with_missing(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with the ``unsupported`` rows whose message names an absent package relabelled
+    ``missing``: rows written before the status existed read as the runners write them now."""
+    if rows.empty or "status" not in rows.columns:
+        return rows
+    relabel = (rows["status"] == UNSUPPORTED) & rows["message"].map(missing_package)
+    if not relabel.any():
+        return rows
+    rows = rows.copy()
+    rows.loc[relabel, "status"] = MISSING
+    return rows
