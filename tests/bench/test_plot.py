@@ -2,7 +2,7 @@
 import matplotlib.image as mpimg
 import pytest
 
-from bench import plot
+from bench import barplot, plot
 from bench.config import GateConfig, HardwareConfig, KernelBenchConfig, KernelChoice, MaskChoice
 from bench.kernels.runner import run_sweep
 
@@ -45,5 +45,5 @@ def test_generic_x_column(tmp_path):
     rows = pd.DataFrame({"cp_size": [1, 2, 1, 2], "kernel": ["magi", "magi", "ring", "ring"],
                          "tflops_per_s": [100.0, 180.0, 90.0, None],
                          "status": ["ok", "ok", "ok", "oom"], "message": ["", "", "", "OOM"]})
-    path = plot.plot_bars(rows, tmp_path / "cp.png", x="cp_size", title="cp")
+    path = barplot.plot_bars(rows, tmp_path / "cp.png", x="cp_size", title="cp")
     assert path.stat().st_size > 5_000
