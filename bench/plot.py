@@ -18,6 +18,7 @@ from pathlib import Path
 from bench.barplot import FIGURES, plot_bars
 from bench.cp.plot import plot_cp_results, write_ratios
 from bench.results import kind_sources, latest_rows, read_results
+from bench.status import experiment_cells
 
 __all__ = ["plot_results", "kernel_title", "main"]
 
@@ -41,10 +42,7 @@ def plot_results(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
     several = frame["hardware"].nunique() > 1
     written = []
     extra = ["cp_size"] if x != "cp_size" else []
-    # the cells of the experiment: every x and series seen for the mask in either direction; a
-    # cell among them without a row (the sweep stopped early) is drawn "not measured"
-    experiment = {key: (set(rows[x]), list(dict.fromkeys(rows[series])))
-                  for key, rows in frame.groupby(["hardware", "mask", *extra], sort=True)}
+    experiment = experiment_cells(frame, ["hardware", "mask", *extra], x, series)
     for key, rows in frame.groupby(["hardware", "mask", "direction", *extra], sort=True):
         hardware, mask, direction = key[:3]
         xs, names = experiment[(hardware, mask, *key[3:])]

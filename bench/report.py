@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.results import job_log_of, kind_sources, latest_rows, read_results
-from bench.status import NOT_MEASURED, with_missing
+from bench.status import NOT_MEASURED, experiment_cells, with_missing
 
 __all__ = ["METRICS", "pivot", "write_tables", "main"]
 
@@ -88,14 +88,10 @@ def write_tables(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
         index.write_text("# Results\n\nNo result rows found.\n")
         return [index]
     groups = [g for g in TABLE_GROUPS if g in frame.columns and g not in (x, series)]
-    # the experiment's cells: every x and series seen for the group in either direction
-    shared = [g for g in groups if g != "direction"]
-    experiment = ({k if isinstance(k, tuple) else (k,): (set(r[x]), list(dict.fromkeys(r[series])))
-                   for k, r in frame.groupby(shared, sort=True)} if shared else {})
+    experiment = experiment_cells(frame, [g for g in groups if g != "direction"], x, series)
     for key, rows in frame.groupby(groups, sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        xs, names = experiment.get(tuple(k for g, k in zip(groups, key) if g != "direction"),
-                                   ((), ()))
+        xs, names = experiment[tuple(k for g, k in zip(groups, key) if g != "direction")]
         title = ", ".join(f"{g}={k}" for g, k in zip(groups, key))
         reasons = _reasons(rows, series)
         for metric in metrics:

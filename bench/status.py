@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["MISSING", "NOT_MEASURED", "UNSUPPORTED", "missing_package", "unsupported_status",
-           "with_missing"]
+__all__ = ["MISSING", "NOT_MEASURED", "UNSUPPORTED", "experiment_cells", "missing_package",
+           "unsupported_status", "with_missing"]
 
 UNSUPPORTED = "unsupported"
 MISSING = "missing"
@@ -45,3 +45,18 @@ def with_missing(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows.copy()
     rows.loc[relabel, "status"] = MISSING
     return rows
+
+
+def experiment_cells(frame: pd.DataFrame, keys: list[str], x: str,
+                     series: str) -> dict[tuple, tuple[set, list]]:
+    """Per group of ``keys`` (e.g. hardware and mask, both directions together): the x values
+    and the series (first-seen order) of its rows. A table or figure of the group draws a cell
+    among them that has no row ``not measured``; the files hold no other record of what a sweep
+    that stopped early meant to measure."""
+    if frame.empty:
+        return {}
+    if not keys:
+        return {(): (set(frame[x]), list(dict.fromkeys(frame[series])))}
+    return {(key if isinstance(key, tuple) else (key,)):
+            (set(rows[x]), list(dict.fromkeys(rows[series])))
+            for key, rows in frame.groupby(keys, sort=True)}

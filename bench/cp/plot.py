@@ -22,6 +22,7 @@ import pandas as pd
 
 from bench.barplot import FIGURES, label_x, plot_bars
 from bench.results import latest_rows, read_results
+from bench.status import experiment_cells
 
 __all__ = ["plot_cp_results", "ratio_table", "write_ratios", "cp_title", "main"]
 
@@ -94,10 +95,8 @@ def plot_cp_results(results: str | os.PathLike | Iterable, out_dir: str | os.Pat
     out_dir = Path(out_dir)
     several = frame["hardware"].nunique() > 1
     written = []
-    # the cells of the experiment: every cp size and strategy seen for the mask in either
-    # direction; one of them without a row is drawn "not measured"
-    experiment = {key: (set(rows["cp_size"]), list(dict.fromkeys(rows["kernel"])))
-                  for key, rows in frame.groupby(["hardware", "seqlen_per_gpu", "mask"])}
+    experiment = experiment_cells(frame, ["hardware", "seqlen_per_gpu", "mask"], "cp_size",
+                                  "kernel")
     for (hardware, per_gpu, mask, direction), rows in frame.groupby(
             ["hardware", "seqlen_per_gpu", "mask", "direction"], sort=True):
         folder = (out_dir / str(hardware) if several else out_dir) / str(mask) / str(direction)

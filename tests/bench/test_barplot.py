@@ -128,3 +128,16 @@ def test_the_check_sees_a_clipped_title():
     outside = _outside_canvas(fig)
     plt.close(fig)
     assert FIGURES["cp"]["title"] in outside and list(STRATEGIES)[-1] in outside
+
+
+@pytest.mark.parametrize("module", ["bench.barplot", "bench.cp.plot"])
+def test_figure_modules_form_no_import_circle(module):
+    """bench.plot imports bench.cp.plot (for --kind cp); both sit on bench.barplot; neither of
+    those two imports bench.plot back."""
+    import ast
+    import importlib
+
+    tree = ast.parse(open(importlib.import_module(module).__file__).read())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    assert "bench.plot" not in imported and not any(m.startswith("bench.plot.") for m in imported)

@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from bench.status import MISSING, UNSUPPORTED, unsupported_status, with_missing
+from bench.status import MISSING, UNSUPPORTED, experiment_cells, unsupported_status, with_missing
 
 
 @pytest.mark.parametrize("reason", [
@@ -29,3 +29,11 @@ def test_old_rows_are_relabelled_only_where_a_package_is_absent():
                                      "needs a CUDA device", "No module named 'x'", ""]})
     assert with_missing(rows)["status"].tolist() == ["missing", "unsupported", "error", "ok"]
     assert rows["status"].iloc[0] == "unsupported"  # the caller's frame is left alone
+
+
+def test_experiment_cells_span_both_directions():
+    rows = pd.DataFrame({"mask": ["causal"] * 3 + ["full"], "direction": ["fwd", "fwd", "bwd", "fwd"],
+                         "seqlen": [1024, 2048, 4096, 1024], "kernel": ["ffa", "fa4", "flex", "ffa"]})
+    cells = experiment_cells(rows, ["mask"], "seqlen", "kernel")
+    assert cells[("causal",)] == ({1024, 2048, 4096}, ["ffa", "fa4", "flex"])
+    assert cells[("full",)] == ({1024}, ["ffa"])
