@@ -100,7 +100,7 @@ def write_tables(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
             md = to_markdown(pivot(rows, metric, x, series, xs, names))
             text = f"## {METRICS.get(metric, metric)}: {title}\n\n{md}\n"
             if reasons:
-                text += "\nNot measured:\n\n" + "\n".join(reasons) + "\n"
+                text += "\nDid not run:\n\n" + "\n".join(reasons) + "\n"
             (out_dir / f"{stem}.md").write_text(text)
             written += [out_dir / f"{stem}.csv", out_dir / f"{stem}.md"]
             sections.append(text)

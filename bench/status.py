@@ -17,9 +17,10 @@ MISSING = "missing"
 NOT_MEASURED = "not measured"
 
 # The texts an absent package leaves: Python's ModuleNotFoundError, the adapters' import probe
-# (bench.kernels._flash.import_error, flex, custom) and magi_attention's BackendUnavailable for an
-# import failure. A reason without one of them is a real limit.
-_MISSING_MARKERS = ("No module named", "not importable", "cannot be imported")
+# (bench.kernels._flash.import_error, flex, custom), magi_attention's BackendUnavailable for an
+# import failure, and an adapter's own "... is not installed". A reason without one of them is a
+# real limit.
+_MISSING_MARKERS = ("No module named", "not importable", "cannot be imported", "not installed")
 
 
 def missing_package(reason: str) -> bool:
