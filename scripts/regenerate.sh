@@ -3,6 +3,7 @@
 #   results/<hw>/kernels/*.csv -> results/<hw>/tables/ and plots/<hw>/<mask>/<fwd|bwd>/flops_report.png
 #   results/<hw>/cp/*.csv      -> results/<hw>/cp_tables/ and plots/<hw>/cp/<mask>/<fwd|bwd>/
 #                                 (TFLOPs/s/GPU against cp_size, plus magi ratio tables)
+#   results/                   -> the numbers quoted in RESULTS.md (bench.results_md)
 # Usage: bash scripts/regenerate.sh [results/<hw> ...]   (default: every folder under results/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,3 +22,4 @@ for folder in "${folders[@]}"; do
         "$PY" -m bench.plot --results "$folder" --kind cp --out "plots/$hw/cp"
     fi
 done
+"$PY" -m bench.results_md
