@@ -27,10 +27,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 
 from bench.status import MISSING, NOT_MEASURED, with_missing  # noqa: E402
 
-__all__ = ["FIGURES", "STATUS_MARKS", "Mark", "bar_figure", "label_x", "plot_bars", "save_figure"]
+__all__ = ["FIGURES", "STATUS_MARKS", "Mark", "bar_figure", "label_x", "plot_bars", "save_figure",
+           "text_boxes", "texts_outside_canvas"]
 
 # value column -> (file name, y label)
 FIGURES = {"tflops_per_s": ("flops_report.png", "TFLOPs/s"),
@@ -190,3 +192,34 @@ def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
 def plot_bars(rows: pd.DataFrame, path: str | os.PathLike, **kwargs) -> Path:
     """:func:`bar_figure` of ``rows`` (same keyword arguments) written to ``path``."""
     return save_figure(bar_figure(rows, **kwargs), path)
+
+
+def _drawn_tick_labels(ax) -> list[Text]:
+    """Tick labels inside the view limits (the others exist but are not drawn)."""
+    drawn = []
+    for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        drawn += [t.label1 for t in axis.get_major_ticks()
+                  if min(low, high) <= t.get_loc() <= max(low, high)]
+    return drawn
+
+
+def text_boxes(fig: Figure) -> list[tuple[Text, object]]:
+    """Every text drawn on ``fig`` (titles, labels, drawn tick labels, legend, values) with its
+    window extent, after the layout that ``savefig`` runs."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ticks = {id(t) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+             for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+             for t in (tick.label1, tick.label2)}
+    texts = [t for t in fig.findobj(Text) if id(t) not in ticks]
+    texts += [t for ax in fig.axes for t in _drawn_tick_labels(ax)]
+    return [(t, t.get_window_extent(renderer)) for t in texts
+            if t.get_visible() and t.get_text().strip()]
+
+
+def texts_outside_canvas(fig: Figure, tolerance_px: float = 1.0) -> list[str]:
+    """The texts of ``fig`` that stick out of its canvas (clipped in the saved file)."""
+    canvas = fig.bbox
+    return [t.get_text() for t, box in text_boxes(fig)
+            if box.x0 < canvas.x0 - tolerance_px or box.y0 < canvas.y0 - tolerance_px
+            or box.x1 > canvas.x1 + tolerance_px or box.y1 > canvas.y1 + tolerance_px]

@@ -7,9 +7,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
-from matplotlib.text import Text
 
-from bench.barplot import STATUS_MARKS, VALUE_FONTSIZE, bar_figure
+from bench.barplot import STATUS_MARKS, VALUE_FONTSIZE, bar_figure, text_boxes, texts_outside_canvas
 from bench.cp import STRATEGIES
 from bench.cp.plot import cp_title
 from bench.kernels import KERNEL_NAMES
@@ -39,35 +38,6 @@ def _rows(names, xs, x, seed=0):
     return pd.DataFrame(records)
 
 
-def _drawn_tick_labels(ax):
-    """Tick labels inside the view limits (the others exist but are not drawn)."""
-    drawn = []
-    for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
-        for tick in axis.get_major_ticks():
-            if min(low, high) <= tick.get_loc() <= max(low, high):
-                drawn.append(tick.label1)
-    return drawn
-
-
-def _texts(fig):
-    fig.canvas.draw()  # the layout savefig uses
-    renderer = fig.canvas.get_renderer()
-    ticks = {id(t) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
-             for tick in axis.get_major_ticks() + axis.get_minor_ticks()
-             for t in (tick.label1, tick.label2)}
-    texts = [t for t in fig.findobj(Text) if id(t) not in ticks]
-    texts += [t for ax in fig.axes for t in _drawn_tick_labels(ax)]
-    return [(t, t.get_window_extent(renderer)) for t in texts
-            if t.get_visible() and t.get_text().strip()]
-
-
-def _outside_canvas(fig) -> list[str]:
-    canvas = fig.bbox
-    return [t.get_text() for t, box in _texts(fig)
-            if box.x0 < canvas.x0 - 1 or box.y0 < canvas.y0 - 1
-            or box.x1 > canvas.x1 + 1 or box.y1 > canvas.y1 + 1]
-
-
 FIGURES = {
     "kernels": dict(names=list(KERNEL_NAMES), xs=SEQLENS, x="seqlen",
                     title=kernel_title(LONGEST_MASK, "bwd", "h200", SHAPES)),
@@ -88,7 +58,7 @@ def fullest(request):
 
 def test_every_text_inside_the_canvas(fullest):
     fig, spec = fullest
-    assert _outside_canvas(fig) == []
+    assert texts_outside_canvas(fig) == []
     assert fig.axes[0].get_title().replace("\n", " | ") == spec["title"]
 
 
@@ -105,7 +75,7 @@ def test_every_series_and_every_mark_in_the_legend(fullest):
 def test_bar_values_readable_and_no_text_over_another(fullest):
     fig, _ = fullest
     ax = fig.axes[0]
-    boxes = _texts(fig)
+    boxes = text_boxes(fig)
     values = [t for t, _ in boxes if t in ax.texts and t.get_text()[0].isdigit()]
     assert len(values) > 0 and {t.get_fontsize() for t in values} == {VALUE_FONTSIZE}
     assert VALUE_FONTSIZE >= 7
@@ -125,7 +95,7 @@ def test_the_check_sees_a_clipped_title():
     ax.set_title(FIGURES["cp"]["title"])
     ax.legend(fontsize=7, ncol=len(STRATEGIES), loc="upper left")
     fig.tight_layout()
-    outside = _outside_canvas(fig)
+    outside = texts_outside_canvas(fig)
     plt.close(fig)
     assert FIGURES["cp"]["title"] in outside and list(STRATEGIES)[-1] in outside
 
