@@ -363,6 +363,29 @@ def cp_scaling() -> str:
     return "; ".join(parts)
 
 
+# -- the dispatch solver (computed on CPU, bench.cp.dispatch_plot) -------------------------------
+def dispatch_volume_table() -> str:
+    table = pd.read_csv(ROOT / "plots" / "dispatch" / "comm_volume.csv")
+    wide = table.pivot_table(index="mask", columns="cp_size", values="volume_ratio", sort=False)
+    spread = table.pivot_table(index="mask", columns="cp_size", values="imbalance", sort=False)
+    cps = list(wide.columns)
+    lines = ["| mask | " + " | ".join(f"cp {c}: group_cast / ring" for c in cps)
+             + f" | load max / mean (cp {cps[-1]}) |", "|---|" + "---|" * (len(cps) + 1)]
+    for mask, row in wide.iterrows():
+        lines.append(f"| {mask} | " + " | ".join(f"{v:.2f}" for v in row)
+                     + f" | {spread.loc[mask, cps[-1]]:.3f} |")
+    return "\n".join(lines)
+
+
+def dispatch_volume_extremes() -> str:
+    table = pd.read_csv(ROOT / "plots" / "dispatch" / "comm_volume.csv")
+    largest = table.volume_ratio.max()
+    whole = table.groupby("mask", sort=False).volume_ratio.min()
+    verb = "never moves more than" if largest <= 1 else "moves more than"
+    return (f"{verb} the ring (largest ratio {largest:.2f}); as much at every cp size on "
+            + ", ".join(whole[whole >= 1].index))
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "h200.pytest_gpu": pytest_gpu_h200,
     "h200.pytest_fa4": pytest_fa4,
@@ -396,6 +419,8 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x4.cp1_allgather_bwd": cp1_allgather_bwd,
     "h200x4.cp1_allgather_example": cp1_allgather_example,
     "h200x4.cp_scaling": cp_scaling,
+    "solver.dispatch_volume_table": dispatch_volume_table,
+    "solver.dispatch_volume_extremes": dispatch_volume_extremes,
 }
 
 
