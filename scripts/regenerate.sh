@@ -24,5 +24,5 @@ for folder in "${folders[@]}"; do
         "$PY" -m bench.plot --results "$folder" --kind cp --out "plots/$hw/cp"
     fi
 done
-"$PY" -m bench.results_md
 "$PY" -m bench.cp.dispatch_plot --out plots/dispatch
+"$PY" -m bench.results_md  # last: it quotes plots/dispatch/comm_volume.csv too
