@@ -67,9 +67,9 @@ from bench.kernels.base import Inputs, Shapes, make_inputs
 from bench.kernels.runner import UNSUPPORTED_ERRORS
 from bench.masks import PATTERNS, Mask, UnsupportedMask, build_mask
 from bench.metrics import attn_flops, peak_mem_gb, reset_peak_mem, time_cuda_ms, tflops_per_s
-from bench.status import unsupported_status
 from bench.results import (FINAL_STATUSES, ResultRow, RunMeta, append_row, cell_key, latest_rows,
                            now_iso, read_results, run_meta)
+from bench.status import unsupported_status
 
 from . import STRATEGIES, load_strategy
 from .base import CPStrategy

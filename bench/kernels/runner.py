@@ -22,8 +22,8 @@ from bench.config import KernelBenchConfig, KernelChoice, MaskChoice
 from bench.data import sample_doc_lens
 from bench.masks import PATTERNS, Mask, UnsupportedMask, build_mask
 from bench.metrics import attn_flops, peak_mem_gb, reset_peak_mem, time_cuda_ms, tflops_per_s
-from bench.status import unsupported_status
 from bench.results import FINAL_STATUSES, ResultRow, RunMeta, append_row, cell_key, done_cells, now_iso, run_meta
+from bench.status import unsupported_status
 from magi_attention.functional import BackendUnavailable
 
 from . import _gate, load_adapter
