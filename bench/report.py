@@ -79,7 +79,8 @@ def write_tables(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
     """Write ``<out_dir>/<metric>__<hardware>_<mask>_<direction>_cp<cp_size>.{md,csv}`` and one
     ``README.md`` that holds every Markdown table. A hardware folder in ``results`` is narrowed to
     its ``<kind>/`` subfolder when it has one (None: read everything). Returns the written paths."""
-    frame = with_missing(latest_rows(read_results(kind_sources(results, kind) if kind else results)))
+    sources = kind_sources(results, kind) if kind else results
+    frame = with_missing(latest_rows(read_results(sources)))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written, sections = [], []

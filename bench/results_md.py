@@ -121,7 +121,8 @@ KERNEL_TABLE_RATIOS = (("ffa", "fa4"), ("ffa", "flex"), ("ffa_fa4", "fa4"), ("ff
 
 
 def kernel_table() -> str:
-    head = ["mask", "S", "dir", *KERNEL_TABLE_KERNELS, *(f"{a}/{b}" for a, b in KERNEL_TABLE_RATIOS)]
+    head = ["mask", "S", "dir", *KERNEL_TABLE_KERNELS,
+            *(f"{a}/{b}" for a, b in KERNEL_TABLE_RATIOS)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for mask in KERNEL_MASKS:
         for seqlen in (K16, K64):
@@ -175,7 +176,8 @@ def _against_flex(direction: str) -> str:
     values = _ratios(_kernel_tflops, "ffa", "flex", KERNEL_MASKS, (K16, K64), [direction])
     ahead = [v for v in values if v >= 1]
     behind = [v for v in values if v < 1]
-    parts = [f"ahead on {len(ahead)} of {len(values)} cells" + (f" ({_span(ahead)}x)" if ahead else "")]
+    parts = [f"ahead on {len(ahead)} of {len(values)} cells"
+             + (f" ({_span(ahead)}x)" if ahead else "")]
     if behind:
         parts.append(f"behind on {len(behind)} ({_span(behind)}x)")
     return ", ".join(parts)
@@ -249,7 +251,8 @@ def helper_ffa_fa4_vs_flex() -> str:
 
 def helper_ffa_fa4_vs_flex_goal() -> str:
     tflops = functools.partial(_helper_tflops, HELPER_5)
-    values = _ratios(tflops, "ffa_fa4", "flex", ["block_causal_document"], (K16, K64), ("fwd", "bwd"))
+    values = _ratios(tflops, "ffa_fa4", "flex", ["block_causal_document"], (K16, K64),
+                     ("fwd", "bwd"))
     return _verdict(values, FFA_FA4_FLEX_GOAL)
 
 
@@ -306,14 +309,15 @@ CP_SCALING = "h200x4/cp/cp_scaling_cp1-4.csv"
 
 def cp_sweep_rows() -> str:
     rows = _rows(CP_SWEEP)
-    return f"{len(rows)} rows: " + ", ".join(f"{n} {s}" for s, n in rows.status.value_counts().items())
+    counts = rows.status.value_counts().items()
+    return f"{len(rows)} rows: " + ", ".join(f"{n} {s}" for s, n in counts)
 
 
 def cp_ratio_table() -> str:
     table = ratio_table(RESULTS / CP_SWEEP)
     table = table[(table.cp_size == 4) & (table.seqlen_per_gpu == K16)]
-    baselines = list(dict.fromkeys(b for b in ("ulysses", "ring_p2p", "ring_allgather", "usp",
-                                              "loongtrain", "hybrid_cp") if b in set(table.baseline)))
+    order = ("ulysses", "ring_p2p", "ring_allgather", "usp", "loongtrain", "hybrid_cp")
+    baselines = [b for b in order if b in set(table.baseline)]
     lines = ["| mask | " + " | ".join(f"vs {b}" for b in baselines) + " |",
              "|---|" + "---|" * len(baselines)]
     for mask in [m for m in KERNEL_MASKS if m in set(table["mask"])]:
@@ -348,12 +352,14 @@ def cp1_allgather_example() -> str:
     rows = _rows(CP_SWEEP)
     cell = rows[(rows.cp_size == 1) & (rows.seqlen == K16) & (rows["mask"] == "causal_document")
                 & (rows.direction == "fwd")].set_index("kernel").tflops_per_s
-    return f"causal_document {_k(K16)}: ring_allgather {cell['ring_allgather']:.0f} vs magi {cell['magi']:.0f}"
+    return (f"causal_document {_k(K16)}: ring_allgather {cell['ring_allgather']:.0f} vs magi "
+            f"{cell['magi']:.0f}")
 
 
 def cp_scaling() -> str:
     rows = _rows(CP_SCALING)
-    rows = rows[(rows.kernel == "magi") & (rows.status == "ok") & (rows.seqlen == rows.cp_size * K64)]
+    rows = rows[(rows.kernel == "magi") & (rows.status == "ok")
+                & (rows.seqlen == rows.cp_size * K64)]
     tf = rows.set_index(["mask", "direction", "cp_size"]).tflops_per_s
     parts = []
     for mask in dict.fromkeys(sorted(rows["mask"])):

@@ -30,7 +30,8 @@ __all__ = ["plot_cp_results", "ratio_table", "write_ratios", "cp_title", "main"]
 def cp_title(mask: str, direction: str, per_gpu_label: str, hardware: str, shapes) -> str:
     """The title of one CP figure; ``shapes`` a row with dtype, heads and head_dim."""
     return (f"{mask} {direction} | {per_gpu_label} tokens/GPU | {hardware} | {shapes['dtype']} | "
-            f"heads {shapes['num_heads_q']}:{shapes['num_heads_kv']} | head_dim {shapes['head_dim']}")
+            f"heads {shapes['num_heads_q']}:{shapes['num_heads_kv']} | "
+            f"head_dim {shapes['head_dim']}")
 
 
 def _cp_rows(results) -> pd.DataFrame:

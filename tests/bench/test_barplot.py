@@ -81,8 +81,8 @@ def test_bar_values_readable_and_no_text_over_another(fullest):
     assert VALUE_FONTSIZE >= 7
     labels = {t.get_text() for t, _ in boxes}
     assert {"n/a", "missing", "OOM", "err", "wrong", "not measured"} <= labels
-    overlaps = [(a.get_text(), b.get_text()) for (a, ba), (b, bb) in itertools.combinations(boxes, 2)
-                if ba.overlaps(bb)]
+    overlaps = [(a.get_text(), b.get_text())
+                for (a, ba), (b, bb) in itertools.combinations(boxes, 2) if ba.overlaps(bb)]
     assert overlaps == []
 
 
@@ -109,5 +109,6 @@ def test_figure_modules_form_no_import_circle(module):
 
     tree = ast.parse(open(importlib.import_module(module).__file__).read())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for a in node.names}
     assert "bench.plot" not in imported and not any(m.startswith("bench.plot.") for m in imported)

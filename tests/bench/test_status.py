@@ -32,8 +32,10 @@ def test_old_rows_are_relabelled_only_where_a_package_is_absent():
 
 
 def test_experiment_cells_span_both_directions():
-    rows = pd.DataFrame({"mask": ["causal"] * 3 + ["full"], "direction": ["fwd", "fwd", "bwd", "fwd"],
-                         "seqlen": [1024, 2048, 4096, 1024], "kernel": ["ffa", "fa4", "flex", "ffa"]})
+    rows = pd.DataFrame({"mask": ["causal"] * 3 + ["full"],
+                         "direction": ["fwd", "fwd", "bwd", "fwd"],
+                         "seqlen": [1024, 2048, 4096, 1024],
+                         "kernel": ["ffa", "fa4", "flex", "ffa"]})
     cells = experiment_cells(rows, ["mask"], "seqlen", "kernel")
     assert cells[("causal",)] == ({1024, 2048, 4096}, ["ffa", "fa4", "flex"])
     assert cells[("full",)] == ({1024}, ["ffa"])
