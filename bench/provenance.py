@@ -16,12 +16,15 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["CODE_PATHS", "FILE_NAME", "Provenance", "code_hash", "current", "from_git", "record",
            "main"]
+
+log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE_NAME = "PROVENANCE.json"
@@ -105,8 +108,14 @@ def _from_file(root: Path) -> Provenance | None:
 
 def current(root: Path = ROOT) -> Provenance:
     """git when it can tell, else the recorded file (dirty if the code changed since), else
-    unknown."""
-    return from_git(root) or _from_file(root) or Provenance(UNKNOWN, None, "none")
+    unknown (with a warning: rows will not name their code)."""
+    found = from_git(root) or _from_file(root)
+    if found is None:
+        log.warning("no git checkout and no %s under %s: rows get git_sha=unknown; run "
+                    "scripts/provenance.sh in the checkout before copying the tree",
+                    FILE_NAME, root)
+        return Provenance(UNKNOWN, None, "none")
+    return found
 
 
 def main(argv: list[str] | None = None) -> None:

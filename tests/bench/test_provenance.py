@@ -62,9 +62,10 @@ def test_copy_without_git_reads_the_recorded_file(checkout, tmp_path):
     assert current(copy).label == f"{sha}-dirty"
 
 
-def test_copy_without_git_or_file_is_unknown(checkout, tmp_path):
+def test_copy_without_git_or_file_is_unknown_and_says_so(checkout, tmp_path, caplog):
     copy = _copy_without_git(checkout, tmp_path / "copy")
     assert current(copy).label == "unknown" and current(copy).dirty is None
+    assert "scripts/provenance.sh" in caplog.text
 
 
 def test_result_rows_on_a_copy_without_git(tmp_path):
