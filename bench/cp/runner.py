@@ -31,9 +31,9 @@ peak includes the retained forward activations), the max over ranks. Bytes: the 
 TFLOPs/s/GPU = FLOPs of the whole mask / (runtime * cp_size).
 
 Statuses as in the kernel runner: ``UnsupportedMask``, ``BackendUnavailable``, ImportError and
-NotImplementedError -> unsupported, ``torch.cuda.OutOfMemoryError`` -> oom, any other Exception
--> error; a row, and the sweep goes on. Cells with a final row in the results folder are skipped
-unless ``force``.
+NotImplementedError -> unsupported (missing when a package is absent, bench.status),
+``torch.cuda.OutOfMemoryError`` -> oom, any other Exception -> error; a row, and the sweep goes
+on. Cells with a final row in the results folder are skipped unless ``force``.
 
 Limits: the agreement only helps when a failure leaves no collective half-entered. An exception
 raised on some ranks while the others wait inside a collective of the strategy (an all-to-all,
@@ -69,6 +69,7 @@ from bench.masks import PATTERNS, Mask, UnsupportedMask, build_mask
 from bench.metrics import attn_flops, peak_mem_gb, reset_peak_mem, time_cuda_ms, tflops_per_s
 from bench.results import (FINAL_STATUSES, ResultRow, RunMeta, append_row, cell_key, latest_rows,
                            now_iso, read_results, run_meta)
+from bench.status import unsupported_status
 
 from . import STRATEGIES, load_strategy
 from .base import CPStrategy
@@ -84,7 +85,7 @@ DEFAULT_SEQLEN_PER_GPU = {"cpu": (256,), "cuda": (8192,)}
 # message prefix of the rows of cp sizes larger than the launch; a larger launch re-measures them
 NEEDS_RANKS = "needs cp_size ranks:"
 # agreement codes: the larger wins
-CODES = {"ok": 0, "wrong": 1, "unsupported": 2, "oom": 3, "error": 4}
+CODES = {"ok": 0, "wrong": 1, "missing": 2, "unsupported": 3, "oom": 4, "error": 5}
 STATUS_OF = {v: k for k, v in CODES.items()}
 MAX_MESSAGE_CHARS = 400
 # process-level settings of a CP run, copied into each row's env column
@@ -223,7 +224,7 @@ def _run_phase(member: bool, fn: Callable[[], _Outcome | None]) -> _Outcome:
     try:
         return fn() or _Outcome()
     except UNSUPPORTED_ERRORS as e:
-        return _Outcome("unsupported", _message(e))
+        return _Outcome(unsupported_status(_message(e)), _message(e))
     except torch.cuda.OutOfMemoryError as e:
         return _Outcome("oom", _message(e))
     except Exception as e:  # the sweep goes on; the row carries the error
@@ -471,7 +472,7 @@ class CPRunner:
             return
         if reason is not None:
             for d in pending:
-                self._write(cell, d, "unsupported", reason)
+                self._write(cell, d, unsupported_status(reason), reason)
             return
         state, remaining, gate_msg = _State(), list(pending), ""
         try:

@@ -5,7 +5,7 @@ kernel sees the same mask and the same q, k, v. Per kernel: ``supports`` (else r
 ``unsupported``), ``prepare`` (untimed), the correctness gate (else rows ``wrong``), then per
 direction: reset the peak-memory counter, time with CUDA events (median of ``repeat`` after
 ``warmup``), read the peak, write the row at once. ``UnsupportedMask``/``BackendUnavailable``/
-``ImportError`` become ``unsupported``, ``torch.cuda.OutOfMemoryError`` ``oom`` (memory is freed
+``ImportError`` become ``unsupported`` (``missing`` when a package is absent, bench.status), ``torch.cuda.OutOfMemoryError`` ``oom`` (memory is freed
 first), any other Exception ``error``; the sweep goes on. Cells with a final row in the results
 folder are skipped unless ``force``.
 """
@@ -23,6 +23,7 @@ from bench.data import sample_doc_lens
 from bench.masks import PATTERNS, Mask, UnsupportedMask, build_mask
 from bench.metrics import attn_flops, peak_mem_gb, reset_peak_mem, time_cuda_ms, tflops_per_s
 from bench.results import FINAL_STATUSES, ResultRow, RunMeta, append_row, cell_key, done_cells, now_iso, run_meta
+from bench.status import unsupported_status
 from magi_attention.functional import BackendUnavailable
 
 from . import _gate, load_adapter
@@ -146,7 +147,7 @@ class KernelRunner:
                             peak_mem_gb(self.device), prepared.build_ms)
                 remaining.remove(direction)
         except UNSUPPORTED_ERRORS as e:
-            failure = ("unsupported", _message(e))
+            failure = (unsupported_status(_message(e)), _message(e))
         except torch.cuda.OutOfMemoryError as e:
             failure = ("oom", _message(e))
         except Exception as e:  # the sweep goes on; the row carries the error
@@ -175,7 +176,7 @@ class KernelRunner:
             return
         if reason is not None:
             for direction in pending:
-                self._write(cell, direction, "unsupported", reason)
+                self._write(cell, direction, unsupported_status(reason), reason)
             return
         per_direction = getattr(cell.adapter, "supports_direction", lambda d: None)
         runnable = []
@@ -184,7 +185,7 @@ class KernelRunner:
             if reason is None:
                 runnable.append(direction)
             else:
-                self._write(cell, direction, "unsupported", reason)
+                self._write(cell, direction, unsupported_status(reason), reason)
         if runnable:
             self._measure(cell, runnable, reference_cache)
 

@@ -64,3 +64,26 @@ def test_report_after_sweep_writes_tables_and_plots(tiny_config, tmp_path):
     assert (tmp_path / "plots" / "causal" / "bwd" / "flops_report.png").stat().st_size > 5000
     csv = pd.read_csv(tables / "tflops_per_s_cpu_causal_fwd_1.csv", index_col=0)
     assert list(csv.columns) == ["naive", "sdpa_math"] and list(csv.index) == [64, 128]
+
+
+def test_absent_package_is_missing_and_a_real_limit_unsupported(tiny_config, monkeypatch):
+    """At supports time (a custom kernel whose module is absent) and at prepare time (an
+    ImportError out of prepare) the row says missing; NotImplementedError stays unsupported."""
+    from bench.kernels.naive import Naive
+
+    absent = KernelChoice("absent", "custom", {"target": "no_such_peer_package.attn:fn"})
+    rows = run_sweep(tiny_config(kernels=(absent,)))
+    assert {r.status for r in rows} == {"missing"}
+    assert "no_such_peer_package" in rows[0].message
+
+    def prepare_raises(error):
+        def prepare(self, *args):
+            raise error
+        return prepare
+
+    monkeypatch.setattr(Naive, "prepare", prepare_raises(ModuleNotFoundError("No module named 'peer'")))
+    rows = run_sweep(tiny_config(force=True))
+    assert {r.status for r in rows} == {"missing"}
+    monkeypatch.setattr(Naive, "prepare", prepare_raises(NotImplementedError("fp8 backward")))
+    rows = run_sweep(tiny_config(force=True))
+    assert {r.status for r in rows} == {"unsupported"}
