@@ -1,5 +1,7 @@
 """fa2: FlashAttention-2 from the flash-attn package: flash_attn_func (full, causal, sliding
-window) and flash_attn_varlen_func (documents). For FA2 as built into torch see ``fa2_sdpa``."""
+window) and flash_attn_varlen_func (documents). flash-attn is a source distribution only; the
+FA2 kernels built into torch are ``fa2_torch`` (dense, windows, documents) and ``fa2_sdpa``
+(the same kernels behind SDPA: full and causal)."""
 from __future__ import annotations
 
 import torch
