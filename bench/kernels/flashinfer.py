@@ -8,7 +8,8 @@ Three routes, the first that fits the mask:
 2. ``BlockSparseAttentionWrapper`` (BSR): block-sparse masks whose kept tiles are whole
    (block_sparse family), batch 1, one mask for all heads.
 3. The ragged wrapper with a ``custom_mask``: any other mask shared by all heads, as a dense
-   bitmap of ``batch * seqlen^2`` bits (FlashInfer's FA2 kernels); up to CUSTOM_MASK_MAX_CELLS.
+   bitmap of ``batch * seqlen^2`` bits (FlashInfer's FA2 kernels); below 2^31 bits (int32
+   mask offsets), i.e. up to 32k at batch 1.
 
 FlashInfer compiles each kernel configuration with nvcc at its first use (minutes); its JIT
 cache lives under ``$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer`` (scripts/device/peers_install.sh
@@ -27,9 +28,10 @@ from ._flash import FlashPlan, flash_plan, import_error
 from .base import Inputs, KernelAdapter, Prepared, Shapes
 
 WORKSPACE_BYTES = 128 * 1024 * 1024  # FlashInfer's documented example size for the float workspace
-# The dense bool mask is built on the GPU before FlashInfer packs it: 2^32 cells = 4 GiB, one
-# 64k x 64k mask (the packed bitmap is 512 MiB).
-CUSTOM_MASK_MAX_CELLS = 1 << 32
+# FlashInfer indexes the custom mask through an int32 mask_indptr (cumulated qo_len * kv_len,
+# computed from the int32 qo/kv indptrs), so batch * seqlen^2 must stay below 2^31: 32k at
+# batch 1 (the dense bool mask, built on the GPU before FlashInfer packs it, is then 1 GiB).
+CUSTOM_MASK_MAX_CELLS = (1 << 31) - 1
 FORWARD_ONLY = "FlashInfer has no attention backward (its prefill and BSR wrappers are inference kernels)"
 
 
@@ -92,7 +94,8 @@ def _custom_check(mask: Mask, shapes: Shapes) -> None:
     cells = shapes.batch * shapes.seqlen ** 2
     if cells > CUSTOM_MASK_MAX_CELLS:
         raise UnsupportedMask(f"the custom mask is a dense bitmap of batch * seqlen^2 = {cells} "
-                              f"cells, above {CUSTOM_MASK_MAX_CELLS}")
+                              f"cells; FlashInfer's int32 mask_indptr holds at most "
+                              f"{CUSTOM_MASK_MAX_CELLS}")
 
 
 class FlashInfer(KernelAdapter):

@@ -74,9 +74,11 @@ def test_flashinfer_window_and_custom_mask_limits():
     assert not docs["causal"] and docs["qo_indptr"].tolist() == [0, 40, 64, 96]
     with pytest.raises(UnsupportedMask, match="left window only"):
         flashinfer_adapter._ragged_plan(_mask("sliding_window", window=5), 1, "cpu")
-    big = Shapes(batch=1, seqlen=1 << 17, num_heads_q=4, num_heads_kv=2, head_dim=16, dtype="bfloat16")
-    with pytest.raises(UnsupportedMask, match="dense bitmap"):
-        flashinfer_adapter._custom_check(_mask("causal"), big)
+    # FlashInfer's mask offsets are int32: 32k x 32k fits, 64k x 64k does not
+    shapes = lambda seqlen: Shapes(1, seqlen, 4, 2, 16, "bfloat16")
+    flashinfer_adapter._custom_check(_mask("causal"), shapes(32768))
+    with pytest.raises(UnsupportedMask, match="int32 mask_indptr"):
+        flashinfer_adapter._custom_check(_mask("causal"), shapes(65536))
 
 
 def test_flashinfer_custom_mask_is_the_dense_mask():
