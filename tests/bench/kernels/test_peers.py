@@ -97,3 +97,19 @@ def test_peer_declines_cpu_and_names_its_version(kernel):
 def test_forward_only_peers_say_why_there_is_no_backward():
     assert "no attention backward" in load_adapter("flashinfer").supports_direction("bwd")
     assert load_adapter("flashinfer").supports_direction("fwd") is None
+
+
+def test_fa3_reads_the_forward_wheels_build_flags(monkeypatch):
+    import sys
+    import types
+    flags = {"FLASHATTENTION_DISABLE_BACKWARD": True, "FLASHATTENTION_DISABLE_LOCAL": True}
+    monkeypatch.setitem(sys.modules, "flash_attn_interface", None)  # import raises ImportError
+    monkeypatch.setitem(sys.modules, "fa3_fwd_interface", types.ModuleType("fa3_fwd_interface"))
+    config = types.ModuleType("fa3_fwd_config")
+    config.CONFIG = {"build_flags": flags}
+    monkeypatch.setitem(sys.modules, "fa3_fwd_config", config)
+    adapter = load_adapter("fa3")
+    assert "FLASHATTENTION_DISABLE_BACKWARD" in adapter.supports_direction("bwd")
+    assert adapter.supports_direction("fwd") is None
+    flags["FLASHATTENTION_DISABLE_BACKWARD"] = False
+    assert adapter.supports_direction("bwd") is None
