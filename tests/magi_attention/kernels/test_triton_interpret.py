@@ -4,7 +4,8 @@ against the reference backend in fp32 on the same fp16 inputs.
 The interpreter must be switched on before triton.jit decorates the kernels, so the kernels run in
 one subprocess (about 15 s for all cases) that reports max errors as JSON; each case asserts on
 its own. Both masking paths run: the per-row interval table and, with the table disabled, the
-OR over the q tile's slice list. Tolerance for fp16 inputs (P and dS rounded to fp16 before the
+OR over the q tile's slice list; both backward paths: the one-pass kernel with atomic dq and the
+deterministic two-kernel path. Tolerance for fp16 inputs (P and dS rounded to fp16 before the
 matmuls): max abs error <= 1e-2 * max|ref| + 2e-3.
 """
 import json
@@ -53,16 +54,19 @@ SCRIPT = textwrap.dedent('''
             fc, bc = FwdConfig(32, 16, 4, 1), BwdConfig(16, 32, 32, 16, 4, 1)
             plan = lambda m, n: block_sparse.plan_block_sparse(slices, sq, sk, m, n)
             out, lse, mx = launch_fwd(q, k, v, plan(32, 16), fc, scale, cap, True)
-            dq, dk, dv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), plan(32, 16), bc, scale, cap)
+            dq, dk, dv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), None, bc, scale, cap)
+            ddq, ddk, ddv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), plan(32, 16), bc, scale,
+                                       cap, deterministic=True)
             f = lambda t: t.float()
             ro, rl, rm = reference.fwd(f(q), f(k), f(v), qr, kr, ty, scale, cap, True)
             rg = reference.bwd(f(do), f(q), f(k), f(v), ro, rl, qr, kr, ty, scale, cap)
             res = {}
-            for key, a, b in (("out", out, ro), ("dq", dq, rg[0]), ("dk", dk, rg[1]), ("dv", dv, rg[2])):
+            for key, a, b in (("out", out, ro), ("dq", dq, rg[0]), ("dk", dk, rg[1]), ("dv", dv, rg[2]),
+                              ("dq_det", ddq, rg[0]), ("dk_det", ddk, rg[1]), ("dv_det", ddv, rg[2])):
                 res[key] = [(f(a) - b).abs().max().item(), b.abs().max().item()]
             empty = torch.isinf(rl)
             res["lse_inf_match"] = bool((torch.isinf(lse) == empty).all() and (out[empty] == 0).all()
-                                        and (dq[empty] == 0).all())
+                                        and (dq[empty] == 0).all() and (ddq[empty] == 0).all())
             res["lse"] = [(lse[~empty] - rl[~empty]).abs().max().item(), 1.0]
             ok = torch.isfinite(rm)
             res["max_logits"] = [(mx[ok] - rm[ok]).abs().max().item(), 1.0]
