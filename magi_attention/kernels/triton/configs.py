@@ -15,6 +15,8 @@ class FwdConfig:
     num_warps: int
     num_stages: int
     partial_stages: int = 1  # pipelining depth of the masked-tile loop (1: none, saves smem)
+    use_tma: bool = False  # tensor-descriptor (TMA) loads of Q, K, V and store of O (sm90+)
+    warp_specialize: bool = False  # Triton's automatic warp specialisation of the unmasked loop
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ The interpreter must be switched on before triton.jit decorates the kernels, so 
 one subprocess (about 15 s for all cases) that reports max errors as JSON; each case asserts on
 its own. Both masking paths run: the per-row interval table and, with the table disabled, the
 OR over the q tile's slice list; both backward paths: the one-pass kernel with atomic dq and the
-deterministic two-kernel path. Tolerance for fp16 inputs (P and dS rounded to fp16 before the
+deterministic two-kernel path; the forward also with tensor-descriptor loads (use_tma). Tolerance for fp16 inputs (P and dS rounded to fp16 before the
 matmuls): max abs error <= 1e-2 * max|ref| + 2e-3.
 """
 import json
@@ -54,6 +54,8 @@ SCRIPT = textwrap.dedent('''
             fc, bc = FwdConfig(32, 16, 4, 1), BwdConfig(16, 32, 32, 16, 4, 1)
             plan = lambda m, n: block_sparse.plan_block_sparse(slices, sq, sk, m, n)
             out, lse, mx = launch_fwd(q, k, v, plan(32, 16), fc, scale, cap, True)
+            tma = FwdConfig(32, 16, 4, 2, use_tma=True, warp_specialize=True)
+            out_tma, lse_tma, _ = launch_fwd(q, k, v, plan(32, 16), tma, scale, cap, False)
             dq, dk, dv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), None, bc, scale, cap)
             ddq, ddk, ddv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), plan(32, 16), bc, scale,
                                        cap, deterministic=True)
@@ -68,6 +70,9 @@ SCRIPT = textwrap.dedent('''
             res["lse_inf_match"] = bool((torch.isinf(lse) == empty).all() and (out[empty] == 0).all()
                                         and (dq[empty] == 0).all() and (ddq[empty] == 0).all())
             res["lse"] = [(lse[~empty] - rl[~empty]).abs().max().item(), 1.0]
+            res["out_tma"] = [(f(out_tma) - ro).abs().max().item(), ro.abs().max().item()]
+            res["lse_tma"] = [(lse_tma[~empty] - rl[~empty]).abs().max().item(), 1.0]
+            res["lse_inf_match"] &= bool(torch.isinf(lse_tma[empty]).all() and (out_tma[empty] == 0).all())
             ok = torch.isfinite(rm)
             res["max_logits"] = [(mx[ok] - rm[ok]).abs().max().item(), 1.0]
             results[f"{name}-{'table' if table else 'slices'}"] = res
