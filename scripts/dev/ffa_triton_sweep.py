@@ -54,6 +54,8 @@ BWD_VARIANTS = {
     "bwd_onepass_64x128_w8_s3_p2": (BwdConfig(64, 128, 64, 64, 8, 3, 2), False),
     "bwd_onepass_128x64_w8_s2_p2": (BwdConfig(128, 64, 64, 64, 8, 2, 2), False),
     "bwd_onepass_32x128_w4_s2_p2": (BwdConfig(32, 128, 64, 64, 4, 2, 2), False),
+    "bwd_onepass_tma_64x64_w4_s3_p2": (BwdConfig(64, 64, 64, 64, 4, 3, 2, use_tma=True), False),
+    "bwd_onepass_tma_64x128_w8_s2_p2": (BwdConfig(64, 128, 64, 64, 8, 2, 2, use_tma=True), False),
 }
 CHECK_SEQLEN = 2048
 CHECK_TIMEOUT_S = 60  # per variant; a hung compile marks its variant crashed and the rest go on

@@ -28,6 +28,7 @@ class BwdConfig:
     num_warps: int
     num_stages: int
     partial_stages: int = 1
+    use_tma: bool = False  # one-pass path: TMA loads of Q, dO, K, V and TMA reduce-add of dq
 
 
 def fwd_config(head_dim: int) -> FwdConfig:

@@ -17,12 +17,8 @@ import triton.language as tl
 
 from ..block_sparse import BlockSparsePlan
 from ._mask import LN2, LOG2E, row_table_mask, tanh, union_mask
+from ._tma import descriptor_2d
 from .configs import FwdConfig
-
-try:
-    from triton.tools.tensor_descriptor import TensorDescriptor
-except ImportError:  # Triton < 3.4: no host-side descriptors; use_tma then raises in launch_fwd
-    TensorDescriptor = None
 
 
 @triton.jit
@@ -140,20 +136,6 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit, desc_q, desc_k, desc_v, desc_o,
         tl.store(MaxLogit + q_tile * stride_xt + head, tl.max(m_i, 0) / LOG2E)
 
 
-def _tma_2d(t: torch.Tensor) -> torch.Tensor:
-    """[S, H, D] -> [S, H * D] view for a descriptor (a packed copy when the heads are not packed
-    or the base or row stride is not 16-byte aligned, as TMA needs)."""
-    seqlen, heads, head_dim = t.shape
-    if (t.stride(2) != 1 or t.stride(1) != head_dim or t.data_ptr() % 16
-            or (t.stride(0) * t.element_size()) % 16):
-        t = t.clone(memory_format=torch.contiguous_format)
-    return t.as_strided((seqlen, heads * head_dim), (t.stride(0), 1))
-
-
-def _descriptor(t2d: torch.Tensor, block_rows: int, head_dim: int):
-    return TensorDescriptor(t2d, list(t2d.shape), [t2d.stride(0), 1], [block_rows, head_dim])
-
-
 def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSparsePlan,
                config: FwdConfig, softmax_scale: float, softcap: float, return_max_logits: bool):
     """q [Sq, Hq, D], k/v [Sk, Hkv, D] (last dim contiguous) -> (out, lse [Sq, Hq] fp32, max_logits)."""
@@ -163,17 +145,14 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
         raise ValueError(f"plan tiles {(plan.block_m, plan.block_n)} != config tiles "
                          f"{(config.block_m, config.block_n)}")
     use_tma = config.use_tma and seqlen_k > 0 and seqlen_q > 0
-    if use_tma and TensorDescriptor is None:
-        raise RuntimeError("FwdConfig.use_tma needs triton.tools.tensor_descriptor (Triton >= 3.4)")
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # packed: TMA stores need it
     lse = torch.empty(seqlen_q, num_heads_q, dtype=torch.float32, device=q.device)
     tile_max = torch.empty(max(plan.num_q_tiles, 1), num_heads_q, dtype=torch.float32, device=q.device)
     grid = (plan.num_q_tiles, num_heads_q)
     descs = (None, None, None, None)
     if use_tma:
-        q2, k2, v2, o2 = (_tma_2d(t) for t in (q, k, v, out))
-        descs = (_descriptor(q2, config.block_m, head_dim), _descriptor(k2, config.block_n, head_dim),
-                 _descriptor(v2, config.block_n, head_dim), _descriptor(o2, config.block_m, head_dim))
+        descs = (descriptor_2d(q, config.block_m), descriptor_2d(k, config.block_n),
+                 descriptor_2d(v, config.block_n), descriptor_2d(out, config.block_m, writable=True))
     if plan.num_q_tiles > 0:
         _fwd_kernel[grid](
             q, k, v, out, lse, tile_max, *descs,

@@ -5,7 +5,8 @@ The interpreter must be switched on before triton.jit decorates the kernels, so 
 one subprocess (about 15 s for all cases) that reports max errors as JSON; each case asserts on
 its own. Both masking paths run: the per-row interval table and, with the table disabled, the
 OR over the q tile's slice list; both backward paths: the one-pass kernel with atomic dq and the
-deterministic two-kernel path; the forward also with tensor-descriptor loads (use_tma). Tolerance for fp16 inputs (P and dS rounded to fp16 before the
+deterministic two-kernel path; the forward and the one-pass backward also with tensor descriptors (use_tma; the interpreter's missing
+TMA reduce-add is emulated). Tolerance for fp16 inputs (P and dS rounded to fp16 before the
 matmuls): max abs error <= 1e-2 * max|ref| + 2e-3.
 """
 import json
@@ -39,6 +40,18 @@ SCRIPT = textwrap.dedent('''
     from magi_attention.kernels.triton.configs import BwdConfig, FwdConfig
     from magi_attention.kernels.triton.forward import launch_fwd
 
+    from triton._C.libtriton import ir as _ir
+    from triton.runtime import interpreter as _interp
+
+    if not hasattr(_interp.InterpreterBuilder, "create_descriptor_reduce"):
+        # Triton 3.6's interpreter lacks the TMA reduce-add (desc.atomic_add): emulate it with the
+        # element-wise atomic add over the same clipped tile
+        def _reduce(self, kind, desc, value, indices):
+            ptrs, mask = desc.materialize_pointers(indices)
+            return self.create_atomic_rmw(_ir.ATOMIC_OP.FADD, ptrs, value, mask,
+                                          _ir.MEM_SEMANTIC.RELAXED, _ir.MEM_SYNC_SCOPE.GPU)
+        _interp.InterpreterBuilder.create_descriptor_reduce = _reduce
+
     cases = json.loads(sys.argv[1])
     results = {}
     for table in (True, False):
@@ -57,6 +70,8 @@ SCRIPT = textwrap.dedent('''
             tma = FwdConfig(32, 16, 4, 2, use_tma=True, warp_specialize=True)
             out_tma, lse_tma, _ = launch_fwd(q, k, v, plan(32, 16), tma, scale, cap, False)
             dq, dk, dv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), None, bc, scale, cap)
+            bt = BwdConfig(16, 32, 32, 16, 4, 1, use_tma=True)
+            tdq, tdk, tdv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), None, bt, scale, cap)
             ddq, ddk, ddv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), plan(32, 16), bc, scale,
                                        cap, deterministic=True)
             f = lambda t: t.float()
@@ -64,11 +79,13 @@ SCRIPT = textwrap.dedent('''
             rg = reference.bwd(f(do), f(q), f(k), f(v), ro, rl, qr, kr, ty, scale, cap)
             res = {}
             for key, a, b in (("out", out, ro), ("dq", dq, rg[0]), ("dk", dk, rg[1]), ("dv", dv, rg[2]),
-                              ("dq_det", ddq, rg[0]), ("dk_det", ddk, rg[1]), ("dv_det", ddv, rg[2])):
+                              ("dq_det", ddq, rg[0]), ("dk_det", ddk, rg[1]), ("dv_det", ddv, rg[2]),
+                              ("dq_tma", tdq, rg[0]), ("dk_tma", tdk, rg[1]), ("dv_tma", tdv, rg[2])):
                 res[key] = [(f(a) - b).abs().max().item(), b.abs().max().item()]
             empty = torch.isinf(rl)
             res["lse_inf_match"] = bool((torch.isinf(lse) == empty).all() and (out[empty] == 0).all()
-                                        and (dq[empty] == 0).all() and (ddq[empty] == 0).all())
+                                        and (dq[empty] == 0).all() and (ddq[empty] == 0).all()
+                                        and (tdq[empty] == 0).all())
             res["lse"] = [(lse[~empty] - rl[~empty]).abs().max().item(), 1.0]
             res["out_tma"] = [(f(out_tma) - ro).abs().max().item(), ro.abs().max().item()]
             res["lse_tma"] = [(lse_tma[~empty] - rl[~empty]).abs().max().item(), 1.0]
