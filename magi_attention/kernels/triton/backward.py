@@ -92,13 +92,13 @@ def _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, DQ, desc_q, desc_do, desc_dq, q
         do = tl.load(DO + do_off + rows * stride_dm + offs_d[None, :], mask=row_ok[:, None], other=0.0)
     else:
         do = tl.load(DO + do_off + rows * stride_dm + offs_d[None, :])
-    dv += tl.dot(p_t.to(do.dtype), do)
+    dv = tl.dot(p_t.to(do.dtype), do, dv)
     dp_t = tl.dot(v, tl.trans(do))
     ds_t = p_t * (dp_t - delta[None, :])
     if SOFTCAP:
         ds_t = ds_t * (1.0 - t * t)
     ds_lp = ds_t.to(q.dtype)
-    dk += tl.dot(ds_lp, q)
+    dk = tl.dot(ds_lp, q, dk)
     if ATOMIC_DQ:
         # dq rows of this q tile += sm_scale * dS @ K; relaxed adds with no result (red.global)
         dq = tl.dot(tl.trans(ds_lp), k) * sm_scale
@@ -226,7 +226,7 @@ def _dq_step(dq, q, do, lse2, delta, K, V, kv_off, k_tile, offs_m, offs_n, offs_
     ds = p * (dp - delta[:, None])
     if SOFTCAP:
         ds = ds * (1.0 - t * t)
-    dq += tl.dot(ds.to(k.dtype), k)
+    dq = tl.dot(ds.to(k.dtype), k, dq)
     return dq
 
 

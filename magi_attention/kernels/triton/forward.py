@@ -42,8 +42,10 @@ def _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, k_tile, of
     if SOFTCAP:
         s = tanh(qk * (sm_scale / softcap)) * (softcap * LOG2E)
     else:
-        s = qk * (sm_scale * LOG2E)
+        s = qk
     if MASKED:
+        if not SOFTCAP:
+            s = qk * (sm_scale * LOG2E)
         if ROW_INTERVALS > 0:
             keep = row_table_mask(offs_m[:, None], offs_k[None, :], row_lo, row_hi, seqlen_q,
                                   ROW_INTERVALS)
@@ -53,10 +55,18 @@ def _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, k_tile, of
         s = tl.where(keep, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with nothing kept yet
-    else:
+        p = tl.exp2(s - m_use[:, None])
+    elif SOFTCAP:
         m_new = tl.maximum(m_i, tl.max(s, 1))
         m_use = m_new
-    p = tl.exp2(s - m_use[:, None])
+        p = tl.exp2(s - m_use[:, None])
+    else:
+        # scale folded into one FMA per element (as the Triton tutorial): max(qk) * c equals
+        # max(qk * c) exactly for c > 0
+        qk_scale = sm_scale * LOG2E
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        m_use = m_new
+        p = tl.exp2(qk * qk_scale - m_use[:, None])
     alpha = tl.exp2(m_i - m_use)
     l_i = l_i * alpha + tl.sum(p, 1)
     if USE_TMA:
@@ -65,7 +75,7 @@ def _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, k_tile, of
         v = tl.load(v_ptrs, mask=offs_k[:, None] < seqlen_k, other=0.0)
     else:
         v = tl.load(v_ptrs)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])  # accumulate inside the MMA
     return acc, l_i, m_new
 
 
