@@ -178,7 +178,8 @@ def bwd(dout, q, k, v, out, lse, q_ranges, k_ranges, attn_type_map, softmax_scal
     if form is None and deterministic:
         # FA4's SM90 block-sparse backward has no deterministic mode (4.0.0b36 asserts
         # "Deterministic not implemented for block-sparse backward"); the Triton backend's
-        # backward never uses atomics and has the same semantics (global out/lse included).
+        # deterministic backward uses no atomics and has the same semantics (global out/lse
+        # included).
         from .. import triton as triton_backend
         rng = lambda t: t.to(q.device)  # noqa: E731
         return triton_backend.bwd(dout, q, k, v, out, lse, rng(q_ranges), rng(k_ranges),
