@@ -39,11 +39,14 @@ MASKS = ("full", "causal", "causal_document", "sliding_window_causal", "block_ca
 # Forward variants: name -> FwdConfig(block_m, block_n, num_warps, num_stages, partial_stages, ...)
 FWD_VARIANTS = {
     "fwd_ptr_128x64_w4_s3_p2": FwdConfig(128, 64, 4, 3, 2),  # v2 default
-    "fwd_ptr_128x128_w8_s3_p2": FwdConfig(128, 128, 8, 3, 2),
+    "fwd_ptr_run_128x64_w4_s3_p2": FwdConfig(128, 64, 4, 3, 2, contiguous_full=True),
     "fwd_tma_128x64_w4_s3_p2": FwdConfig(128, 64, 4, 3, 2, use_tma=True),
     "fwd_tma_128x128_w8_s3_p2": FwdConfig(128, 128, 8, 3, 2, use_tma=True),
     "fwd_tma_ws_128x64_w4_s3_p2": FwdConfig(128, 64, 4, 3, 2, use_tma=True, warp_specialize=True),
     "fwd_tma_ws_128x128_w8_s2_p2": FwdConfig(128, 128, 8, 2, 2, use_tma=True, warp_specialize=True),
+    "fwd_tma_run_128x64_w4_s3_p2": FwdConfig(128, 64, 4, 3, 2, use_tma=True, contiguous_full=True),
+    "fwd_tma_ws_run_128x64_w4_s3_p2": FwdConfig(128, 64, 4, 3, 2, use_tma=True, warp_specialize=True,
+                                                contiguous_full=True),
 }
 # Backward variants: name -> (BwdConfig(block_m1, block_n1, block_m2, block_n2, warps, stages,
 # partial_stages), deterministic). block_m1 = q rows per step, block_n1 = keys per program.
@@ -53,7 +56,6 @@ BWD_VARIANTS = {
     "bwd_onepass_64x128_w8_s2_p2": (BwdConfig(64, 128, 64, 64, 8, 2, 2), False),
     "bwd_onepass_64x128_w8_s3_p2": (BwdConfig(64, 128, 64, 64, 8, 3, 2), False),
     "bwd_onepass_128x64_w8_s2_p2": (BwdConfig(128, 64, 64, 64, 8, 2, 2), False),
-    "bwd_onepass_32x128_w4_s2_p2": (BwdConfig(32, 128, 64, 64, 4, 2, 2), False),
     "bwd_onepass_tma_64x64_w4_s3_p2": (BwdConfig(64, 64, 64, 64, 4, 3, 2, use_tma=True), False),
     "bwd_onepass_tma_64x128_w8_s2_p2": (BwdConfig(64, 128, 64, 64, 8, 2, 2, use_tma=True), False),
 }

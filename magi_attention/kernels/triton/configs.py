@@ -17,6 +17,7 @@ class FwdConfig:
     partial_stages: int = 1  # pipelining depth of the masked-tile loop (1: none, saves smem)
     use_tma: bool = False  # tensor-descriptor (TMA) loads of Q, K, V and store of O (sm90+)
     warp_specialize: bool = False  # Triton's automatic warp specialisation of the unmasked loop
+    contiguous_full: bool = False  # iterate a q tile's full key tiles as a run when they are one
 
 
 @dataclass(frozen=True)

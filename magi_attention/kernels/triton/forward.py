@@ -80,6 +80,26 @@ def _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, k_tile, of
 
 
 @triton.jit
+def _fwd_full_tiles(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid,
+                    first_kt, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale,
+                    softcap, row_lo, row_hi, seqlen_q,
+                    BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, USE_TMA: tl.constexpr,
+                    WARP_SPECIALIZE: tl.constexpr, FROM_RUN: tl.constexpr):
+    """The unmasked key tiles start..mid of the plan's list; FROM_RUN: they are the run
+    first_kt, first_kt + 1, ... (no index load per tile)."""
+    for t in tl.range(start, mid, warp_specialize=WARP_SPECIALIZE):
+        if FROM_RUN:
+            k_tile = first_kt + (t - start)
+        else:
+            k_tile = tl.load(q_tile_kt + t)
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, k_tile,
+                                  offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k,
+                                  sm_scale, softcap, 0, 0, 0, 0, 0, 0, row_lo, row_hi, seqlen_q,
+                                  BLOCK_N, False, SOFTCAP, 0, USE_TMA)
+    return acc, l_i, m_i
+
+
+@triton.jit
 def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit, desc_q, desc_k, desc_v, desc_o,
                 q_tile_ptr, q_tile_kt, q_tile_num_full, q_tile_slice_ptr, q_tile_slice_idx,
                 slice_bounds, q_tile_order, row_lo, row_hi,
@@ -89,7 +109,8 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit, desc_q, desc_k, desc_v, desc_o,
                 GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, RETURN_MAX: tl.constexpr,
                 ROW_INTERVALS: tl.constexpr, PARTIAL_STAGES: tl.constexpr,
-                USE_TMA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+                USE_TMA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                CONTIGUOUS_FULL: tl.constexpr):
     tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
     tl.static_assert(BLOCK_M % 16 == 0 and BLOCK_N % 16 == 0)
     q_tile = tl.load(q_tile_order + tl.program_id(0))
@@ -116,13 +137,27 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit, desc_q, desc_k, desc_v, desc_o,
     slice_lo = tl.load(q_tile_slice_ptr + q_tile)
     slice_hi = tl.load(q_tile_slice_ptr + q_tile + 1)
     q_tile_hi = q_tile_lo + BLOCK_M
-    for t in tl.range(start, mid, warp_specialize=WARP_SPECIALIZE):
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col,
-                                  tl.load(q_tile_kt + t),
-                                  offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k,
-                                  sm_scale, softcap, slice_bounds, q_tile_slice_idx, slice_lo,
-                                  slice_hi, q_tile_lo, q_tile_hi, row_lo, row_hi, seqlen_q,
-                                  BLOCK_N, False, SOFTCAP, ROW_INTERVALS, USE_TMA)
+    if CONTIGUOUS_FULL:
+        # most masks' full tiles of a q tile are one run of consecutive key tiles (full, causal,
+        # documents, bands): then iterate it without loading each index
+        has_full = mid > start
+        first_kt = tl.load(q_tile_kt + start, mask=has_full, other=0)
+        last_kt = tl.load(q_tile_kt + mid - 1, mask=has_full, other=-1)
+        if last_kt - first_kt == mid - start - 1:
+            acc, l_i, m_i = _fwd_full_tiles(
+                acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid,
+                first_kt, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap,
+                row_lo, row_hi, seqlen_q, BLOCK_N, SOFTCAP, USE_TMA, WARP_SPECIALIZE, True)
+        else:
+            acc, l_i, m_i = _fwd_full_tiles(
+                acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid,
+                first_kt, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap,
+                row_lo, row_hi, seqlen_q, BLOCK_N, SOFTCAP, USE_TMA, WARP_SPECIALIZE, False)
+    else:
+        acc, l_i, m_i = _fwd_full_tiles(
+            acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid,
+            0, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap,
+            row_lo, row_hi, seqlen_q, BLOCK_N, SOFTCAP, USE_TMA, WARP_SPECIALIZE, False)
     for t in tl.range(mid, end, num_stages=PARTIAL_STAGES):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col,
                                   tl.load(q_tile_kt + t),
@@ -175,6 +210,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
             BLOCK_N=config.block_n, SOFTCAP=softcap > 0, RETURN_MAX=return_max_logits,
             ROW_INTERVALS=plan.row_lo.shape[1], PARTIAL_STAGES=config.partial_stages,
             USE_TMA=use_tma, WARP_SPECIALIZE=config.warp_specialize,
+            CONTIGUOUS_FULL=config.contiguous_full,
             num_warps=config.num_warps, num_stages=config.num_stages)
     max_logits = None
     if return_max_logits:

@@ -129,13 +129,16 @@ def test_deterministic_is_bitwise_repeatable(name):
 
 
 FWD_VARIANTS = {"tma": dict(use_tma=True), "tma_ws": dict(use_tma=True, warp_specialize=True),
-                "tma_128x128_w8": dict(use_tma=True, block_m=128, block_n=128, num_warps=8)}
+                "tma_128x128_w8": dict(use_tma=True, block_m=128, block_n=128, num_warps=8),
+                "ptr_run": dict(contiguous_full=True),
+                "tma_ws_run": dict(use_tma=True, warp_specialize=True, contiguous_full=True)}
 
 
 @pytest.mark.parametrize("variant", sorted(FWD_VARIANTS))
 @pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
 def test_fwd_tma_variants(name, variant):
-    """The tensor-descriptor forward (and its warp-specialised loop) equals the reference."""
+    """The tensor-descriptor forward, its warp-specialised loop and the run loop of the full
+    tiles (contiguous_full) equal the reference."""
     import dataclasses
     from magi_attention.kernels import triton as tk
     from magi_attention.kernels.triton.configs import fwd_config

@@ -5,7 +5,7 @@ The interpreter must be switched on before triton.jit decorates the kernels, so 
 one subprocess (about 15 s for all cases) that reports max errors as JSON; each case asserts on
 its own. Both masking paths run: the per-row interval table and, with the table disabled, the
 OR over the q tile's slice list; both backward paths: the one-pass kernel with atomic dq and the
-deterministic two-kernel path; the forward and the one-pass backward also with tensor descriptors (use_tma; the interpreter's missing
+deterministic two-kernel path; the forward (with the contiguous_full run loop) and the one-pass backward also with tensor descriptors (use_tma; the interpreter's missing
 TMA reduce-add is emulated). Tolerance for fp16 inputs (P and dS rounded to fp16 before the
 matmuls): max abs error <= 1e-2 * max|ref| + 2e-3.
 """
@@ -28,6 +28,8 @@ CASES = {
     "docs_edge_tiles_mqa": ("[(0, 37, 0, 37, 1), (37, 100, 37, 100, 1), (37, 100, 0, 10, 0)]", 100, 100, 4, 1, 0.0),
     "rect_empty_rows_softcap": ("[(10, 50, 5, 70, 0), (60, 90, 0, 90, 2), (10, 50, 60, 120, 1)]", 97, 120, 2, 2, 4.0),
     "duplicate_slices": ("[(0, 64, 0, 64, 0), (0, 64, 0, 64, 0), (16, 64, 16, 64, 1)]", 64, 64, 2, 1, 0.0),
+    # full key tiles of one q tile with a gap (not one run): the contiguous_full fallback loop
+    "full_tiles_with_gap": ("[(0, 64, 0, 32, 0), (0, 64, 64, 96, 0), (64, 100, 0, 100, 1)]", 100, 100, 2, 1, 0.0),
 }
 
 SCRIPT = textwrap.dedent('''
@@ -67,7 +69,7 @@ SCRIPT = textwrap.dedent('''
             fc, bc = FwdConfig(32, 16, 4, 1), BwdConfig(16, 32, 32, 16, 4, 1)
             plan = lambda m, n: block_sparse.plan_block_sparse(slices, sq, sk, m, n)
             out, lse, mx = launch_fwd(q, k, v, plan(32, 16), fc, scale, cap, True)
-            tma = FwdConfig(32, 16, 4, 2, use_tma=True, warp_specialize=True)
+            tma = FwdConfig(32, 16, 4, 2, use_tma=True, warp_specialize=True, contiguous_full=True)
             out_tma, lse_tma, _ = launch_fwd(q, k, v, plan(32, 16), tma, scale, cap, False)
             dq, dk, dv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), None, bc, scale, cap)
             bt = BwdConfig(16, 32, 32, 16, 4, 1, use_tma=True)
