@@ -42,8 +42,18 @@ SCRIPT = textwrap.dedent('''
     from magi_attention.kernels.triton.configs import BwdConfig, FwdConfig
     from magi_attention.kernels.triton.forward import launch_fwd
 
+    import numpy as np
     from triton._C.libtriton import ir as _ir
     from triton.runtime import interpreter as _interp
+
+    _patch_lang_tensor = _interp._patch_lang_tensor
+
+    def _patch_lang_tensor_np24(tensor, scope):
+        # numpy >= 2.4 refuses int() of a 1-element 1-D array, which is how Triton 3.6's
+        # interpreter holds a loaded scalar (range(start, end) over loaded bounds fails there)
+        _patch_lang_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
+    _interp._patch_lang_tensor = _patch_lang_tensor_np24
 
     if not hasattr(_interp.InterpreterBuilder, "create_descriptor_reduce"):
         # Triton 3.6's interpreter lacks the TMA reduce-add (desc.atomic_add): emulate it with the
