@@ -302,7 +302,7 @@ def time_cell(name, seqlen, args, variants, writer):
         record("ffa", variant, json.dumps({**asdict(cfg), "deterministic": det}), "bwd",
                lambda: launch_bwd(do, q, k, v, ref_out, ref_lse, plan_kv, plan_q, cfg, scale, 0.0,
                                   deterministic=det))
-    del ref_out, ref_lse, q, k, v, do
+    q = k = v = do = ref_out = ref_lse = None  # free the inputs before the peers allocate theirs
     if DEVICE == "cuda":
         torch.cuda.empty_cache()
     for peer in args.peers:
