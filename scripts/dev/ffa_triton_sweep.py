@@ -53,10 +53,14 @@ FWD_VARIANTS = {
 BWD_VARIANTS = {
     "bwd_det_64x64_w4_s3_p2": (BwdConfig(64, 64, 64, 64, 4, 3, 2), True),  # v2 default, two kernels
     "bwd_onepass_64x64_w4_s3_p2": (BwdConfig(64, 64, 64, 64, 4, 3, 2), False),
+    # the one-pass step also holds a [block_m1, D] fp32 dq tile: at 64x64 with 4 warps that is
+    # 64 more registers per thread than the dk/dv kernel (spill risk), hence the 8-warp variants
+    "bwd_onepass_64x64_w8_s3_p2": (BwdConfig(64, 64, 64, 64, 8, 3, 2), False),
     "bwd_onepass_64x128_w8_s2_p2": (BwdConfig(64, 128, 64, 64, 8, 2, 2), False),
     "bwd_onepass_64x128_w8_s3_p2": (BwdConfig(64, 128, 64, 64, 8, 3, 2), False),
     "bwd_onepass_128x64_w8_s2_p2": (BwdConfig(128, 64, 64, 64, 8, 2, 2), False),
     "bwd_onepass_tma_64x64_w4_s3_p2": (BwdConfig(64, 64, 64, 64, 4, 3, 2, use_tma=True), False),
+    "bwd_onepass_tma_64x64_w8_s3_p2": (BwdConfig(64, 64, 64, 64, 8, 3, 2, use_tma=True), False),
     "bwd_onepass_tma_64x128_w8_s2_p2": (BwdConfig(64, 128, 64, 64, 8, 2, 2, use_tma=True), False),
 }
 CHECK_SEQLEN = 2048
