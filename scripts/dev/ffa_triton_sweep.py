@@ -45,6 +45,7 @@ FWD_VARIANTS = {
     "fwd_tma_ws_128x64_w4_s3_p2": FwdConfig(128, 64, 4, 3, 2, use_tma=True, warp_specialize=True),
     "fwd_tma_ws_128x128_w8_s2_p2": FwdConfig(128, 128, 8, 2, 2, use_tma=True, warp_specialize=True),
     "fwd_tma_run_128x64_w4_s3_p2": FwdConfig(128, 64, 4, 3, 2, use_tma=True, contiguous_full=True),
+    "fwd_tma_run_128x64_w4_s2_p2": FwdConfig(128, 64, 4, 2, 2, use_tma=True, contiguous_full=True),
     "fwd_tma_ws_run_128x64_w4_s3_p2": FwdConfig(128, 64, 4, 3, 2, use_tma=True, warp_specialize=True,
                                                 contiguous_full=True),
 }
