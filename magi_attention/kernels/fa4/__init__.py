@@ -200,7 +200,8 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
     if (conv.native is None or not native) and deterministic:
         # FA4's SM90 block-sparse backward has no deterministic mode (4.0.0b36 asserts
         # "Deterministic not implemented for block-sparse backward"); the Triton backend's
-        # backward never uses atomics and has the same semantics (global out/lse included).
+        # deterministic backward uses no atomics and has the same semantics (global out/lse
+        # included).
         from .. import triton as triton_backend
         return triton_backend.bwd(dout, q, k, v, out, lse, mask, softmax_scale, softcap,
                                   deterministic=True)
