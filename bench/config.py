@@ -163,7 +163,7 @@ def check_cpu_sized(hardware: "HardwareConfig", auto: bool, largest_seqlen: int,
     if auto and hardware.device == "cpu" and largest_seqlen > CPU_AUTO_MAX_SEQLEN:
         raise ValueError(f"no CUDA here, so hardware=auto picked the cpu preset, but {what} reaches "
                          f"seqlen {largest_seqlen}, sized for a GPU (hours on CPU); add hardware=cpu "
-                         f"to run it on this CPU anyway, or choose seqlens up to "
+                         f"to run it on this CPU anyway, or choose sizes whose seqlen stays within "
                          f"{CPU_AUTO_MAX_SEQLEN}")
 
 

@@ -35,7 +35,8 @@ from filelock import FileLock
 from bench.result_file import describe_torn, repair, scan
 
 __all__ = ["STATUSES", "FINAL_STATUSES", "CELL_KEY", "RESUME_KEY", "ENV_COLUMNS", "ResultRow",
-           "RunMeta", "SweepInterrupted", "append_row", "repair_file", "job_log_of",
+           "RunMeta", "SweepInterrupted", "append_row", "repair_file", "summary_line",
+           "interrupted_line", "job_log_of",
            "job_log_path", "kind_sources", "read_results", "latest_rows", "done_cells",
            "resume_key", "run_meta"]
 
@@ -222,6 +223,24 @@ class SweepInterrupted(KeyboardInterrupt):
         super().__init__(f"interrupted after {rows_written} rows")
         self.rows_written = rows_written
         self.out_file = Path(out_file)
+
+
+def summary_line(rows: Iterable[ResultRow], out_file: str | os.PathLike) -> str:
+    """The last line of a finished run: rows written, by status."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.status] = counts.get(row.status, 0) + 1
+    total = sum(counts.values())
+    return f"wrote {total} rows to {out_file} {counts or '(all cells already done)'}"
+
+
+def interrupted_line(error: KeyboardInterrupt, out_file: str | os.PathLike | None) -> str:
+    """The one line that ends a run stopped by Ctrl-C (``error`` a SweepInterrupted, or a plain
+    KeyboardInterrupt from before the sweep started)."""
+    written = getattr(error, "rows_written", None)
+    done = (f"wrote {written} rows to {out_file}" if written is not None
+            else f"rows measured so far are in {out_file}" if out_file else "no rows written")
+    return f"interrupted: {done}; run the same command again to resume (done cells are skipped)"
 
 
 def _csv_files(sources: Iterable[str | os.PathLike] | str | os.PathLike) -> list[Path]:
