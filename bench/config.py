@@ -38,7 +38,8 @@ from bench.metrics import DIRECTIONS
 
 __all__ = ["CONFIGS_DIR", "RUNS_DIR", "KernelChoice", "MaskChoice", "DataConfig", "HardwareConfig",
            "GateConfig", "KernelBenchConfig", "kernel_bench_config", "resolve_hardware",
-           "register_schemas", "job_key", "default_dirs", "check_cpu_sized", "check_seqlens"]
+           "register_schemas", "job_key", "default_dirs", "check_cpu_sized", "check_seqlens",
+           "check_target"]
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 HARDWARE_PRESETS = ("cpu", "h100", "h200", "b200")
