@@ -392,7 +392,161 @@ def dispatch_volume_extremes() -> str:
             + ", ".join(whole[whole >= 1].index))
 
 
+# -- this session's runs: plan-once FFA, peers, Triton v3, 2xH200 CP -----------------------------
+PLAN_ONCE = ("h200/kernels/kernel_masks__plan_once_4k-16k.csv",
+             "h200/kernels/kernel_masks__plan_once_32k-64k.csv")
+PEERS = "h200/kernels/kernel_masks__peers_16k_64k.csv"
+SWEEP_V3 = "h200/ffa_triton/sweep.csv"
+DEFAULT_V3 = {"fwd": "fwd_tma_128x64_w4_s3_p2", "bwd": "bwd_det_64x64_w4_s3_p2"}
+FFA_FA4_PLAN_GOAL = 0.97  # issue 13
+
+
+@functools.cache
+def _files(relpaths: tuple[str, ...]) -> pd.DataFrame:
+    rows = pd.concat([read_results(RESULTS / r) for r in relpaths], ignore_index=True)
+    return latest_rows(rows)
+
+
+def _tf(frame: pd.DataFrame, kernel: str, mask: str, seqlen: int, direction: str):
+    hit = frame[(frame.kernel == kernel) & (frame["mask"] == mask) & (frame.seqlen == seqlen)
+                & (frame.direction == direction) & (frame.status == "ok")]
+    return float(hit.tflops_per_s.iloc[0]) if len(hit) else None
+
+
+def _pairs(frame, num: str, den: str):
+    """((mask, seqlen, direction), num / den) over every cell where both ran."""
+    out = []
+    for mask in KERNEL_MASKS:
+        for seqlen in sorted(frame.seqlen.unique()):
+            for d in ("fwd", "bwd"):
+                a, b = _tf(frame, num, mask, seqlen, d), _tf(frame, den, mask, seqlen, d)
+                if a is not None and b is not None:
+                    out.append(((mask, int(seqlen), d), a / b))
+    return out
+
+
+def plan_once_vs_fa4() -> str:
+    pairs = _pairs(_files(PLAN_ONCE), "ffa_fa4", "fa4")
+    low = [f"{m} {_k(s)} {d} {r:.2f}" for (m, s, d), r in pairs if r < FFA_FA4_PLAN_GOAL]
+    text = f"{_span([r for _, r in pairs])} over {len(pairs)} cells"
+    return text + (f"; below {FFA_FA4_PLAN_GOAL}: " + ", ".join(low) if low else "")
+
+
+def plan_once_vs_flex() -> str:
+    pairs = _pairs(_files(PLAN_ONCE), "ffa_fa4", "flex")
+    bcd = {(s, d): r for (m, s, d), r in pairs if m == "block_causal_document"}
+    return (f"{_span([r for _, r in pairs])} over {len(pairs)} cells (block_causal_document 16k "
+            f"{bcd[(K16, 'fwd')]:.2f}/{bcd[(K16, 'bwd')]:.2f}, 64k {bcd[(K64, 'fwd')]:.2f}/"
+            f"{bcd[(K64, 'bwd')]:.2f} fwd/bwd)")
+
+
+def peers_table() -> str:
+    frame = _files((PEERS,))
+    kernels = ("cudnn", "fa2_torch", "fa3", "fa4", "ffa_fa4", "flex")
+    lines = ["| mask | S | dir | " + " | ".join(kernels) + " |", "|" + "---|" * (len(kernels) + 3)]
+    for mask in KERNEL_MASKS:
+        for seqlen in (K16, K64):
+            for d in ("fwd", "bwd"):
+                cells = [_tf(frame, k, mask, seqlen, d) for k in kernels]
+                lines.append(f"| {mask} | {_k(seqlen)} | {d} | "
+                             + " | ".join("X" if v is None else f"{v:.0f}" for v in cells) + " |")
+    return "\n".join(lines)
+
+
+def peers_vs_fa4() -> str:
+    frame = _files((PEERS,))
+    return ", ".join(f"{k} {_span([r for _, r in _pairs(frame, k, 'fa4')])}"
+                     for k in ("cudnn", "fa2_torch", "fa3"))
+
+
+@functools.cache
+def _sweep_v3() -> pd.DataFrame:
+    frame = pd.read_csv(RESULTS / SWEEP_V3)
+    return frame[frame.status == "ok"]
+
+
+def _v3(kernel: str, variant: str | None, mask: str, seqlen: int, d: str):
+    f = _sweep_v3()
+    hit = f[(f.kernel == kernel) & (f["mask"] == mask) & (f.seqlen == seqlen) & (f.direction == d)]
+    if variant is not None:
+        hit = hit[hit.variant == variant]
+    return float(hit.tflops_per_s.iloc[0]) if len(hit) else None
+
+
+def triton_v3_table() -> str:
+    lines = ["| mask | S | dir | ffa (default) | fa4 | flex | ffa/fa4 | ffa/flex |",
+             "|" + "---|" * 8]
+    for mask in ("full", "causal", "causal_document", "sliding_window_causal",
+                 "block_causal_document"):
+        for seqlen in (K16, K64):
+            for d in ("fwd", "bwd"):
+                ffa = _v3("ffa", DEFAULT_V3[d], mask, seqlen, d)
+                fa4, flex = _v3("fa4", None, mask, seqlen, d), _v3("flex", None, mask, seqlen, d)
+                ratio = lambda b: "-" if ffa is None or b is None else f"{ffa / b:.2f}"  # noqa: E731
+                cells = ["X" if v is None else f"{v:.0f}" for v in (ffa, fa4, flex)]
+                lines.append(f"| {mask} | {_k(seqlen)} | {d} | " + " | ".join(cells)
+                             + f" | {ratio(fa4)} | {ratio(flex)} |")
+    return "\n".join(lines)
+
+
+def _cp_best(relpath: str):
+    """{(mask, cp_size, direction): (magi, best baseline, its name)} of one CP file."""
+    frame = _files((relpath,))
+    ok = frame[frame.status == "ok"]
+    out = {}
+    for (mask, cp, d), cell in ok.groupby(["mask", "cp_size", "direction"]):
+        magi = cell[cell.kernel == "magi"].tflops_per_s
+        base = cell[cell.kernel != "magi"].set_index("kernel").tflops_per_s
+        if len(magi) and len(base):
+            out[(mask, int(cp), d)] = (float(magi.iloc[0]), float(base.max()), base.idxmax())
+    return out
+
+
+def cp2_table() -> str:
+    files = {"fa4, 16k/GPU": "h200x2/cp/cp_h200x2__fa4_16k.csv",
+             "triton, 16k/GPU": "h200x2/cp/cp_h200x2__triton_16k.csv",
+             "fa4, 64k/GPU": "h200x2/cp/cp_h200x2__fa4_64k.csv"}
+    lines = ["| run | mask | cp | fwd magi / best (name) | bwd magi / best (name) |",
+             "|---|---|---|---|---|"]
+    for label, relpath in files.items():
+        best = _cp_best(relpath)
+        for mask in ("full", "causal", "full_document", "causal_document",
+                     "block_causal_document"):
+            for cp in (1, 2):
+                cells = []
+                for d in ("fwd", "bwd"):
+                    magi, base, name = best[(mask, cp, d)]
+                    cells.append(f"{magi:.0f} / {base:.0f} ({name}) = {magi / base:.2f}")
+                lines.append(f"| {label} | {mask} | {cp} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def magi_profile_table() -> str:
+    steps = {"before": "h200/magi_profile/magi_profile_step0_before.csv",
+             "plan once": "h200/magi_profile/magi_profile_step1_plan_once.csv",
+             "no empty stage, fused merge": "h200/magi_profile/magi_profile_step2_no_empty_stage.csv"}
+    lines = ["| step | backend | mask | fwd magi cp1 / kernel (ms) | bwd magi cp1 / kernel (ms) | syncs per step |",
+             "|---|---|---|---|---|---|"]
+    for label, relpath in steps.items():
+        f = pd.read_csv(RESULTS / relpath, keep_default_na=False)
+        for (backend, mask), cell in f.groupby(["backend", "mask"], sort=False):
+            def ms(impl, d):
+                return float(cell[(cell.impl == impl) & (cell.direction == d)].runtime_ms.iloc[0])
+            ratio = [f"{ms('magi_cp1', d):.2f} / {ms('kernel', d):.2f} = "
+                     f"{ms('kernel', d) / ms('magi_cp1', d):.2f}x" for d in ("fwd", "bwd")]
+            syncs = cell[cell.impl == "magi_cp1"].syncs_per_step.iloc[0]
+            lines.append(f"| {label} | {backend} | {mask} | {ratio[0]} | {ratio[1]} | {syncs} |")
+    return "\n".join(lines)
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h200.plan_once_vs_fa4": plan_once_vs_fa4,
+    "h200.plan_once_vs_flex": plan_once_vs_flex,
+    "h200.peers_table": peers_table,
+    "h200.peers_vs_fa4": peers_vs_fa4,
+    "h200.triton_v3_table": triton_v3_table,
+    "h200.magi_profile_table": magi_profile_table,
+    "h200x2.cp2_table": cp2_table,
     "h200.pytest_gpu": pytest_gpu_h200,
     "h200.pytest_fa4": pytest_fa4,
     "h200.kernel_sweep_rows": kernel_sweep_rows,

@@ -9,7 +9,9 @@ from bench.mdgen import SPAN, render, span_names
 
 # Decimals RESULTS.md may hold outside generated spans: software versions and the goals of
 # issues 3 and 4, which are targets, not measurements. A measured value typed by hand fails.
-HAND_WRITTEN_DECIMALS = {"2.11", "3.6", "4.0.0b36", "0.8", "0.7", "0.95"}
+# versions, and the goals the issues set (measured numbers all come from spans)
+HAND_WRITTEN_DECIMALS = {"2.11", "3.6", "4.0.0b36", "0.8", "0.7", "0.95", "0.97", "0.85", "0.75",
+                         "1.0", "1.2", "1.5", "0.0.3", "1.32"}
 
 
 def test_committed_results_md_is_current():
@@ -28,8 +30,9 @@ def test_every_section_is_used_and_no_measured_decimal_is_typed_by_hand():
 
 def test_a_drifted_number_is_named(tmp_path):
     text = results_md.RESULTS_MD.read_text()
-    drifted = text.replace("<!-- gen:h200.ffa_vs_cudnn_fwd -->0.76-0.81<!-- /gen -->",
-                           "<!-- gen:h200.ffa_vs_cudnn_fwd -->0.78-0.81<!-- /gen -->")
+    span = re.search(r"<!-- gen:h200.ffa_vs_cudnn_fwd -->(.*?)<!-- /gen -->", text)
+    drifted = text.replace(span.group(0),
+                           f"<!-- gen:h200.ffa_vs_cudnn_fwd -->{span.group(1)}9<!-- /gen -->")
     assert drifted != text
     assert results_md.stale_spans(drifted) == ["h200.ffa_vs_cudnn_fwd"]
     (tmp_path / "RESULTS.md").write_text(drifted)
