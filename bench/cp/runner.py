@@ -11,14 +11,14 @@ Per cell, in phases, each ending with an agreement (an all_reduce MAX over every
 status code and the measured values, so every rank leaves the cell together and takes the same
 next step; the worst status wins, its message is gathered from the rank that raised it):
 
-1. build: the global q, k, v, dout (``bench.kernels.base.make_inputs``, same seed on every
+1. build: the global q, k, v, dout (``bench.problem.make_inputs``, same seed on every
    rank), the strategy (collective), this rank's shards; the global tensors are freed after.
 2. gate (the first per-GPU seqlen this process measures for a (strategy, mask, cp_size)): one
-   forward (and, at total seqlen <= gate.full_max_seqlen, one backward) through the strategy,
-   unsharded and compared on rank 0 with FFA's reference backend on the global inputs (a few
-   row blocks at large S; ``bench.kernels._gate``). A wrong output -> both directions ``wrong``;
-   wrong gradients -> bwd ``wrong``; nothing of a wrong direction is timed. Later seqlens of a
-   triple that failed are ``wrong`` too.
+   forward and one backward through the strategy, unsharded and compared on rank 0 with FFA's
+   reference backend on the global inputs (``bench.gate``: a few row blocks at large S, with
+   dout zero off them, so the gradients are checked at every seqlen). Rank 0's verdict is
+   broadcast: a wrong output -> both directions ``wrong``; wrong gradients -> bwd ``wrong``;
+   nothing of a wrong direction is timed. Later seqlens of a triple that failed are ``wrong`` too.
 3. fwd: ``strategy.attention`` under no_grad, timed with CUDA events on each rank (median of
    ``repeat`` after ``warmup``); runtime = the slowest rank's median.
 4. bwd: one forward with autograd, then ``torch.autograd.grad(out, (q, k, v), dout,
@@ -62,7 +62,7 @@ from tqdm import tqdm
 
 from bench.config import DataConfig, GateConfig, HardwareConfig, MaskChoice
 from bench.data import sample_doc_lens
-from bench.kernels import _gate
+from bench.gate import GateResult, Reference, compare, gate_rows, reference, restrict_dout
 from bench.kernels.base import Inputs, Shapes, make_inputs
 from bench.kernels.runner import UNSUPPORTED_ERRORS
 from bench.masks import PATTERNS, Mask, UnsupportedMask, build_mask
@@ -249,6 +249,8 @@ class _State:
     inputs: Inputs | None = None        # global, [1, S, heads, head_dim]; freed after the gate
     local: list[torch.Tensor] = field(default_factory=list)   # q, k, v, dout shards
     notes: str = ""
+    rows: torch.Tensor | None = None    # the gate's query rows (dout is zero off them)
+    verdict: GateResult | None = None   # rank 0's, after the gate phase
 
 
 class CPRunner:
@@ -278,7 +280,7 @@ class CPRunner:
                        for p in sorted(config.cp_sizes) if p <= self.world_size}
         # (label, mask, cp_size) -> {direction: message} of the directions that failed the gate
         self.gated: dict[tuple, dict[str, str]] = {}
-        self.ref_cache: dict[tuple, _gate.Reference] = {}
+        self.ref_cache: dict[tuple, Reference] = {}
         self.rows: list[ResultRow] = []
 
     # -- rows --------------------------------------------------------------------------------
@@ -354,7 +356,7 @@ class CPRunner:
         return self._agree(_run_phase(self.rank < cell.cp_size, fn), num_values)
 
     # -- phases ------------------------------------------------------------------------------
-    def _build(self, cell: _Cell, state: _State, keep_global: bool) -> None:
+    def _build(self, cell: _Cell, state: _State, gate_now: bool) -> None:
         config, hw = self.config, self.config.hardware
         cls = cell.strategy.load()
         knobs = dict(cell.strategy.knobs)
@@ -363,50 +365,44 @@ class CPRunner:
             if name in cls.knob_names and knobs.get(name) is None:
                 knobs[name] = value
         inputs = make_inputs(cell.shapes, self.device, seed=config.seed)
+        if gate_now:  # same rows on every rank: same seed
+            gate = config.gate
+            state.rows = gate_rows(cell.shapes.seqlen, rows=gate.rows,
+                                   full_max_seqlen=gate.full_max_seqlen, seed=gate.seed)
+            restrict_dout(inputs, state.rows)
         state.strategy = cls(cell.mask, self.groups[cell.cp_size], num_heads_q=hw.num_heads_q,
                              num_heads_kv=hw.num_heads_kv, kernel=self.kernel, **knobs)
         state.local = [state.strategy.shard(t[0]) for t in (inputs.q, inputs.k, inputs.v,
                                                             inputs.dout)]
         state.notes = state.strategy.notes
-        if keep_global:
+        if gate_now:
             state.inputs = inputs
 
-    def _gate(self, cell: _Cell, state: _State) -> _Outcome:
-        """Rank 0 compares; values[0] = 2 (out wrong), 1 (grads wrong), 0 (passed)."""
-        gate, strategy = self.config.gate, state.strategy
-        full = cell.shapes.seqlen <= gate.full_max_seqlen
-        q, k, v = (t.detach().requires_grad_(full) for t in state.local[:3])
+    def _gate(self, cell: _Cell, state: _State) -> None:
+        """Members: one forward and one backward through the strategy, unsharded; rank 0
+        compares with the reference and keeps the verdict in ``state.verdict``."""
+        strategy = state.strategy
+        q, k, v = (t.detach().requires_grad_() for t in state.local[:3])
         out_local = strategy.attention(q, k, v)
-        out = strategy.unshard(out_local)
-        grads = None
-        if full:
-            grads = [strategy.unshard(g) for g in
-                     torch.autograd.grad(out_local, (q, k, v), state.local[3])]
+        out = strategy.unshard(out_local.detach())
+        grads = [strategy.unshard(g) for g in
+                 torch.autograd.grad(out_local, (q, k, v), state.local[3])]
         del out_local, q, k, v
         if self.rank != 0:
-            return _Outcome()
+            return
         ref_key = (cell.mask_label, cell.shapes.seqlen)
         if ref_key not in self.ref_cache:
             self.ref_cache.clear()
-            self.ref_cache[ref_key] = _gate.reference(cell.mask, cell.shapes, state.inputs,
-                                                      gate.full_max_seqlen, gate.rows, gate.seed)
-        ref = self.ref_cache[ref_key]
-        dtype = cell.shapes.dtype
-        err = _gate._rel_err(out[ref.rows], ref.out[0])
-        tol = _gate.REL_TOL[dtype]
-        if not err <= tol:
-            return _Outcome("wrong", f"gate: out rel_err {err:.2e} > {tol:.0e} on "
-                            f"{len(ref.rows)} rows", (2.0,))
-        message = f"gate: out rel_err {err:.1e} ({len(ref.rows)} rows)"
-        if grads is not None:
-            gtol = tol * _gate.GRAD_TOL_FACTOR
-            errs = {n: _gate._rel_err(g, r[0]) for n, g, r in zip(("dq", "dk", "dv"), grads, ref.grads)}
-            bad = [n for n, e in errs.items() if not e <= gtol]
-            if bad:
-                return _Outcome("wrong", f"gate: {bad[0]} rel_err {errs[bad[0]]:.2e} > {gtol:.0e}",
-                                (1.0,))
-            message += f", grads rel_err <= {max(errs.values()):.1e}"
-        return _Outcome("ok", message)
+            self.ref_cache[ref_key] = reference(cell.mask, cell.shapes, state.inputs, state.rows)
+        state.verdict = compare(self.ref_cache[ref_key], out[None],
+                                tuple(g[None] for g in grads), cell.shapes.dtype,
+                                self.config.gate.seed)
+
+    def _share_verdict(self, state: _State) -> GateResult:
+        """Rank 0's gate verdict, on every rank (the same next step everywhere)."""
+        box = [state.verdict]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
 
     def _time(self, state: _State, direction: str) -> _Outcome:
         """values: (runtime_ms, peak GiB, bytes sent per call) of this rank."""
@@ -470,24 +466,22 @@ class CPRunner:
             for d in pending:
                 self._write(cell, d, "unsupported", reason)
             return
-        state, remaining, gate_msg = _State(), list(pending), ""
+        state, remaining, verdict = _State(), list(pending), None
         try:
             gate_now = config.gate.enabled and triple not in self.gated
             outcome = self._phase(cell, lambda: self._build(cell, state, gate_now))
             if outcome.status == "ok" and gate_now:
-                outcome = self._phase(cell, lambda: self._gate(cell, state), num_values=1)
+                outcome = self._phase(cell, lambda: self._gate(cell, state))
                 state.inputs = None
-                if outcome.status == "wrong":
-                    failed = list(remaining) if outcome.values[0] >= 2 else ["bwd"]
-                    self.gated[triple] = {d: outcome.message for d in failed}
-                    for d in failed:
+                if outcome.status == "ok":
+                    verdict = self._share_verdict(state)
+                    wrong = [d for d in config.directions if verdict.status(d) == "wrong"]
+                    # later seqlens of this (strategy, mask, cp_size) inherit the verdict
+                    self.gated[triple] = {d: verdict.message(d) for d in wrong}
+                    for d in wrong:
                         if d in remaining:
-                            self._write(cell, d, "wrong", outcome.message)
+                            self._write(cell, d, "wrong", verdict.message(d))
                             remaining.remove(d)
-                    outcome = _Outcome()
-                else:
-                    self.gated[triple] = {}
-                gate_msg = outcome.message if outcome.status == "ok" else ""
             state.inputs = None
             self._free()
             for direction in list(remaining):
@@ -496,6 +490,7 @@ class CPRunner:
                 outcome = self._phase(cell, lambda: self._time(state, direction), num_values=3)
                 if outcome.status == "ok":
                     runtime, peak, sent = outcome.values
+                    gate_msg = verdict.message(direction) if verdict is not None else ""
                     notes = [gate_msg, f"comm_bytes_per_rank={int(sent)}", state.notes]
                     self._write(cell, direction, "ok", "; ".join(n for n in notes if n), runtime,
                                 peak if self.device.type == "cuda" else None)

@@ -20,12 +20,13 @@ from tqdm import tqdm
 
 from bench.config import KernelBenchConfig, KernelChoice, MaskChoice
 from bench.data import sample_doc_lens
+from bench.gate import check_prepared, gate_rows, reference, restrict_dout
 from bench.masks import PATTERNS, Mask, UnsupportedMask, build_mask
 from bench.metrics import attn_flops, peak_mem_gb, reset_peak_mem, time_cuda_ms, tflops_per_s
 from bench.results import FINAL_STATUSES, ResultRow, RunMeta, append_row, cell_key, done_cells, now_iso, run_meta
 from magi_attention.functional import BackendUnavailable
 
-from . import _gate, load_adapter
+from . import load_adapter
 from .base import KernelAdapter, Shapes, make_inputs
 
 log = logging.getLogger(__name__)
@@ -117,31 +118,24 @@ class KernelRunner:
         inputs = prepared = None
         try:
             inputs = make_inputs(cell.shapes, self.device, seed=config.seed)
-            if config.gate.enabled and "ref" not in reference_cache:
-                reference_cache["ref"] = _gate.reference(
-                    cell.mask, cell.shapes, inputs, config.gate.full_max_seqlen,
-                    config.gate.rows, config.gate.seed)
+            if config.gate.enabled:
+                self._gate_inputs(cell, inputs, reference_cache)
             prepared = cell.adapter.prepare(cell.mask, cell.shapes, self.device, inputs)
             inputs = None  # the adapter holds its own copies; the peak should not count ours
-            out_gate = _gate.GateResult(True, "")
+            verdict = None
             if config.gate.enabled:
-                # a wrong forward output condemns every direction, so it is checked first
-                out_gate = _gate.check_out(prepared, reference_cache["ref"], cell.shapes.dtype)
-                if not out_gate.passed:
-                    failure = ("wrong", out_gate.message)
-                    return
+                verdict = check_prepared(prepared, reference_cache["ref"], cell.shapes.dtype,
+                                         with_grads="bwd" in pending, seed=config.gate.seed)
             for direction in pending:
-                result = out_gate
-                if direction == "bwd" and config.gate.enabled:
-                    result = _gate.check_grads(prepared, reference_cache["ref"], cell.shapes.dtype)
-                if not result.passed:
-                    self._write(cell, direction, "wrong", result.message)
+                if verdict is not None and verdict.status(direction) == "wrong":
+                    self._write(cell, direction, "wrong", verdict.message(direction))
                     remaining.remove(direction)
                     continue
                 fn = prepared.fwd if direction == "fwd" else prepared.bwd
                 reset_peak_mem(self.device)
                 runtime = time_cuda_ms(fn, config.hardware.warmup, config.hardware.repeat)
-                notes = [result.message] + [f"{k}={v}" for k, v in prepared.extra.items()]
+                notes = [verdict.message(direction) if verdict is not None else ""]
+                notes += [f"{k}={v}" for k, v in prepared.extra.items()]
                 self._write(cell, direction, "ok", "; ".join(n for n in notes if n), runtime,
                             peak_mem_gb(self.device), prepared.build_ms)
                 remaining.remove(direction)
@@ -160,6 +154,19 @@ class KernelRunner:
             if failure is not None:
                 for direction in remaining:
                     self._write(cell, direction, *failure)
+
+    def _gate_inputs(self, cell: _Cell, inputs, reference_cache: dict) -> None:
+        """Restrict dout to the gate's rows; build the cell's reference once for all kernels."""
+        gate = self.config.gate
+        if "rows" not in reference_cache:
+            reference_cache["rows"] = gate_rows(cell.shapes.seqlen, rows=gate.rows,
+                                                full_max_seqlen=gate.full_max_seqlen,
+                                                seed=gate.seed)
+        restrict_dout(inputs, reference_cache["rows"])
+        if "ref" not in reference_cache:
+            reference_cache["ref"] = reference(cell.mask, cell.shapes, inputs,
+                                               reference_cache["rows"],
+                                               grads="bwd" in self.config.directions)
 
     def _free(self) -> None:
         gc.collect()

@@ -96,8 +96,8 @@ def bwd(dout, q, k, v, out, lse, q_ranges, k_ranges, attn_type_map, softmax_scal
     group = num_heads_q // num_heads_kv
     qr, kr, ty = _host_lists(q_ranges, k_ranges, attn_type_map)
 
-    def by_group(x):  # [Sq, Hq, D] -> [Hkv, G, Sq, D]
-        return x.float().reshape(seqlen_q, num_heads_kv, group, -1).permute(1, 2, 0, 3)
+    def by_group(x):  # [Sq, Hq, D] -> [Hkv, G, Sq, D]; D explicit: -1 is ambiguous at Sq = 0
+        return x.float().reshape(seqlen_q, num_heads_kv, group, x.shape[-1]).permute(1, 2, 0, 3)
 
     qf, dof = by_group(q), by_group(dout)
     delta = (dof * by_group(out)).sum(dim=-1)
