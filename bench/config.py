@@ -2,8 +2,13 @@
 
 Hydra composes ``configs/kernels.yaml`` against the schemas below, so a misspelt key fails at
 compose time. ``kernel_bench_config(cfg)`` then turns the composed ``cfg`` into a
-``KernelBenchConfig`` (validated in ``__post_init__``), resolving ``hardware=auto`` to a preset.
-Nothing below ``bench/kernels`` sees ``cfg``.
+``KernelBenchConfig`` (validated in ``__post_init__``, so a bad value is one error before the
+first cell), resolving ``hardware=auto`` to a preset. Nothing below ``bench/kernels`` sees ``cfg``.
+
+Where rows go: ``out_dir`` (default ``runs/<hardware>``, ignored by git, so a user's run never
+mixes with the committed reference rows under ``results/``); a job's rows in
+``<out_dir>/kernels/<job>.csv``, its tables in ``<out_dir>/tables/<job>/``, its figures in
+``plots_dir`` (default ``<out_dir>/plots/<job>``).
 
 Groups (``configs/<group>/<name>.yaml``; file name == registry name):
     kernel/     one adapter each; several may be selected: ``kernel=[ffa,flex]``. Unset, the
@@ -31,12 +36,17 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from bench.kernels.base import DTYPES, Shapes
 from bench.metrics import DIRECTIONS
 
-__all__ = ["CONFIGS_DIR", "KernelChoice", "MaskChoice", "DataConfig", "HardwareConfig",
+__all__ = ["CONFIGS_DIR", "RUNS_DIR", "KernelChoice", "MaskChoice", "DataConfig", "HardwareConfig",
            "GateConfig", "KernelBenchConfig", "kernel_bench_config", "resolve_hardware",
-           "register_schemas", "job_key"]
+           "register_schemas", "job_key", "default_dirs", "check_cpu_sized", "check_seqlens"]
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 HARDWARE_PRESETS = ("cpu", "h100", "h200", "b200")
+# A user's runs write here by default (git-ignored); results/ holds the committed reference rows.
+RUNS_DIR = Path("runs")
+# hardware=auto on a machine without CUDA refuses larger sequences: a GPU recipe (e.g.
+# experiment=kernel_masks, up to 64k) would run for hours on CPU; hardware=cpu runs it anyway.
+CPU_AUTO_MAX_SEQLEN = 4096
 
 
 # ----------------------------------------------------------------------------- Hydra schemas
@@ -96,8 +106,8 @@ class KernelBenchSchema:
     seqlens: Optional[List[int]] = None  # None: the hardware preset's
     directions: List[str] = field(default_factory=lambda: ["fwd", "bwd"])
     experiment_name: str = "default"
-    out_dir: Optional[str] = None        # None: results/<hardware>
-    plots_dir: Optional[str] = None      # None: plots/<hardware>
+    out_dir: Optional[str] = None        # None: runs/<hardware>
+    plots_dir: Optional[str] = None      # None: <out_dir>/plots/<job>
     force: bool = False                  # re-measure cells that already have a final row
     report: bool = True                  # write tables and plots after the sweep
     progress: bool = True
@@ -130,6 +140,31 @@ class KernelChoice:
         if self.name not in KERNELS and self.name not in _TESTING_KERNELS:
             raise ValueError(f"kernel {self.label!r}: unknown adapter name {self.name!r}; "
                              f"known: {', '.join(KERNELS)}")
+        target = self.options.get("target")
+        if target is not None or self.name == "custom":
+            check_target(f"kernel.{self.label}.target", target)
+
+
+def check_target(name: str, target: Any) -> None:
+    """An import path ``pkg.module:attr``, else ValueError naming ``name``."""
+    module, sep, attr = str(target or "").partition(":")
+    if not isinstance(target, str) or not sep or not module or not attr or ":" in attr:
+        raise ValueError(f"{name} must be 'pkg.module:function', got {target!r}")
+
+
+def check_seqlens(name: str, seqlens: Any) -> None:
+    """A non-empty sequence of positive ints, else ValueError naming ``name``."""
+    if not seqlens or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in seqlens):
+        raise ValueError(f"{name} must be positive ints, got {list(seqlens or [])}")
+
+
+def check_cpu_sized(hardware: "HardwareConfig", auto: bool, largest_seqlen: int, what: str) -> None:
+    """Refuse a GPU-sized run that ``hardware=auto`` put on the CPU preset (no CUDA here)."""
+    if auto and hardware.device == "cpu" and largest_seqlen > CPU_AUTO_MAX_SEQLEN:
+        raise ValueError(f"no CUDA here, so hardware=auto picked the cpu preset, but {what} reaches "
+                         f"seqlen {largest_seqlen}, sized for a GPU (hours on CPU); add hardware=cpu "
+                         f"to run it on this CPU anyway, or choose sizes whose seqlen stays within "
+                         f"{CPU_AUTO_MAX_SEQLEN}")
 
 
 @dataclass(frozen=True)
@@ -144,6 +179,8 @@ class MaskChoice:
         if self.name not in MASK_NAMES:
             raise ValueError(f"mask {self.label!r}: unknown pattern {self.name!r}; "
                              f"known: {', '.join(MASK_NAMES)}")
+        if self.seqlens is not None:
+            check_seqlens(f"mask.{self.label}.seqlens", self.seqlens)
 
 
 @dataclass(frozen=True)
@@ -174,8 +211,7 @@ class HardwareConfig:
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f"hardware.device must be 'cpu' or 'cuda', got {self.device!r}")
-        if not self.seqlens or any(s < 1 for s in self.seqlens):
-            raise ValueError(f"hardware.seqlens must be positive ints, got {list(self.seqlens)}")
+        check_seqlens("hardware.seqlens", self.seqlens)
         if self.dtype not in DTYPES:
             raise ValueError(f"hardware.dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
         if self.warmup < 0 or self.repeat < 1:
@@ -219,6 +255,7 @@ class KernelBenchConfig:
         for name in ("kernels", "masks", "seqlens", "directions"):
             if not getattr(self, name):
                 raise ValueError(f"{name} must not be empty")
+        check_seqlens("seqlens", self.seqlens)
         bad = [d for d in self.directions if d not in ("fwd", "bwd")]
         if bad:
             raise ValueError(f"directions must be 'fwd' and/or 'bwd', got {bad} "
@@ -232,6 +269,11 @@ class KernelBenchConfig:
     def results_dir(self) -> Path:
         """The folder whose CSV files hold this hardware's rows (skip checks read all of them)."""
         return self.out_file.parent
+
+    @property
+    def tables_dir(self) -> Path:
+        """Where the report of this job's rows goes: ``<out_dir>/tables/<job>``."""
+        return self.results_dir.parent / "tables" / self.out_file.stem
 
     def shapes(self, seqlen: int) -> Shapes:
         hw = self.hardware
@@ -281,8 +323,21 @@ def job_key(experiment_name: str, overrides: list[str]) -> str:
     return key
 
 
+def default_dirs(cfg: DictConfig, hardware: HardwareConfig, key: str) -> tuple[Path, Path]:
+    """``(out_dir, plots_dir)``: the configured ones, else ``runs/<hardware>`` and
+    ``<out_dir>/plots/<job key>``."""
+    out_dir = Path(cfg.out_dir) if cfg.out_dir else RUNS_DIR / hardware.name
+    plots_dir = Path(cfg.plots_dir) if cfg.plots_dir else out_dir / "plots" / key
+    return out_dir, plots_dir
+
+
 def kernel_bench_config(cfg: DictConfig, overrides: list[str] | None = None) -> KernelBenchConfig:
-    """The typed config of a composed ``configs/kernels.yaml``."""
+    """The typed config of a composed ``configs/kernels.yaml``.
+
+    Raises:
+        ValueError: a bad value (seqlens, heads, a custom target without a colon, ...), or a
+            GPU-sized run that hardware=auto put on the CPU preset; one line, before any cell.
+    """
     hardware = resolve_hardware(OmegaConf.to_container(cfg.hardware, resolve=True))
     kernel_cfg = OmegaConf.to_container(cfg.kernel, resolve=True)
     if kernel_cfg:
@@ -294,14 +349,18 @@ def kernel_bench_config(cfg: DictConfig, overrides: list[str] | None = None) -> 
                              tuple(m["seqlens"]) if m.get("seqlens") else None)
                   for label, m in OmegaConf.to_container(cfg.mask, resolve=True).items())
     seqlens = tuple(cfg.seqlens) if cfg.seqlens is not None else hardware.seqlens
-    out_dir = Path(cfg.out_dir) if cfg.out_dir else Path("results") / hardware.name
-    plots_dir = Path(cfg.plots_dir) if cfg.plots_dir else Path("plots") / hardware.name
     key = job_key(cfg.experiment_name, list(overrides or []))
-    return KernelBenchConfig(
+    out_dir, plots_dir = default_dirs(cfg, hardware, key)
+    config = KernelBenchConfig(
         hardware=hardware, kernels=kernels, masks=masks, seqlens=seqlens,
         directions=tuple(cfg.directions), data=DataConfig(**cfg.data), gate=GateConfig(**cfg.gate),
         out_file=out_dir / "kernels" / f"{key}.csv", plots_dir=plots_dir, force=cfg.force,
         report=cfg.report, progress=cfg.progress, seed=cfg.seed)
+    largest = max(s for m in config.masks for s in config.seqlens_for(m))
+    check_cpu_sized(hardware, cfg.hardware.name == "auto", largest,
+                    f"experiment={cfg.experiment_name}" if cfg.experiment_name != "default"
+                    else "this run")
+    return config
 
 
 def _kernel_options(k: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,10 +2,14 @@
 
 One row per (kernel or CP strategy, mask, seqlen, direction, shapes, cp_size). A row is appended
 and fsync'ed as soon as it is measured, so a sweep that dies loses nothing already measured, and
-a rerun skips the cells whose row has a final status. Parallel jobs (Hydra multirun, Slurm)
-write one file each; a file lock guards the rare case of two writers on one file. Readers
-(``bench.report``, ``bench.plot``) merge every ``*.csv`` under a folder and keep the newest row
-of each cell.
+a rerun skips the cells whose row has a final status and the same measured function (the
+resume key adds ``spec`` and ``kernel_version`` to the cell: a changed custom target, option,
+backend or package version is measured again). Parallel jobs (Hydra multirun, Slurm) write one
+file each; a file lock guards the rare case of two writers on one file.
+
+A crash can tear the last line of a file; the next append repairs it first (whole rows kept,
+the torn text set aside and named; ``bench.result_file``). Readers skip torn lines and empty or
+damaged files with a warning that names them, so a damaged file never blocks a run.
 """
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ import csv
 import datetime as _dt
 import functools
 import hashlib
+import io
+import logging
 import os
 import subprocess
 import tempfile
@@ -26,8 +32,15 @@ import pandas as pd
 import torch
 from filelock import FileLock
 
-__all__ = ["STATUSES", "FINAL_STATUSES", "CELL_KEY", "ENV_COLUMNS", "ResultRow", "RunMeta",
-           "append_row", "job_log_of", "job_log_path", "kind_sources", "read_results", "latest_rows", "done_cells", "run_meta"]
+from bench.result_file import describe_torn, repair, scan
+
+__all__ = ["STATUSES", "FINAL_STATUSES", "CELL_KEY", "RESUME_KEY", "ENV_COLUMNS", "ResultRow",
+           "RunMeta", "SweepInterrupted", "append_row", "repair_file", "summary_line",
+           "interrupted_line", "job_log_of",
+           "job_log_path", "kind_sources", "read_results", "latest_rows", "done_cells",
+           "resume_key", "run_meta"]
+
+log = logging.getLogger(__name__)
 
 # ok: measured; unsupported: the kernel cannot express the mask/shapes here (or its library is
 # missing); oom: ran out of device memory; error: any other exception; wrong: failed the
@@ -70,6 +83,9 @@ class ResultRow:
     status: str
     message: str
     env: str
+    # What defines the measured function beyond its label (bench.spec.measured_spec): adapter
+    # or strategy name, options / knobs, an import target and its source hash.
+    spec: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -80,6 +96,9 @@ COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
 # The columns that name a cell: a rerun skips a cell whose key has a final-status row.
 CELL_KEY = ("hardware", "kernel", "mask", "seqlen", "batch", "num_heads_q", "num_heads_kv",
             "head_dim", "dtype", "direction", "cp_size")
+# The columns a rerun compares: the cell, and what was measured in it. Tables keep the newest
+# row per CELL_KEY, so a re-measured kernel replaces its older numbers there.
+RESUME_KEY = CELL_KEY + ("spec", "kernel_version")
 
 
 @dataclass(frozen=True)
@@ -146,19 +165,82 @@ def _lock_path(path: Path) -> str:
     return os.path.join(tempfile.gettempdir(), f"bench-results-{digest}.lock")
 
 
+# Per file this process last wrote: (size after the write, header). A file of the same size
+# is still as this process left it, so the next append skips the full check.
+_CHECKED: dict[str, tuple[int, list[str]]] = {}
+
+
+def _checked_header(path: Path) -> list[str] | None:
+    """The header to append under, after repairing the file if it is not as we left it."""
+    known = _CHECKED.get(str(path.resolve()))
+    if known is not None and path.exists() and path.stat().st_size == known[0]:
+        return known[1]
+    return repair(path, COLUMNS)
+
+
+def _one_line(value: Any) -> Any:
+    # one row per line is what lets a reader tell a torn line from a whole one
+    if value is None:
+        return ""
+    return value.replace("\r", " ").replace("\n", " ") if isinstance(value, str) else value
+
+
 def append_row(path: str | os.PathLike, row: ResultRow) -> None:
-    """Append ``row`` to the CSV at ``path`` (header written on creation), flushed and fsync'ed."""
+    """Append ``row`` to the CSV at ``path`` (header written on creation), flushed and fsync'ed.
+
+    A file a crash left torn is repaired first (:func:`repair_file`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(_lock_path(path)):
-        new = not path.exists() or path.stat().st_size == 0
+        header = _checked_header(path)
         with path.open("a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS)
-            if new:
+            writer = csv.DictWriter(f, fieldnames=header or COLUMNS, restval="")
+            if header is None:
                 writer.writeheader()
-            writer.writerow({k: ("" if v is None else v) for k, v in asdict(row).items()})
+            writer.writerow({k: _one_line(v) for k, v in asdict(row).items()})
             f.flush()
             os.fsync(f.fileno())
+        _CHECKED[str(path.resolve())] = (path.stat().st_size, header or list(COLUMNS))
+
+
+def repair_file(path: str | os.PathLike) -> None:
+    """Repair a results file before a run reads it: whole rows kept, torn lines dropped into
+    ``<file>.dropped``, a file without a usable header set aside as ``<file>.damaged``, each
+    named in a warning (``bench.result_file.repair``). Nothing happens to a sound file."""
+    path = Path(path)
+    if not path.exists():
+        return
+    with FileLock(_lock_path(path)):
+        header = repair(path, COLUMNS)
+        if header is not None:
+            _CHECKED[str(path.resolve())] = (path.stat().st_size, header)
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a sweep, carrying what the entry point's one-line message needs."""
+
+    def __init__(self, rows_written: int, out_file: str | os.PathLike) -> None:
+        super().__init__(f"interrupted after {rows_written} rows")
+        self.rows_written = rows_written
+        self.out_file = Path(out_file)
+
+
+def summary_line(rows: Iterable[ResultRow], out_file: str | os.PathLike) -> str:
+    """The last line of a finished run: rows written, by status."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.status] = counts.get(row.status, 0) + 1
+    total = sum(counts.values())
+    return f"wrote {total} rows to {out_file} {counts or '(all cells already done)'}"
+
+
+def interrupted_line(error: KeyboardInterrupt, out_file: str | os.PathLike | None) -> str:
+    """The one line that ends a run stopped by Ctrl-C (``error`` a SweepInterrupted, or a plain
+    KeyboardInterrupt from before the sweep started)."""
+    written = getattr(error, "rows_written", None)
+    done = (f"wrote {written} rows to {out_file}" if written is not None
+            else f"rows measured so far are in {out_file}" if out_file else "no rows written")
+    return f"interrupted: {done}; run the same command again to resume (done cells are skipped)"
 
 
 def _csv_files(sources: Iterable[str | os.PathLike] | str | os.PathLike) -> list[Path]:
@@ -183,17 +265,29 @@ def kind_sources(sources: Iterable[str | os.PathLike] | str | os.PathLike, kind:
     return [Path(s) / kind if (Path(s) / kind).is_dir() else Path(s) for s in sources]
 
 
+def _read_file(file: Path) -> pd.DataFrame | None:
+    """The whole rows of one file; None (with a warning when it is a damaged results file) for
+    a file without rows to read."""
+    found = scan(file)
+    if found.header is None:
+        if found.damaged:
+            log.warning("%s: %s; skipped", file, found.reason)
+        return None
+    if found.torn:
+        log.warning("%s: skipped %d torn line(s) (%s); the next run that writes this file "
+                    "repairs it", file, len(found.torn), describe_torn(found.torn))
+    text = "\n".join([found.header_line, *found.lines, ""])
+    return pd.read_csv(io.StringIO(text), keep_default_na=True)
+
+
 def read_results(sources: Iterable[str | os.PathLike] | str | os.PathLike) -> pd.DataFrame:
-    """All rows of the given CSV files and folders (searched recursively for ``*.csv``).
+    """All whole rows of the given CSV files and folders (searched recursively for ``*.csv``).
 
     Files whose header lacks the ``status`` column (tables written by ``bench.report``) are
-    skipped. Returns an empty frame with the schema columns when nothing is found.
+    skipped; so are empty and damaged results files and torn lines, each named in a warning.
+    Returns an empty frame with the schema columns when nothing is found.
     """
-    frames = []
-    for file in _csv_files(sources):
-        frame = pd.read_csv(file, keep_default_na=True)
-        if {"status", "kernel", "direction"} <= set(frame.columns):
-            frames.append(frame)
+    frames = [f for f in map(_read_file, _csv_files(sources)) if f is not None]
     if not frames:
         return pd.DataFrame(columns=list(COLUMNS))
     frame = pd.concat(frames, ignore_index=True)
@@ -210,17 +304,23 @@ def latest_rows(frame: pd.DataFrame, key: Iterable[str] = CELL_KEY) -> pd.DataFr
     return ordered.drop_duplicates(key, keep="last").drop(columns="index").reset_index(drop=True)
 
 
-def cell_key(values: Mapping[str, Any]) -> tuple:
-    """The CELL_KEY tuple of a row-like mapping, normalised to str so CSV and Python agree."""
-    return tuple(str(values[k]) for k in CELL_KEY)
+def cell_key(values: Mapping[str, Any], key: Iterable[str] = CELL_KEY) -> tuple:
+    """The ``key`` tuple of a row-like mapping, normalised to str so CSV and Python agree (an
+    absent or empty value, e.g. ``spec`` of a row written before that column, is "")."""
+    return tuple("" if pd.isna(v := values.get(k)) else str(v) for k in key)
+
+
+def resume_key(values: Mapping[str, Any]) -> tuple:
+    """The RESUME_KEY tuple of a row-like mapping: what a rerun compares with done cells."""
+    return cell_key(values, RESUME_KEY)
 
 
 def done_cells(sources: Iterable[str | os.PathLike] | str | os.PathLike,
                final: Iterable[str] = FINAL_STATUSES) -> set[tuple]:
-    """Cell keys (see :func:`cell_key`) that already have a row with a final status."""
+    """Resume keys (see :func:`resume_key`) that already have a row with a final status."""
     try:
         frame = read_results(sources)
     except FileNotFoundError:
         return set()
     frame = frame[frame["status"].isin(tuple(final))]
-    return {cell_key(r) for r in frame.to_dict("records")}
+    return {resume_key(r) for r in frame.to_dict("records")}

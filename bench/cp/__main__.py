@@ -6,11 +6,16 @@
 
 Groups: ``cp/`` one file per strategy (``cp.<label>.knobs.*``; several with ``cp=[a,b]``),
 ``mask/``, ``data/``, ``hardware/`` as for the kernel benchmark, ``experiment/cp_*`` recipes.
-Every rank composes the same config; rank 0 writes ``<out_dir>/cp/<job>.csv`` and the figures
-``<plots_dir>/cp/<mask>/<fwd|bwd>/flops_report_<N>_per_gpu.png``.
+Every rank composes the same config; rank 0 writes ``<out_dir>/cp/<job>.csv`` (``out_dir``
+default ``runs/<hardware>``, apart from the committed ``results/``) and the figures
+``<plots_dir>/cp/<mask>/<fwd|bwd>/flops_report_<N>_per_gpu.png`` (default
+``<out_dir>/plots/<job>``). A bad config value ends the run with one ``error:`` line before the
+first cell; Ctrl-C ends it with one line on rank 0 saying how many rows were written.
 """
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -23,10 +28,11 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from bench.config import (CONFIGS_DIR, DataConfig, DataSchema, GateConfig, GateSchema,
-                          HardwareSchema, MaskChoice, MaskSchema, job_key, register_schemas,
-                          resolve_hardware)
+                          HardwareSchema, MaskChoice, MaskSchema, check_cpu_sized, default_dirs,
+                          job_key, register_schemas, resolve_hardware)
 from bench.cp.runner import (DEFAULT_SEQLEN_PER_GPU, CPBenchConfig, StrategyChoice,
                              init_distributed, run_sweep)
+from bench.results import interrupted_line, summary_line
 
 
 # ----------------------------------------------------------------------------- Hydra schemas
@@ -49,8 +55,8 @@ class CPBenchSchema:
     directions: List[str] = field(default_factory=lambda: ["fwd", "bwd"])
     local_kernel: str = "auto"            # every strategy's local FFA backend
     experiment_name: str = "cp_default"
-    out_dir: Optional[str] = None         # None: results/<hardware>; rows in <out_dir>/cp/
-    plots_dir: Optional[str] = None       # None: plots/<hardware>; figures in <plots_dir>/cp/
+    out_dir: Optional[str] = None         # None: runs/<hardware>; rows in <out_dir>/cp/
+    plots_dir: Optional[str] = None       # None: <out_dir>/plots/<job>; figures in <plots_dir>/cp/
     force: bool = False
     report: bool = True
     progress: bool = True
@@ -67,7 +73,11 @@ def register_cp_schemas() -> None:
 
 # ----------------------------------------------------------------------------- typed config
 def cp_bench_config(cfg: DictConfig, overrides: list[str] | None = None) -> CPBenchConfig:
-    """The typed config of a composed ``configs/cp_bench.yaml``."""
+    """The typed config of a composed ``configs/cp_bench.yaml``.
+
+    Raises:
+        ValueError: a bad value, or a GPU-sized run that hardware=auto put on the CPU preset.
+    """
     hardware = resolve_hardware(OmegaConf.to_container(cfg.hardware, resolve=True))
     strategies = tuple(
         StrategyChoice(label, s["name"], MappingProxyType(dict(s.get("knobs") or {})),
@@ -78,10 +88,13 @@ def cp_bench_config(cfg: DictConfig, overrides: list[str] | None = None) -> CPBe
                   for label, m in OmegaConf.to_container(cfg.mask, resolve=True).items())
     seqlen_per_gpu = (tuple(cfg.seqlen_per_gpu) if cfg.seqlen_per_gpu is not None
                       else DEFAULT_SEQLEN_PER_GPU[hardware.device])
-    out_dir = Path(cfg.out_dir) if cfg.out_dir else Path("results") / hardware.name
-    plots_dir = Path(cfg.plots_dir) if cfg.plots_dir else Path("plots") / hardware.name
     key = job_key(cfg.experiment_name, [o for o in overrides or []
                                         if not o.startswith(("timeout_min",))])
+    out_dir, plots_dir = default_dirs(cfg, hardware, key)
+    check_cpu_sized(hardware, cfg.hardware.name == "auto",
+                    max(seqlen_per_gpu) * max(cfg.cp_sizes, default=1),
+                    f"experiment={cfg.experiment_name}" if cfg.experiment_name != "cp_default"
+                    else "this run")
     return CPBenchConfig(
         hardware=hardware, strategies=strategies, masks=masks, seqlen_per_gpu=seqlen_per_gpu,
         cp_sizes=tuple(cfg.cp_sizes), directions=tuple(cfg.directions),
@@ -95,16 +108,26 @@ register_cp_schemas()
 
 @hydra.main(config_path=str(CONFIGS_DIR), config_name="cp_bench", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    config = cp_bench_config(cfg, list(HydraConfig.get().overrides.task))
+    rank0 = int(os.environ.get("RANK", 0)) == 0
+    try:
+        config = cp_bench_config(cfg, list(HydraConfig.get().overrides.task))
+    except ValueError as e:  # the same on every rank: one line from rank 0, no traceback
+        if rank0:
+            print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     created = init_distributed(config.hardware.device, cfg.timeout_min)
     try:
         rows = run_sweep(config)
-        if dist.get_rank() == 0:
-            counts: dict[str, int] = {}
-            for row in rows:
-                counts[row.status] = counts.get(row.status, 0) + 1
-            print(f"wrote {len(rows)} rows to {config.out_file} "
-                  f"{counts or '(all cells already done)'}")
+        if rank0:
+            print(summary_line(rows, config.out_file))
+    except ValueError as e:
+        if rank0:
+            print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt as e:
+        if rank0:
+            print(interrupted_line(e, config.out_file), file=sys.stderr)
+        sys.exit(130)
     finally:
         if created:
             dist.destroy_process_group()

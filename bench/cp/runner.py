@@ -32,8 +32,10 @@ TFLOPs/s/GPU = FLOPs of the whole mask / (runtime * cp_size).
 
 Statuses as in the kernel runner: ``UnsupportedMask``, ``BackendUnavailable``, ImportError and
 NotImplementedError -> unsupported, ``torch.cuda.OutOfMemoryError`` -> oom, any other Exception
--> error; a row, and the sweep goes on. Cells with a final row in the results folder are skipped
-unless ``force``.
+-> error; a row, and the sweep goes on. Cells with a final row in the results folder for the
+same measured function (``bench.results.RESUME_KEY``: strategy, target and its code, knobs,
+local backend) are skipped unless ``force``. Ctrl-C raises ``SweepInterrupted`` with the number
+of rows written.
 
 Limits: the agreement only helps when a failure leaves no collective half-entered. An exception
 raised on some ranks while the others wait inside a collective of the strategy (an all-to-all,
@@ -67,8 +69,10 @@ from bench.kernels.base import Inputs, Shapes, make_inputs
 from bench.kernels.runner import UNSUPPORTED_ERRORS
 from bench.masks import PATTERNS, Mask, UnsupportedMask, build_mask
 from bench.metrics import attn_flops, peak_mem_gb, reset_peak_mem, time_cuda_ms, tflops_per_s
-from bench.results import (FINAL_STATUSES, ResultRow, RunMeta, append_row, cell_key, latest_rows,
-                           now_iso, read_results, run_meta)
+from bench.results import (FINAL_STATUSES, RESUME_KEY, ResultRow, RunMeta, SweepInterrupted,
+                           append_row, latest_rows, now_iso, read_results, repair_file,
+                           resume_key, run_meta)
+from bench.spec import measured_spec
 
 from . import STRATEGIES, load_strategy
 from .base import CPStrategy
@@ -274,6 +278,11 @@ class CPRunner:
         extra += [f"world_size={self.world_size}", f"dist_backend={dist.get_backend()}"]
         self.env = ";".join([self.meta.env] * bool(self.meta.env) + extra)
         self.kernel = LocalKernel(backend=config.local_kernel)
+        # what each label measures, for the resume key and the rows
+        self.specs = {s.label: measured_spec(s.name, {**s.knobs, "target": s.target,
+                                                       "local_kernel": config.local_kernel})
+                      for s in config.strategies}
+        self.versions: dict[str, str] = {}
         self.done = self._done_cells()
         # group of the first p ranks for each cp_size p <= world size (new_group: all ranks)
         self.groups = {p: dist.new_group(list(range(p)))
@@ -287,25 +296,34 @@ class CPRunner:
     def _done_cells(self) -> set[tuple]:
         """Final rows' cell keys (rank 0 reads, everyone gets the same set)."""
         done: set[tuple] = set()
+        if self.rank == 0:
+            repair_file(self.config.out_file)  # a torn last row from a crash: repaired first
         if self.rank == 0 and not self.config.force and self.config.results_dir.exists():
-            frame = latest_rows(read_results(self.config.results_dir))
+            frame = latest_rows(read_results(self.config.results_dir), RESUME_KEY)
             if not frame.empty:
                 keep = frame["status"].isin(FINAL_STATUSES) & \
                     ~frame["message"].str.startswith(NEEDS_RANKS)
-                done = {cell_key(r) for r in frame[keep].to_dict("records")}
+                done = {resume_key(r) for r in frame[keep].to_dict("records")}
         box = [done]
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
     def _key(self, cell: _Cell, direction: str) -> tuple:
-        s = cell.shapes
-        return cell_key(dict(hardware=self.config.hardware.name, kernel=cell.strategy.label,
-                             mask=cell.mask_label, seqlen=s.seqlen, batch=s.batch,
-                             num_heads_q=s.num_heads_q, num_heads_kv=s.num_heads_kv,
-                             head_dim=s.head_dim, dtype=s.dtype, direction=direction,
-                             cp_size=cell.cp_size))
+        s, label = cell.shapes, cell.strategy.label
+        return resume_key(dict(hardware=self.config.hardware.name, kernel=label,
+                               mask=cell.mask_label, seqlen=s.seqlen, batch=s.batch,
+                               num_heads_q=s.num_heads_q, num_heads_kv=s.num_heads_kv,
+                               head_dim=s.head_dim, dtype=s.dtype, direction=direction,
+                               cp_size=cell.cp_size, spec=self.specs[label],
+                               kernel_version=self._version(cell)))
 
     def _version(self, cell: _Cell) -> str:
+        label = cell.strategy.label
+        if label not in self.versions:
+            self.versions[label] = self._probe_version(cell)
+        return self.versions[label]
+
+    def _probe_version(self, cell: _Cell) -> str:
         choice = cell.strategy
         origin = choice.target or STRATEGIES[choice.name].split(":")[0]
         knobs = ",".join(f"{k}={v}" for k, v in sorted(choice.knobs.items()) if v is not None)
@@ -332,7 +350,8 @@ class CPRunner:
             runtime_ms=runtime_ms,
             tflops_per_s=(tflops_per_s(flops, runtime_ms, cell.cp_size)
                           if runtime_ms and flops else None),
-            peak_mem_gb=peak, build_ms=build_ms, status=status, message=message, env=self.env)
+            peak_mem_gb=peak, build_ms=build_ms, status=status, message=message, env=self.env,
+            spec=self.specs[cell.strategy.label])
         append_row(self.config.out_file, row)
         self.rows.append(row)
 
@@ -519,6 +538,15 @@ class CPRunner:
         total = len(grid) * len(config.strategies) * len(config.directions)
         bar = tqdm(total=total, desc="cp cells", unit="cell",
                    disable=not config.progress or self.rank != 0)
+        try:
+            self._run_grid(grid, bar)
+        finally:  # also on Ctrl-C, so the entry point's last line starts on a line of its own
+            bar.close()
+        dist.barrier()
+        return self.rows
+
+    def _run_grid(self, grid: list[tuple[int, int, MaskChoice]], bar: tqdm) -> None:
+        config = self.config
         for seqlen_per_gpu, cp_size, choice in grid:
             seqlen = seqlen_per_gpu * cp_size
             shapes = config.shapes(seqlen)
@@ -541,29 +569,33 @@ class CPRunner:
                     bar.update(len(config.directions))
             bar.update(len(config.directions) * (len(cells) - len(todo)))
             self.ref_cache.clear()
-        bar.close()
-        dist.barrier()
-        return self.rows
 
 
 def run_sweep(config: CPBenchConfig) -> list[ResultRow]:
     """Run the CP sweep of ``config`` on every rank (collective); rank 0 appends rows to
     ``config.out_file`` as they are measured and, with ``report``, draws the CP figures and the
-    MagiAttention ratio tables under ``<plots_dir>/cp``.
+    MagiAttention ratio tables of those rows under ``<plots_dir>/cp``.
 
     Returns:
         The rows written by this call (rank 0; other ranks get []).
 
     Raises:
         ValueError: torch.distributed not initialised, a CUDA preset without CUDA.
+        SweepInterrupted: Ctrl-C; it carries the number of rows written (rank 0).
 
     Example:
         >>> created = init_distributed(config.hardware.device)
         >>> rows = run_sweep(config)   # config: CPBenchConfig
     """
-    rows = CPRunner(config).run()
-    if config.report and dist.get_rank() == 0 and config.plots_dir is not None:
+    runner = CPRunner(config)
+    try:
+        rows = runner.run()
+    except KeyboardInterrupt:
+        raise SweepInterrupted(len(runner.rows), config.out_file) from None
+    if config.report and dist.get_rank() == 0 and config.plots_dir is not None \
+            and config.out_file.exists():
         from .plot import plot_cp_results, write_ratios
-        plot_cp_results(config.results_dir, config.plots_dir / "cp")
-        write_ratios(config.results_dir, config.plots_dir / "cp")
+        # this run's rows only: other files in the folder are other experiments (bench.report)
+        plot_cp_results(config.out_file, config.plots_dir / "cp")
+        write_ratios(config.out_file, config.plots_dir / "cp")
     return rows

@@ -4,27 +4,58 @@
     python -m bench.kernels experiment=kernel_masks hardware=h200
     python -m bench.kernels -m kernel=ffa,flex mask=causal    # one job per kernel
     python -m bench.kernels 'kernel=[naive,custom]' kernel.custom.target=my_pkg.attn:my_attention
+
+Rows go to ``runs/<hardware>/kernels/<job>.csv`` unless ``out_dir=`` says otherwise. A bad
+config value ends the run with one ``error:`` line before the first cell; Ctrl-C ends it with one
+line saying how many rows were written and how to resume.
 """
 from __future__ import annotations
+
+import sys
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from bench.config import CONFIGS_DIR, kernel_bench_config, register_schemas
+from bench.config import CONFIGS_DIR, KernelBenchConfig, kernel_bench_config, register_schemas
 from bench.kernels.runner import run_sweep
+from bench.results import interrupted_line, summary_line
 
 register_schemas()
 
 
+def warn_unimportable_targets(config: KernelBenchConfig) -> None:
+    """One line on the terminal for each kernel whose import target cannot be loaded here (its
+    cells are recorded ``unsupported`` with the reason; a corrected target is measured anew)."""
+    from bench.kernels.custom import load_target
+
+    for kernel in config.kernels:
+        target = kernel.options.get("target")
+        if target is None:
+            continue
+        try:
+            load_target(target)
+        except Exception as e:  # anything the user's module raises on import: warn, go on
+            print(f"warning: kernel.{kernel.label}.target={target} cannot be loaded here "
+                  f"({type(e).__name__}: {e}); its cells are recorded unsupported",
+                  file=sys.stderr)
+
+
 @hydra.main(config_path=str(CONFIGS_DIR), config_name="kernels", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    config = kernel_bench_config(cfg, list(HydraConfig.get().overrides.task))
-    rows = run_sweep(config)
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row.status] = counts.get(row.status, 0) + 1
-    print(f"wrote {len(rows)} rows to {config.out_file} {counts or '(all cells already done)'}")
+    out_file = None
+    try:
+        config = kernel_bench_config(cfg, list(HydraConfig.get().overrides.task))
+        out_file = config.out_file
+        warn_unimportable_targets(config)
+        rows = run_sweep(config)
+    except ValueError as e:  # a bad config value: one line, no traceback
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt as e:
+        print(interrupted_line(e, out_file), file=sys.stderr)
+        sys.exit(130)
+    print(summary_line(rows, config.out_file))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ direction: reset the peak-memory counter, time with CUDA events (median of ``rep
 ``warmup``), read the peak, write the row at once. ``UnsupportedMask``/``BackendUnavailable``/
 ``ImportError`` become ``unsupported``, ``torch.cuda.OutOfMemoryError`` ``oom`` (memory is freed
 first), any other Exception ``error``; the sweep goes on. Cells with a final row in the results
-folder are skipped unless ``force``.
+folder for the same measured function (``bench.results.RESUME_KEY``: the label's adapter, options,
+import target code and version) are skipped unless ``force``. Ctrl-C raises
+``SweepInterrupted`` with the number of rows written.
 """
 from __future__ import annotations
 
@@ -23,7 +25,9 @@ from bench.data import sample_doc_lens
 from bench.gate import check_prepared, gate_rows, reference, restrict_dout
 from bench.masks import PATTERNS, Mask, UnsupportedMask, build_mask
 from bench.metrics import attn_flops, peak_mem_gb, reset_peak_mem, time_cuda_ms, tflops_per_s
-from bench.results import FINAL_STATUSES, ResultRow, RunMeta, append_row, cell_key, done_cells, now_iso, run_meta
+from bench.results import (FINAL_STATUSES, ResultRow, RunMeta, SweepInterrupted, append_row,
+                           done_cells, now_iso, repair_file, resume_key, run_meta)
+from bench.spec import measured_spec
 from magi_attention.functional import BackendUnavailable
 
 from . import load_adapter
@@ -51,6 +55,13 @@ def _message(e: BaseException) -> str:
     return text[:MAX_MESSAGE_CHARS]
 
 
+def _version(adapter: KernelAdapter) -> str:
+    try:
+        return adapter.version()
+    except Exception as e:  # a version probe must not lose the rows
+        return f"unknown ({_message(e)})"
+
+
 class KernelRunner:
     """Runs one ``KernelBenchConfig``; ``run()`` returns the rows it wrote."""
 
@@ -62,17 +73,22 @@ class KernelRunner:
         self.device = torch.device(config.hardware.device)
         self.meta: RunMeta = run_meta()
         self.adapters = {k.label: load_adapter(k.name, **dict(k.options)) for k in config.kernels}
+        # what each label measures, for the resume key and the rows
+        self.specs = {k.label: measured_spec(k.name, k.options) for k in config.kernels}
+        self.versions = {label: _version(a) for label, a in self.adapters.items()}
+        repair_file(config.out_file)  # a torn last row from a crash: repaired before reading
         self.done = set() if config.force else done_cells(config.results_dir, FINAL_STATUSES) \
             if config.results_dir.exists() else set()
         self.rows: list[ResultRow] = []
 
     # -- rows ------------------------------------------------------------------------------
     def _key(self, cell: _Cell, direction: str) -> tuple:
-        s = cell.shapes
-        return cell_key(dict(hardware=self.config.hardware.name, kernel=cell.kernel.label,
-                             mask=cell.mask_label, seqlen=s.seqlen, batch=s.batch,
-                             num_heads_q=s.num_heads_q, num_heads_kv=s.num_heads_kv,
-                             head_dim=s.head_dim, dtype=s.dtype, direction=direction, cp_size=1))
+        s, label = cell.shapes, cell.kernel.label
+        return resume_key(dict(hardware=self.config.hardware.name, kernel=label,
+                               mask=cell.mask_label, seqlen=s.seqlen, batch=s.batch,
+                               num_heads_q=s.num_heads_q, num_heads_kv=s.num_heads_kv,
+                               head_dim=s.head_dim, dtype=s.dtype, direction=direction, cp_size=1,
+                               spec=self.specs[label], kernel_version=self.versions[label]))
 
     def _write(self, cell: _Cell, direction: str, status: str, message: str = "",
                runtime_ms: float | None = None, peak: float | None = None,
@@ -81,19 +97,18 @@ class KernelRunner:
         area = cell.mask.area if cell.mask is not None else None
         flops = (attn_flops(area, s.num_heads_q, s.head_dim, s.batch, direction)
                  if area is not None else None)
-        try:
-            version = cell.adapter.version()
-        except Exception as e:  # a version probe must not lose the row
-            version = f"unknown ({_message(e)})"
+        label = cell.kernel.label
         row = ResultRow(
             run_id=m.run_id, time=now_iso(), git_sha=m.git_sha, hardware=self.config.hardware.name,
-            gpu_name=m.gpu_name, torch_version=m.torch_version, kernel_version=version,
+            gpu_name=m.gpu_name, torch_version=m.torch_version,
+            kernel_version=self.versions[label],
             kernel=cell.kernel.label, mask=cell.mask_label, seqlen=s.seqlen, batch=s.batch,
             num_heads_q=s.num_heads_q, num_heads_kv=s.num_heads_kv, head_dim=s.head_dim,
             dtype=s.dtype, direction=direction, cp_size=1, mask_area=area, flops=flops,
             runtime_ms=runtime_ms,
             tflops_per_s=tflops_per_s(flops, runtime_ms) if runtime_ms and flops else None,
-            peak_mem_gb=peak, build_ms=build_ms, status=status, message=message, env=m.env)
+            peak_mem_gb=peak, build_ms=build_ms, status=status, message=message, env=m.env,
+            spec=self.specs[label])
         append_row(self.config.out_file, row)
         self.rows.append(row)
 
@@ -200,6 +215,14 @@ class KernelRunner:
         cells = [(m, s) for m in config.masks for s in config.seqlens_for(m)]
         total = len(cells) * len(config.kernels) * len(config.directions)
         bar = tqdm(total=total, desc="kernel cells", unit="cell", disable=not config.progress)
+        try:
+            self._run_cells(cells, bar)
+        finally:  # also on Ctrl-C, so the entry point's last line starts on a line of its own
+            bar.close()
+        return self.rows
+
+    def _run_cells(self, cells: list[tuple[MaskChoice, int]], bar: tqdm) -> None:
+        config = self.config
         for choice, seqlen in cells:
             shapes = config.shapes(seqlen)
             reference_cache: dict = {}
@@ -221,31 +244,36 @@ class KernelRunner:
                 bar.update(len(config.directions))
             reference_cache.clear()
             self._free()
-        bar.close()
-        return self.rows
 
 
 def run_sweep(config: KernelBenchConfig) -> list[ResultRow]:
-    """Run the sweep of ``config``; rows go to ``config.out_file`` as they are measured.
+    """Run the sweep of ``config``; rows go to ``config.out_file`` as they are measured. With
+    ``report``, the tables of this run's rows go to ``config.tables_dir`` and its figures to
+    ``config.plots_dir`` (other files in the folder are not merged in: see ``bench.report``).
 
     Returns:
         The rows written by this call (skipped cells write none).
 
     Raises:
         ValueError: a CUDA preset without CUDA, an unknown kernel, a bad adapter option.
+        SweepInterrupted: Ctrl-C; it carries the number of rows written.
 
     Example:
         >>> rows = run_sweep(config)   # config: bench.config.KernelBenchConfig
         >>> {r.status for r in rows} <= {"ok", "unsupported", "oom", "error", "wrong"}
         True
     """
-    rows = KernelRunner(config).run()
-    if config.report:
+    runner = KernelRunner(config)
+    try:
+        rows = runner.run()
+    except KeyboardInterrupt:
+        raise SweepInterrupted(len(runner.rows), config.out_file) from None
+    if config.report and config.out_file.exists():
         from bench.plot import plot_results
         from bench.report import write_tables
-        write_tables(config.results_dir, config.results_dir.parent / "tables")
+        write_tables(config.out_file, config.tables_dir)
         if config.plots_dir is not None:
-            plot_results(config.results_dir, config.plots_dir)
+            plot_results(config.out_file, config.plots_dir)
     return rows
 
 

@@ -32,7 +32,7 @@ def test_default_is_cpu_preset_with_the_six_kernel_masks():
     assert [k.name for k in config.kernels] == ["naive", "sdpa_math", "flex", "ffa", "custom"]
     custom = next(k for k in config.kernels if k.name == "custom")
     assert custom.options["target"] == "examples.custom_kernel.my_attn:my_attention"
-    assert config.out_file.parent == Path("results/cpu/kernels")
+    assert config.out_file.parent == Path("runs/cpu/kernels")  # results/: the committed rows
 
 
 def test_kernel_selection_options_and_explicit_hardware_values():

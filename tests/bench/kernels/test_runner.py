@@ -1,4 +1,7 @@
-"""The sweep records failures as rows and goes on; a rerun skips done cells; force re-measures."""
+"""The sweep records failures as rows and goes on; a rerun skips done cells (the same measured
+function), re-measures a torn or changed one; force re-measures."""
+import logging
+import sys
 from dataclasses import replace
 
 import pandas as pd
@@ -6,6 +9,7 @@ import pytest
 
 from bench.config import KernelChoice
 from bench.kernels.runner import run_sweep
+from bench.report import write_tables
 from bench.results import read_results
 
 FAULTY = KernelChoice("testing_faulty", "testing_faulty",
@@ -76,8 +80,69 @@ def test_report_after_sweep_writes_tables_and_plots(tiny_config, tmp_path):
     config = tiny_config(kernels=("naive", "sdpa_math"), masks=("causal",), seqlens=(64, 128),
                          report=True, plots_dir=tmp_path / "plots")
     run_sweep(config)
-    tables = tmp_path / "results" / "tables"
+    tables = tmp_path / "results" / "tables" / "test"  # <out_dir>/tables/<job>
+    assert config.tables_dir == tables
     assert (tables / "README.md").read_text().count("| 128 |") >= 2
     assert (tmp_path / "plots" / "causal" / "bwd" / "flops_report.png").stat().st_size > 5000
     csv = pd.read_csv(tables / "tflops_per_s_cpu_causal_fwd_1.csv", index_col=0)
     assert list(csv.columns) == ["naive", "sdpa_math"] and list(csv.index) == [64, 128]
+
+
+def test_rerun_after_a_torn_row_and_an_empty_file_remeasures_only_the_torn_cell(tiny_config,
+                                                                                caplog):
+    config = tiny_config(masks=("full", "causal"), seqlens=(64, 128))
+    assert len(run_sweep(config)) == 8
+    path = config.out_file
+    data = path.read_bytes()
+    last_start = data.rstrip(b"\r\n").rfind(b"\n") + 1
+    path.write_bytes(data[:last_start + 40])  # a writer killed in the middle of the last row
+    (path.parent / "other_job.csv").write_bytes(b"")  # and a job that died before its header
+    with caplog.at_level(logging.WARNING, logger="bench.results"):
+        rerun = run_sweep(config)
+    assert [(r.mask, r.seqlen, r.direction) for r in rerun] == [("causal", 128, "bwd")]
+    frame = pd.read_csv(path)  # every whole row kept, the torn one measured again
+    assert len(frame) == 8 and frame.status.eq("ok").all()
+    assert len(frame.groupby(["mask", "seqlen", "direction"])) == 8
+    assert "test.csv: kept 7 whole rows, dropped 1 torn line(s) (line 9:" in caplog.text
+    assert "other_job.csv: empty (0 bytes); skipped" in caplog.text
+    assert (path.parent / "test.csv.dropped").read_bytes() == data[last_start:last_start + 40] + b"\n"
+
+
+WRONG_KERNEL = '''from examples.custom_kernel.my_attn import my_attention
+def attn(q, k, v, mask):
+    return my_attention(q, k, v, mask) * 2
+'''
+FIXED_KERNEL = '''from examples.custom_kernel.my_attn import my_attention
+def attn(q, k, v, mask):
+    return my_attention(q, k, v, mask)
+'''
+
+
+def test_a_changed_custom_target_or_corrected_kernel_is_measured(tiny_config, tmp_path,
+                                                                   monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+
+    def custom(target):
+        return KernelChoice("custom", "custom", {"target": target})
+
+    config = tiny_config(kernels=(custom("examples.custom_kernel.my_attn:my_attention"),))
+    assert [r.status for r in run_sweep(config)] == ["ok", "ok"]
+    assert run_sweep(config) == []  # same target, same code: done
+
+    typo = replace(config, kernels=(custom("user_atn:attn"),))
+    assert [r.status for r in run_sweep(typo)] == ["unsupported", "unsupported"]
+    (tmp_path / "user_attn.py").write_text(WRONG_KERNEL)
+    user = replace(config, kernels=(custom("user_attn:attn"),))
+    rows = run_sweep(user)  # the corrected target is measured, not skipped as "custom" done
+    assert [r.status for r in rows] == ["wrong", "wrong"]
+    assert rows[0].spec.startswith("custom[target=user_attn:attn@sha1:")
+
+    (tmp_path / "user_attn.py").write_text(FIXED_KERNEL)  # fixed in place: same target
+    monkeypatch.delitem(sys.modules, "user_attn")
+    rows = run_sweep(user)
+    assert [r.status for r in rows] == ["ok", "ok"]
+    assert run_sweep(user) == []
+    write_tables(config.out_file, tmp_path / "tables")
+    table = (tmp_path / "tables" / "tflops_per_s_cpu_causal_fwd_1.md").read_text()
+    assert "| 128 | " in table and "wrong" not in table  # the newest row wins the table
