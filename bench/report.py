@@ -3,8 +3,9 @@ seqlen (or another x column) as rows and kernels as columns; Markdown and CSV.
 
     python -m bench.report --results results/h200 --out results/h200/tables
 
-A cell that did not run shows ``X (<status>)`` in Markdown and is empty in CSV; the Markdown
-lists the reasons under each table.
+A cell that did not run shows ``X (<status>)`` in Markdown (``missing``: its package is not
+installed here) and is empty in CSV; the Markdown lists the reasons under each table. A cell of
+the experiment with no row at all (a sweep that stopped early) shows ``not measured``.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.results import job_log_of, kind_sources, latest_rows, read_results
+from bench.status import NOT_MEASURED, experiment_cells, with_missing
 
 __all__ = ["METRICS", "pivot", "write_tables", "main"]
 
@@ -24,14 +26,17 @@ METRICS = {"tflops_per_s": "TFLOPs/s", "peak_mem_gb": "peak memory (GiB)", "runt
 TABLE_GROUPS = ("hardware", "mask", "direction", "cp_size")
 
 
-def pivot(rows: pd.DataFrame, value: str, x: str = "seqlen", series: str = "kernel") -> pd.DataFrame:
-    """``x`` as rows, ``series`` as columns, ``value`` where status is ok, else ``X (status)``."""
+def pivot(rows: pd.DataFrame, value: str, x: str = "seqlen", series: str = "kernel",
+          xs: Iterable | None = None, names: Iterable[str] | None = None) -> pd.DataFrame:
+    """``x`` as rows, ``series`` as columns, ``value`` where status is ok, else ``X (status)``.
+    ``xs`` and ``names`` add the experiment's other cells, shown ``not measured`` without a row."""
     cells = rows.assign(cell=[
         (f"{v:.4g}" if pd.notna(v) else "-") if s == "ok" else f"X ({s})"
         for v, s in zip(rows[value], rows["status"])])
     table = cells.pivot_table(index=x, columns=series, values="cell", aggfunc="last")
-    order = list(dict.fromkeys(rows[series]))
-    return table.reindex(columns=[c for c in order if c in table.columns]).sort_index().fillna("")
+    order = list(dict.fromkeys([*(names or ()), *rows[series]]))
+    index = sorted(set(table.index) | set(xs or ()))
+    return table.reindex(index=index, columns=order).astype(object).fillna(NOT_MEASURED)
 
 
 def _numeric(rows: pd.DataFrame, value: str, x: str, series: str) -> pd.DataFrame:
@@ -74,7 +79,8 @@ def write_tables(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
     """Write ``<out_dir>/<metric>__<hardware>_<mask>_<direction>_cp<cp_size>.{md,csv}`` and one
     ``README.md`` that holds every Markdown table. A hardware folder in ``results`` is narrowed to
     its ``<kind>/`` subfolder when it has one (None: read everything). Returns the written paths."""
-    frame = latest_rows(read_results(kind_sources(results, kind) if kind else results))
+    sources = kind_sources(results, kind) if kind else results
+    frame = with_missing(latest_rows(read_results(sources)))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written, sections = [], []
@@ -83,17 +89,19 @@ def write_tables(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
         index.write_text("# Results\n\nNo result rows found.\n")
         return [index]
     groups = [g for g in TABLE_GROUPS if g in frame.columns and g not in (x, series)]
+    experiment = experiment_cells(frame, [g for g in groups if g != "direction"], x, series)
     for key, rows in frame.groupby(groups, sort=True):
         key = key if isinstance(key, tuple) else (key,)
+        xs, names = experiment[tuple(k for g, k in zip(groups, key) if g != "direction")]
         title = ", ".join(f"{g}={k}" for g, k in zip(groups, key))
         reasons = _reasons(rows, series)
         for metric in metrics:
             stem = _slug(metric, *key)
             _numeric(rows, metric, x, series).to_csv(out_dir / f"{stem}.csv")
-            md = to_markdown(pivot(rows, metric, x, series))
+            md = to_markdown(pivot(rows, metric, x, series, xs, names))
             text = f"## {METRICS.get(metric, metric)}: {title}\n\n{md}\n"
             if reasons:
-                text += "\nNot measured:\n\n" + "\n".join(reasons) + "\n"
+                text += "\nDid not run:\n\n" + "\n".join(reasons) + "\n"
             (out_dir / f"{stem}.md").write_text(text)
             written += [out_dir / f"{stem}.csv", out_dir / f"{stem}.md"]
             sections.append(text)

@@ -20,7 +20,6 @@ import hashlib
 import io
 import logging
 import os
-import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterable, Mapping
@@ -32,21 +31,22 @@ import pandas as pd
 import torch
 from filelock import FileLock
 
+from bench import provenance
 from bench.result_file import describe_torn, repair, scan
 
 __all__ = ["STATUSES", "FINAL_STATUSES", "CELL_KEY", "RESUME_KEY", "ENV_COLUMNS", "ResultRow",
            "RunMeta", "SweepInterrupted", "append_row", "repair_file", "summary_line",
-           "interrupted_line", "job_log_of",
-           "job_log_path", "kind_sources", "read_results", "latest_rows", "done_cells",
-           "resume_key", "run_meta"]
+           "interrupted_line", "job_log_of", "job_log_path", "kind_sources", "read_results",
+           "latest_rows", "done_cells", "resume_key", "run_meta"]
 
 log = logging.getLogger(__name__)
 
-# ok: measured; unsupported: the kernel cannot express the mask/shapes here (or its library is
-# missing); oom: ran out of device memory; error: any other exception; wrong: failed the
-# correctness gate, so not timed.
-STATUSES = ("ok", "unsupported", "oom", "error", "wrong")
-# A rerun skips these; "error" cells are measured again (errors are often transient or fixed).
+# ok: measured; unsupported: the kernel cannot express the mask/shapes here; missing: its package
+# is not installed here (bench.status); oom: ran out of device memory; error: any other
+# exception; wrong: failed the correctness gate, so not timed.
+STATUSES = ("ok", "unsupported", "missing", "oom", "error", "wrong")
+# A rerun skips these; "error" cells are measured again (errors are often transient or fixed),
+# and so are "missing" ones (the package may have been installed since).
 FINAL_STATUSES = ("ok", "unsupported", "oom", "wrong")
 # Process-level settings that change kernel timings; copied into every row.
 ENV_COLUMNS = ("CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_ALGO", "NCCL_PROTO", "TORCH_CUDNN_V8_API_ENABLED",
@@ -114,12 +114,9 @@ class RunMeta:
 
 @functools.lru_cache(maxsize=1)
 def _git_sha() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                             text=True, cwd=Path(__file__).resolve().parent, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() if out.returncode == 0 else "unknown"
+    """``<sha>``, ``<sha>-dirty`` or ``unknown``: from git, or from PROVENANCE.json on a copy of
+    the tree without .git (bench.provenance)."""
+    return provenance.current().label
 
 
 def job_log_path() -> str | None:

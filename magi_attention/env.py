@@ -1,8 +1,10 @@
 """The documented environment overrides, each read once at import. An explicit argument wins.
 
-MAGI_ATTENTION_FA4_BACKEND=1
-    ``flex_flash_attn_func(..., backend="auto")`` prefers the FA4 backend (when flash-attn-4 is
-    installed and the tensors are on CUDA) over the Triton one.
+MAGI_ATTENTION_FA4_BACKEND (default 1)
+    Whether ``backend="auto"`` (flex_flash_attn_func, MagiAttention, the CP baselines' local
+    kernel) may pick the FA4 backend: with 1 it runs FA4 where flash-attn-4 is installed and
+    supports the inputs (Hopper, bf16/fp16, head_dim <= 128), else Triton; 0 keeps "auto" on
+    Triton.
 MAGI_ATTENTION_LOG_LEVEL
     Level of the ``magi_attention`` logger, a ``logging`` level name (default WARNING); set on
     that logger when this module is first imported (``magi_attention.functional`` imports it).
@@ -13,11 +15,14 @@ import logging
 import os
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "0").strip().lower() in ("1", "true", "yes", "on")
+def _flag(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return raw.strip().lower() in ("1", "true", "yes", "on")
 
 
-PREFER_FA4_BACKEND: bool = _flag("MAGI_ATTENTION_FA4_BACKEND")
+PREFER_FA4_BACKEND: bool = _flag("MAGI_ATTENTION_FA4_BACKEND", default=True)
 LOG_LEVEL: str = os.environ.get("MAGI_ATTENTION_LOG_LEVEL", "WARNING").strip().upper()
 
 

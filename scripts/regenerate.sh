@@ -3,6 +3,9 @@
 #   results/<hw>/kernels/*.csv -> results/<hw>/tables/ and plots/<hw>/<mask>/<fwd|bwd>/flops_report.png
 #   results/<hw>/cp/*.csv      -> results/<hw>/cp_tables/ and plots/<hw>/cp/<mask>/<fwd|bwd>/
 #                                 (TFLOPs/s/GPU against cp_size, plus magi ratio tables)
+#   results/                   -> the numbers quoted in RESULTS.md (bench.results_md)
+#   (the dispatch solver)      -> plots/dispatch/: chunk owners and group_cast vs ring volume per
+#                                 mask and cp size (bench.cp.dispatch_plot; no result file needed)
 # Usage: bash scripts/regenerate.sh [results/<hw> ...]   (default: every folder under results/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,3 +24,5 @@ for folder in "${folders[@]}"; do
         "$PY" -m bench.plot --results "$folder" --kind cp --out "plots/$hw/cp"
     fi
 done
+"$PY" -m bench.cp.dispatch_plot --out plots/dispatch
+"$PY" -m bench.results_md  # last: it quotes plots/dispatch/comm_volume.csv too

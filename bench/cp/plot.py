@@ -1,6 +1,7 @@
 """CP figures: per (hardware, tokens per GPU, mask, direction), TFLOPs/s/GPU against cp_size as
-grouped bars, one bar per strategy, values on the bars, an X with the status where a strategy
-did not run (unsupported, oom, error, wrong). Drawing is ``bench.plot.plot_bars``.
+grouped bars, one bar per strategy, values on the bars, a mark with the status where a strategy
+did not run (unsupported, missing, oom, error, wrong, not measured). Drawing is
+``bench.barplot``.
 
     python -m bench.cp.plot --results results/h200/cp --out plots/h200/cp
 
@@ -17,12 +18,20 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from bench.plot import FIGURES, _label_x, plot_bars
 import pandas as pd
 
+from bench.barplot import FIGURES, label_x, plot_bars
 from bench.results import latest_rows, read_results
+from bench.status import experiment_cells
 
-__all__ = ["plot_cp_results", "ratio_table", "write_ratios", "main"]
+__all__ = ["plot_cp_results", "ratio_table", "write_ratios", "cp_title", "main"]
+
+
+def cp_title(mask: str, direction: str, per_gpu_label: str, hardware: str, shapes) -> str:
+    """The title of one CP figure; ``shapes`` a row with dtype, heads and head_dim."""
+    return (f"{mask} {direction} | {per_gpu_label} tokens/GPU | {hardware} | {shapes['dtype']} | "
+            f"heads {shapes['num_heads_q']}:{shapes['num_heads_kv']} | "
+            f"head_dim {shapes['head_dim']}")
 
 
 def _cp_rows(results) -> pd.DataFrame:
@@ -66,7 +75,7 @@ def write_ratios(results, out_dir: str | os.PathLike, reference: str = "magi") -
     lines = [f"# {reference} TFLOPs/s/GPU / baseline TFLOPs/s/GPU (> 1: {reference} faster)", ""]
     for (hw, per_gpu, direction), rows in table.groupby(["hardware", "seqlen_per_gpu", "direction"]):
         wide = rows.pivot_table(index=["mask", "cp_size"], columns="baseline", values="ratio")
-        lines += [f"## {hw}, {_label_x(int(per_gpu))} tokens/GPU, {direction}", "",
+        lines += [f"## {hw}, {label_x(int(per_gpu))} tokens/GPU, {direction}", "",
                   "| mask | cp | " + " | ".join(wide.columns) + " |",
                   "|---|---|" + "---|" * len(wide.columns)]
         for (mask, cp), values in wide.iterrows():
@@ -87,21 +96,21 @@ def plot_cp_results(results: str | os.PathLike | Iterable, out_dir: str | os.Pat
     out_dir = Path(out_dir)
     several = frame["hardware"].nunique() > 1
     written = []
+    experiment = experiment_cells(frame, ["hardware", "seqlen_per_gpu", "mask"], "cp_size",
+                                  "kernel")
     for (hardware, per_gpu, mask, direction), rows in frame.groupby(
             ["hardware", "seqlen_per_gpu", "mask", "direction"], sort=True):
         folder = (out_dir / str(hardware) if several else out_dir) / str(mask) / str(direction)
-        first = rows.iloc[0]
-        per_gpu_label = _label_x(int(per_gpu))
-        title = (f"{mask} {direction} | {per_gpu_label} tokens/GPU | {hardware} | "
-                 f"{first['dtype']} | heads {first['num_heads_q']}:{first['num_heads_kv']} | "
-                 f"head_dim {first['head_dim']}")
+        per_gpu_label = label_x(int(per_gpu))
+        title = cp_title(mask, direction, per_gpu_label, hardware, rows.iloc[0])
+        xs, names = experiment[(hardware, per_gpu, mask)]
         for value in values:
             filename, ylabel = FIGURES.get(value, (f"{value}.png", value))
             stem, suffix = filename.rsplit(".", 1)
             ylabel = "TFLOPs/s/GPU" if value == "tflops_per_s" else f"{ylabel} (max over ranks)"
             written.append(plot_bars(rows, folder / f"{stem}_{per_gpu_label}_per_gpu.{suffix}",
                                      value=value, x="cp_size", series="kernel", title=title,
-                                     ylabel=ylabel))
+                                     ylabel=ylabel, xs=xs, names=names))
     return written
 
 

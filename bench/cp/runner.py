@@ -31,11 +31,11 @@ peak includes the retained forward activations), the max over ranks. Bytes: the 
 TFLOPs/s/GPU = FLOPs of the whole mask / (runtime * cp_size).
 
 Statuses as in the kernel runner: ``UnsupportedMask``, ``BackendUnavailable``, ImportError and
-NotImplementedError -> unsupported, ``torch.cuda.OutOfMemoryError`` -> oom, any other Exception
--> error; a row, and the sweep goes on. Cells with a final row in the results folder for the
-same measured function (``bench.results.RESUME_KEY``: strategy, target and its code, knobs,
-local backend) are skipped unless ``force``. Ctrl-C raises ``SweepInterrupted`` with the number
-of rows written.
+NotImplementedError -> unsupported (missing when a package is absent, bench.status),
+``torch.cuda.OutOfMemoryError`` -> oom, any other Exception -> error; a row, and the sweep goes
+on. Cells with a final row in the results folder for the same measured function
+(``bench.results.RESUME_KEY``: strategy, target and its code, knobs, local backend) are skipped
+unless ``force``. Ctrl-C raises ``SweepInterrupted`` with the number of rows written.
 
 Limits: the agreement only helps when a failure leaves no collective half-entered. An exception
 raised on some ranks while the others wait inside a collective of the strategy (an all-to-all,
@@ -73,6 +73,7 @@ from bench.results import (FINAL_STATUSES, RESUME_KEY, ResultRow, RunMeta, Sweep
                            append_row, latest_rows, now_iso, read_results, repair_file,
                            resume_key, run_meta)
 from bench.spec import measured_spec
+from bench.status import unsupported_status
 
 from . import STRATEGIES, load_strategy
 from .base import CPStrategy
@@ -88,7 +89,7 @@ DEFAULT_SEQLEN_PER_GPU = {"cpu": (256,), "cuda": (8192,)}
 # message prefix of the rows of cp sizes larger than the launch; a larger launch re-measures them
 NEEDS_RANKS = "needs cp_size ranks:"
 # agreement codes: the larger wins
-CODES = {"ok": 0, "wrong": 1, "unsupported": 2, "oom": 3, "error": 4}
+CODES = {"ok": 0, "wrong": 1, "missing": 2, "unsupported": 3, "oom": 4, "error": 5}
 STATUS_OF = {v: k for k, v in CODES.items()}
 MAX_MESSAGE_CHARS = 400
 # process-level settings of a CP run, copied into each row's env column
@@ -227,7 +228,7 @@ def _run_phase(member: bool, fn: Callable[[], _Outcome | None]) -> _Outcome:
     try:
         return fn() or _Outcome()
     except UNSUPPORTED_ERRORS as e:
-        return _Outcome("unsupported", _message(e))
+        return _Outcome(unsupported_status(_message(e)), _message(e))
     except torch.cuda.OutOfMemoryError as e:
         return _Outcome("oom", _message(e))
     except Exception as e:  # the sweep goes on; the row carries the error
@@ -328,7 +329,10 @@ class CPRunner:
         origin = choice.target or STRATEGIES[choice.name].split(":")[0]
         knobs = ",".join(f"{k}={v}" for k, v in sorted(choice.knobs.items()) if v is not None)
         try:
-            local = self.kernel.module(self.device).__name__.rsplit(".", 1)[-1]
+            s = cell.shapes
+            probe = torch.empty(1, s.num_heads_q, s.head_dim, dtype=s.torch_dtype,
+                                device=self.device)
+            local = self.kernel.resolved(probe, probe[:, :s.num_heads_kv])
         except Exception as e:  # a version probe must not lose the row
             local = f"unknown ({_message(e)})"
         return f"{origin}[{knobs}] local={local}" if knobs else f"{origin} local={local}"
@@ -483,7 +487,7 @@ class CPRunner:
             return
         if reason is not None:
             for d in pending:
-                self._write(cell, d, "unsupported", reason)
+                self._write(cell, d, unsupported_status(reason), reason)
             return
         state, remaining, verdict = _State(), list(pending), None
         try:

@@ -1,11 +1,16 @@
 """Shared by ffa and ffa_fa4: the project's flex_flash_attn_func on one backend, batch folded
-into the packed sequence (each batch row's slices shifted by row * seqlen)."""
+into the packed sequence (each batch row's slices shifted by row * seqlen). The mask becomes a
+FlexAttnPlan in ``prepare`` (validation, tile plans, FA4 tensors: untimed, reported as
+build_ms), so a timed call only launches kernels, as in a training loop."""
 from __future__ import annotations
+
+import time
 
 import torch
 
 from bench.masks import Mask, convert
-from magi_attention.functional import BackendUnavailable, flex_flash_attn_func, load_backend
+from magi_attention.functional import (BackendUnavailable, FlexAttnPlan, flex_flash_attn_func,
+                                      load_backend)
 
 from ._autograd import autograd_prepared
 from .base import Inputs, Prepared, Shapes
@@ -40,11 +45,17 @@ def ffa_prepared(mask: Mask, shapes: Shapes, device: torch.device, inputs: Input
         k_ranges = k_ranges.repeat(shapes.batch, 1) + offsets
         types = types.repeat(shapes.batch)
     scale = shapes.softmax_scale
+    total = shapes.batch * shapes.seqlen
+    start = time.perf_counter()
+    plan = FlexAttnPlan.from_tensors(q_ranges, k_ranges, types, total, total)
+    module = load_backend(backend)
+    if hasattr(module, "prepare"):
+        module.prepare(plan, shapes.head_dim, device)
+    build_ms = (time.perf_counter() - start) * 1e3
 
     def attention(q, k, v):
-        out, _ = flex_flash_attn_func(q, k, v, q_ranges, k_ranges, types, softmax_scale=scale,
-                                      backend=backend)
+        out, _ = flex_flash_attn_func(q, k, v, plan, softmax_scale=scale, backend=backend)
         return out
 
-    return autograd_prepared(attention, inputs, "thd",
+    return autograd_prepared(attention, inputs, "thd", build_ms=build_ms,
                              extra={"backend": backend, "num_slices": str(len(mask.slices))})

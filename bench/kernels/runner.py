@@ -5,7 +5,7 @@ kernel sees the same mask and the same q, k, v. Per kernel: ``supports`` (else r
 ``unsupported``), ``prepare`` (untimed), the correctness gate (else rows ``wrong``), then per
 direction: reset the peak-memory counter, time with CUDA events (median of ``repeat`` after
 ``warmup``), read the peak, write the row at once. ``UnsupportedMask``/``BackendUnavailable``/
-``ImportError`` become ``unsupported``, ``torch.cuda.OutOfMemoryError`` ``oom`` (memory is freed
+``ImportError`` become ``unsupported`` (``missing`` when a package is absent, bench.status), ``torch.cuda.OutOfMemoryError`` ``oom`` (memory is freed
 first), any other Exception ``error``; the sweep goes on. Cells with a final row in the results
 folder for the same measured function (``bench.results.RESUME_KEY``: the label's adapter, options,
 import target code and version) are skipped unless ``force``. Ctrl-C raises
@@ -28,6 +28,7 @@ from bench.metrics import attn_flops, peak_mem_gb, reset_peak_mem, time_cuda_ms,
 from bench.results import (FINAL_STATUSES, ResultRow, RunMeta, SweepInterrupted, append_row,
                            done_cells, now_iso, repair_file, resume_key, run_meta)
 from bench.spec import measured_spec
+from bench.status import unsupported_status
 from magi_attention.functional import BackendUnavailable
 
 from . import load_adapter
@@ -155,7 +156,7 @@ class KernelRunner:
                             peak_mem_gb(self.device), prepared.build_ms)
                 remaining.remove(direction)
         except UNSUPPORTED_ERRORS as e:
-            failure = ("unsupported", _message(e))
+            failure = (unsupported_status(_message(e)), _message(e))
         except torch.cuda.OutOfMemoryError as e:
             failure = ("oom", _message(e))
         except Exception as e:  # the sweep goes on; the row carries the error
@@ -197,7 +198,7 @@ class KernelRunner:
             return
         if reason is not None:
             for direction in pending:
-                self._write(cell, direction, "unsupported", reason)
+                self._write(cell, direction, unsupported_status(reason), reason)
             return
         per_direction = getattr(cell.adapter, "supports_direction", lambda d: None)
         runnable = []
@@ -206,7 +207,7 @@ class KernelRunner:
             if reason is None:
                 runnable.append(direction)
             else:
-                self._write(cell, direction, "unsupported", reason)
+                self._write(cell, direction, unsupported_status(reason), reason)
         if runnable:
             self._measure(cell, runnable, reference_cache)
 

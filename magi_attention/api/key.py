@@ -25,6 +25,7 @@ class DistAttnKey:
     groups: CpGroups
     meta: MagiMeta
     runtime: DistAttnRuntime
+    backend: str  # the FFA backend calc_attn runs ("fa4", "triton" or "reference")
 
     @property
     def cp_size(self) -> int:
@@ -53,7 +54,7 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
                        num_stages: int | None = None, overlap: OverlapConfig | None = None,
                        softmax_scale: float | None = None, softcap: float = 0.0,
                        backend: str = "auto", dtype: torch.dtype = torch.bfloat16,
-                       hierarchical: bool | None = None) -> DistAttnKey:
+                       hierarchical: bool | None = None, device=None) -> DistAttnKey:
     """Solve MagiAttention's dispatch and communication for one global mask.
 
     Args:
@@ -69,10 +70,14 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
         num_stages: fixed number of remote KV stages; None lets the overlap solver choose.
         overlap: full OverlapConfig (cost model rates); its num_stages is overridden by
             ``num_stages`` when that is given.
-        softmax_scale, softcap, backend: passed to the local FFA kernel ("auto": triton on CUDA,
-            reference elsewhere; triton unavailable -> reference with a warning).
-        dtype: element type of k, v, for the cost model's byte counts.
+        softmax_scale, softcap, backend: passed to the local FFA kernel ("auto": FA4 on Hopper
+            where flash-attn-4 is installed, else Triton on CUDA, the reference kernel on CPU;
+            the policy of ``magi_attention.functional.resolve_backend``).
+        dtype: element type of q, k, v (the cost model's byte counts; the kernel plans).
         hierarchical: use the two-hop cast on a 2D mesh (default: True for a 2D mesh).
+        device: where calc_attn will run (default: the current CUDA device when CUDA is
+            available, else CPU). Every stage's kernel plan is built for it here, so calls of
+            calc_attn do no host work and never synchronise; ``key.backend`` names the kernel.
 
     Returns:
         DistAttnKey. Every rank of the group must build it with the same arguments.
@@ -104,7 +109,11 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
         hier_groups = (groups.inter_group, groups.intra_group)
     runtime = DistAttnRuntime(meta.runtime, groups.cp_group, softmax_scale, softcap, backend,
                               hier_stages=hier_stages, hier_groups=hier_groups)
-    return DistAttnKey(total_seqlen, chunk_size, groups, meta, runtime)
+    if device is None:
+        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() \
+            else torch.device("cpu")
+    resolved = runtime.prepare(device, head_dim, dtype, num_heads_q, num_heads_kv)
+    return DistAttnKey(total_seqlen, chunk_size, groups, meta, runtime, resolved)
 
 
 def magi_attn_varlen_key(cu_seqlens: Sequence[int] | torch.Tensor, num_heads_q: int,

@@ -1,7 +1,14 @@
-"""Backend registry: name -> module with ``fwd``/``bwd`` and a ``check_supported`` predicate."""
+"""Backend registry and the one policy that turns "auto" into a backend.
+
+Every caller that runs an FFA kernel (flex_flash_attn_func, MagiAttention's DistAttnRuntime, the
+CP baselines' local kernel) resolves "auto" here, so they all run the same kernel on the same
+inputs and can report which one ran. A backend module has ``fwd``/``bwd`` taking a
+``FlexAttnPlan``, ``prepare(plan, head_dim, device)`` and ``unsupported_reason(q, k, v)``.
+"""
 from __future__ import annotations
 
 import importlib
+import warnings
 from types import ModuleType
 
 import torch
@@ -14,6 +21,11 @@ BACKEND_MODULES = {
     "triton": "magi_attention.kernels.triton",
     "fa4": "magi_attention.kernels.fa4",
 }
+# "auto" on CUDA: the first of these that can run the inputs (FA4 is the fastest on Hopper,
+# results/h200/kernels); the reference kernel is the last resort, with a warning.
+AUTO_ORDER_CUDA = ("fa4", "triton")
+
+_warned: set[str] = set()
 
 
 def load_backend(name: str) -> ModuleType:
@@ -25,20 +37,57 @@ def load_backend(name: str) -> ModuleType:
         raise BackendUnavailable(f"backend {name!r} cannot be imported: {e}") from e
 
 
-def _fa4_available() -> bool:
+def backend_reason(name: str, q: torch.Tensor, k: torch.Tensor | None = None,
+                   v: torch.Tensor | None = None) -> str | None:
+    """None when backend ``name`` can run these inputs, else why not (never raises)."""
     try:
-        return getattr(load_backend("fa4"), "is_available", lambda: False)()
-    except BackendUnavailable:
-        return False
+        module = load_backend(name)
+    except BackendUnavailable as e:
+        return str(e)
+    reason = getattr(module, "unsupported_reason", None)
+    if reason is None:
+        return None
+    k = q[:, :1] if k is None else k
+    return reason(q, k, k if v is None else v)
 
 
-def resolve_backend(name: str, device: torch.device) -> str:
-    """'auto' -> fa4 (when asked by env and installed) or triton on CUDA, reference elsewhere."""
+def resolve_backend(name: str, q: torch.Tensor | torch.device, k: torch.Tensor | None = None,
+                    v: torch.Tensor | None = None, return_max_logits: bool = False) -> str:
+    """The backend that runs these inputs: ``name`` itself unless it is "auto".
+
+    "auto": the reference kernel on CPU; on CUDA the first of fa4 (unless
+    MAGI_ATTENTION_FA4_BACKEND=0, or ``return_max_logits``, which FA4 cannot give) and triton
+    that supports the inputs, else the reference kernel with a warning. Passing only a device
+    (no tensors) skips the dtype / head_dim checks.
+    """
     if name != "auto":
         load_backend(name)  # raises early with a clear message
         return name
+    device = q if isinstance(q, torch.device) else q.device
     if device.type != "cuda":
         return "reference"
-    if env.PREFER_FA4_BACKEND and _fa4_available():
-        return "fa4"
-    return "triton"
+    reasons = []
+    for candidate in AUTO_ORDER_CUDA:
+        if candidate == "fa4" and (not env.PREFER_FA4_BACKEND or return_max_logits):
+            continue
+        if isinstance(q, torch.device):
+            module_ok = _available(candidate)
+            reason = None if module_ok else f"{candidate} is not available"
+        else:
+            reason = backend_reason(candidate, q, k, v)
+        if reason is None:
+            return candidate
+        reasons.append(reason)
+    message = "; ".join(reasons)
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(f"FFA backend 'auto': no fast backend can run these inputs ({message}); "
+                      "using the reference kernel, which is slow", stacklevel=3)
+    return "reference"
+
+
+def _available(name: str) -> bool:
+    try:
+        return bool(getattr(load_backend(name), "is_available", lambda: True)())
+    except BackendUnavailable:
+        return False

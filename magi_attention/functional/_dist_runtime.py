@@ -9,38 +9,13 @@ handles, so the overlap logic is what CI tests.
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 
 from ..comm import group_cast, group_reduce, hier_group_cast, hier_group_reduce
-from ..kernels import BackendUnavailable
 from ..meta import DistAttnRuntimeMeta, StageAttnArgs
-from ._backends import load_backend
+from ._backends import load_backend, resolve_backend
 from .merge import merge_out_lse
-
-_warned_fallback = False
-
-
-def resolve_dist_backend(backend: str, q: torch.Tensor) -> str:
-    """'auto': triton on CUDA, falling back to reference (with a warning) when triton cannot run."""
-    global _warned_fallback
-    if backend != "auto":
-        return backend
-    if q.device.type != "cuda":
-        return "reference"
-    try:
-        kernel = load_backend("triton")
-        if hasattr(kernel, "check_supported"):
-            kernel.check_supported(q, q[:, :1], q[:, :1])
-        return "triton"
-    except BackendUnavailable as e:
-        if not _warned_fallback:
-            warnings.warn(f"DistAttn: triton backend unavailable ({e}); using the reference "
-                          "kernel, which is slow", stacklevel=3)
-            _warned_fallback = True
-        return "reference"
-
 
 class DistAttnRuntime:
     """Holds the meta, the process group, the kernel choice and the comm stream of one rank."""
@@ -62,6 +37,30 @@ class DistAttnRuntime:
         self.backend = backend
         self.deterministic = deterministic
         self._streams: dict = {}
+        self._resolved: dict = {}
+
+    def resolved_backend(self, q: torch.Tensor, k: torch.Tensor | None = None) -> str:
+        """The FFA backend this runtime runs for inputs like ``q`` (the one policy of
+        ``magi_attention.functional.resolve_backend``; decided once per dtype/head_dim/device)."""
+        key = (q.dtype, q.shape[-1], str(q.device))
+        if key not in self._resolved:
+            k = q[:, :1] if k is None else k
+            self._resolved[key] = resolve_backend(self.backend, q, k, k)
+        return self._resolved[key]
+
+    def prepare(self, device, head_dim: int, dtype: torch.dtype, num_heads_q: int = 1,
+                num_heads_kv: int = 1) -> str:
+        """Resolve the backend and build every stage's kernel plan now (key time), so that no
+        call does host work or synchronises. Returns the backend name."""
+        probe_q = torch.empty(1, num_heads_q, head_dim, dtype=dtype, device=device)
+        probe_k = torch.empty(1, num_heads_kv, head_dim, dtype=dtype, device=device)
+        name = self.resolved_backend(probe_q, probe_k)
+        module = load_backend(name)
+        for attn in (self.meta.host, *(stage.attn for stage in self.meta.stages)):
+            attn.plan.tensors(device)
+            if attn.num_slices and hasattr(module, "prepare"):
+                module.prepare(attn.plan, head_dim, torch.device(device))
+        return name
 
     def _stream(self, device: torch.device):
         if device.type != "cuda":
@@ -87,54 +86,59 @@ class DistAttnRuntime:
     def _scale(self, q: torch.Tensor) -> float:
         return 1.0 / math.sqrt(q.shape[-1]) if self.softmax_scale is None else self.softmax_scale
 
-    # The stage kernels are called through the backend module, not flex_flash_attn_fwd/bwd:
-    # their slices are in bounds by construction, and that entry point's range validation reads
-    # the range tensors back to the host (a device sync per stage, which would stall the
-    # prefetch pipeline). The public API validated shapes once, in _check.
+    # The stage kernels are called through the backend module with each stage's FlexAttnPlan
+    # (validated and planned at key time): no host work and no device sync per call, which
+    # would stall the prefetch pipeline. The public API checked shapes once, in _check.
     def _fwd(self, q, k, v, attn: StageAttnArgs, backend: str):
         if attn.num_slices == 0:
             return (torch.zeros(q.shape, dtype=torch.float32, device=q.device),
                     torch.full(q.shape[:2], -math.inf, device=q.device))
-        out, lse, _ = load_backend(backend).fwd(q, k, v, *attn.tensors(q.device), self._scale(q),
+        out, lse, _ = load_backend(backend).fwd(q, k, v, attn.plan, self._scale(q),
                                                 self.softcap, False)
         return out, lse
 
     def _bwd(self, dout, q, k, v, out, lse, attn: StageAttnArgs, backend: str):
         if attn.num_slices == 0:
             return None, torch.zeros_like(k), torch.zeros_like(v)
-        return load_backend(backend).bwd(dout.contiguous(), q, k, v, out, lse,
-                                         *attn.tensors(q.device), self._scale(q), self.softcap,
-                                         self.deterministic)
+        return load_backend(backend).bwd(dout, q, k, v, out, lse, attn.plan, self._scale(q),
+                                         self.softcap, self.deterministic)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         """Local q, k, v [shard_seqlen, heads, head_dim] -> (out in q.dtype, lse fp32)."""
         self._check(q, k, v)
-        backend = resolve_dist_backend(self.backend, q)
+        backend = self.resolved_backend(q, k)
+        stages = self.meta.stages
+        if not stages:  # cp 1, or a rank that needs no remote KV: the local kernel alone
+            return self._fwd(q, k, v, self.meta.host, backend)
         num_heads_kv = k.shape[1]
         kv = torch.cat([k, v], dim=1)
-        stages = self.meta.stages
-        pending = self._cast(kv, 0) if stages else None
+        pending = self._cast(kv, 0)
         out, lse = self._fwd(q, k, v, self.meta.host, backend)
         for j, stage in enumerate(stages):
             buf = pending.wait()
             pending = self._cast(kv, j + 1) if j + 1 < len(stages) else None
             o, l = self._fwd(q, buf[:, :num_heads_kv], buf[:, num_heads_kv:], stage.attn, backend)
-            out, lse = merge_out_lse(out, lse, o, l)
-        return out.to(q.dtype), lse
+            # partial sums stay fp32; the last merge writes q's dtype directly (one pass fewer)
+            last = j + 1 == len(stages)
+            out, lse = merge_out_lse(out, lse, o, l, q.dtype if last else torch.float32)
+        return out, lse
 
     def backward(self, dout, q, k, v, out, lse):
         """Gradients (dq, dk, dv) of the local shard, from the global merged out / lse."""
-        backend = resolve_dist_backend(self.backend, q)
+        backend = self.resolved_backend(q, k)
+        stages = self.meta.stages
+        dout = dout.contiguous()
+        if not stages:
+            dq, dk, dv = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
+            return (torch.zeros_like(q) if dq is None else dq), dk, dv
         num_heads_kv = k.shape[1]
         kv = torch.cat([k, v], dim=1)
-        stages = self.meta.stages
-        pending = self._cast(kv, 0) if stages else None
-        dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-        dkv = torch.zeros(kv.shape, dtype=torch.float32, device=q.device)
+        pending = self._cast(kv, 0)
         dq_h, dk_h, dv_h = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
-        if dq_h is not None:
-            dq += dq_h
-        dkv += torch.cat([dk_h, dv_h], dim=1)
+        # fp32 accumulators, started from the host stage's result (no zero fill + add pass)
+        dq = (torch.zeros(q.shape, dtype=torch.float32, device=q.device) if dq_h is None
+              else dq_h.float())
+        dkv = torch.cat([dk_h, dv_h], dim=1).float()
         reducing = None
         for j, stage in enumerate(stages):
             buf = pending.wait()
@@ -142,7 +146,7 @@ class DistAttnRuntime:
             dq_j, dk_j, dv_j = self._bwd(dout, q, buf[:, :num_heads_kv], buf[:, num_heads_kv:],
                                          out, lse, stage.attn, backend)
             if dq_j is not None:
-                dq += dq_j
+                dq.add_(dq_j)
             if reducing is not None:
                 reducing.wait()
             reducing = self._reduce(torch.cat([dk_j, dv_j], dim=1), dkv, j)

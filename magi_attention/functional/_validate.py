@@ -1,4 +1,6 @@
-"""Boundary checks for flex_flash_attn_func: every message names the argument and what came."""
+"""Per-call boundary checks of flex_flash_attn_func: shapes, dtypes and devices only (tensor
+metadata, never their values, so a call does not synchronise). Range values are validated when
+the mask's FlexAttnPlan is built (``kernels.plan``). Every message names the argument."""
 from __future__ import annotations
 
 import torch
@@ -6,7 +8,7 @@ import torch
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-def validate_inputs(q, k, v, q_ranges, k_ranges, attn_type_map) -> None:
+def validate_qkv(q, k, v) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 3:
             raise ValueError(f"{name} must be a 3-D tensor [seqlen, num_heads, head_dim], got "
@@ -22,34 +24,27 @@ def validate_inputs(q, k, v, q_ranges, k_ranges, attn_type_map) -> None:
     num_heads_q, num_heads_kv = q.shape[1], k.shape[1]
     if num_heads_kv == 0 or num_heads_q % num_heads_kv:
         raise ValueError(f"num_heads_q={num_heads_q} is not divisible by num_heads_kv={num_heads_kv}")
-    devices = {t.device for t in (q, k, v, q_ranges, k_ranges, attn_type_map)}
-    if len(devices) != 1:
-        raise ValueError(f"q, k, v, q_ranges, k_ranges, attn_type_map are on different devices: "
-                         f"{sorted(map(str, devices))}")
-    _validate_ranges(q_ranges, k_ranges, attn_type_map, q.shape[0], k.shape[0])
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k, v are on different devices: {q.device}, {k.device}, {v.device}")
 
 
-def _validate_ranges(q_ranges, k_ranges, attn_type_map, seqlen_q: int, seqlen_k: int) -> None:
+def validate_range_tensors(q, q_ranges, k_ranges, attn_type_map) -> None:
+    """Types, shapes and devices of the range tensors (their values: when the plan is built)."""
+    for name, r in (("q_ranges", q_ranges), ("k_ranges", k_ranges),
+                    ("attn_type_map", attn_type_map)):
+        if not isinstance(r, torch.Tensor):
+            raise TypeError(f"{name} must be an int32 tensor (or pass a FlexAttnPlan), got "
+                            f"{type(r).__name__}")
+        if r.dtype != torch.int32:
+            raise TypeError(f"{name} must be int32, got {r.dtype}")
     for name, r in (("q_ranges", q_ranges), ("k_ranges", k_ranges)):
         if r.dim() != 2 or r.shape[1] != 2:
             raise ValueError(f"{name} must be [num_slices, 2], got {tuple(r.shape)}")
-        if r.dtype != torch.int32:
-            raise TypeError(f"{name} must be int32, got {r.dtype}")
-    if attn_type_map.dtype != torch.int32:
-        raise TypeError(f"attn_type_map must be int32, got {attn_type_map.dtype}")
     num_slices = q_ranges.shape[0]
-    if k_ranges.shape[0] != num_slices or attn_type_map.shape != (num_slices,):
+    if k_ranges.shape[0] != num_slices or tuple(attn_type_map.shape) != (num_slices,):
         raise ValueError(f"num_slices mismatch: q_ranges {q_ranges.shape[0]}, k_ranges "
                          f"{k_ranges.shape[0]}, attn_type_map {tuple(attn_type_map.shape)}")
-    if num_slices == 0:
-        return
-    for name, r, bound in (("q_ranges", q_ranges, seqlen_q), ("k_ranges", k_ranges, seqlen_k)):
-        bad = (r[:, 0] < 0) | (r[:, 0] > r[:, 1]) | (r[:, 1] > bound)
-        if bool(bad.any()):
-            i = int(bad.nonzero()[0, 0])
-            start, end = r[i].tolist()
-            raise ValueError(f"{name}[{i}] = [{start}, {end}) is invalid: need "
-                             f"0 <= start <= end <= {bound} (seqlen of {name[0]})")
-    if bool(((attn_type_map < 0) | (attn_type_map > 3)).any()):
-        raise ValueError(f"attn_type_map values must be in 0..3 (AttnMaskType), got "
-                         f"{sorted(set(attn_type_map.tolist()))}")
+    devices = {t.device for t in (q, q_ranges, k_ranges, attn_type_map)}
+    if len(devices) != 1:
+        raise ValueError(f"q, k, v, q_ranges, k_ranges, attn_type_map are on different devices: "
+                         f"{sorted(map(str, devices))}")

@@ -40,15 +40,15 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..common.mask import slices_from_tensors
-from ._cache import LRUCache, ranges_key
 from ..common.slice import AttnSlice
+from ..common.slice_array import SliceArray
+from ._cache import LRUCache
+from .plan import UNBOUNDED_OFFSET, FlexAttnPlan  # noqa: F401  (re-exported)
 
-# Offset standing for "no diagonal on this side": far beyond any seqlen, and q +- it fits int32.
-UNBOUNDED_OFFSET = 1 << 30
 # Plans kept per process; a training loop reuses one or two masks, a sweep a few dozen.
 PLAN_CACHE_SIZE = 64
-# Most intervals per row kept as a table; masks with more (fine block-sparse) use the slice list.
+# Default for the most intervals per row kept as a table; masks with more (fine block-sparse)
+# use the slice list. An argument of every planner (tests force the slice-list path with -1).
 MAX_TABLE_INTERVALS = 8
 
 
@@ -104,12 +104,7 @@ class BlockSparsePlan:
 
 def slice_bounds_array(slices: Sequence[AttnSlice]) -> np.ndarray:
     """[n, 6] int64: (q_start, q_end, k_start, k_end, lower, upper) per slice (see module doc)."""
-    out = np.empty((len(slices), 6), dtype=np.int64)
-    for i, s in enumerate(slices):
-        lo, up = s.lower_offset, s.upper_offset
-        out[i] = (s.q_range.start, s.q_range.end, s.k_range.start, s.k_range.end,
-                  -UNBOUNDED_OFFSET if lo is None else lo, UNBOUNDED_OFFSET if up is None else up)
-    return out
+    return FlexAttnPlan.bounds_of(SliceArray.from_slices(list(slices)))
 
 
 def union_row_intervals(bounds: np.ndarray, seqlen_k: int):
@@ -166,11 +161,12 @@ def tile_areas(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, b
     return np.rint(area).astype(np.int64)
 
 
-def _row_table(row: np.ndarray, lo: np.ndarray, hi: np.ndarray, seqlen_q: int):
+def _row_table(row: np.ndarray, lo: np.ndarray, hi: np.ndarray, seqlen_q: int,
+               max_table_intervals: int):
     """Padded [seqlen_q, R] tables of each row's disjoint intervals (rows arrive sorted)."""
     count = np.bincount(row, minlength=seqlen_q)
     max_row = int(count.max()) if count.size else 0
-    width = max_row if max_row <= MAX_TABLE_INTERVALS else 0
+    width = max_row if max_row <= max_table_intervals else 0
     row_lo = np.zeros((seqlen_q, width), dtype=np.int64)
     row_hi = np.zeros((seqlen_q, width), dtype=np.int64)
     if width:
@@ -206,12 +202,12 @@ def _i32(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int32))
 
 
-def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int
-           ) -> BlockSparsePlan:
+def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int,
+           max_table_intervals: int) -> BlockSparsePlan:
     nqt, nkt = -(-seqlen_q // block_m), -(-seqlen_k // block_n)
     intervals = union_row_intervals(bounds, seqlen_k)
     area = tile_areas(bounds, seqlen_q, seqlen_k, block_m, block_n, intervals)
-    row_lo, row_hi, max_row = _row_table(*intervals, seqlen_q)
+    row_lo, row_hi, max_row = _row_table(*intervals, seqlen_q, max_table_intervals)
     qt, kt = np.nonzero(area)
     full = area[qt, kt] == block_m * block_n  # only complete in-bounds tiles can reach this
     q_ptr, q_kt, q_full = _tile_lists(qt, kt, full, nqt)
@@ -243,7 +239,7 @@ _PLANS = LRUCache(PLAN_CACHE_SIZE)
 
 
 def _cached(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int,
-            device) -> BlockSparsePlan:
+            device, max_table_intervals: int = MAX_TABLE_INTERVALS) -> BlockSparsePlan:
     if block_m <= 0 or block_n <= 0:
         raise ValueError(f"tile sizes must be positive, got block_m={block_m}, block_n={block_n}")
     if seqlen_q < 0 or seqlen_k < 0:
@@ -251,33 +247,40 @@ def _cached(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, bloc
     bounds = np.ascontiguousarray(bounds, dtype=np.int64).reshape(-1, 6)
 
     def build() -> BlockSparsePlan:
-        plan = _build(bounds, seqlen_q, seqlen_k, block_m, block_n)
+        plan = _build(bounds, seqlen_q, seqlen_k, block_m, block_n, max_table_intervals)
         return plan if device is None else plan.to(device)
 
-    key = (bounds.tobytes(), seqlen_q, seqlen_k, block_m, block_n, str(device))
+    key = (bounds.tobytes(), seqlen_q, seqlen_k, block_m, block_n, max_table_intervals,
+           str(device))
     return _PLANS.get_or_build(key, build)
 
 
 def plan_block_sparse(slices: Sequence[AttnSlice], seqlen_q: int, seqlen_k: int,
-                      block_m: int, block_n: int, device=None) -> BlockSparsePlan:
+                      block_m: int, block_n: int, device=None,
+                      max_table_intervals: int = MAX_TABLE_INTERVALS) -> BlockSparsePlan:
     """The tile schedule of the union of ``slices`` (cached; see module doc for the layout)."""
-    return _cached(slice_bounds_array(slices), seqlen_q, seqlen_k, block_m, block_n, device)
+    return _cached(slice_bounds_array(slices), seqlen_q, seqlen_k, block_m, block_n, device,
+                   max_table_intervals)
+
+
+def plan_for(mask: FlexAttnPlan, block_m: int, block_n: int, device=None,
+             max_table_intervals: int = MAX_TABLE_INTERVALS) -> BlockSparsePlan:
+    """The tile schedule of a FlexAttnPlan's mask at ``block_m x block_n`` on ``device``: built
+    on first use, then kept in the FlexAttnPlan (a lookup per call, no host-device traffic)."""
+    key = ("block_sparse", block_m, block_n, max_table_intervals,
+           None if device is None else str(torch.device(device)))
+    return mask.cached(key, lambda: _cached(mask.bounds, mask.seqlen_q, mask.seqlen_k, block_m,
+                                            block_n, device, max_table_intervals))
 
 
 def plan_from_tensors(q_ranges: torch.Tensor, k_ranges: torch.Tensor, attn_type_map: torch.Tensor,
-                      seqlen_q: int, seqlen_k: int, block_m: int, block_n: int, device=None
-                      ) -> BlockSparsePlan:
-    """plan_block_sparse for the (q_ranges, k_ranges, attn_type_map) tensors of the FFA API."""
-    bounds = _TENSOR_BOUNDS.get_or_build(
-        ranges_key(q_ranges, k_ranges, attn_type_map),
-        lambda: slice_bounds_array(slices_from_tensors(q_ranges.cpu(), k_ranges.cpu(),
-                                                       attn_type_map.cpu())))
-    return _cached(bounds, seqlen_q, seqlen_k, block_m, block_n, device)
-
-
-_TENSOR_BOUNDS = LRUCache(PLAN_CACHE_SIZE)
+                      seqlen_q: int, seqlen_k: int, block_m: int, block_n: int, device=None,
+                      max_table_intervals: int = MAX_TABLE_INTERVALS) -> BlockSparsePlan:
+    """plan_block_sparse for the (q_ranges, k_ranges, attn_type_map) tensors of the FFA API
+    (reads them to the host: for tests and one-off use; kernels take a FlexAttnPlan)."""
+    mask = FlexAttnPlan.from_tensors(q_ranges, k_ranges, attn_type_map, seqlen_q, seqlen_k)
+    return _cached(mask.bounds, seqlen_q, seqlen_k, block_m, block_n, device, max_table_intervals)
 
 
 def clear_plan_cache() -> None:
     _PLANS.clear()
-    _TENSOR_BOUNDS.clear()

@@ -11,6 +11,7 @@ import math
 import torch
 
 from ..common.mask_type import AttnMaskType
+from .plan import FlexAttnPlan
 
 # Key columns processed per step; bounds the fp32 score buffer to seqlen_q x heads x chunk.
 KEY_CHUNK = 512
@@ -36,10 +37,6 @@ def _chunk_mask(q_ranges: list, k_ranges: list, types: list, seqlen_q: int,
     return mask
 
 
-def _host_lists(q_ranges, k_ranges, attn_type_map):
-    return q_ranges.tolist(), k_ranges.tolist(), attn_type_map.tolist()
-
-
 def _scores(qf, kf, softmax_scale, softcap):
     """qf: [Hkv, G, Sq, D], kf: [Hkv, C, D] -> scores [Hkv, G, Sq, C] (and tanh for softcap)."""
     s = torch.einsum("hgqd,hkd->hgqk", qf, kf) * softmax_scale
@@ -49,14 +46,14 @@ def _scores(qf, kf, softmax_scale, softcap):
     return s, None
 
 
-def fwd(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale: float, softcap: float = 0.0,
+def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
         return_max_logits: bool = False):
     """q: [Sq, Hq, D], k/v: [Sk, Hkv, D] -> (out [Sq, Hq, D] q.dtype, lse [Sq, Hq] fp32,
     max_logits [Hq] fp32 or None). Rows covered by no slice: out 0, lse -inf."""
     seqlen_q, num_heads_q, head_dim = q.shape
     seqlen_k, num_heads_kv, _ = k.shape
     group = num_heads_q // num_heads_kv
-    qr, kr, ty = _host_lists(q_ranges, k_ranges, attn_type_map)
+    qr, kr, ty = mask.host_lists()
     qf = q.float().reshape(seqlen_q, num_heads_kv, group, head_dim).permute(1, 2, 0, 3)
     kf, vf = k.float().transpose(0, 1), v.float().transpose(0, 1)
     row_max = torch.full((num_heads_kv, group, seqlen_q), -math.inf, device=q.device)
@@ -87,14 +84,14 @@ def fwd(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale: float, softca
     return out, lse, (max_logits.reshape(num_heads_q) if return_max_logits else None)
 
 
-def bwd(dout, q, k, v, out, lse, q_ranges, k_ranges, attn_type_map, softmax_scale: float,
+def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
         softcap: float = 0.0, deterministic: bool = False):
     """Gradients (dq, dk, dv) in the input dtypes. ``lse`` and ``out`` may be global (CP): the
     result is then this key set's share of dq and its dk, dv."""
     seqlen_q, num_heads_q, head_dim = q.shape
     seqlen_k, num_heads_kv, _ = k.shape
     group = num_heads_q // num_heads_kv
-    qr, kr, ty = _host_lists(q_ranges, k_ranges, attn_type_map)
+    qr, kr, ty = mask.host_lists()
 
     def by_group(x):  # [Sq, Hq, D] -> [Hkv, G, Sq, D]; D explicit: -1 is ambiguous at Sq = 0
         return x.float().reshape(seqlen_q, num_heads_kv, group, x.shape[-1]).permute(1, 2, 0, 3)

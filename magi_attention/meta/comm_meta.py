@@ -129,7 +129,10 @@ def assign_stages(dst, src, start, end, num_stages: int, cp_size: int) -> Transf
     e = s + (p1 - p0)
     d, r = dst[row], src[row]
     order = np.lexsort((s, r, d, stage))
-    return TransferTable(d[order], r[order], stage[order], s[order], e[order], n, cp_size)
+    # nothing remote anywhere (cp 1, or documents that never cross ranks): no stage at all, so
+    # calc_attn is the local kernel alone, with no empty collective and no merge
+    num = n if len(dst) else 0
+    return TransferTable(d[order], r[order], stage[order], s[order], e[order], num, cp_size)
 
 
 def build_transfer_table(rows: RowPieces, dispatch: DispatchMeta, num_stages: int

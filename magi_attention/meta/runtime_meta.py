@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 
 from ..comm.args import GroupCollectiveArgs
-from .attn_meta import host_runs, local_row_pieces, map_keys
+from ..kernels.plan import FlexAttnPlan
+from .attn_meta import host_runs, local_row_pieces, map_keys, merge_adjacent
 from .comm_meta import RowPieces, TransferTable, cast_args
 from .dispatch import DispatchMeta
 from .slice_array import SliceArray
@@ -14,10 +15,16 @@ from .slice_array import SliceArray
 
 @dataclass(frozen=True)
 class StageAttnArgs:
-    """Slices of one stage (q on the local shard, k on the stage's KV buffer) and their tensors."""
+    """Slices of one stage (q on the local shard, k on the stage's KV buffer of ``seqlen_k``
+    tokens) and the FlexAttnPlan the kernels run them from (kernel state cached in it)."""
 
     slices: SliceArray
-    _tensor_cache: dict = field(default_factory=dict, compare=False, repr=False)
+    seqlen_q: int
+    seqlen_k: int
+    plan: FlexAttnPlan = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plan", FlexAttnPlan(self.slices, self.seqlen_q, self.seqlen_k))
 
     @property
     def num_slices(self) -> int:
@@ -25,10 +32,7 @@ class StageAttnArgs:
 
     def tensors(self, device):
         """(q_ranges, k_ranges, attn_type_map) int32 on ``device``, built once per device."""
-        key = str(device)
-        if key not in self._tensor_cache:
-            self._tensor_cache[key] = self.slices.to_tensors(device)
-        return self._tensor_cache[key]
+        return self.plan.tensors(device)
 
     def area(self) -> int:
         return int(self.slices.areas().sum())
@@ -56,9 +60,11 @@ class DistAttnRuntimeMeta:
 def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferTable, rank: int
                        ) -> DistAttnRuntimeMeta:
     pieces = local_row_pieces(rows, dispatch, rank)
-    host = StageAttnArgs(map_keys(pieces, host_runs(dispatch, rank)))
+    n = dispatch.shard_seqlen
+    host = StageAttnArgs(merge_adjacent(map_keys(pieces, host_runs(dispatch, rank))), n, n)
     stages = []
     for stage in range(table.num_stages):
         args, recv_runs = cast_args(table, dispatch, rank, stage)
-        stages.append(RemoteStage(args, StageAttnArgs(map_keys(pieces, recv_runs))))
+        attn = StageAttnArgs(merge_adjacent(map_keys(pieces, recv_runs)), n, args.recv_seqlen)
+        stages.append(RemoteStage(args, attn))
     return DistAttnRuntimeMeta(rank, dispatch.cp_size, dispatch.shard_seqlen, host, tuple(stages))

@@ -17,7 +17,7 @@ import triton
 from bench.masks import build_mask
 from bench.masks.convert import to_mask_mod
 from bench.metrics import attn_flops
-from magi_attention.common import slices_to_tensors
+from magi_attention.functional import FlexAttnPlan
 from magi_attention.kernels import triton as ffa
 from magi_attention.kernels.triton.configs import BwdConfig, FwdConfig, bwd_config, fwd_config
 
@@ -39,7 +39,7 @@ def setup(name, seqlen, hq, hk, d, dtype):
     g = torch.Generator(device="cuda").manual_seed(0)
     mk = lambda h: torch.randn(seqlen, h, d, device="cuda", generator=g, dtype=torch.float32).to(dtype)
     q, k, v, do = mk(hq), mk(hk), mk(hk), mk(hq)
-    ranges = tuple(t.cuda() for t in slices_to_tensors(list(mask.slices)))
+    ranges = (FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen),)
     return mask, (q, k, v, do), ranges
 
 

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.data import sample_doc_lens  # noqa: E402
 from bench.masks import build_mask, convert  # noqa: E402
 from bench.metrics import attn_flops, time_cuda_ms, tflops_per_s  # noqa: E402
+from magi_attention.functional import FlexAttnPlan  # noqa: E402
 from magi_attention.kernels import fa4  # noqa: E402
 
 MASKS = ("full", "causal", "causal_document", "sliding_window_causal", "block_causal_document")
@@ -73,16 +74,16 @@ def _fa4_plain(mask, q, k, v, scale):
     return (lambda: unbatch(fwd())), bwd
 
 
-def _ffa(backend, mask, q, k, v, scale, ranges_device):
-    qr, kr, ty = convert.to_slices_tensors(mask, device=ranges_device)
+def _ffa(backend, mask, q, k, v, scale, **options):
+    plan = FlexAttnPlan.from_slices(list(mask.slices), mask.seqlen, mask.seqlen)
     state = {}
 
     def fwd():
-        state["out"], state["lse"], _ = backend.fwd(q, k, v, qr, kr, ty, scale)
+        state["out"], state["lse"], _ = backend.fwd(q, k, v, plan, scale, **options)
         return state["out"]
 
     def bwd(dout):
-        return backend.bwd(dout, q, k, v, state["out"], state["lse"], qr, kr, ty, scale)
+        return backend.bwd(dout, q, k, v, state["out"], state["lse"], plan, scale, **options)
 
     return fwd, bwd
 
@@ -108,39 +109,18 @@ def _flex(mask, q, k, v, scale):
     return (lambda: fwd()[0].transpose(0, 1)), bwd
 
 
-class _BlockSparseOnly:
-    """The fa4 backend with its native-form dispatch off: always the block-sparse path."""
-
-    @staticmethod
-    def fwd(*args):
-        fa4.PREFER_NATIVE = False
-        try:
-            return fa4.fwd(*args)
-        finally:
-            fa4.PREFER_NATIVE = True
-
-    @staticmethod
-    def bwd(*args):
-        fa4.PREFER_NATIVE = False
-        try:
-            return fa4.bwd(*args)
-        finally:
-            fa4.PREFER_NATIVE = True
-
-
 def _make(impl, mask, q, k, v, scale):
     # ffa_fa4: as the backend runs (FA4's native kernels where they express the mask, else block
-    # sparse); ffa_fa4_bs: always block sparse. Host range tensors: the conversion-cache lookup
-    # then needs no device sync.
+    # sparse); ffa_fa4_bs: always block sparse. One FlexAttnPlan per mask: no per-call host work.
     if impl == "ffa_fa4":
-        return _ffa(fa4, mask, q, k, v, scale, "cpu")
+        return _ffa(fa4, mask, q, k, v, scale)
     if impl == "ffa_fa4_bs":
-        return _ffa(_BlockSparseOnly, mask, q, k, v, scale, "cpu")
+        return _ffa(fa4, mask, q, k, v, scale, native=False)
     if impl == "fa4":
         return _fa4_plain(mask, q, k, v, scale)
     if impl == "ffa_triton":
         from magi_attention.kernels import triton as triton_backend
-        return _ffa(triton_backend, mask, q, k, v, scale, q.device)
+        return _ffa(triton_backend, mask, q, k, v, scale)
     if impl == "flex":
         return _flex(mask, q, k, v, scale)
     raise ValueError(f"unknown impl {impl!r}")

@@ -31,7 +31,7 @@ from bench.metrics import attn_flops, tflops_per_s
 from magi_attention.api import calc_attn, dispatch, magi_attn_flex_key, undispatch
 from magi_attention.common import slices_to_tensors, to_dense
 from magi_attention.functional import flex_flash_attn_func
-from magi_attention.functional._dist_runtime import resolve_dist_backend
+from magi_attention.functional import resolve_backend
 from magi_attention.meta import DISPATCH_ALGORITHMS
 from magi_attention.testing import dense_attention
 
@@ -224,7 +224,7 @@ def main() -> None:
               if device.type == "cuda" else platform.processor() or "cpu",
               "torch": torch.__version__, "dtype": str(args.dtype),
               "kernel_backend": f"{args.kernel_backend} -> "
-                                f"{resolve_dist_backend(args.kernel_backend, probe)}",
+                                f"{resolve_backend(args.kernel_backend, probe)}",
               "time": time.strftime("%Y-%m-%d %H:%M:%S")}
     report = Report(args.out, header)
     ok = False

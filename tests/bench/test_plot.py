@@ -2,7 +2,7 @@
 import matplotlib.image as mpimg
 import pytest
 
-from bench import plot
+from bench import barplot, plot
 from bench.config import GateConfig, HardwareConfig, KernelBenchConfig, KernelChoice, MaskChoice
 from bench.kernels.runner import run_sweep
 
@@ -45,5 +45,41 @@ def test_generic_x_column(tmp_path):
     rows = pd.DataFrame({"cp_size": [1, 2, 1, 2], "kernel": ["magi", "magi", "ring", "ring"],
                          "tflops_per_s": [100.0, 180.0, 90.0, None],
                          "status": ["ok", "ok", "ok", "oom"], "message": ["", "", "", "OOM"]})
-    path = plot.plot_bars(rows, tmp_path / "cp.png", x="cp_size", title="cp")
+    path = barplot.plot_bars(rows, tmp_path / "cp.png", x="cp_size", title="cp")
     assert path.stat().st_size > 5_000
+
+
+def test_cells_without_a_row_are_passed_as_the_experiments(tmp_path, monkeypatch):
+    """A kernel with a fwd row but no bwd row at 128 (a sweep that stopped mid-cell): the bwd
+    figure still gets 128 and that kernel, so the cell is drawn 'not measured'."""
+    from dataclasses import replace
+
+    from bench.cp import plot as cp_plot
+    from bench.results import ResultRow, append_row
+
+    BASE = ResultRow(run_id="r", time="2025-01-01T00:00:00+00:00", git_sha="abc", hardware="cpu",
+                     gpu_name="cpu", torch_version="2", kernel_version="v", kernel="naive",
+                     mask="causal", seqlen=64, batch=1, num_heads_q=2, num_heads_kv=1,
+                     head_dim=16, dtype="float32", direction="fwd", cp_size=1, mask_area=1.0,
+                     flops=1e9, runtime_ms=1.0, tflops_per_s=1.0, peak_mem_gb=None,
+                     build_ms=None, status="ok", message="", env="")
+
+    for seqlen, direction in ((64, "fwd"), (64, "bwd"), (128, "fwd")):
+        append_row(tmp_path / "r" / "kernels" / "a.csv",
+                   replace(BASE, kernel="ffa", seqlen=seqlen, direction=direction))
+    append_row(tmp_path / "r" / "kernels" / "a.csv", replace(BASE, seqlen=64, direction="bwd"))
+    calls = {}
+    monkeypatch.setattr(plot, "plot_bars", lambda rows, path, **kw: calls.setdefault(
+        (path.parent.name, path.name), kw))
+    plot.plot_results(tmp_path / "r", tmp_path / "p")
+    bwd = calls["bwd", "flops_report.png"]
+    assert bwd["xs"] == {64, 128} and bwd["names"] == ["ffa", "naive"]
+
+    for cp_size, direction in ((1, "fwd"), (2, "fwd"), (1, "bwd")):
+        append_row(tmp_path / "c" / "cp" / "a.csv", replace(
+            BASE, kernel="magi", seqlen=64 * cp_size, cp_size=cp_size, direction=direction))
+    calls.clear()
+    monkeypatch.setattr(cp_plot, "plot_bars", lambda rows, path, **kw: calls.setdefault(
+        (path.parent.name, path.name), kw))
+    cp_plot.plot_cp_results(tmp_path / "c" / "cp", tmp_path / "pc")
+    assert calls["bwd", "flops_report_64_per_gpu.png"]["xs"] == {1, 2}

@@ -77,3 +77,21 @@ def test_hardware_folder_means_its_kernel_rows(tmp_path):
     assert "naive" in text and "magi" not in text
     report.write_tables(root, tmp_path / "all", kind=None)
     assert "magi" in (tmp_path / "all" / "README.md").read_text()
+
+
+def test_missing_package_and_not_measured_cells(results_dir, tmp_path):
+    """A peer without its package is 'X (missing)', also in rows written before that status
+    existed; a cell of the sweep with no row (here fa3 at 512, bwd at 256) is 'not measured'."""
+    append_row(results_dir / "job_c.csv", replace(BASE, kernel="fa3", status="missing",
+                                                  message="No module named 'flash_attn_interface'"))
+    append_row(results_dir / "job_c.csv", replace(BASE, kernel="flashmask", status="unsupported",
+                                                  message="paddle not importable: No module named 'paddle'"))
+    append_row(results_dir / "job_c.csv", replace(BASE, kernel="flashmask", seqlen=512,
+                                                  direction="bwd", status="missing", message="x"))
+    report.write_tables(results_dir, tmp_path / "t")
+    fwd = (tmp_path / "t" / "tflops_per_s_cpu_causal_fwd_1.md").read_text()
+    assert "| seqlen | naive | ffa | fa4 | fa3 | flashmask |" in fwd
+    assert "| 256 | 1.5 | 3 | X (unsupported) | X (missing) | X (missing) |" in fwd
+    assert "| 512 | 4 | 3 | X (oom) | not measured | not measured |" in fwd
+    bwd = (tmp_path / "t" / "tflops_per_s_cpu_causal_bwd_1.md").read_text()
+    assert "| 256 | not measured | not measured | not measured | not measured | not measured |" in bwd

@@ -9,7 +9,8 @@ Masks FA4 expresses itself (documents x a causal/local/full window: full, causal
 causal_document, full_document, sliding windows; ``_native``) run on FA4's dense or varlen
 kernels with their arithmetic masks instead, which are cheaper than bitmap lookups on the
 diagonal tiles (measured on H200: sliding_window_causal 64k fwd 542 vs 360 TFLOPs/s).
-``PREFER_NATIVE = False`` forces the block-sparse path (tests, benchmarks).
+``fwd(..., native=False)`` / ``bwd(..., native=False)`` force the block-sparse path (tests,
+benchmarks).
 
 Semantics match the other backends: q [seqlen_q, num_heads_q, head_dim], k/v [seqlen_k,
 num_heads_kv, head_dim]; overlapping q_ranges count each cell once; rows with no key get out 0,
@@ -29,13 +30,12 @@ from functools import lru_cache
 import torch
 
 from .. import BackendUnavailable
-from ._convert import Fa4BlockSparse, to_fa4_block_sparse
+from ..plan import FlexAttnPlan
+from ._convert import Fa4BlockSparse, fa4_block_sparse
 from ._native import NativeForm
 
-__all__ = ["INSTALL_HINT", "PREFER_NATIVE", "bwd", "check_supported", "fwd", "is_available",
-           "tile_shape"]
-
-PREFER_NATIVE = True
+__all__ = ["INSTALL_HINT", "bwd", "check_supported", "fwd", "is_available", "prepare",
+           "tile_shape", "unsupported_reason"]
 
 INSTALL_HINT = ("pip install flash-attn-4 'nvidia-cutlass-dsl[cu13]' (or the cu12 flavour "
                 "matching your CUDA); see notes/fa4.md for offline installs")
@@ -78,6 +78,15 @@ def tile_shape(head_dim: int) -> tuple[int, int]:
     return 128, 128
 
 
+def unsupported_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str | None:
+    """Why the fa4 backend cannot run these inputs, or None when it can."""
+    try:
+        check_supported(q, k, v)
+    except BackendUnavailable as e:
+        return str(e)
+    return None
+
+
 def check_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     """Raise BackendUnavailable naming what is missing: the package, the GPU, dtype or head_dim."""
     error = _cached_import_error()
@@ -106,10 +115,27 @@ def _fa4():
     return interface, BlockSparseTensorsTorch, tile_bitmap_mask_mod
 
 
-def _conversion(q, k, q_ranges, k_ranges, attn_type_map) -> Fa4BlockSparse:
-    block_m, block_n = tile_shape(q.shape[-1])
-    return to_fa4_block_sparse(q_ranges, k_ranges, attn_type_map, q.shape[0], k.shape[0],
-                               block_m, block_n, device=q.device)
+def _conversion(mask: FlexAttnPlan, head_dim: int, device) -> Fa4BlockSparse:
+    block_m, block_n = tile_shape(head_dim)
+    return fa4_block_sparse(mask, block_m, block_n, device)
+
+
+def prepare(mask: FlexAttnPlan, head_dim: int, device) -> None:
+    """Build (and keep in ``mask``) the conversion and FA4 arguments both directions use."""
+    conv = _conversion(mask, head_dim, device)
+    if conv.area and conv.native is None:
+        _kernel_args(mask, conv, device, native=False, backward=False)
+        _kernel_args(mask, conv, device, native=False, backward=True)
+
+
+def _kernel_args(mask: FlexAttnPlan, conv: Fa4BlockSparse, device, native: bool, backward: bool
+                 ) -> tuple[NativeForm | None, dict]:
+    """(native form or None, FA4 keyword arguments for the mask), built once per plan."""
+    form = conv.native if native else None
+    key = ("fa4_args", conv.block_m, conv.block_n, str(device), form is not None,
+           backward and form is None)
+    return mask.cached(key, lambda: (form, _native_args(form, device) if form is not None
+                                     else _mask_args(conv, backward)))
 
 
 def _mask_args(conv: Fa4BlockSparse, backward: bool):
@@ -126,15 +152,10 @@ def _mask_args(conv: Fa4BlockSparse, backward: bool):
                 aux_tensors=[conv.tile_map, conv.tile_bits], block_sparse_tensors=tensors)
 
 
-@lru_cache(maxsize=64)
-def _cu_seqlens_tensor(cu_seqlens: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    return torch.tensor(cu_seqlens, dtype=torch.int32, device=device)
-
-
 def _native_args(form: NativeForm, device) -> dict:
     args = dict(window_size_left=form.window_left, window_size_right=form.window_right)
     if form.cu_seqlens is not None:
-        cu = _cu_seqlens_tensor(form.cu_seqlens, device)
+        cu = torch.tensor(form.cu_seqlens, dtype=torch.int32, device=device)
         longest = max(b - a for a, b in zip(form.cu_seqlens[:-1], form.cu_seqlens[1:]))
         args.update(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest, max_seqlen_k=longest)
     return args
@@ -144,19 +165,19 @@ def _batched(t, form):  # varlen FA4 takes [total, H, D]; dense takes [batch, S,
     return t if form is not None and form.cu_seqlens is not None else t.unsqueeze(0)
 
 
-def fwd(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale: float, softcap: float = 0.0,
-        return_max_logits: bool = False):
-    """(out [Sq, Hq, D] q.dtype, lse [Sq, Hq] fp32 natural log, None)."""
+def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
+        return_max_logits: bool = False, native: bool = True):
+    """(out [Sq, Hq, D] q.dtype, lse [Sq, Hq] fp32 natural log, None). ``native=False`` runs
+    the block-sparse kernels even where FA4's dense/varlen ones express the mask."""
     if return_max_logits:
         raise NotImplementedError("return_max_logits on the fa4 backend (FA4 does not expose the "
                                   "row maxima); use backend='triton' or 'reference'")
-    conv = _conversion(q, k, q_ranges, k_ranges, attn_type_map)
+    conv = _conversion(mask, q.shape[-1], q.device)
     if conv.area == 0:
         return (torch.zeros_like(q),
                 torch.full(q.shape[:2], -math.inf, dtype=torch.float32, device=q.device), None)
     interface, _, _ = _fa4()
-    form = conv.native if PREFER_NATIVE else None
-    args = _native_args(form, q.device) if form is not None else _mask_args(conv, backward=False)
+    form, args = _kernel_args(mask, conv, q.device, native, backward=False)
     out, lse, *_ = interface._flash_attn_fwd(
         _batched(q, form), _batched(k, form), _batched(v, form), softmax_scale=softmax_scale,
         softcap=softcap, return_lse=True, **args)
@@ -167,23 +188,21 @@ def fwd(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale: float, softca
     return out, lse.transpose(0, 1).contiguous(), None
 
 
-def bwd(dout, q, k, v, out, lse, q_ranges, k_ranges, attn_type_map, softmax_scale: float,
-        softcap: float = 0.0, deterministic: bool = False):
+def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
+        softcap: float = 0.0, deterministic: bool = False, native: bool = True):
     """(dq, dk, dv) in the input dtypes; ``out``/``lse`` may be the global merged ones (CP)."""
-    conv = _conversion(q, k, q_ranges, k_ranges, attn_type_map)
+    conv = _conversion(mask, q.shape[-1], q.device)
     if conv.area == 0:
         return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     interface, _, _ = _fa4()
-    form = conv.native if PREFER_NATIVE else None
-    if form is None and deterministic:
+    if (conv.native is None or not native) and deterministic:
         # FA4's SM90 block-sparse backward has no deterministic mode (4.0.0b36 asserts
         # "Deterministic not implemented for block-sparse backward"); the Triton backend's
         # backward never uses atomics and has the same semantics (global out/lse included).
         from .. import triton as triton_backend
-        rng = lambda t: t.to(q.device)  # noqa: E731
-        return triton_backend.bwd(dout, q, k, v, out, lse, rng(q_ranges), rng(k_ranges),
-                                  rng(attn_type_map), softmax_scale, softcap, deterministic=True)
-    args = _native_args(form, q.device) if form is not None else _mask_args(conv, backward=True)
+        return triton_backend.bwd(dout, q, k, v, out, lse, mask, softmax_scale, softcap,
+                                  deterministic=True)
+    form, args = _kernel_args(mask, conv, q.device, native, backward=True)
     # FA4 wants out and dout in q's dtype (a merged CP out arrives in fp32), lse [(1,) Hq, Sq]
     lse_fa4 = lse.float().transpose(0, 1).contiguous()
     lse_fa4 = lse_fa4 if form is not None and form.cu_seqlens is not None else lse_fa4.unsqueeze(0)

@@ -10,7 +10,8 @@ sizes.
 The mask_mod must say, for any (q, k) of a partial tile, whether the cell is in the slice union.
 It reads two tables built here:
 
-- ``tile_map: [num_q_tiles, num_k_tiles]`` int32: index of the partial tile, -1 elsewhere;
+- ``tile_map: [num_q_tiles, num_k_tiles]`` int32 (each side padded to >= 2): index of the
+  partial tile, -1 elsewhere;
 - ``tile_bits: [num_partial * block_m * block_n / 32]`` int32: row-major bitmaps of the
   partial tiles, bit ``k % 32`` of word ``(t * block_m + q % block_m) * block_n / 32 +
   (k % block_n) / 32``.
@@ -29,8 +30,9 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from .._cache import LRUCache, ranges_key
-from ..block_sparse import BlockSparsePlan, plan_from_tensors, union_row_intervals
+from .._cache import LRUCache
+from ..block_sparse import BlockSparsePlan, plan_for, union_row_intervals
+from ..plan import FlexAttnPlan
 from ._native import NativeForm, native_form
 
 BITS_PER_WORD = 32
@@ -134,16 +136,19 @@ def _to_int32_words(bits: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(wrapped.reshape(-1)))
 
 
-def _build(q_ranges, k_ranges, attn_type_map, seqlen_q: int, seqlen_k: int, block_m: int,
-           block_n: int) -> Fa4BlockSparse:
-    plan = plan_from_tensors(q_ranges, k_ranges, attn_type_map, seqlen_q, seqlen_k, block_m, block_n)
+def _build(mask: FlexAttnPlan, block_m: int, block_n: int) -> Fa4BlockSparse:
+    seqlen_q, seqlen_k = mask.seqlen_q, mask.seqlen_k
+    plan = plan_for(mask, block_m, block_n)
     i64 = lambda t: t.cpu().numpy().astype(np.int64)  # noqa: E731
     fwd = _padded_lists(i64(plan.q_tile_ptr), i64(plan.q_tile_kt), i64(plan.q_tile_num_full))
     bwd = _padded_lists(i64(plan.k_tile_ptr), i64(plan.k_tile_qt), i64(plan.k_tile_num_full))
     part_qt, part_kt = _partial_tiles(plan)
-    tile_map = np.full((plan.num_q_tiles, plan.num_k_tiles), -1, dtype=np.int32)
+    # at least 2 x 2: FA4 lays aux tensors out by their unique stride-1 dimension, which a
+    # [n, 1] or [1, 1] table (one key tile, i.e. seqlen_k <= block_n) does not have; the
+    # padding is -1 and never read (the mask_mod only sees cells of real tiles)
+    tile_map = np.full((max(plan.num_q_tiles, 2), max(plan.num_k_tiles, 2)), -1, dtype=np.int32)
     tile_map[part_qt, part_kt] = np.arange(len(part_qt), dtype=np.int32)
-    intervals = union_row_intervals(plan.slice_bounds.cpu().numpy().astype(np.int64), seqlen_k)
+    intervals = union_row_intervals(mask.bounds, seqlen_k)
     bits = _tile_bitmaps(plan, intervals, part_qt, part_kt)
     # never empty: FA4 converts every aux tensor, and a zero-size one has no valid layout
     tile_bits = _to_int32_words(bits) if len(part_qt) else torch.zeros(4, dtype=torch.int32)
@@ -155,28 +160,33 @@ def _build(q_ranges, k_ranges, attn_type_map, seqlen_q: int, seqlen_k: int, bloc
 _CONVERSIONS = LRUCache(CONVERSION_CACHE_SIZE)
 
 
+def fa4_block_sparse(mask: FlexAttnPlan, block_m: int, block_n: int, device=None
+                     ) -> Fa4BlockSparse:
+    """FA4 block-sparse tensors and mask tables of a FlexAttnPlan at ``block_m x block_n`` on
+    ``device`` (None: CPU), built on first use and kept in the plan. Plans of the same mask
+    share one conversion (an LRU keyed by the slice bounds, seqlens, tiles and device)."""
+    if block_n % BITS_PER_WORD:
+        raise ValueError(f"block_n must be a multiple of {BITS_PER_WORD}, got {block_n}")
+    dev = None if device is None else str(torch.device(device))
+
+    def build() -> Fa4BlockSparse:
+        conv = _build(mask, block_m, block_n)
+        return conv if device is None else conv.to(device)
+
+    def shared() -> Fa4BlockSparse:
+        key = (mask.bounds.tobytes(), mask.seqlen_q, mask.seqlen_k, block_m, block_n, dev)
+        return _CONVERSIONS.get_or_build(key, build)
+
+    return mask.cached(("fa4_block_sparse", block_m, block_n, dev), shared)
+
+
 def to_fa4_block_sparse(q_ranges: torch.Tensor, k_ranges: torch.Tensor, attn_type_map: torch.Tensor,
                         seqlen_q: int, seqlen_k: int, block_m: int, block_n: int,
                         device=None) -> Fa4BlockSparse:
-    """FA4 block-sparse tensors and mask tables of an FFA mask (LRU-cached per mask).
-
-    Args:
-        q_ranges, k_ranges: int32 [num_slices, 2]; attn_type_map: int32 [num_slices].
-        seqlen_q, seqlen_k: sequence lengths; block_m, block_n: FA4's tile (block_n % 32 == 0).
-        device: where the result lives (None: CPU).
-
-    The cache key is the bytes of the three range tensors, the seqlens, the tiles and the
-    device, so the same mask in a training loop converts once.
-    """
-    if block_n % BITS_PER_WORD:
-        raise ValueError(f"block_n must be a multiple of {BITS_PER_WORD}, got {block_n}")
-    def build() -> Fa4BlockSparse:
-        conv = _build(q_ranges, k_ranges, attn_type_map, seqlen_q, seqlen_k, block_m, block_n)
-        return conv if device is None else conv.to(device)
-
-    key = (*ranges_key(q_ranges, k_ranges, attn_type_map), seqlen_q, seqlen_k, block_m, block_n,
-           str(device))
-    return _CONVERSIONS.get_or_build(key, build)
+    """``fa4_block_sparse`` of the mask given as FFA range tensors (int32 [n, 2], [n, 2], [n];
+    read to the host here: tests and one-off use)."""
+    mask = FlexAttnPlan.from_tensors(q_ranges, k_ranges, attn_type_map, seqlen_q, seqlen_k)
+    return fa4_block_sparse(mask, block_m, block_n, device)
 
 
 def clear_conversion_cache() -> None:
@@ -186,7 +196,7 @@ def clear_conversion_cache() -> None:
 def dense_from_block_sparse(conv: Fa4BlockSparse) -> torch.Tensor:
     """bool [seqlen_q, seqlen_k]: full tiles all True, partial tiles from their bitmaps (tests)."""
     bm, bn = conv.block_m, conv.block_n
-    nqt, nkt = conv.tile_map.shape
+    nqt, nkt = conv.fwd_full_cnt.shape[-1], conv.bwd_full_cnt.shape[-1]
     dense = torch.zeros(nqt * bm, nkt * bn, dtype=torch.bool)
     full_cnt, full_idx = conv.fwd_full_cnt[0, 0].cpu(), conv.fwd_full_idx[0, 0].cpu()
     for qt in range(nqt):

@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 
 from .. import BackendUnavailable
-from ..block_sparse import plan_from_tensors
+from ..block_sparse import plan_for
+from ..plan import FlexAttnPlan
 from .configs import SUPPORTED_HEAD_DIMS, bwd_config, fwd_config
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
@@ -51,7 +52,15 @@ def _dense_last(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
-def fwd(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale: float, softcap: float = 0.0,
+def prepare(mask: FlexAttnPlan, head_dim: int, device) -> None:
+    """Build (and keep in ``mask``) the tile plans the forward and backward will use."""
+    fcfg, bcfg = fwd_config(head_dim), bwd_config(head_dim)
+    plan_for(mask, fcfg.block_m, fcfg.block_n, device, fcfg.max_table_intervals)
+    plan_for(mask, bcfg.block_m1, bcfg.block_n1, device, bcfg.max_table_intervals)
+    plan_for(mask, bcfg.block_m2, bcfg.block_n2, device, bcfg.max_table_intervals)
+
+
+def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
         return_max_logits: bool = False, config=None):
     """(out [Sq, Hq, D], lse [Sq, Hq] fp32, max_logits [Hq] | None); see kernels.reference.fwd."""
     from .forward import launch_fwd
@@ -59,12 +68,11 @@ def fwd(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale: float, softca
     check_supported(q, k, v)
     q, k, v = (_dense_last(t) for t in (q, k, v))
     config = config or fwd_config(q.shape[-1])
-    plan = plan_from_tensors(q_ranges, k_ranges, attn_type_map, q.shape[0], k.shape[0],
-                             config.block_m, config.block_n, device=q.device)
+    plan = plan_for(mask, config.block_m, config.block_n, q.device, config.max_table_intervals)
     return launch_fwd(q, k, v, plan, config, float(softmax_scale), float(softcap), return_max_logits)
 
 
-def bwd(dout, q, k, v, out, lse, q_ranges, k_ranges, attn_type_map, softmax_scale: float,
+def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
         softcap: float = 0.0, deterministic: bool = False, config=None):
     """(dq, dk, dv); deterministic always (no atomics). ``out``/``lse`` may be global (CP)."""
     from .backward import launch_bwd
@@ -73,10 +81,7 @@ def bwd(dout, q, k, v, out, lse, q_ranges, k_ranges, attn_type_map, softmax_scal
     dout, q, k, v, out = (_dense_last(t) for t in (dout, q, k, v, out))
     lse = lse.float().contiguous()
     config = config or bwd_config(q.shape[-1])
-    seqlen_q, seqlen_k = q.shape[0], k.shape[0]
-    plan_kv = plan_from_tensors(q_ranges, k_ranges, attn_type_map, seqlen_q, seqlen_k,
-                                config.block_m1, config.block_n1, device=q.device)
-    plan_q = plan_from_tensors(q_ranges, k_ranges, attn_type_map, seqlen_q, seqlen_k,
-                               config.block_m2, config.block_n2, device=q.device)
+    plan_kv = plan_for(mask, config.block_m1, config.block_n1, q.device, config.max_table_intervals)
+    plan_q = plan_for(mask, config.block_m2, config.block_n2, q.device, config.max_table_intervals)
     return launch_bwd(dout, q, k, v, out, lse, plan_kv, plan_q, config, float(softmax_scale),
                       float(softcap))

@@ -15,6 +15,9 @@ class FwdConfig:
     num_warps: int
     num_stages: int
     partial_stages: int = 1  # pipelining depth of the masked-tile loop (1: none, saves smem)
+    # rows with more key intervals than this mask partial tiles from the slice list instead of
+    # the per-row interval table (block_sparse.MAX_TABLE_INTERVALS; -1 forces the slice list)
+    max_table_intervals: int = 8
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,7 @@ class BwdConfig:
     num_warps: int
     num_stages: int
     partial_stages: int = 1
+    max_table_intervals: int = 8
 
 
 def fwd_config(head_dim: int) -> FwdConfig:

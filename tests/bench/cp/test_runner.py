@@ -296,3 +296,15 @@ def test_world_of_one_without_torchrun(tmp_path):
     rows = _rows(tmp_path)
     assert list(rows.status) == ["ok", "ok", "unsupported", "unsupported"]
     assert rows.message.iloc[-1].startswith(NEEDS_RANKS)
+
+
+@pytest.mark.parametrize("error, status", [
+    (ModuleNotFoundError("No module named 'yunchang'"), "missing"),
+    (NotImplementedError("per-head masks"), "unsupported")], ids=["absent-package", "real-limit"])
+def test_phase_failure_status(error, status):
+    """The status a CP phase reports (then agreed over ranks) for an absent package and a limit."""
+    from bench.cp.runner import _run_phase
+
+    def phase():
+        raise error
+    assert _run_phase(True, phase).status == status

@@ -131,7 +131,7 @@ def test_a_changed_custom_target_or_corrected_kernel_is_measured(tiny_config, tm
     assert run_sweep(config) == []  # same target, same code: done
 
     typo = replace(config, kernels=(custom("user_atn:attn"),))
-    assert [r.status for r in run_sweep(typo)] == ["unsupported", "unsupported"]
+    assert [r.status for r in run_sweep(typo)] == ["missing", "missing"]  # not importable
     (tmp_path / "user_attn.py").write_text(WRONG_KERNEL)
     user = replace(config, kernels=(custom("user_attn:attn"),))
     rows = run_sweep(user)  # the corrected target is measured, not skipped as "custom" done
@@ -146,3 +146,26 @@ def test_a_changed_custom_target_or_corrected_kernel_is_measured(tiny_config, tm
     write_tables(config.out_file, tmp_path / "tables")
     table = (tmp_path / "tables" / "tflops_per_s_cpu_causal_fwd_1.md").read_text()
     assert "| 128 | " in table and "wrong" not in table  # the newest row wins the table
+
+
+def test_absent_package_is_missing_and_a_real_limit_unsupported(tiny_config, monkeypatch):
+    """At supports time (a custom kernel whose module is absent) and at prepare time (an
+    ImportError out of prepare) the row says missing; NotImplementedError stays unsupported."""
+    from bench.kernels.naive import Naive
+
+    absent = KernelChoice("absent", "custom", {"target": "no_such_peer_package.attn:fn"})
+    rows = run_sweep(tiny_config(kernels=(absent,)))
+    assert {r.status for r in rows} == {"missing"}
+    assert "no_such_peer_package" in rows[0].message
+
+    def prepare_raises(error):
+        def prepare(self, *args):
+            raise error
+        return prepare
+
+    monkeypatch.setattr(Naive, "prepare", prepare_raises(ModuleNotFoundError("No module named 'peer'")))
+    rows = run_sweep(tiny_config(force=True))
+    assert {r.status for r in rows} == {"missing"}
+    monkeypatch.setattr(Naive, "prepare", prepare_raises(NotImplementedError("fp8 backward")))
+    rows = run_sweep(tiny_config(force=True))
+    assert {r.status for r in rows} == {"unsupported"}

@@ -11,8 +11,9 @@ import torch
 
 from bench.masks import MASK_NAMES, build_mask
 from magi_attention import env
-from magi_attention.common import AttnMaskType, AttnRange, AttnSlice, slices_to_tensors, to_dense
-from magi_attention.functional import BackendUnavailable, flex_flash_attn_func, resolve_backend
+from magi_attention.common import AttnMaskType, AttnRange, AttnSlice, to_dense
+from magi_attention.functional import (BackendUnavailable, FlexAttnPlan, flex_flash_attn_func,
+                                      resolve_backend)
 from magi_attention.kernels import fa4, reference
 from magi_attention.testing import dense_attention
 
@@ -37,7 +38,7 @@ def test_auto_never_picks_missing_fa4(monkeypatch):
     monkeypatch.setattr(env, "PREFER_FA4_BACKEND", True)
     monkeypatch.setattr(fa4, "_cached_import_error", lambda: "ModuleNotFoundError: flash_attn")
     assert not fa4.is_available()
-    assert resolve_backend("auto", torch.device("cuda")) == "triton"
+    assert resolve_backend("auto", torch.device("cuda")) != "fa4"
 
 
 def test_fp32_is_refused_with_reason(monkeypatch):
@@ -67,18 +68,27 @@ def _inputs(seqlen_q, seqlen_k, hq, hk, d, dtype, seed):
 
 
 def check_case(slices, seqlen_q, seqlen_k, hq, hk, d, dtype, seed=0, softcap=0.0,
-               deterministic=False):
+               deterministic=False, native=True):
+    """fa4 vs the fp32 reference. native=True goes through flex_flash_attn_func (the public
+    path, FA4's native kernels where they express the mask); native=False calls the backend's
+    fwd/bwd with native=False (the block-sparse kernels on every mask)."""
     q, k, v, dout = _inputs(seqlen_q, seqlen_k, hq, hk, d, dtype, seed)
-    qr, kr, ty = (t.cuda() for t in slices_to_tensors(slices))
+    plan = FlexAttnPlan.from_slices(slices, seqlen_q, seqlen_k)
     scale = d ** -0.5
-    qt, kt, vt = (t.clone().requires_grad_() for t in (q, k, v))
-    out, meta = flex_flash_attn_func(qt, kt, vt, qr, kr, ty, softcap=softcap, backend="fa4",
-                                     deterministic=deterministic)
-    dq, dk, dv = torch.autograd.grad(out, (qt, kt, vt), dout)
+    if native:
+        qt, kt, vt = (t.clone().requires_grad_() for t in (q, k, v))
+        out, meta = flex_flash_attn_func(qt, kt, vt, plan, softcap=softcap, backend="fa4",
+                                         deterministic=deterministic)
+        dq, dk, dv = torch.autograd.grad(out, (qt, kt, vt), dout)
+        lse = meta.lse
+    else:
+        out, lse, _ = fa4.fwd(q, k, v, plan, scale, softcap, native=False)
+        dq, dk, dv = fa4.bwd(dout, q, k, v, out, lse, plan, scale, softcap, deterministic,
+                             native=False)
     f = lambda t: t.float()  # noqa: E731
-    ro, rl, _ = reference.fwd(f(q), f(k), f(v), qr, kr, ty, scale, softcap)
-    rdq, rdk, rdv = reference.bwd(f(dout), f(q), f(k), f(v), ro, rl, qr, kr, ty, scale, softcap)
-    got = {"out": out, "lse": meta.lse, "dq": dq, "dk": dk, "dv": dv}
+    ro, rl, _ = reference.fwd(f(q), f(k), f(v), plan, scale, softcap)
+    rdq, rdk, rdv = reference.bwd(f(dout), f(q), f(k), f(v), ro, rl, plan, scale, softcap)
+    got = {"out": out, "lse": lse, "dq": dq, "dk": dk, "dv": dv}
     ref = {"out": ro, "lse": rl, "dq": rdq, "dk": rdk, "dv": rdv}
     mask = to_dense(slices, seqlen_q, seqlen_k, device="cuda")
     ql, kl, vl = (t.clone().requires_grad_() for t in (q, k, v))
@@ -131,12 +141,11 @@ NATIVE_MASKS = ("full", "causal", "full_document", "causal_document", "sliding_w
 @needs_fa4
 @pytest.mark.parametrize("case", [CASES[0], CASES[-1]], ids=_case_id)
 @pytest.mark.parametrize("name", NATIVE_MASKS)
-def test_block_sparse_path_on_native_masks(name, case, monkeypatch):
+def test_block_sparse_path_on_native_masks(name, case):
     """The masks FA4 runs natively also pass through the block-sparse path exactly."""
-    monkeypatch.setattr(fa4, "PREFER_NATIVE", False)
     seqlen, seed, dtype, (hq, hk, d) = case
     mask = build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
-    check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, dtype, seed)
+    check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, dtype, seed, native=False)
 
 
 @pytest.mark.gpu
@@ -164,11 +173,12 @@ def test_softcap():
 @pytest.mark.gpu
 @needs_fa4
 @pytest.mark.parametrize("native", [True, False], ids=["native", "block_sparse"])
-def test_deterministic_backward_repeats_bitwise(native, monkeypatch):
-    monkeypatch.setattr(fa4, "PREFER_NATIVE", native)
+def test_deterministic_backward_repeats_bitwise(native):
     slices = [AttnSlice.make(0, 2048, 0, 2048, AttnMaskType.CAUSAL)]
-    first = check_case(slices, 2048, 2048, 16, 2, 128, torch.bfloat16, 0, deterministic=True)
-    again = check_case(slices, 2048, 2048, 16, 2, 128, torch.bfloat16, 0, deterministic=True)
+    first = check_case(slices, 2048, 2048, 16, 2, 128, torch.bfloat16, 0, deterministic=True,
+                       native=native)
+    again = check_case(slices, 2048, 2048, 16, 2, 128, torch.bfloat16, 0, deterministic=True,
+                       native=native)
     for a, b in zip(first, again):
         assert torch.equal(a, b)
 
@@ -181,11 +191,11 @@ def test_global_lse_gives_cp_share():
     q, k, v, dout = _inputs(seqlen, seqlen, 16, 2, d, torch.bfloat16, 3)
     full = [AttnSlice.make(0, seqlen, 0, seqlen, AttnMaskType.CAUSAL)]
     halves = [full[0].clip(AttnRange(0, seqlen), AttnRange(a, b)) for a, b in ((0, 512), (512, seqlen))]
-    args = lambda s: tuple(t.cuda() for t in slices_to_tensors(s))  # noqa: E731
+    plan = lambda s: FlexAttnPlan.from_slices(s, seqlen, seqlen)  # noqa: E731
     scale = d ** -0.5
-    out, lse, _ = fa4.fwd(q, k, v, *args(full), scale)
-    dq, dk, dv = fa4.bwd(dout, q, k, v, out, lse, *args(full), scale)
-    parts = [fa4.bwd(dout, q, k, v, out.float(), lse, *args(h), scale) for h in halves]
+    out, lse, _ = fa4.fwd(q, k, v, plan(full), scale)
+    dq, dk, dv = fa4.bwd(dout, q, k, v, out, lse, plan(full), scale)
+    parts = [fa4.bwd(dout, q, k, v, out.float(), lse, plan(h), scale) for h in halves]
     torch.testing.assert_close(parts[0][0].float() + parts[1][0].float(), dq.float(), atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(parts[0][1][:512].float(), dk[:512].float(), atol=1e-2, rtol=1e-2)
     torch.testing.assert_close(parts[1][2][512:].float(), dv[512:].float(), atol=1e-2, rtol=1e-2)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from magi_attention.common import AttnMaskType, AttnRange, AttnSlice, slices_to_tensors, to_dense
-from magi_attention.functional import flex_flash_attn_func
+from magi_attention.functional import FlexAttnPlan, flex_flash_attn_func
 from magi_attention.kernels import reference
 from magi_attention.testing import dense_attention
 
@@ -38,14 +38,15 @@ def _inputs(seqlen_q, seqlen_k, hq, hk, d, dtype, seed):
 def check_case(slices, seqlen_q, seqlen_k, hq, hk, d, dtype, seed=0, softcap=0.0, dense_lowp=True):
     q, k, v, dout = _inputs(seqlen_q, seqlen_k, hq, hk, d, dtype, seed)
     qr, kr, ty = (t.cuda() for t in slices_to_tensors(slices))
+    plan = FlexAttnPlan.from_slices(slices, seqlen_q, seqlen_k)
     scale = d ** -0.5
     qt, kt, vt = (t.clone().requires_grad_() for t in (q, k, v))
     out, meta = flex_flash_attn_func(qt, kt, vt, qr, kr, ty, softcap=softcap, backend="triton",
                                      return_max_logits=True)
     dq, dk, dv = torch.autograd.grad(out, (qt, kt, vt), dout)
     f = lambda t: t.float()
-    ro, rl, rm = reference.fwd(f(q), f(k), f(v), qr, kr, ty, scale, softcap, True)
-    rdq, rdk, rdv = reference.bwd(f(dout), f(q), f(k), f(v), ro, rl, qr, kr, ty, scale, softcap)
+    ro, rl, rm = reference.fwd(f(q), f(k), f(v), plan, scale, softcap, True)
+    rdq, rdk, rdv = reference.bwd(f(dout), f(q), f(k), f(v), ro, rl, plan, scale, softcap)
     got = {"out": out, "lse": meta.lse, "dq": dq, "dk": dk, "dv": dv}
     ref = {"out": ro, "lse": rl, "dq": rdq, "dk": rdk, "dv": rdv}
     # low-precision baseline: dense attention computed in the input dtype
@@ -118,10 +119,10 @@ def test_global_lse_gives_cp_share():
     halves = [full[0].clip(AttnRange(0, seqlen), AttnRange(a, b)) for a, b in ((0, 512), (512, seqlen))]
     from magi_attention.kernels import triton as tk
     scale = d ** -0.5
-    args = lambda s: tuple(t.cuda() for t in slices_to_tensors(s))
-    out, lse, _ = tk.fwd(q, k, v, *args(full), scale)
-    dq, dk, dv = tk.bwd(dout, q, k, v, out, lse, *args(full), scale)
-    parts = [tk.bwd(dout, q, k, v, out, lse, *args(h), scale) for h in halves]
+    args = lambda s: FlexAttnPlan.from_slices(s, seqlen, seqlen)
+    out, lse, _ = tk.fwd(q, k, v, args(full), scale)
+    dq, dk, dv = tk.bwd(dout, q, k, v, out, lse, args(full), scale)
+    parts = [tk.bwd(dout, q, k, v, out, lse, args(h), scale) for h in halves]
     torch.testing.assert_close((parts[0][0].float() + parts[1][0].float()), dq.float(), atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(parts[0][1][:512].float(), dk[:512].float(), atol=1e-2, rtol=1e-2)
     torch.testing.assert_close(parts[1][2][512:].float(), dv[512:].float(), atol=1e-2, rtol=1e-2)

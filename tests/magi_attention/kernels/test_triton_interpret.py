@@ -32,8 +32,9 @@ SCRIPT = textwrap.dedent('''
     import json, os, sys
     os.environ["TRITON_INTERPRET"] = "1"
     import torch
-    from magi_attention.common import AttnSlice, slices_to_tensors
+    from magi_attention.common import AttnSlice
     from magi_attention.kernels import block_sparse, reference
+    from magi_attention.kernels.plan import FlexAttnPlan
     from magi_attention.kernels.triton.backward import launch_bwd
     from magi_attention.kernels.triton.configs import BwdConfig, FwdConfig
     from magi_attention.kernels.triton.forward import launch_fwd
@@ -41,22 +42,22 @@ SCRIPT = textwrap.dedent('''
     cases = json.loads(sys.argv[1])
     results = {}
     for table in (True, False):
-        block_sparse.MAX_TABLE_INTERVALS = 8 if table else -1
-        block_sparse.clear_plan_cache()
+        max_table = 8 if table else -1
         for name, (spec, sq, sk, hq, hk, cap) in cases.items():
             slices = [AttnSlice.make(*t) for t in eval(spec)]
-            qr, kr, ty = slices_to_tensors(slices)
+            mask = FlexAttnPlan.from_slices(slices, sq, sk)
             g = torch.Generator().manual_seed(0)
             q, k, v, do = (torch.randn(s, h, 32, generator=g).half()
                            for s, h in ((sq, hq), (sk, hk), (sk, hk), (sq, hq)))
             scale = 32 ** -0.5
             fc, bc = FwdConfig(32, 16, 4, 1), BwdConfig(16, 32, 32, 16, 4, 1)
-            plan = lambda m, n: block_sparse.plan_block_sparse(slices, sq, sk, m, n)
+            plan = lambda m, n: block_sparse.plan_block_sparse(slices, sq, sk, m, n,
+                                                               max_table_intervals=max_table)
             out, lse, mx = launch_fwd(q, k, v, plan(32, 16), fc, scale, cap, True)
             dq, dk, dv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), plan(32, 16), bc, scale, cap)
             f = lambda t: t.float()
-            ro, rl, rm = reference.fwd(f(q), f(k), f(v), qr, kr, ty, scale, cap, True)
-            rg = reference.bwd(f(do), f(q), f(k), f(v), ro, rl, qr, kr, ty, scale, cap)
+            ro, rl, rm = reference.fwd(f(q), f(k), f(v), mask, scale, cap, True)
+            rg = reference.bwd(f(do), f(q), f(k), f(v), ro, rl, mask, scale, cap)
             res = {}
             for key, a, b in (("out", out, ro), ("dq", dq, rg[0]), ("dk", dk, rg[1]), ("dv", dv, rg[2])):
                 res[key] = [(f(a) - b).abs().max().item(), b.abs().max().item()]

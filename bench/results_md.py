@@ -1,0 +1,456 @@
+"""The numbers RESULTS.md quotes, computed from the committed result files (``bench.mdgen``
+spans; the prose around them is written by hand).
+
+    python -m bench.results_md            # rewrite every span of RESULTS.md
+    python -m bench.results_md --check    # exit 1, naming the spans, if one is stale
+
+A new section: write a function returning its text (a value for an inline span, lines for a
+block), add it to ``SECTIONS`` under a name, and put ``<!-- gen:name --><!-- /gen -->`` where it
+goes in RESULTS.md; then run the command. tests/bench/test_results_md.py fails while the file
+differs from what its spans compute.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import re
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from bench.cp.plot import ratio_table
+from bench.mdgen import SPAN, render
+from bench.results import latest_rows, read_results
+from bench.status import with_missing
+
+__all__ = ["SECTIONS", "RESULTS_MD", "main"]
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS_MD = ROOT / "RESULTS.md"
+RESULTS = ROOT / "results"
+KERNEL_MASKS = ("full", "causal", "full_document", "causal_document", "sliding_window_causal",
+                "block_causal_document")
+DOC_WINDOW_MASKS = ("full_document", "causal_document", "sliding_window_causal")
+K16, K64 = 16384, 65536
+# the FA4 helper script's files (scripts/device/fa4_check.py)
+HELPER_5 = "h200/ffa_fa4/fa4_bench.csv"
+HELPER_30 = "h200/ffa_fa4/fa4_bench_16k_repeat30.csv"
+FFA_GOALS = {"fwd": 0.8, "bwd": 0.7}  # FFA (Triton) over FA4, issue 3
+FFA_FA4_GOAL = 0.95  # ffa_fa4 over FA4, issue 4
+FFA_FA4_FLEX_GOAL = 2.0  # ffa_fa4 over FlexAttention where FA4 cannot run, issue 4
+
+
+# -- reading ------------------------------------------------------------------------------------
+@functools.cache
+def _rows(relpath: str) -> pd.DataFrame:
+    """Newest row per cell of a bench result file or folder under results/."""
+    return with_missing(latest_rows(read_results(RESULTS / relpath)))
+
+
+@functools.cache
+def _helper(relpath: str) -> pd.DataFrame:
+    return pd.read_csv(RESULTS / relpath, comment="#")
+
+
+def _kernel_tflops(kernel: str, mask: str, seqlen: int, direction: str) -> float | None:
+    rows = _rows("h200/kernels")
+    hit = rows[(rows.kernel == kernel) & (rows["mask"] == mask) & (rows.seqlen == seqlen)
+               & (rows.direction == direction) & (rows.status == "ok")]
+    return float(hit.tflops_per_s.iloc[0]) if len(hit) else None
+
+
+def _helper_tflops(relpath: str, impl: str, mask: str, seqlen: int, direction: str) -> float | None:
+    rows = _helper(relpath)
+    hit = rows[(rows.impl == impl) & (rows["mask"] == mask) & (rows.seqlen == seqlen)
+               & (rows.direction == direction) & (rows.status == "ok")]
+    return float(hit.tflops.iloc[0]) if len(hit) else None
+
+
+def _ratios(tflops: Callable[..., float | None], num: str, den: str, masks: Iterable[str],
+            seqlens: Iterable[int], directions: Iterable[str]) -> list[float]:
+    """num / den over every cell where both ran."""
+    out = []
+    for mask in masks:
+        for seqlen in seqlens:
+            for d in directions:
+                a, b = tflops(num, mask, seqlen, d), tflops(den, mask, seqlen, d)
+                if a is not None and b is not None:
+                    out.append(a / b)
+    return out
+
+
+def _span(values: list[float]) -> str:
+    if not values:
+        raise ValueError("no cell where both ran")
+    low, high = f"{min(values):.2f}", f"{max(values):.2f}"
+    return low if low == high else f"{low}-{high}"
+
+
+def _verdict(values: list[float], goal: float) -> str:
+    return "met" if min(values) >= goal else "**not met**"
+
+
+def _k(seqlen: int) -> str:
+    return f"{seqlen // 1024}k"
+
+
+# -- test logs ----------------------------------------------------------------------------------
+_PYTEST_SUMMARY = re.compile(r"^(?P<counts>\d+ passed.*?) in [\d.]+s", re.MULTILINE)
+
+
+def _pytest_counts(relpath: str) -> str:
+    """'286 passed, 39 skipped' from a pytest log's summary line (deselected left out)."""
+    (match,) = _PYTEST_SUMMARY.finditer((RESULTS / relpath).read_text())
+    return ", ".join(p for p in match["counts"].split(", ") if "deselected" not in p)
+
+
+def pytest_gpu_h200() -> str:
+    return _pytest_counts("h200/tests/pytest_gpu_h200.log")
+
+
+def pytest_fa4() -> str:
+    return _pytest_counts("h200/ffa_fa4/pytest_fa4.log")
+
+
+# -- kernel sweep on one H200 -------------------------------------------------------------------
+KERNEL_TABLE_KERNELS = ("ffa", "ffa_fa4", "fa4", "cudnn", "flex")
+KERNEL_TABLE_RATIOS = (("ffa", "fa4"), ("ffa", "flex"), ("ffa_fa4", "fa4"), ("ffa_fa4", "flex"))
+
+
+def kernel_table() -> str:
+    head = ["mask", "S", "dir", *KERNEL_TABLE_KERNELS,
+            *(f"{a}/{b}" for a, b in KERNEL_TABLE_RATIOS)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for mask in KERNEL_MASKS:
+        for seqlen in (K16, K64):
+            for d in ("fwd", "bwd"):
+                values = {k: _kernel_tflops(k, mask, seqlen, d) for k in KERNEL_TABLE_KERNELS}
+                cells = ["X" if v is None else f"{v:.0f}" for v in values.values()]
+                cells += ["-" if values[a] is None or values[b] is None
+                          else f"{values[a] / values[b]:.2f}" for a, b in KERNEL_TABLE_RATIOS]
+                lines.append(f"| {mask} | {_k(seqlen)} | {d} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def kernel_sweep_rows() -> str:
+    rows = _rows("h200/kernels")
+    counts = rows.status.value_counts()
+    return f"{len(rows)} cells: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+
+
+def harness_ffa_fa4_small() -> str:
+    return _span(_ratios(_kernel_tflops, "ffa_fa4", "fa4", DOC_WINDOW_MASKS, [K16], ["fwd"]))
+
+
+def helper_ffa_fa4_small() -> str:
+    tflops = functools.partial(_helper_tflops, HELPER_5)
+    return _span(_ratios(tflops, "ffa_fa4", "fa4", DOC_WINDOW_MASKS, [K16], ["fwd"]))
+
+
+# -- FFA (Triton) against its peers -------------------------------------------------------------
+def _ffa_vs(den: str, direction: str) -> list[float]:
+    return _ratios(_kernel_tflops, "ffa", den, ("full", "causal"), (K16, K64), [direction])
+
+
+def ffa_vs_fa4_fwd() -> str:
+    return _span(_ffa_vs("fa4", "fwd"))
+
+
+def ffa_vs_fa4_bwd() -> str:
+    return _span(_ffa_vs("fa4", "bwd"))
+
+
+def ffa_goal() -> str:
+    met = all(min(_ffa_vs("fa4", d)) >= goal for d, goal in FFA_GOALS.items())
+    return "met" if met else "**not met**"
+
+
+def ffa_vs_cudnn_fwd() -> str:
+    return _span(_ffa_vs("cudnn", "fwd"))
+
+
+def _against_flex(direction: str) -> str:
+    values = _ratios(_kernel_tflops, "ffa", "flex", KERNEL_MASKS, (K16, K64), [direction])
+    ahead = [v for v in values if v >= 1]
+    behind = [v for v in values if v < 1]
+    parts = [f"ahead on {len(ahead)} of {len(values)} cells"
+             + (f" ({_span(ahead)}x)" if ahead else "")]
+    if behind:
+        parts.append(f"behind on {len(behind)} ({_span(behind)}x)")
+    return ", ".join(parts)
+
+
+def ffa_vs_flex_fwd() -> str:
+    return _against_flex("fwd")
+
+
+def ffa_vs_flex_bwd() -> str:
+    return _against_flex("bwd")
+
+
+def ffa_vs_flex_verdict() -> str:
+    values = _ratios(_kernel_tflops, "ffa", "flex", KERNEL_MASKS, (K16, K64), ("fwd", "bwd"))
+    return "ahead on every cell" if min(values) >= 1 else "**not ahead on every mask**"
+
+
+# -- FFA_FA4 ------------------------------------------------------------------------------------
+def _helper_vs_fa4(relpath: str, seqlens, masks=("full", "causal", "causal_document",
+                                                 "sliding_window_causal")) -> list[float]:
+    tflops = functools.partial(_helper_tflops, relpath)
+    return _ratios(tflops, "ffa_fa4", "fa4", masks, seqlens, ("fwd", "bwd"))
+
+
+def helper_ffa_fa4_64k() -> str:
+    tflops = functools.partial(_helper_tflops, HELPER_5)
+    parts = []
+    for mask in ("full", "causal", "causal_document", "sliding_window_causal"):
+        pair = [_ratios(tflops, "ffa_fa4", "fa4", [mask], [K64], [d]) for d in ("fwd", "bwd")]
+        parts.append(f"{mask} " + "/".join(f"{r[0]:.2f}" for r in pair))
+    return ", ".join(parts)
+
+
+def helper_ffa_fa4_16k_30() -> str:
+    return _span(_helper_vs_fa4(HELPER_30, [K16]))
+
+
+def helper_ffa_fa4_goal_64k() -> str:
+    return _verdict(_helper_vs_fa4(HELPER_5, [K64]), FFA_FA4_GOAL)
+
+
+def helper_ffa_fa4_goal_16k() -> str:
+    return _verdict(_helper_vs_fa4(HELPER_30, [K16]), FFA_FA4_GOAL)
+
+
+def sweep_ffa_fa4_64k() -> str:
+    return _span(_ratios(_kernel_tflops, "ffa_fa4", "fa4", KERNEL_MASKS, [K64], ("fwd", "bwd")))
+
+
+def sweep_ffa_fa4_goal_64k() -> str:
+    values = _ratios(_kernel_tflops, "ffa_fa4", "fa4", KERNEL_MASKS, [K64], ("fwd", "bwd"))
+    return _verdict(values, FFA_FA4_GOAL)
+
+
+def fa4_window_64k_fwd() -> str:
+    helper = _helper_tflops(HELPER_5, "fa4", "sliding_window_causal", K64, "fwd")
+    sweep = _kernel_tflops("fa4", "sliding_window_causal", K64, "fwd")
+    return f"{helper:.0f} TFLOPs/s in the helper run, {sweep:.0f} in the kernel sweep"
+
+
+def helper_ffa_fa4_vs_flex() -> str:
+    tflops = functools.partial(_helper_tflops, HELPER_5)
+    parts = []
+    for seqlen in (K64, K16):
+        pair = [_ratios(tflops, "ffa_fa4", "flex", ["block_causal_document"], [seqlen], [d])
+                for d in ("fwd", "bwd")]
+        parts.append("/".join(f"{r[0]:.2f}" for r in pair) + f" at {_k(seqlen)}")
+    return ", ".join(parts)
+
+
+def helper_ffa_fa4_vs_flex_goal() -> str:
+    tflops = functools.partial(_helper_tflops, HELPER_5)
+    values = _ratios(tflops, "ffa_fa4", "flex", ["block_causal_document"], (K16, K64),
+                     ("fwd", "bwd"))
+    return _verdict(values, FFA_FA4_FLEX_GOAL)
+
+
+# -- MagiAttention on 4 H200s -------------------------------------------------------------------
+@functools.cache
+def _magi_check() -> dict:
+    return json.loads((RESULTS / "h200x4" / "magi_gpu_check.json").read_text())
+
+
+def magi_check() -> str:
+    checks = [r for r in _magi_check()["rows"] if r["part"] == "check"]
+    masks = dict.fromkeys(r["mask"] for r in checks)
+    algorithms = dict.fromkeys(r["algorithm"] for r in checks)
+    return (f"{len(masks)} masks x {len(algorithms)} dispatch algorithms "
+            f"({sum(r['ok'] for r in checks)} of {len(checks)} ok): "
+            f"**{_magi_check()['header']['check']}**")
+
+
+def _magi_bench(mask: str) -> dict:
+    (row,) = [r for r in _magi_check()["rows"] if r["part"] == "bench" and r["mask"] == mask]
+    return row
+
+
+def magi_bench() -> str:
+    full, docs = _magi_bench("full"), _magi_bench("causal_document")
+    return (f"full {full['fwd_tflops_per_gpu']:.0f} TFLOPs/s/GPU forward, "
+            f"{full['bwd_tflops_per_gpu']:.0f} backward; causal_document "
+            f"{docs['fwd_tflops_per_gpu']:.0f} / {docs['bwd_tflops_per_gpu']:.0f}")
+
+
+def magi_keeps() -> str:
+    full = _magi_bench("full")
+    single = {d: _kernel_tflops("ffa", "full", K64, d) for d in ("fwd", "bwd")}
+    keep = {d: full[f"{d}_tflops_per_gpu"] / single[d] for d in single}
+    return (f"{single['fwd']:.0f} / {single['bwd']:.0f} in the kernel sweep: cp 4 keeps "
+            f"{keep['fwd']:.0%} / {keep['bwd']:.0%}")
+
+
+# -- CP baselines and the CP sweep on 4 H200s ---------------------------------------------------
+def cp_check() -> str:
+    rows = _helper("h200x4/cp_gpu_check.csv")
+    masks = list(dict.fromkeys(rows["mask"]))
+    failed = rows[rows.status != "ok"]
+    counts = ", ".join(f"{n} {s}" for s, n in rows.status.value_counts().items())
+    why = (f" ({', '.join(dict.fromkeys(failed['mask']))})" if len(failed) else "")
+    return (f"{rows.strategy.nunique()} strategies x {len(masks)} masks ({', '.join(masks)}) at "
+            f"cp {'/'.join(map(str, sorted(rows.cp_size.unique())))}, S = "
+            f"{'/'.join(_k(s) for s in sorted(rows.seqlen.unique()))}: {counts}{why}")
+
+
+CP_SWEEP = "h200x4/cp/cp_h200x4.csv"
+CP_SCALING = "h200x4/cp/cp_scaling_cp1-4.csv"
+
+
+def cp_sweep_rows() -> str:
+    rows = _rows(CP_SWEEP)
+    counts = rows.status.value_counts().items()
+    return f"{len(rows)} rows: " + ", ".join(f"{n} {s}" for s, n in counts)
+
+
+def cp_ratio_table() -> str:
+    table = ratio_table(RESULTS / CP_SWEEP)
+    table = table[(table.cp_size == 4) & (table.seqlen_per_gpu == K16)]
+    order = ("ulysses", "ring_p2p", "ring_allgather", "usp", "loongtrain", "hybrid_cp")
+    baselines = [b for b in order if b in set(table.baseline)]
+    lines = ["| mask | " + " | ".join(f"vs {b}" for b in baselines) + " |",
+             "|---|" + "---|" * len(baselines)]
+    for mask in [m for m in KERNEL_MASKS if m in set(table["mask"])]:
+        cells = []
+        for b in baselines:
+            pick = table[(table["mask"] == mask) & (table.baseline == b)].set_index("direction")
+            cells.append(" / ".join(f"{pick.ratio[d]:.2f}" if d in pick.index else "-"
+                                    for d in ("fwd", "bwd")))
+        lines.append(f"| {mask} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _cp1_allgather_over_others(direction: str) -> list[float]:
+    rows = _rows(CP_SWEEP)
+    rows = rows[(rows.cp_size == 1) & (rows.status == "ok") & (rows.direction == direction)]
+    out = []
+    for _, cell in rows.groupby(["mask", "seqlen"]):
+        mine = cell[cell.kernel == "ring_allgather"].tflops_per_s
+        out += list(float(mine.iloc[0]) / cell[cell.kernel != "ring_allgather"].tflops_per_s)
+    return out
+
+
+def cp1_allgather_fwd() -> str:
+    return _span(_cp1_allgather_over_others("fwd"))
+
+
+def cp1_allgather_bwd() -> str:
+    return _span(_cp1_allgather_over_others("bwd"))
+
+
+def cp1_allgather_example() -> str:
+    rows = _rows(CP_SWEEP)
+    cell = rows[(rows.cp_size == 1) & (rows.seqlen == K16) & (rows["mask"] == "causal_document")
+                & (rows.direction == "fwd")].set_index("kernel").tflops_per_s
+    return (f"causal_document {_k(K16)}: ring_allgather {cell['ring_allgather']:.0f} vs magi "
+            f"{cell['magi']:.0f}")
+
+
+def cp_scaling() -> str:
+    rows = _rows(CP_SCALING)
+    rows = rows[(rows.kernel == "magi") & (rows.status == "ok")
+                & (rows.seqlen == rows.cp_size * K64)]
+    tf = rows.set_index(["mask", "direction", "cp_size"]).tflops_per_s
+    parts = []
+    for mask in dict.fromkeys(sorted(rows["mask"])):
+        pair = [f"{tf[mask, d, 4]:.0f}/{tf[mask, d, 1]:.0f} = {tf[mask, d, 4] / tf[mask, d, 1]:.2f}"
+                for d in ("fwd", "bwd")]
+        parts.append(f"{mask} " + ", ".join(pair))
+    return "; ".join(parts)
+
+
+# -- the dispatch solver (computed on CPU, bench.cp.dispatch_plot) -------------------------------
+def dispatch_volume_table() -> str:
+    table = pd.read_csv(ROOT / "plots" / "dispatch" / "comm_volume.csv")
+    wide = table.pivot_table(index="mask", columns="cp_size", values="volume_ratio", sort=False)
+    spread = table.pivot_table(index="mask", columns="cp_size", values="imbalance", sort=False)
+    cps = list(wide.columns)
+    lines = ["| mask | " + " | ".join(f"cp {c}: group_cast / ring" for c in cps)
+             + f" | load max / mean (cp {cps[-1]}) |", "|---|" + "---|" * (len(cps) + 1)]
+    for mask, row in wide.iterrows():
+        lines.append(f"| {mask} | " + " | ".join(f"{v:.2f}" for v in row)
+                     + f" | {spread.loc[mask, cps[-1]]:.3f} |")
+    return "\n".join(lines)
+
+
+def dispatch_volume_extremes() -> str:
+    table = pd.read_csv(ROOT / "plots" / "dispatch" / "comm_volume.csv")
+    largest = table.volume_ratio.max()
+    whole = table.groupby("mask", sort=False).volume_ratio.min()
+    verb = "never moves more than" if largest <= 1 else "moves more than"
+    return (f"{verb} the ring (largest ratio {largest:.2f}); as much at every cp size on "
+            + ", ".join(whole[whole >= 1].index))
+
+
+SECTIONS: dict[str, Callable[[], str]] = {
+    "h200.pytest_gpu": pytest_gpu_h200,
+    "h200.pytest_fa4": pytest_fa4,
+    "h200.kernel_sweep_rows": kernel_sweep_rows,
+    "h200.kernel_table": kernel_table,
+    "h200.harness_ffa_fa4_small": harness_ffa_fa4_small,
+    "h200.helper_ffa_fa4_small": helper_ffa_fa4_small,
+    "h200.ffa_vs_fa4_fwd": ffa_vs_fa4_fwd,
+    "h200.ffa_vs_fa4_bwd": ffa_vs_fa4_bwd,
+    "h200.ffa_goal": ffa_goal,
+    "h200.ffa_vs_cudnn_fwd": ffa_vs_cudnn_fwd,
+    "h200.ffa_vs_flex_fwd": ffa_vs_flex_fwd,
+    "h200.ffa_vs_flex_bwd": ffa_vs_flex_bwd,
+    "h200.ffa_vs_flex_verdict": ffa_vs_flex_verdict,
+    "h200.helper_ffa_fa4_64k": helper_ffa_fa4_64k,
+    "h200.helper_ffa_fa4_16k_30": helper_ffa_fa4_16k_30,
+    "h200.helper_ffa_fa4_goal_64k": helper_ffa_fa4_goal_64k,
+    "h200.helper_ffa_fa4_goal_16k": helper_ffa_fa4_goal_16k,
+    "h200.sweep_ffa_fa4_64k": sweep_ffa_fa4_64k,
+    "h200.sweep_ffa_fa4_goal_64k": sweep_ffa_fa4_goal_64k,
+    "h200.fa4_window_64k_fwd": fa4_window_64k_fwd,
+    "h200.helper_ffa_fa4_vs_flex": helper_ffa_fa4_vs_flex,
+    "h200.helper_ffa_fa4_vs_flex_goal": helper_ffa_fa4_vs_flex_goal,
+    "h200x4.magi_check": magi_check,
+    "h200x4.magi_bench": magi_bench,
+    "h200x4.magi_keeps": magi_keeps,
+    "h200x4.cp_check": cp_check,
+    "h200x4.cp_sweep_rows": cp_sweep_rows,
+    "h200x4.cp_ratio_table": cp_ratio_table,
+    "h200x4.cp1_allgather_fwd": cp1_allgather_fwd,
+    "h200x4.cp1_allgather_bwd": cp1_allgather_bwd,
+    "h200x4.cp1_allgather_example": cp1_allgather_example,
+    "h200x4.cp_scaling": cp_scaling,
+    "solver.dispatch_volume_table": dispatch_volume_table,
+    "solver.dispatch_volume_extremes": dispatch_volume_extremes,
+}
+
+
+def stale_spans(text: str) -> list[str]:
+    """The names of the spans whose text differs from what their sections compute."""
+    fresh = {m["name"]: m["body"] for m in SPAN.finditer(render(text, SECTIONS))}
+    return [m["name"] for m in SPAN.finditer(text) if fresh[m["name"]] != m["body"]]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", nargs="?", type=Path, default=RESULTS_MD)
+    parser.add_argument("--check", action="store_true", help="only report stale spans")
+    args = parser.parse_args(argv)
+    text = args.path.read_text()
+    if args.check:
+        stale = stale_spans(text)
+        if stale:
+            sys.exit(f"{args.path}: stale spans {stale}; run python -m bench.results_md")
+        print(f"{args.path}: every span is current")
+        return
+    args.path.write_text(render(text, SECTIONS))
+    print(f"{args.path}: {len(SPAN.findall(text))} spans written")
+
+
+if __name__ == "__main__":
+    main()
