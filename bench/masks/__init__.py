@@ -6,7 +6,7 @@
     mask_from_slices([AttnSlice.make(0, 8192, 0, 8192, "causal")], 8192)   # your own slices
 """
 from . import convert
-from .build import build_mask, mask_from_slices
+from .build import build_mask, check_params, mask_from_slices
 from .convert import UnsupportedMask
 from .mask import Mask
 from .reference import reference_dense, reference_predicate
@@ -14,5 +14,5 @@ from .registry import KERNEL_MASK_NAMES, MASK_NAMES, PATTERNS, STATIC_MASK_NAMES
 
 __all__ = [
     "KERNEL_MASK_NAMES", "MASK_NAMES", "Mask", "PATTERNS", "STATIC_MASK_NAMES", "UnsupportedMask",
-    "build_mask", "convert", "mask_from_slices", "reference_dense", "reference_predicate",
+    "build_mask", "check_params", "convert", "mask_from_slices", "reference_dense", "reference_predicate",
 ]

@@ -2,13 +2,25 @@
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from magi_attention.common import AttnSlice
 
 from . import _validate
 from .mask import Mask
 from .registry import MASK_NAMES, PATTERNS
+
+
+def check_params(name: str, params: Mapping[str, Any]) -> None:
+    """Check a mask request's pattern and parameter names before any mask is built (a config
+    layer calls it at compose time; values that depend on seqlen are checked by build_mask).
+
+    Raises:
+        ValueError: an unknown pattern, or a parameter the pattern does not take (named).
+    """
+    if name not in PATTERNS:
+        raise ValueError(f"unknown mask {name!r}; known masks: {', '.join(MASK_NAMES)}")
+    _validate.check_param_names(name, params, PATTERNS[name].defaults)
 
 
 def build_mask(name: str, seqlen: int, doc_lens: Sequence[int] | None = None, seed: int = 0,
@@ -37,8 +49,7 @@ def build_mask(name: str, seqlen: int, doc_lens: Sequence[int] | None = None, se
         >>> build_mask("sliding_window_causal", 4096, window=256).area
         1019776.0
     """
-    if name not in PATTERNS:
-        raise ValueError(f"unknown mask {name!r}; known masks: {', '.join(MASK_NAMES)}")
+    check_params(name, params)
     pattern = PATTERNS[name]
     seqlen = _validate.check_seqlen(seqlen)
     seed = _validate.check_seed(seed)
@@ -46,7 +57,6 @@ def build_mask(name: str, seqlen: int, doc_lens: Sequence[int] | None = None, se
     if pattern.needs_docs and doc_lens is None:
         raise ValueError(f"mask {name!r} needs doc_lens (document lengths summing to "
                          f"seqlen={seqlen}); sample them with bench.data, got None")
-    _validate.check_param_names(name, params, pattern.defaults)
     resolved = {**pattern.defaults, **params}
     _validate.check_values(name, seqlen, doc_lens, resolved)
     resolved["seed"] = seed
