@@ -97,7 +97,7 @@ class HardwareSchema:
 class GateSchema:
     enabled: bool = True
     rows: int = 256                      # query rows compared at large S
-    full_max_seqlen: int = 2048          # at or below: every row, and the gradients too
+    full_max_seqlen: int = 2048          # at or below: every row; gradients at every seqlen
     seed: int = 0
 
 

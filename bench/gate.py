@@ -204,8 +204,16 @@ def reference(mask: Mask, shapes: Shapes, inputs: Inputs, rows: torch.Tensor,
     return Reference(rows=rows, out=out.detach(), dq=dq, dk=dk, dv=dv)
 
 
+NORM_CHUNK_ROWS = 4096
+
+
 def _norm(x: torch.Tensor) -> float:
-    return float(torch.linalg.vector_norm(x, dtype=torch.float64))
+    """L2 norm of ``[batch, rows, ...]`` in fp32 chunks of rows, summed in fp64: a whole dq at
+    64k tokens would otherwise be upcast in one piece (GBs)."""
+    total = 0.0
+    for start in range(0, max(x.shape[1], 1), NORM_CHUNK_ROWS):
+        total += float(torch.linalg.vector_norm(x[:, start:start + NORM_CHUNK_ROWS].float())) ** 2
+    return total ** 0.5
 
 
 def _rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:

@@ -129,3 +129,11 @@ def test_compare_refuses_bad_input():
     no_grads = Reference(rows=ref.rows, out=ref.out, dq=None, dk=None, dv=None)
     with pytest.raises(ValueError, match="grads=False"):
         compare(no_grads, out, (dq, dk, dv), SHAPES.dtype)
+
+
+def test_norm_in_row_chunks_equals_the_whole_norm(monkeypatch):
+    import bench.gate as gate
+    x = torch.randn(2, 50, 3, 4)
+    monkeypatch.setattr(gate, "NORM_CHUNK_ROWS", 7)
+    assert gate._norm(x) == pytest.approx(float(x.double().norm()), rel=1e-6)
+    assert gate._norm(x[:, :0]) == 0.0
