@@ -1,11 +1,17 @@
-"""Merge result files into tables: one per (hardware, mask, direction, cp_size) and metric, with
-seqlen (or another x column) as rows and kernels as columns; Markdown and CSV.
+"""Tables of one experiment's result rows: one per (hardware, mask, direction, cp_size) and
+metric, with seqlen (or another x column) as rows and kernels as columns; Markdown and CSV.
 
-    python -m bench.report --results results/h200 --out results/h200/tables
+    python -m bench.report --results runs/cpu --out runs/cpu/tables/default   # one experiment
+    python -m bench.report --results runs/cpu --experiment default --out t    # one of several
+    python -m bench.report --results results/h200/kernels/*.csv --out results/h200/tables
 
-A cell that did not run shows ``X (<status>)`` in Markdown (``missing``: its package is not
-installed here) and is empty in CSV; the Markdown lists the reasons under each table. A cell of
-the experiment with no row at all (a sweep that stopped early) shows ``not measured``.
+A folder gives the job files of one experiment (``<experiment>[__<overrides>].csv``, see
+``bench.results.experiment_files``), never every CSV it holds, so an ad-hoc run does not land
+in another experiment's tables; files given by name are merged as given. A cell that did not run
+shows ``X (<status>)`` in Markdown (``missing``: its package is not installed here) and is empty
+in CSV; the Markdown lists the reasons under each table. A cell of the experiment with no row at
+all (a sweep that stopped early) shows ``not measured``. A metric no row recorded (peak memory on
+CPU) gets a line saying why instead of a table.
 """
 from __future__ import annotations
 
@@ -17,13 +23,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.results import job_log_of, kind_sources, latest_rows, read_results
+from bench.results import experiment_files, job_log_of, latest_rows, read_results
 from bench.status import NOT_MEASURED, experiment_cells, with_missing
 
 __all__ = ["METRICS", "pivot", "write_tables", "main"]
 
 METRICS = {"tflops_per_s": "TFLOPs/s", "peak_mem_gb": "peak memory (GiB)", "runtime_ms": "runtime (ms)"}
 TABLE_GROUPS = ("hardware", "mask", "direction", "cp_size")
+DESCRIPTION = ("Write Markdown and CSV tables (x values as rows, kernels as columns) from the "
+               "result rows of one experiment, or of the files given.")
 
 
 def pivot(rows: pd.DataFrame, value: str, x: str = "seqlen", series: str = "kernel",
@@ -65,6 +73,17 @@ def _log_note(row: dict) -> str:
     return f" [job log: {log}]" if log and row["status"] == "error" else ""
 
 
+def _not_recorded(rows: pd.DataFrame, metric: str) -> str | None:
+    """Why no measured row has ``metric`` (None when some do, or none was measured)."""
+    ok = rows[rows["status"] == "ok"]
+    if ok.empty or ok[metric].notna().any():
+        return None
+    if metric == "peak_mem_gb" and (ok["gpu_name"].astype(str) == "cpu").all():
+        return ("not recorded: these rows ran on the CPU, where torch keeps no peak-allocation "
+                "counter (bench.metrics.peak_mem_gb measures CUDA memory only)")
+    return "not recorded in these rows"
+
+
 def _reasons(rows: pd.DataFrame, series: str) -> list[str]:
     failed = rows[rows["status"] != "ok"]
     seen = dict.fromkeys(f"- {r[series]} ({r['status']}): {r['message']}" + _log_note(r)
@@ -75,12 +94,17 @@ def _reasons(rows: pd.DataFrame, series: str) -> list[str]:
 def write_tables(results: str | os.PathLike | Iterable, out_dir: str | os.PathLike,
                  x: str = "seqlen", series: str = "kernel",
                  metrics: Iterable[str] = ("tflops_per_s", "peak_mem_gb"),
-                 kind: str | None = "kernels") -> list[Path]:
+                 kind: str | None = "kernels", experiment: str | None = None) -> list[Path]:
     """Write ``<out_dir>/<metric>__<hardware>_<mask>_<direction>_cp<cp_size>.{md,csv}`` and one
-    ``README.md`` that holds every Markdown table. A hardware folder in ``results`` is narrowed to
-    its ``<kind>/`` subfolder when it has one (None: read everything). Returns the written paths."""
-    sources = kind_sources(results, kind) if kind else results
-    frame = with_missing(latest_rows(read_results(sources)))
+    ``README.md`` that holds every Markdown table. ``results``: files, read as given, or folders
+    (a hardware folder narrowed to its ``<kind>/`` subfolder; None: not narrowed), read for the
+    files of ``experiment`` (see ``bench.results.experiment_files``). Returns the written paths.
+
+    Raises:
+        ValueError: a folder holding several experiments and no ``experiment`` chosen.
+    """
+    frame = with_missing(latest_rows(read_results(experiment_files(results, experiment,
+                                                                    kind))))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written, sections = [], []
@@ -98,7 +122,8 @@ def write_tables(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
         for metric in metrics:
             stem = _slug(metric, *key)
             _numeric(rows, metric, x, series).to_csv(out_dir / f"{stem}.csv")
-            md = to_markdown(pivot(rows, metric, x, series, xs, names))
+            why_not = _not_recorded(rows, metric)
+            md = why_not or to_markdown(pivot(rows, metric, x, series, xs, names))
             text = f"## {METRICS.get(metric, metric)}: {title}\n\n{md}\n"
             if reasons:
                 text += "\nDid not run:\n\n" + "\n".join(reasons) + "\n"
@@ -111,16 +136,26 @@ def write_tables(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", nargs="+", required=True, help="result CSV files or folders (a hardware folder means its kernels/ rows)")
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
+    parser.add_argument("--results", nargs="+", required=True,
+                        help="result CSV files (merged as given) or folders (a hardware folder "
+                             "means its <kind>/ subfolder; a folder gives one experiment's files)")
+    parser.add_argument("--experiment", default=None,
+                        help="in folders, read the job files of this experiment "
+                             "(<experiment>.csv, <experiment>__*.csv); needed when a folder "
+                             "holds several")
     parser.add_argument("--out", required=True, help="folder for the tables")
     parser.add_argument("--x", default="seqlen", help="row column (cp_size for CP results)")
-    parser.add_argument("--series", default="kernel", help="column column")
+    parser.add_argument("--series", default="kernel", help="column of the table's columns")
     parser.add_argument("--kind", default="kernels", help="subfolder of a hardware folder to read")
     args = parser.parse_args(argv)
-    paths = write_tables(args.results, args.out, x=args.x, series=args.series, kind=args.kind)
-    print(f"wrote {len(paths)} files to {args.out}")
-    for line in failed_cells(kind_sources(args.results, args.kind) if args.kind else args.results):
+    try:
+        files = experiment_files(args.results, args.experiment, args.kind)
+    except (ValueError, FileNotFoundError) as e:
+        parser.error(str(e))
+    paths = write_tables(files, args.out, x=args.x, series=args.series, kind=None)
+    print(f"wrote {len(paths)} files to {args.out} from {len(files)} result file(s)")
+    for line in failed_cells(files):
         print(line)
 
 

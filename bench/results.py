@@ -36,8 +36,9 @@ from bench.result_file import describe_torn, repair, scan
 
 __all__ = ["STATUSES", "FINAL_STATUSES", "CELL_KEY", "RESUME_KEY", "ENV_COLUMNS", "ResultRow",
            "RunMeta", "SweepInterrupted", "append_row", "repair_file", "summary_line",
-           "interrupted_line", "job_log_of", "job_log_path", "kind_sources", "read_results",
-           "latest_rows", "done_cells", "resume_key", "run_meta"]
+           "interrupted_line", "job_log_of", "job_log_path", "kind_sources", "experiment_of",
+           "experiment_files", "read_results", "latest_rows", "done_cells", "resume_key",
+           "run_meta"]
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +261,50 @@ def kind_sources(sources: Iterable[str | os.PathLike] | str | os.PathLike, kind:
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     return [Path(s) / kind if (Path(s) / kind).is_dir() else Path(s) for s in sources]
+
+
+def experiment_of(file: str | os.PathLike) -> str:
+    """The experiment a job file belongs to: ``<experiment>__<overrides>.csv`` -> experiment."""
+    return Path(file).stem.split("__")[0]
+
+
+def experiment_files(sources: Iterable[str | os.PathLike] | str | os.PathLike,
+                     experiment: str | None = None, kind: str | None = None) -> list[Path]:
+    """The result files of one experiment: files in ``sources`` as given; in a folder (narrowed
+    to its ``<kind>/`` subfolder, see :func:`kind_sources`) the job files of ``experiment``
+    (``<experiment>.csv``, ``<experiment>__*.csv``), or, with ``experiment`` None, all of them
+    when they belong to one experiment.
+
+    Raises:
+        FileNotFoundError: a source that does not exist, or no file of ``experiment``.
+        ValueError: a folder holding several experiments and no ``experiment`` chosen.
+    """
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    files: list[Path] = []
+    for src in (kind_sources(sources, kind) if kind else map(Path, sources)):
+        if not src.is_dir():
+            files += _csv_files(src)
+            continue
+        found = [f for f in _csv_files(src) if _is_results_file(f)]
+        names = sorted({experiment_of(f) for f in found})
+        if experiment is not None:
+            found = [f for f in found if experiment_of(f) == experiment]
+            if not found:
+                raise FileNotFoundError(f"{src} has no result file of experiment {experiment!r} "
+                                        f"(it has: {', '.join(names) or 'none'})")
+        elif len(names) > 1:
+            raise ValueError(f"{src} holds the rows of several experiments ({', '.join(names)}); "
+                             f"choose one with --experiment, or give the files to merge")
+        files += found
+    return files
+
+
+def _is_results_file(file: Path) -> bool:
+    """A results CSV (by its first line), sound or not; tables written by bench.report are not."""
+    with file.open("rb") as f:
+        first = f.readline(200)
+    return not first or first.startswith(b"run_id")
 
 
 def _read_file(file: Path) -> pd.DataFrame | None:

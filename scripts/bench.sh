@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs (and records the commit in PROVENANCE.json), runs the default kernel
-# benchmark (hardware=auto: the cpu preset without a GPU), then writes the tables and
-# flops_report plots. Extra arguments go to Hydra.
+# benchmark (hardware=auto: the cpu preset without a GPU) and writes its rows, tables and
+# flops_report plots under runs/<hardware>/ (git-ignored; the committed reference rows in results/
+# are neither read nor written). A rerun resumes: cells already measured are skipped; force=true
+# measures them again. Extra arguments go to Hydra.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -16,11 +16,12 @@ for folder in "${folders[@]}"; do
     folder=${folder%/}
     hw=$(basename "$folder")
     if [ -d "$folder/kernels" ]; then
-        "$PY" -m bench.report --results "$folder" --out "$folder/tables"
+        # every committed file of the folder, named: bench.report reads one experiment per folder
+        "$PY" -m bench.report --results "$folder"/kernels/*.csv --out "$folder/tables"
         "$PY" -m bench.plot --results "$folder" --out "plots/$hw"
     fi
     if [ -d "$folder/cp" ]; then
-        "$PY" -m bench.report --results "$folder" --kind cp --x cp_size --out "$folder/cp_tables"
+        "$PY" -m bench.report --results "$folder"/cp/*.csv --x cp_size --out "$folder/cp_tables"
         "$PY" -m bench.plot --results "$folder" --kind cp --out "plots/$hw/cp"
     fi
 done

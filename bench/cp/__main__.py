@@ -20,6 +20,7 @@ import sys
 import hydra
 import torch.distributed as dist
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from bench.config import CONFIGS_DIR, cp_bench_config, register_schemas
@@ -35,6 +36,8 @@ def main(cfg: DictConfig) -> None:
     try:
         config = cp_bench_config(cfg, list(HydraConfig.get().overrides.task))
     except ValueError as e:  # the same on every rank: one line from rank 0, no traceback
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            raise  # Hydra names the failed job
         if rank0:
             print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -44,6 +47,8 @@ def main(cfg: DictConfig) -> None:
         if rank0:
             print(summary_line(rows, config.out_file))
     except ValueError as e:
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            raise
         if rank0:
             print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -6,7 +6,8 @@
     python -m bench.kernels 'kernel=[naive,custom]' kernel.custom.target=my_pkg.attn:my_attention
 
 Rows go to ``runs/<hardware>/kernels/<job>.csv`` unless ``out_dir=`` says otherwise. A bad
-config value ends the run with one ``error:`` line before the first cell; Ctrl-C ends it with one
+config value ends the run with one ``error:`` line before the first cell (in a ``-m`` sweep,
+Hydra's "Error executing job with overrides" names the job instead); Ctrl-C ends it with one
 line saying how many rows were written and how to resume.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from bench.config import CONFIGS_DIR, KernelBenchConfig, kernel_bench_config, register_schemas
@@ -26,7 +28,7 @@ register_schemas()
 
 def warn_unimportable_targets(config: KernelBenchConfig) -> None:
     """One line on the terminal for each kernel whose import target cannot be loaded here (its
-    cells are recorded ``unsupported`` with the reason; a corrected target is measured anew)."""
+    cells are recorded ``missing`` with the reason; a corrected target is measured anew)."""
     from bench.kernels.custom import load_target
 
     for kernel in config.kernels:
@@ -37,7 +39,7 @@ def warn_unimportable_targets(config: KernelBenchConfig) -> None:
             load_target(target)
         except Exception as e:  # anything the user's module raises on import: warn, go on
             print(f"warning: kernel.{kernel.label}.target={target} cannot be loaded here "
-                  f"({type(e).__name__}: {e}); its cells are recorded unsupported",
+                  f"({type(e).__name__}: {e}); its cells are recorded missing",
                   file=sys.stderr)
 
 
@@ -50,12 +52,16 @@ def main(cfg: DictConfig) -> None:
         warn_unimportable_targets(config)
         rows = run_sweep(config)
     except ValueError as e:  # a bad config value: one line, no traceback
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            raise  # Hydra names the failed job; on Slurm its log keeps the traceback
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt as e:
         print(interrupted_line(e, out_file), file=sys.stderr)
         sys.exit(130)
     print(summary_line(rows, config.out_file))
+    if config.report:
+        print(f"tables: {config.tables_dir}/README.md; figures: {config.plots_dir}/")
 
 
 if __name__ == "__main__":

@@ -17,16 +17,16 @@ BASE = ResultRow(run_id="r", time="2025-01-01T00:00:00+00:00", git_sha="abc", ha
 
 @pytest.fixture
 def results_dir(tmp_path):
-    """Two job files, one re-measured cell, one OOM and one unsupported cell."""
+    """Two job files of one experiment, one re-measured cell, one OOM and one unsupported cell."""
     folder = tmp_path / "results" / "kernels"
     for seqlen, tf in ((256, 1.5), (512, 2.5)):
-        append_row(folder / "job_a.csv", replace(BASE, seqlen=seqlen, tflops_per_s=tf))
-        append_row(folder / "job_b.csv", replace(BASE, kernel="ffa", seqlen=seqlen, tflops_per_s=3.0))
-    append_row(folder / "job_a.csv", replace(BASE, seqlen=512, tflops_per_s=4.0,
+        append_row(folder / "exp__job=a.csv", replace(BASE, seqlen=seqlen, tflops_per_s=tf))
+        append_row(folder / "exp__job=b.csv", replace(BASE, kernel="ffa", seqlen=seqlen, tflops_per_s=3.0))
+    append_row(folder / "exp__job=a.csv", replace(BASE, seqlen=512, tflops_per_s=4.0,
                                              time="2025-01-02T00:00:00+00:00"))  # newer wins
-    append_row(folder / "job_b.csv", replace(BASE, kernel="fa4", status="unsupported",
+    append_row(folder / "exp__job=b.csv", replace(BASE, kernel="fa4", status="unsupported",
                                              message="needs a CUDA device", tflops_per_s=None))
-    append_row(folder / "job_b.csv", replace(BASE, kernel="fa4", seqlen=512, status="oom",
+    append_row(folder / "exp__job=b.csv", replace(BASE, kernel="fa4", seqlen=512, status="oom",
                                              message="OutOfMemoryError", tflops_per_s=None))
     return folder
 
@@ -82,11 +82,11 @@ def test_hardware_folder_means_its_kernel_rows(tmp_path):
 def test_missing_package_and_not_measured_cells(results_dir, tmp_path):
     """A peer without its package is 'X (missing)', also in rows written before that status
     existed; a cell of the sweep with no row (here fa3 at 512, bwd at 256) is 'not measured'."""
-    append_row(results_dir / "job_c.csv", replace(BASE, kernel="fa3", status="missing",
+    append_row(results_dir / "exp__job=c.csv", replace(BASE, kernel="fa3", status="missing",
                                                   message="No module named 'flash_attn_interface'"))
-    append_row(results_dir / "job_c.csv", replace(BASE, kernel="flashmask", status="unsupported",
+    append_row(results_dir / "exp__job=c.csv", replace(BASE, kernel="flashmask", status="unsupported",
                                                   message="paddle not importable: No module named 'paddle'"))
-    append_row(results_dir / "job_c.csv", replace(BASE, kernel="flashmask", seqlen=512,
+    append_row(results_dir / "exp__job=c.csv", replace(BASE, kernel="flashmask", seqlen=512,
                                                   direction="bwd", status="missing", message="x"))
     report.write_tables(results_dir, tmp_path / "t")
     fwd = (tmp_path / "t" / "tflops_per_s_cpu_causal_fwd_1.md").read_text()
@@ -95,3 +95,38 @@ def test_missing_package_and_not_measured_cells(results_dir, tmp_path):
     assert "| 512 | 4 | 3 | X (oom) | not measured | not measured |" in fwd
     bwd = (tmp_path / "t" / "tflops_per_s_cpu_causal_bwd_1.md").read_text()
     assert "| 256 | not measured | not measured | not measured | not measured | not measured |" in bwd
+
+
+def test_a_folder_gives_one_experiment_not_every_csv(results_dir, tmp_path, capsys):
+    adhoc = replace(BASE, kernel="custom", tflops_per_s=9.0)
+    append_row(results_dir / "adhoc__kernel=custom.csv", adhoc)  # another experiment
+    with pytest.raises(ValueError, match=r"several experiments \(adhoc, exp\); choose one with"):
+        report.write_tables(results_dir, tmp_path / "t")
+    report.write_tables(results_dir, tmp_path / "exp", experiment="exp")
+    assert "custom" not in (tmp_path / "exp" / "README.md").read_text()
+    report.main(["--results", str(results_dir), "--experiment", "adhoc", "--out", str(tmp_path / "a")])
+    text = (tmp_path / "a" / "README.md").read_text()
+    assert "custom" in text and "naive" not in text
+    with pytest.raises(SystemExit):
+        report.main(["--results", str(results_dir), "--out", str(tmp_path / "x")])
+    assert "holds the rows of several experiments" in capsys.readouterr().err
+    files = sorted(map(str, results_dir.glob("*.csv")))  # files given by name: merged as given
+    report.main(["--results", *files, "--out", str(tmp_path / "all")])
+    assert "custom" in (tmp_path / "all" / "README.md").read_text()
+
+
+def test_cpu_peak_memory_table_says_why_it_is_empty(results_dir, tmp_path):
+    report.write_tables(results_dir, tmp_path / "t")
+    md = (tmp_path / "t" / "peak_mem_gb_cpu_causal_fwd_1.md").read_text()
+    assert "not recorded: these rows ran on the CPU" in md and "| seqlen |" not in md
+    gpu = tmp_path / "gpu"
+    append_row(gpu / "g.csv", replace(BASE, gpu_name="NVIDIA H200", peak_mem_gb=1.25))
+    report.write_tables(gpu, tmp_path / "g")
+    assert "| 256 | 1.25 |" in (tmp_path / "g" / "peak_mem_gb_cpu_causal_fwd_1.md").read_text()
+
+
+def test_help_text_is_whole_sentences(capsys):
+    with pytest.raises(SystemExit):
+        report.main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert report.DESCRIPTION in help_text and report.DESCRIPTION.endswith(".")
