@@ -107,9 +107,14 @@ def _from_file(root: Path) -> Provenance | None:
 
 
 def current(root: Path = ROOT) -> Provenance:
-    """git when it can tell, else the recorded file (dirty if the code changed since), else
-    unknown (with a warning: rows will not name their code)."""
-    found = from_git(root) or _from_file(root)
+    """The recorded file when the code is exactly what it recorded (a copied tree may carry a
+    stale ``.git`` of an older commit: the device machines' copies do), else git, else the file
+    (dirty: the code changed since), else unknown (with a warning: rows will not name their
+    code)."""
+    recorded = _from_file(root)
+    if recorded is not None and not recorded.dirty:
+        return recorded
+    found = from_git(root) or recorded
     if found is None:
         log.warning("no git checkout and no %s under %s: rows get git_sha=unknown; run "
                     "scripts/provenance.sh in the checkout before copying the tree",

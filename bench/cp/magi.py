@@ -106,8 +106,12 @@ class MagiAttention(CPStrategy):
         stages = self.key.runtime.meta.stages
         self._cast_tokens = _sent_tokens(stages, self.cp_rank, reduce=False)
         self._reduce_tokens = _sent_tokens(stages, self.cp_rank, reduce=True)
+        plan = self.key.meta.stage_plan
+        # the overlap solver's prediction for the slowest rank (fwd + bwd); not a measurement
         self.notes = (f"chunk_size={chunk}; num_stages={self.key.num_stages}; "
-                      f"imbalance={meta.imbalance():.3f}")
+                      f"fused={self.key.runtime.meta.fused is not None}; "
+                      f"pred_comm_us={plan.comm_us:.0f}; pred_hidden_us={plan.hidden_us:.0f}; "
+                      f"local={self.key.backend}; imbalance={meta.imbalance():.3f}")
 
     def shard(self, x_global: torch.Tensor) -> torch.Tensor:
         """``dispatch``: this rank's chunks of a global tensor (new tensor, no grad)."""

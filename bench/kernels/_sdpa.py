@@ -1,5 +1,5 @@
 """torch.nn.functional.scaled_dot_product_attention pinned to one backend: shared by the sdpa,
-sdpa_math, fa2_sdpa and cudnn adapters."""
+sdpa_math, fa2_sdpa and cudnn_sdpa adapters."""
 from __future__ import annotations
 
 import torch

@@ -17,6 +17,11 @@ from .base import Inputs, KernelAdapter, Prepared, Shapes
 
 MODULE = "transformer_engine.pytorch"
 BACKEND_ENV = {"NVTE_FLASH_ATTN": "0", "NVTE_FUSED_ATTN": "1"}
+# Checked against the registry on 2026-11-23 (notes/peers.md): why the rows are X on the device.
+OUT_OF_REACH = ("transformer-engine-torch 2.20.2 is a source distribution only (its torch "
+                "extension must be compiled against torch 2.11) and the transformer-engine-cu13 "
+                "core wheel is ~276 MB, over what one device call carries (64 MiB); cuDNN with "
+                "documents and windows is measured by the cudnn adapter instead")
 
 
 class CudnnTe(KernelAdapter):
@@ -31,9 +36,12 @@ class CudnnTe(KernelAdapter):
         return "transformer-engine (not installed)"
 
     def supports(self, mask: Mask, shapes: Shapes, device: torch.device) -> str | None:
-        reason = needs_cuda(device) or half_dtype(shapes.dtype) or import_error(MODULE)
+        reason = needs_cuda(device) or half_dtype(shapes.dtype)
         if reason:
             return reason
+        missing = import_error(MODULE)
+        if missing:
+            return f"{missing}; {OUT_OF_REACH}"
         return plan_reason(mask)
 
     def prepare(self, mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs) -> Prepared:

@@ -38,6 +38,12 @@ def _to_torch(t) -> torch.Tensor:
     return torch.utils.dlpack.from_dlpack(paddle.utils.dlpack.to_dlpack(t))
 
 
+# Checked against the registry on 2026-11-23 (notes/peers.md): why the rows are X on the device.
+OUT_OF_REACH = ("the newest paddlepaddle-gpu on PyPI is 2.6.2 (2024-09), which predates "
+                "paddle.nn.functional.flashmask_attention (Paddle 3.x, whose GPU wheels are on "
+                "Paddle's own index only, unreachable from the device)")
+
+
 class FlashMask(KernelAdapter):
     name = "flashmask"
 
@@ -50,12 +56,15 @@ class FlashMask(KernelAdapter):
         return "paddlepaddle (not installed)"
 
     def supports(self, mask: Mask, shapes: Shapes, device: torch.device) -> str | None:
-        reason = needs_cuda(device) or half_dtype(shapes.dtype) or import_error("paddle")
+        reason = needs_cuda(device) or half_dtype(shapes.dtype)
         if reason:
             return reason
+        missing = import_error("paddle")
+        if missing:
+            return f"{missing}; {OUT_OF_REACH}"
         import paddle.nn.functional as pf
         if not hasattr(pf, "flashmask_attention"):
-            return "this Paddle has no paddle.nn.functional.flashmask_attention"
+            return f"this Paddle has no paddle.nn.functional.flashmask_attention; {OUT_OF_REACH}"
         try:
             _startend(mask, "cpu")
         except UnsupportedMask as e:

@@ -10,14 +10,15 @@ from .work import WorkHandle, on_stream
 
 
 def group_cast(x: torch.Tensor, args: GroupCollectiveArgs, group=None, stream=None,
-               range_backend: str = "auto") -> WorkHandle:
+               range_backend: str = "auto", out: torch.Tensor | None = None) -> WorkHandle:
     """Multicast token ranges of ``x`` to the ranks named by ``args``.
 
     x: [local_seqlen, *row_shape] (e.g. k and v stacked on the head dim). The ranges of
     ``args.send_ranges`` are gathered (on ``stream`` when given) and exchanged; ``wait()``
-    returns the received buffer [args.recv_seqlen, *row_shape], sources in rank order.
+    returns the received buffer [args.recv_seqlen, *row_shape], sources in rank order
+    (``out`` when given, see all_to_all_v).
     """
     with on_stream(stream):
         send = range_gather(x, args.send_index(x.device), range_backend)
     return all_to_all_v(send, args.send_split_sizes, args.recv_split_sizes, group, stream,
-                        name="group_cast")
+                        name="group_cast", out=out)

@@ -17,6 +17,18 @@ from ..meta import DistAttnRuntimeMeta, StageAttnArgs
 from ._backends import load_backend, resolve_backend
 from .merge import merge_out_lse
 
+class _CopyInto:
+    """A work handle whose result is copied into a given buffer on wait (for casts that
+    allocate their own)."""
+
+    def __init__(self, handle, out: torch.Tensor) -> None:
+        self._handle, self._out = handle, out
+
+    def wait(self) -> torch.Tensor:
+        self._out.copy_(self._handle.wait())
+        return self._out
+
+
 class DistAttnRuntime:
     """Holds the meta, the process group, the kernel choice and the comm stream of one rank."""
 
@@ -56,7 +68,8 @@ class DistAttnRuntime:
         probe_k = torch.empty(1, num_heads_kv, head_dim, dtype=dtype, device=device)
         name = self.resolved_backend(probe_q, probe_k)
         module = load_backend(name)
-        for attn in (self.meta.host, *(stage.attn for stage in self.meta.stages)):
+        fused = (self.meta.fused,) if self.meta.fused is not None else ()
+        for attn in (self.meta.host, *(stage.attn for stage in self.meta.stages), *fused):
             attn.plan.tensors(device)
             if attn.num_slices and hasattr(module, "prepare"):
                 module.prepare(attn.plan, head_dim, torch.device(device))
@@ -70,11 +83,16 @@ class DistAttnRuntime:
             self._streams[key] = torch.cuda.Stream(device=device)
         return self._streams[key]
 
-    def _cast(self, kv: torch.Tensor, stage: int):
+    def _cast(self, kv: torch.Tensor, stage: int, out: torch.Tensor | None = None):
         if self.hier_stages is not None:
+            if out is not None:  # the two-hop cast allocates its own buffer
+                buf = hier_group_cast(kv, self.hier_stages[stage], *self.hier_groups,
+                                      self._stream(kv.device))
+                return _CopyInto(buf, out)
             return hier_group_cast(kv, self.hier_stages[stage], *self.hier_groups,
                                    self._stream(kv.device))
-        return group_cast(kv, self.meta.stages[stage].cast, self.group, self._stream(kv.device))
+        return group_cast(kv, self.meta.stages[stage].cast, self.group, self._stream(kv.device),
+                          out=out)
 
     def _reduce(self, partial: torch.Tensor, out: torch.Tensor, stage: int):
         if self.hier_stages is not None:
@@ -110,6 +128,10 @@ class DistAttnRuntime:
         stages = self.meta.stages
         if not stages:  # cp 1, or a rank that needs no remote KV: the local kernel alone
             return self._fwd(q, k, v, self.meta.host, backend)
+        if self.meta.fused is not None:
+            kv_all = self._fused_kv(k, v)
+            h = k.shape[1]
+            return self._fwd(q, kv_all[:, :h], kv_all[:, h:], self.meta.fused, backend)
         num_heads_kv = k.shape[1]
         kv = torch.cat([k, v], dim=1)
         pending = self._cast(kv, 0)
@@ -131,6 +153,8 @@ class DistAttnRuntime:
         if not stages:
             dq, dk, dv = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
             return (torch.zeros_like(q) if dq is None else dq), dk, dv
+        if self.meta.fused is not None:
+            return self._fused_backward(dout, q, k, v, out, lse, backend)
         num_heads_kv = k.shape[1]
         kv = torch.cat([k, v], dim=1)
         pending = self._cast(kv, 0)
@@ -154,6 +178,28 @@ class DistAttnRuntime:
             reducing.wait()
         return (dq.to(q.dtype), dkv[:, :num_heads_kv].to(k.dtype),
                 dkv[:, num_heads_kv:].to(v.dtype))
+
+    def _fused_kv(self, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """[own k|v ; received k|v]: [shard + recv, 2 * Hkv, D]; the cast writes the tail."""
+        n, h = k.shape[0], k.shape[1]
+        recv = self.meta.stages[0].cast.recv_seqlen
+        kv_all = torch.empty((n + recv, 2 * h, k.shape[2]), dtype=k.dtype, device=k.device)
+        kv_all[:n, :h] = k
+        kv_all[:n, h:] = v
+        self._cast(kv_all[:n], 0, out=kv_all[n:]).wait()
+        return kv_all
+
+    def _fused_backward(self, dout, q, k, v, out, lse, backend: str):
+        """One backward kernel over [own ; received] KV; the received part's dK/dV go back to
+        their owners (group_reduce) and add to the own part's."""
+        n, h = k.shape[0], k.shape[1]
+        kv_all = self._fused_kv(k, v)
+        dq, dk_all, dv_all = self._bwd(dout, q, kv_all[:, :h], kv_all[:, h:], out, lse,
+                                       self.meta.fused, backend)
+        dkv = torch.cat([dk_all[:n], dv_all[:n]], dim=1).float()
+        self._reduce(torch.cat([dk_all[n:], dv_all[n:]], dim=1), dkv, 0).wait()
+        dq = torch.zeros_like(q) if dq is None else dq
+        return dq, dkv[:, :h].to(k.dtype), dkv[:, h:].to(v.dtype)
 
     def _check(self, q, k, v) -> None:
         n = self.meta.shard_seqlen

@@ -125,8 +125,12 @@ def flex_flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     """
     plan, kernel, scale = _prepare(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale,
                                    backend, return_max_logits)
-    out, lse, max_logits = FlexFlashAttnFunc.apply(
-        q, k, v, plan, scale, float(softcap), kernel, deterministic, return_max_logits)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        out, lse, max_logits = FlexFlashAttnFunc.apply(
+            q, k, v, plan, scale, float(softcap), kernel, deterministic, return_max_logits)
+    else:  # inference: no autograd node (its overhead shows on sub-millisecond calls)
+        out, lse, max_logits = load_backend(kernel).fwd(q, k, v, plan, scale, float(softcap),
+                                                        return_max_logits)
     return out, AttnForwardMeta(lse=lse, max_logits=max_logits)
 
 

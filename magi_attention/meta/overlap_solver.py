@@ -1,70 +1,146 @@
-"""Overlap solver: how many remote stages to cut the KV exchange into.
+"""Overlap solver: whether and how to hide the remote KV exchange behind computation.
 
-A simple cost model, per rank: the host stage computes while stage 1's KV arrives; stage j's
-compute waits for its KV; the comm of stage j + 1 runs during the compute of stage j. More
-stages hide more communication but pay a fixed overhead each (launch, synchronisation, smaller
-kernels). The solver simulates 1..max_stages equal stages for the slowest rank and picks the
-fewest stages within ``tolerance`` of the best predicted time.
+Two ways to run a rank's remote keys (one cost model, per rank, forward + backward):
+
+- fused: one stage; the rank waits for its remote KV, then ONE kernel runs over
+  ``[own KV | received KV]``. Communication is fully exposed, but there is no partial-result
+  merge: the right choice when the link is fast and the cast small (NVLink, cp 2).
+- staged (``num_stages`` >= 1): the host stage computes while stage 1's KV arrives; stage j + 1
+  is prefetched while stage j computes; each stage's partial output is merged by lse (forward)
+  and its dq added (backward), a pass over q-sized tensors that is not free (~10 bytes per
+  element of q at bf16); the backward's last group_reduce of dK/dV is exposed.
+
+The solver predicts both for 1..max_stages stages on the slowest rank and takes the fastest,
+preferring fused, then fewer stages, within ``tolerance``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+BWD_COMPUTE_FACTOR = 2.5   # backward FLOPs / forward FLOPs (FlashAttention: 2.5x)
+MERGE_BYTES_PER_Q_BYTE = 5.0  # fp32 acc read + write and a bf16 partial read, per bf16 q byte
+
 
 @dataclass(frozen=True)
 class OverlapConfig:
     """num_stages: a fixed stage count, or None to let the cost model choose (1..max_stages).
+    fused: force (True) or forbid (False) the fused single stage; None lets the model choose.
 
     The rates are coarse defaults for an H100/H200 with NVLink; only their ratios matter.
     """
 
     num_stages: int | None = None
     max_stages: int = 8
-    compute_tflops: float = 400.0        # attention forward throughput, TFLOPs/s
-    comm_gb_per_s: float = 100.0         # per-rank all-to-all bandwidth, GB/s
-    stage_overhead_us: float = 30.0      # fixed cost per extra stage (comm + kernel launch)
-    tolerance: float = 0.02              # prefer fewer stages within 2% of the best
+    fused: bool | None = None
+    compute_tflops: float = 450.0        # attention forward throughput, TFLOPs/s
+    comm_gb_per_s: float = 150.0         # per-rank all-to-all bandwidth, GB/s
+    hbm_gb_per_s: float = 3000.0         # memory bandwidth of elementwise passes, GB/s
+    stage_overhead_us: float = 30.0      # fixed cost per stage (comm + kernel launch)
+    tolerance: float = 0.02              # prefer fused / fewer stages within 2% of the best
 
     def __post_init__(self) -> None:
         if self.num_stages is not None and self.num_stages < 1:
             raise ValueError(f"num_stages must be >= 1 or None, got {self.num_stages}")
         if self.max_stages < 1:
             raise ValueError(f"max_stages must be >= 1, got {self.max_stages}")
-        for name in ("compute_tflops", "comm_gb_per_s"):
+        if self.fused and self.num_stages not in (None, 1):
+            raise ValueError(f"fused runs one stage; got num_stages={self.num_stages}")
+        for name in ("compute_tflops", "comm_gb_per_s", "hbm_gb_per_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
 class RankCost:
-    """One rank's work: host-stage area, remote-stage area (cells) and remote KV bytes."""
+    """One rank's work: host-stage area, remote-stage area (cells), remote KV bytes and the
+    bytes of its q shard (what a merge pass reads and writes)."""
 
     host_area: float
     remote_area: float
     remote_bytes: float
+    q_bytes: float = 0.0
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """The solver's choice and what it predicts for the slowest rank (fwd + bwd, us)."""
+
+    num_stages: int
+    fused: bool
+    predicted_us: float = 0.0
+    comm_us: float = 0.0      # communication time of fwd + bwd (casts and reduces)
+    exposed_us: float = 0.0   # of which not hidden behind computation
+
+    @property
+    def hidden_us(self) -> float:
+        return max(0.0, self.comm_us - self.exposed_us)
+
+
+def _rates(cost: RankCost, flops_per_cell: float, config: OverlapConfig):
+    compute = lambda area: area * flops_per_cell / (config.compute_tflops * 1e6)  # noqa: E731
+    comm = cost.remote_bytes / (config.comm_gb_per_s * 1e3)
+    merge = cost.q_bytes * MERGE_BYTES_PER_Q_BYTE / (config.hbm_gb_per_s * 1e3)
+    return compute, comm, merge
+
+
+def predicted_fused_us(cost: RankCost, flops_per_cell: float, config: OverlapConfig
+                       ) -> tuple[float, float, float]:
+    """(time, comm, exposed) of the fused single stage: cast, one kernel; backward: cast, one
+    kernel, reduce of the remote dK/dV."""
+    compute, comm, _ = _rates(cost, flops_per_cell, config)
+    area = cost.host_area + cost.remote_area
+    total_comm = 3 * comm  # fwd cast, bwd cast, bwd reduce
+    time = total_comm + (1 + BWD_COMPUTE_FACTOR) * compute(area) + 3 * config.stage_overhead_us
+    return time, total_comm, total_comm
 
 
 def predicted_time_us(cost: RankCost, num_stages: int, flops_per_cell: float,
                       config: OverlapConfig) -> float:
-    """Makespan of host + num_stages equal remote stages with comm prefetched one stage ahead."""
-    compute_us = lambda area: area * flops_per_cell / (config.compute_tflops * 1e6)
-    comm_us = cost.remote_bytes / num_stages / (config.comm_gb_per_s * 1e3) + config.stage_overhead_us
-    stage_compute = compute_us(cost.remote_area / num_stages) + config.stage_overhead_us
-    comm_done = 0.0
-    compute_done = compute_us(cost.host_area)
-    for _ in range(num_stages):
-        comm_done += comm_us  # comm runs back to back on its own stream
-        compute_done = max(compute_done, comm_done) + stage_compute
-    return compute_done
+    """Makespan of the staged forward and backward with ``num_stages`` equal remote stages."""
+    return _staged(cost, num_stages, flops_per_cell, config)[0]
+
+
+def _staged(cost: RankCost, n: int, flops_per_cell: float, config: OverlapConfig):
+    compute, comm, merge = _rates(cost, flops_per_cell, config)
+    stage_comm = comm / n + config.stage_overhead_us
+    total, exposed = 0.0, 0.0
+    for factor, reduces in ((1.0, False), (BWD_COMPUTE_FACTOR, True)):
+        stage_compute = factor * compute(cost.remote_area / n) + merge + config.stage_overhead_us
+        comm_done, compute_done, reduce_done = 0.0, factor * compute(cost.host_area), 0.0
+        for _ in range(n):
+            comm_done += stage_comm  # casts run back to back on their own stream
+            exposed += max(0.0, comm_done - compute_done)
+            compute_done = max(compute_done, comm_done) + stage_compute
+            if reduces:  # this stage's dK/dV go back while the next stage computes
+                reduce_done = max(reduce_done, compute_done) + stage_comm
+        end = max(compute_done, reduce_done)
+        exposed += end - compute_done  # the last reduce
+        total += end
+    return total, 3 * comm, exposed
+
+
+def choose_stage_plan(costs: list[RankCost], flops_per_cell: float, config: OverlapConfig
+                      ) -> StagePlan:
+    """The stage plan for the whole group (every rank must run the same collectives)."""
+    if not any(c.remote_bytes for c in costs):
+        return StagePlan(1, False)
+
+    def worst(fn):
+        return max((fn(c) for c in costs), key=lambda r: r[0])
+
+    options: list[StagePlan] = []  # in order of preference
+    if config.fused is not False and config.num_stages in (None, 1):
+        t, c, e = worst(lambda cost: predicted_fused_us(cost, flops_per_cell, config))
+        options.append(StagePlan(1, True, t, c, e))
+    if not config.fused:
+        counts = [config.num_stages] if config.num_stages else range(1, config.max_stages + 1)
+        for n in counts:
+            t, c, e = worst(lambda cost: _staged(cost, n, flops_per_cell, config))
+            options.append(StagePlan(n, False, t, c, e))
+    best = min(p.predicted_us for p in options)
+    return next(p for p in options if p.predicted_us <= best * (1 + config.tolerance))
 
 
 def choose_num_stages(costs: list[RankCost], flops_per_cell: float, config: OverlapConfig) -> int:
-    """The stage count for the whole group (every rank must run the same collectives)."""
-    if config.num_stages is not None:
-        return config.num_stages
-    if not any(c.remote_bytes for c in costs):
-        return 1
-    times = [max(predicted_time_us(c, n, flops_per_cell, config) for c in costs)
-             for n in range(1, config.max_stages + 1)]
-    best = min(times)
-    return next(n for n, t in enumerate(times, start=1) if t <= best * (1 + config.tolerance))
+    """The stage count of ``choose_stage_plan`` (1 for the fused plan)."""
+    return choose_stage_plan(costs, flops_per_cell, config).num_stages

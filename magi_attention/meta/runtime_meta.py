@@ -46,19 +46,23 @@ class RemoteStage:
 
 @dataclass(frozen=True)
 class DistAttnRuntimeMeta:
+    """``fused``: set when the one remote stage runs together with the host stage in one
+    kernel over ``[own KV | received KV]`` (keys of the stage shifted by ``shard_seqlen``)."""
+
     rank: int
     cp_size: int
     shard_seqlen: int
     host: StageAttnArgs
     stages: tuple[RemoteStage, ...]
+    fused: StageAttnArgs | None = None
 
     @property
     def num_stages(self) -> int:
         return len(self.stages)
 
 
-def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferTable, rank: int
-                       ) -> DistAttnRuntimeMeta:
+def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferTable, rank: int,
+                       fused: bool = False) -> DistAttnRuntimeMeta:
     pieces = local_row_pieces(rows, dispatch, rank)
     n = dispatch.shard_seqlen
     host = StageAttnArgs(merge_adjacent(map_keys(pieces, host_runs(dispatch, rank))), n, n)
@@ -67,4 +71,10 @@ def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferT
         args, recv_runs = cast_args(table, dispatch, rank, stage)
         attn = StageAttnArgs(merge_adjacent(map_keys(pieces, recv_runs)), n, args.recv_seqlen)
         stages.append(RemoteStage(args, attn))
-    return DistAttnRuntimeMeta(rank, dispatch.cp_size, dispatch.shard_seqlen, host, tuple(stages))
+    both = None
+    if fused and len(stages) == 1:
+        remote = stages[0]
+        merged = SliceArray.concat([host.slices, remote.attn.slices.shift(0, n)])
+        both = StageAttnArgs(merge_adjacent(merged), n, n + remote.cast.recv_seqlen)
+    return DistAttnRuntimeMeta(rank, dispatch.cp_size, dispatch.shard_seqlen, host, tuple(stages),
+                               both)

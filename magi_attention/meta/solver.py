@@ -11,7 +11,7 @@ from .algorithms import DispatchAlgorithm
 from .comm_meta import (RowPieces, TransferTable, build_transfer_table, needed_ranges,
                         remote_ranges, row_pieces)
 from .dispatch import DispatchMeta, solve_dispatch
-from .overlap_solver import OverlapConfig, RankCost, choose_num_stages
+from .overlap_solver import OverlapConfig, RankCost, StagePlan, choose_stage_plan
 from .runtime_meta import DistAttnRuntimeMeta, build_runtime_meta
 from .slice_array import SliceArray
 
@@ -39,6 +39,7 @@ class MagiMeta:
     dispatch: DispatchMeta
     table: TransferTable
     runtime: DistAttnRuntimeMeta
+    stage_plan: StagePlan
 
 
 def solve_magi_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int, cp_size: int,
@@ -51,9 +52,10 @@ def solve_magi_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int,
         slices = SliceArray.from_slices(slices)
     dispatch = solve_dispatch(slices, total_seqlen, cp_size, chunk_size, algorithm)
     rows = row_pieces(slices, dispatch)
-    num_stages = choose_num_stages(rank_costs(rows, dispatch, shape), shape.flops_per_cell, overlap)
-    table = build_transfer_table(rows, dispatch, num_stages)
-    return MagiMeta(dispatch, table, build_runtime_meta(rows, dispatch, table, rank))
+    plan = choose_stage_plan(rank_costs(rows, dispatch, shape), shape.flops_per_cell, overlap)
+    table = build_transfer_table(rows, dispatch, plan.num_stages)
+    runtime = build_runtime_meta(rows, dispatch, table, rank, fused=plan.fused)
+    return MagiMeta(dispatch, table, runtime, plan)
 
 
 def rank_costs(rows: RowPieces, dispatch: DispatchMeta, shape: AttnShape) -> list[RankCost]:
@@ -65,5 +67,6 @@ def rank_costs(rows: RowPieces, dispatch: DispatchMeta, shape: AttnShape) -> lis
                          minlength=dispatch.cp_size).astype(np.float64)
     areas = dispatch.bucket_areas().astype(np.float64)
     frac = np.divide(remote, needed, out=np.zeros_like(remote), where=needed > 0)
-    return [RankCost(a * (1 - f), a * f, float(t) * shape.kv_bytes_per_token)
+    q_bytes = dispatch.shard_seqlen * shape.num_heads_q * shape.head_dim * shape.element_size
+    return [RankCost(a * (1 - f), a * f, float(t) * shape.kv_bytes_per_token, q_bytes)
             for a, f, t in zip(areas, frac, remote)]

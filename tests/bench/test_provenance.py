@@ -84,3 +84,19 @@ def test_result_rows_on_a_copy_without_git(tmp_path):
                          cwd=copy, env=dict(os.environ, PYTHONPATH=str(copy)), check=True,
                          capture_output=True, text=True).stdout.split()
     assert out == [str(copy / "bench" / "__init__.py"), "0123456789ab"]
+
+
+def test_copy_with_a_stale_git_trusts_the_recorded_file(checkout, tmp_path):
+    """The device machines' copies carry the .git of an older commit: the file recorded for
+    exactly this code wins over that HEAD."""
+    old = _git(checkout, "rev-parse", "--short=12", "HEAD")
+    copy = tmp_path / "copy"
+    shutil.copytree(checkout, copy)                     # .git at the old commit
+    (checkout / "bench" / "a.py").write_text("x = 5\n")
+    _git(checkout, "commit", "-qam", "two")
+    new = _git(checkout, "rev-parse", "--short=12", "HEAD")
+    record(checkout)
+    shutil.copy(checkout / "bench" / "a.py", copy / "bench" / "a.py")
+    shutil.copy(checkout / FILE_NAME, copy / FILE_NAME)
+    assert old != new
+    assert current(copy).label == new

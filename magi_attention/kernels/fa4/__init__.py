@@ -167,7 +167,8 @@ def _batched(t, form):  # varlen FA4 takes [total, H, D]; dense takes [batch, S,
 
 def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
         return_max_logits: bool = False, native: bool = True):
-    """(out [Sq, Hq, D] q.dtype, lse [Sq, Hq] fp32 natural log, None). ``native=False`` runs
+    """(out [Sq, Hq, D] q.dtype, lse [Sq, Hq] fp32 natural log (a transposed view of FA4's
+    [Hq, Sq]), None). ``native=False`` runs
     the block-sparse kernels even where FA4's dense/varlen ones express the mask."""
     if return_max_logits:
         raise NotImplementedError("return_max_logits on the fa4 backend (FA4 does not expose the "
@@ -185,7 +186,8 @@ def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
     # rows with no key)
     out = out if out.dim() == 3 else out[0]
     lse = lse if lse.dim() == 2 else lse[0]
-    return out, lse.transpose(0, 1).contiguous(), None
+    # a transposed view, no copy: the backward transposes it back for FA4 for free
+    return out, lse.transpose(0, 1), None
 
 
 def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
@@ -198,7 +200,8 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
     if (conv.native is None or not native) and deterministic:
         # FA4's SM90 block-sparse backward has no deterministic mode (4.0.0b36 asserts
         # "Deterministic not implemented for block-sparse backward"); the Triton backend's
-        # backward never uses atomics and has the same semantics (global out/lse included).
+        # deterministic backward uses no atomics and has the same semantics (global out/lse
+        # included).
         from .. import triton as triton_backend
         return triton_backend.bwd(dout, q, k, v, out, lse, mask, softmax_scale, softcap,
                                   deterministic=True)

@@ -3,7 +3,8 @@
 Work is scheduled per (q tile, head) from a cached block-sparse plan (kernels.block_sparse), so
 cost follows the mask area: key tiles outside the union are never visited, tiles fully inside run
 without masking, and partial tiles are masked by the OR of the slices touching them (overlapping
-q_ranges merge exactly, no atomics). GQA/MQA, head_dim 64/128 (any multiple of 16 up to 128 is
+q_ranges merge exactly). The backward accumulates dq with fp32 atomics by default, or runs an
+ordered atomic-free two-kernel path when deterministic=True. GQA/MQA, head_dim 64/128 (any multiple of 16 up to 128 is
 accepted), bf16/fp16 with fp32 accumulation, softcap. Signatures follow kernels.reference.
 """
 from __future__ import annotations
@@ -74,7 +75,9 @@ def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
 
 def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
         softcap: float = 0.0, deterministic: bool = False, config=None):
-    """(dq, dk, dv); deterministic always (no atomics). ``out``/``lse`` may be global (CP)."""
+    """(dq, dk, dv). deterministic=False: one pass, dq accumulated with fp32 atomics (run-to-run
+    float reordering in dq); True: the ordered two-kernel path, bitwise repeatable. ``out``/``lse``
+    may be global (CP)."""
     from .backward import launch_bwd
 
     check_supported(q, k, v)
@@ -82,6 +85,9 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
     lse = lse.float().contiguous()
     config = config or bwd_config(q.shape[-1])
     plan_kv = plan_for(mask, config.block_m1, config.block_n1, q.device, config.max_table_intervals)
-    plan_q = plan_for(mask, config.block_m2, config.block_n2, q.device, config.max_table_intervals)
+    plan_q = None
+    if deterministic:  # the ordered dq kernel walks q tiles
+        plan_q = plan_for(mask, config.block_m2, config.block_n2, q.device,
+                          config.max_table_intervals)
     return launch_bwd(dout, q, k, v, out, lse, plan_kv, plan_q, config, float(softmax_scale),
-                      float(softcap))
+                      float(softcap), deterministic=deterministic)

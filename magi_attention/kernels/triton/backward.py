@@ -1,4 +1,12 @@
-"""Backward Triton kernels of FFA (FlashAttention-2 style, deterministic, no atomics):
+"""Backward Triton kernels of FFA, two paths:
+
+- one pass (default, ``deterministic=False``): ``_preprocess_kernel``, then ``_dkdv_kernel`` with
+  ATOMIC_DQ: one program per (key tile, kv head) keeps dk, dv in registers and adds each step's
+  dS @ K into an fp32 dq buffer with atomics (per element, or with ``BwdConfig.use_tma`` one
+  TMA bulk reduce-add per tile, FlashAttention-3's way, and TMA loads of Q, dO, K, V). 5 matmuls per tile pair (the two-kernel path
+  recomputes QK^T and dP: 7). The order of the float adds into dq varies from run to run.
+- deterministic (``deterministic=True``, FlashAttention-2 style, no atomics, bitwise repeatable):
+  ``_preprocess_kernel``, ``_dkdv_kernel`` (dk, dv only), then ``_dq_kernel``.
 
 1. ``_preprocess_kernel``: delta = rowsum(dO * O) and lse in log2 units, both [Hq, Sq] fp32;
    rows with lse = -inf (no key anywhere) get +inf so that P = exp2(s - lse) = 0 there.
@@ -18,6 +26,7 @@ import triton.language as tl
 from ..block_sparse import BlockSparsePlan
 from ._mask import LOG2E, row_table_mask, tanh, union_mask
 from .configs import BwdConfig
+from ._tma import descriptor_2d
 
 PREPROCESS_BLOCK = 64  # rows per preprocess program: a [64, D] tile of O and dO
 
@@ -40,20 +49,25 @@ def _preprocess_kernel(Out, DOut, Lse, Delta, Lse2, stride_om, stride_oh, stride
 
 
 @triton.jit
-def _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, q_off, do_off, stat_off, q_tile, offs_k, offs_m0,
-               offs_d, stride_qm, stride_dm, seqlen_q, sm_scale, softcap,
+def _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, DQ, desc_q, desc_do, desc_dq, q_off, do_off,
+               stat_off, dq_off, q_col, q_tile,
+               offs_k, offs_m0, offs_d, stride_qm, stride_dm, stride_dqm, seqlen_q, sm_scale, softcap,
                slice_bounds, slice_idx, slice_lo, slice_hi, k_tile_lo, k_tile_hi, row_lo, row_hi,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr,
-               ROW_INTERVALS: tl.constexpr):
+               ROW_INTERVALS: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_TMA: tl.constexpr):
     q_lo = q_tile * BLOCK_M
     offs_m = q_lo + offs_m0
     rows = offs_m[:, None].to(tl.int64)
-    if MASKED:
-        row_ok = offs_m < seqlen_q
+    row_ok = offs_m < seqlen_q
+    if USE_TMA:  # rows past seqlen_q come back zero; their lse2 = +inf below gives P = 0
+        q = desc_q.load([q_lo, q_col])
+    elif MASKED:
         q = tl.load(Q + q_off + rows * stride_qm + offs_d[None, :], mask=row_ok[:, None], other=0.0)
-        lse2 = tl.load(Lse2 + stat_off + offs_m, mask=row_ok, other=float("inf"))
     else:
         q = tl.load(Q + q_off + rows * stride_qm + offs_d[None, :])
+    if MASKED:
+        lse2 = tl.load(Lse2 + stat_off + offs_m, mask=row_ok, other=float("inf"))
+    else:
         lse2 = tl.load(Lse2 + stat_off + offs_m)
     qk_t = tl.dot(k, tl.trans(q))  # [BLOCK_N, BLOCK_M]
     if SOFTCAP:
@@ -69,30 +83,49 @@ def _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, q_off, do_off, stat_off, q_tile
             keep = union_mask(offs_m[None, :], offs_k[:, None], slice_bounds, slice_idx, slice_lo,
                               slice_hi, q_lo, q_lo + BLOCK_M, k_tile_lo, k_tile_hi)
         p_t = tl.where(keep, p_t, 0.0)
-        do = tl.load(DO + do_off + rows * stride_dm + offs_d[None, :], mask=row_ok[:, None], other=0.0)
         delta = tl.load(Delta + stat_off + offs_m, mask=row_ok, other=0.0)
     else:
-        do = tl.load(DO + do_off + rows * stride_dm + offs_d[None, :])
         delta = tl.load(Delta + stat_off + offs_m)
-    dv += tl.dot(p_t.to(do.dtype), do)
+    if USE_TMA:
+        do = desc_do.load([q_lo, q_col])
+    elif MASKED:
+        do = tl.load(DO + do_off + rows * stride_dm + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+    else:
+        do = tl.load(DO + do_off + rows * stride_dm + offs_d[None, :])
+    dv = tl.dot(p_t.to(do.dtype), do, dv)
     dp_t = tl.dot(v, tl.trans(do))
     ds_t = p_t * (dp_t - delta[None, :])
     if SOFTCAP:
         ds_t = ds_t * (1.0 - t * t)
-    dk += tl.dot(ds_t.to(q.dtype), q)
+    ds_lp = ds_t.to(q.dtype)
+    dk = tl.dot(ds_lp, q, dk)
+    if ATOMIC_DQ:
+        # dq rows of this q tile += sm_scale * dS @ K; relaxed adds with no result (red.global)
+        dq = tl.dot(tl.trans(ds_lp), k) * sm_scale
+        dq_ptrs = DQ + dq_off + rows * stride_dqm + offs_d[None, :]
+        if USE_TMA:  # one bulk reduce-add of the tile (rows past seqlen_q are clipped)
+            desc_dq.atomic_add([q_lo, q_col], dq)
+        elif MASKED:
+            tl.atomic_add(dq_ptrs, dq, mask=row_ok[:, None], sem="relaxed")
+        else:
+            tl.atomic_add(dq_ptrs, dq, sem="relaxed")
     return dk, dv
 
 
 @triton.jit
-def _dkdv_kernel(Q, K, V, DO, DK, DV, Lse2, Delta,
+def _dkdv_kernel(Q, K, V, DO, DK, DV, DQ, Lse2, Delta, desc_q, desc_k, desc_v, desc_do, desc_dq,
                  k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_slice_ptr, k_tile_slice_idx,
                  slice_bounds, k_tile_order, row_lo, row_hi,
                  stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
                  stride_dm, stride_dh, stride_dkm, stride_dkh, stride_dvm, stride_dvh,
+                 stride_dqm, stride_dqh,
                  seqlen_q, seqlen_k, sm_scale, softcap,
                  GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, ROW_INTERVALS: tl.constexpr,
-                 PARTIAL_STAGES: tl.constexpr):
+                 PARTIAL_STAGES: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_TMA: tl.constexpr):
+    """ATOMIC_DQ: also add this key tile's share of dq (fp32 DQ [Sq, Hq, D], pre-zeroed). The
+    programs then start at different heads and q tiles of their lists (rotated by key tile), so
+    that they do not all add into the same dq rows at once (full masks: every list is equal)."""
     tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
     k_tile = tl.load(k_tile_order + tl.program_id(0))
     kv_head = tl.program_id(1)
@@ -102,10 +135,14 @@ def _dkdv_kernel(Q, K, V, DO, DK, DV, Lse2, Delta,
     offs_d = tl.arange(0, HEAD_DIM)
     col_ok = offs_k < seqlen_k
     krows = offs_k[:, None].to(tl.int64)
-    k = tl.load(K + kv_head.to(tl.int64) * stride_kh + krows * stride_km + offs_d[None, :],
-                mask=col_ok[:, None], other=0.0)
-    v = tl.load(V + kv_head.to(tl.int64) * stride_vh + krows * stride_vm + offs_d[None, :],
-                mask=col_ok[:, None], other=0.0)
+    if USE_TMA:
+        k = desc_k.load([k_lo, kv_head * HEAD_DIM])
+        v = desc_v.load([k_lo, kv_head * HEAD_DIM])
+    else:
+        k = tl.load(K + kv_head.to(tl.int64) * stride_kh + krows * stride_km + offs_d[None, :],
+                    mask=col_ok[:, None], other=0.0)
+        v = tl.load(V + kv_head.to(tl.int64) * stride_vh + krows * stride_vm + offs_d[None, :],
+                    mask=col_ok[:, None], other=0.0)
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     start = tl.load(k_tile_ptr + k_tile)
@@ -113,23 +150,41 @@ def _dkdv_kernel(Q, K, V, DO, DK, DV, Lse2, Delta,
     mid = start + tl.load(k_tile_num_full + k_tile)
     slice_lo = tl.load(k_tile_slice_ptr + k_tile)
     slice_hi = tl.load(k_tile_slice_ptr + k_tile + 1)
+    num_full = mid - start
+    if ATOMIC_DQ:
+        head_shift = k_tile % GROUP
+        tile_shift = k_tile % tl.maximum(num_full, 1)
+    else:
+        head_shift = 0
+        tile_shift = 0
     for g in range(GROUP):
-        head = (kv_head * GROUP + g).to(tl.int64)
+        head32 = kv_head * GROUP + (g + head_shift) % GROUP
+        q_col = head32 * HEAD_DIM  # column of this head in the 2-D descriptor views
+        head = head32.to(tl.int64)
         q_off = head * stride_qh
         do_off = head * stride_dh
         stat_off = head * seqlen_q
-        for t in range(start, mid):
-            dk, dv = _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, q_off, do_off, stat_off,
+        dq_off = head * stride_dqh
+        for i in range(0, num_full):
+            if ATOMIC_DQ:
+                t = start + (i + tile_shift) % num_full
+            else:
+                t = start + i
+            dk, dv = _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, DQ, desc_q, desc_do, desc_dq,
+                                q_off, do_off, stat_off, dq_off, q_col,
                                 tl.load(k_tile_qt + t), offs_k, offs_m0, offs_d, stride_qm,
-                                stride_dm, seqlen_q, sm_scale, softcap, slice_bounds,
+                                stride_dm, stride_dqm, seqlen_q, sm_scale, softcap, slice_bounds,
                                 k_tile_slice_idx, slice_lo, slice_hi, k_lo, k_lo + BLOCK_N,
-                                row_lo, row_hi, BLOCK_M, False, SOFTCAP, ROW_INTERVALS)
+                                row_lo, row_hi, BLOCK_M, False, SOFTCAP, ROW_INTERVALS, ATOMIC_DQ,
+                                USE_TMA)
         for t in tl.range(mid, end, num_stages=PARTIAL_STAGES):
-            dk, dv = _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, q_off, do_off, stat_off,
+            dk, dv = _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, DQ, desc_q, desc_do, desc_dq,
+                                q_off, do_off, stat_off, dq_off, q_col,
                                 tl.load(k_tile_qt + t), offs_k, offs_m0, offs_d, stride_qm,
-                                stride_dm, seqlen_q, sm_scale, softcap, slice_bounds,
+                                stride_dm, stride_dqm, seqlen_q, sm_scale, softcap, slice_bounds,
                                 k_tile_slice_idx, slice_lo, slice_hi, k_lo, k_lo + BLOCK_N,
-                                row_lo, row_hi, BLOCK_M, True, SOFTCAP, ROW_INTERVALS)
+                                row_lo, row_hi, BLOCK_M, True, SOFTCAP, ROW_INTERVALS, ATOMIC_DQ,
+                                USE_TMA)
     dk = dk * sm_scale
     tl.store(DK + kv_head.to(tl.int64) * stride_dkh + krows * stride_dkm + offs_d[None, :],
              dk.to(DK.dtype.element_ty), mask=col_ok[:, None])
@@ -171,7 +226,7 @@ def _dq_step(dq, q, do, lse2, delta, K, V, kv_off, k_tile, offs_m, offs_n, offs_
     ds = p * (dp - delta[:, None])
     if SOFTCAP:
         ds = ds * (1.0 - t * t)
-    dq += tl.dot(ds.to(k.dtype), k)
+    dq = tl.dot(ds.to(k.dtype), k, dq)
     return dq
 
 
@@ -220,34 +275,57 @@ def _dq_kernel(Q, K, V, DO, DQ, Lse2, Delta,
              dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
 
 
-def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockSparsePlan,
-               config: BwdConfig, softmax_scale: float, softcap: float):
-    """plan_kv: tiles (block_m1, block_n1), read through its transpose; plan_q: (block_m2, block_n2)."""
+def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockSparsePlan | None,
+               config: BwdConfig, softmax_scale: float, softcap: float, *,
+               deterministic: bool = False):
+    """dout, q [Sq, Hq, D]; k, v [Sk, Hkv, D]; out like q, lse [Sq, Hq] fp32 -> (dq, dk, dv).
+
+    plan_kv: tiles (block_m1, block_n1), read through its transpose. deterministic=False: one
+    pass with dq accumulated by fp32 atomics (plan_q unused, may be None). deterministic=True:
+    the atomic-free two-kernel path, bitwise repeatable; plan_q: tiles (block_m2, block_n2).
+    """
     seqlen_q, num_heads_q, head_dim = q.shape
     seqlen_k, num_heads_kv, _ = k.shape
     group = num_heads_q // num_heads_kv
-    if (plan_kv.block_m, plan_kv.block_n) != (config.block_m1, config.block_n1) or \
-            (plan_q.block_m, plan_q.block_n) != (config.block_m2, config.block_n2):
-        raise ValueError("plans do not match the backward config's tiles")
+    if (plan_kv.block_m, plan_kv.block_n) != (config.block_m1, config.block_n1):
+        raise ValueError(f"plan_kv tiles {(plan_kv.block_m, plan_kv.block_n)} != config tiles "
+                         f"{(config.block_m1, config.block_n1)}")
+    if deterministic and (plan_q is None or
+                          (plan_q.block_m, plan_q.block_n) != (config.block_m2, config.block_n2)):
+        raise ValueError("deterministic=True needs plan_q with the config's (block_m2, block_n2) tiles")
     delta = torch.empty(num_heads_q, seqlen_q, dtype=torch.float32, device=q.device)
     lse2 = torch.empty_like(delta)
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
     if seqlen_q == 0 or seqlen_k == 0:
-        return dq.zero_(), dk.zero_(), dv.zero_()
+        return torch.zeros_like(q), dk.zero_(), dv.zero_()
+    # one pass: fp32 dq accumulated by atomics, rounded to q's dtype at the end
+    dq = torch.empty_like(q) if deterministic else torch.zeros(q.shape, dtype=torch.float32,
+                                                               device=q.device)
     cap = softcap if softcap > 0 else 1.0
+    use_tma = config.use_tma and not deterministic
+    descs = (None,) * 5
+    if use_tma:
+        m, n = config.block_m1, config.block_n1
+        descs = (descriptor_2d(q, m), descriptor_2d(k, n), descriptor_2d(v, n),
+                 descriptor_2d(dout, m), descriptor_2d(dq, m, writable=True))
     _preprocess_kernel[(triton.cdiv(seqlen_q, PREPROCESS_BLOCK), num_heads_q)](
         out, dout, lse, delta, lse2, out.stride(0), out.stride(1), dout.stride(0), dout.stride(1),
         lse.stride(0), seqlen_q, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
     _dkdv_kernel[(plan_kv.num_k_tiles, num_heads_kv)](
-        q, k, v, dout, dk, dv, lse2, delta,
+        q, k, v, dout, dk, dv, dq, lse2, delta, *descs,
         plan_kv.k_tile_ptr, plan_kv.k_tile_qt, plan_kv.k_tile_num_full, plan_kv.k_tile_slice_ptr,
         plan_kv.k_tile_slice_idx, plan_kv.slice_bounds, plan_kv.k_tile_order, plan_kv.row_lo,
         plan_kv.row_hi,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         dout.stride(0), dout.stride(1), dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
+        dq.stride(0), dq.stride(1),
         seqlen_q, seqlen_k, softmax_scale, cap,
         GROUP=group, HEAD_DIM=head_dim, BLOCK_M=config.block_m1, BLOCK_N=config.block_n1,
-        SOFTCAP=softcap > 0, ROW_INTERVALS=plan_kv.row_lo.shape[1], PARTIAL_STAGES=config.partial_stages, num_warps=config.num_warps, num_stages=config.num_stages)
+        SOFTCAP=softcap > 0, ROW_INTERVALS=plan_kv.row_lo.shape[1],
+        PARTIAL_STAGES=config.partial_stages, ATOMIC_DQ=not deterministic, USE_TMA=use_tma,
+        num_warps=config.num_warps, num_stages=config.num_stages)
+    if not deterministic:
+        return dq.to(q.dtype), dk, dv
     _dq_kernel[(plan_q.num_q_tiles, num_heads_q)](
         q, k, v, dout, dq, lse2, delta,
         plan_q.q_tile_ptr, plan_q.q_tile_kt, plan_q.q_tile_num_full, plan_q.q_tile_slice_ptr,
@@ -257,5 +335,7 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
         dout.stride(0), dout.stride(1), dq.stride(0), dq.stride(1),
         seqlen_q, seqlen_k, softmax_scale, cap,
         GROUP=group, HEAD_DIM=head_dim, BLOCK_M=config.block_m2, BLOCK_N=config.block_n2,
-        SOFTCAP=softcap > 0, ROW_INTERVALS=plan_q.row_lo.shape[1], PARTIAL_STAGES=config.partial_stages, num_warps=config.num_warps, num_stages=config.num_stages)
+        SOFTCAP=softcap > 0, ROW_INTERVALS=plan_q.row_lo.shape[1],
+        PARTIAL_STAGES=config.partial_stages, num_warps=config.num_warps,
+        num_stages=config.num_stages)
     return dq, dk, dv

@@ -15,6 +15,9 @@ class FwdConfig:
     num_warps: int
     num_stages: int
     partial_stages: int = 1  # pipelining depth of the masked-tile loop (1: none, saves smem)
+    use_tma: bool = False  # tensor-descriptor (TMA) loads of Q, K, V and store of O (sm90+)
+    warp_specialize: bool = False  # Triton's automatic warp specialisation of the unmasked loop
+    contiguous_full: bool = False  # iterate a q tile's full key tiles as a run when they are one
     # rows with more key intervals than this mask partial tiles from the slice list instead of
     # the per-row interval table (block_sparse.MAX_TABLE_INTERVALS; -1 forces the slice list)
     max_table_intervals: int = 8
@@ -29,6 +32,7 @@ class BwdConfig:
     num_warps: int
     num_stages: int
     partial_stages: int = 1
+    use_tma: bool = False  # one-pass path: TMA loads of Q, dO, K, V and TMA reduce-add of dq
     max_table_intervals: int = 8
 
 
@@ -36,12 +40,16 @@ def fwd_config(head_dim: int) -> FwdConfig:
     # H200, bf16, GQA 64:8, d128, S=16k; TFLOPs/s full/causal/causal_document (sweep v2 in
     # notes/ffa_triton.md): 128x64 w4 s3 p2: 475/453/304 (best on documents, ~2% off on full);
     # p1: 485/458/251; p3: 363/375/227 (smem: 1 CTA/SM); s2 p2: 422/433/294;
-    # 128x128 w8 s3 p1: 475/452/282. head_dim 64 uses the same tiles (not swept).
+    # 128x128 w8 s3 p1: 475/452/282. head_dim 64 uses the same tiles (not swept). use_tma and
+    # warp_specialize stay off until the v3 sweep has measured them.
     return FwdConfig(block_m=128, block_n=64, num_warps=4, num_stages=3, partial_stages=2)
 
 
 def bwd_config(head_dim: int) -> BwdConfig:
-    # same sweep: 64/64/64/64 w4 s3 p2: 365/355/246 (best); p1: 365/347/224; p3: 302/293/218;
+    # The one-pass path (deterministic=False, the default since v3) uses block_m1/block_n1, the
+    # warps and stages; these tiles are the two-kernel path's winners, kept until
+    # scripts/dev/ffa_triton_sweep.py has measured the one-pass tiles (notes/ffa_triton.md v3).
+    # same sweep (two-kernel path): 64/64/64/64 w4 s3 p2: 365/355/246 (best); p1: 365/347/224; p3: 302/293/218;
     # 64/128/128/64 w8 s3 p1: 332/345/210; the tutorial's 32/128/128/32 w4: 143/130 (sweep v1).
     return BwdConfig(block_m1=64, block_n1=64, block_m2=64, block_n2=64, num_warps=4,
                      num_stages=3, partial_stages=2)

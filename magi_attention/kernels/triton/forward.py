@@ -1,6 +1,12 @@
 """Forward Triton kernel of FFA: one program per (q tile, q head), over the key tiles of the
 slice union that the block-sparse plan lists for its q tile (full tiles unmasked, then partial
-tiles masked by the OR of the q tile's slices). Online softmax in fp32 with exp2."""
+tiles masked by the OR of the q tile's slices). Online softmax in fp32 with exp2.
+
+Two load paths, chosen by ``FwdConfig.use_tma``: pointer loads (any Triton GPU), or tensor
+descriptors (TMA on sm90+: one bulk copy per tile, zero-filled past the sequence end, so no load
+masks; Q, K, V, Out viewed as 2-D [seqlen, heads * head_dim] with one head per column block).
+``FwdConfig.warp_specialize`` asks Triton to warp-specialise the unmasked loop (producer warps
+issue the TMA loads; Hopper support in Triton 3.6 is experimental, so it is a measured option)."""
 from __future__ import annotations
 
 import math
@@ -11,21 +17,24 @@ import triton.language as tl
 
 from ..block_sparse import BlockSparsePlan
 from ._mask import LN2, LOG2E, row_table_mask, tanh, union_mask
+from ._tma import descriptor_2d
 from .configs import FwdConfig
 
 
 @triton.jit
-def _fwd_tile(acc, l_i, m_i, q, K, V, kv_off, k_tile, offs_m, offs_n, offs_d,
-              stride_km, stride_vm, seqlen_k, sm_scale, softcap,
+def _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, k_tile, offs_m, offs_n,
+              offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap,
               slice_bounds, slice_idx, slice_lo, slice_hi, q_tile_lo, q_tile_hi,
               row_lo, row_hi, seqlen_q,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr,
-              ROW_INTERVALS: tl.constexpr):
+              ROW_INTERVALS: tl.constexpr, USE_TMA: tl.constexpr):
     k_lo = k_tile * BLOCK_N
     offs_k = k_lo + offs_n
     k_ptrs = K + kv_off + offs_k[:, None] * stride_km + offs_d[None, :]
     v_ptrs = V + kv_off + offs_k[:, None] * stride_vm + offs_d[None, :]
-    if MASKED:
+    if USE_TMA:
+        k = desc_k.load([k_lo, kv_col])
+    elif MASKED:
         k = tl.load(k_ptrs, mask=offs_k[:, None] < seqlen_k, other=0.0)
     else:
         k = tl.load(k_ptrs)
@@ -33,8 +42,10 @@ def _fwd_tile(acc, l_i, m_i, q, K, V, kv_off, k_tile, offs_m, offs_n, offs_d,
     if SOFTCAP:
         s = tanh(qk * (sm_scale / softcap)) * (softcap * LOG2E)
     else:
-        s = qk * (sm_scale * LOG2E)
+        s = qk
     if MASKED:
+        if not SOFTCAP:
+            s = qk * (sm_scale * LOG2E)
         if ROW_INTERVALS > 0:
             keep = row_table_mask(offs_m[:, None], offs_k[None, :], row_lo, row_hi, seqlen_q,
                                   ROW_INTERVALS)
@@ -44,22 +55,52 @@ def _fwd_tile(acc, l_i, m_i, q, K, V, kv_off, k_tile, offs_m, offs_n, offs_d,
         s = tl.where(keep, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with nothing kept yet
-    else:
+        p = tl.exp2(s - m_use[:, None])
+    elif SOFTCAP:
         m_new = tl.maximum(m_i, tl.max(s, 1))
         m_use = m_new
-    p = tl.exp2(s - m_use[:, None])
+        p = tl.exp2(s - m_use[:, None])
+    else:
+        # scale folded into one FMA per element (as the Triton tutorial): max(qk) * c equals
+        # max(qk * c) exactly for c > 0
+        qk_scale = sm_scale * LOG2E
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        m_use = m_new
+        p = tl.exp2(qk * qk_scale - m_use[:, None])
     alpha = tl.exp2(m_i - m_use)
     l_i = l_i * alpha + tl.sum(p, 1)
-    if MASKED:
+    if USE_TMA:
+        v = desc_v.load([k_lo, kv_col])
+    elif MASKED:
         v = tl.load(v_ptrs, mask=offs_k[:, None] < seqlen_k, other=0.0)
     else:
         v = tl.load(v_ptrs)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])  # accumulate inside the MMA
     return acc, l_i, m_new
 
 
 @triton.jit
-def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit,
+def _fwd_full_tiles(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid,
+                    first_kt, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale,
+                    softcap, row_lo, row_hi, seqlen_q,
+                    BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, USE_TMA: tl.constexpr,
+                    WARP_SPECIALIZE: tl.constexpr, FROM_RUN: tl.constexpr):
+    """The unmasked key tiles start..mid of the plan's list; FROM_RUN: they are the run
+    first_kt, first_kt + 1, ... (no index load per tile)."""
+    for t in tl.range(start, mid, warp_specialize=WARP_SPECIALIZE):
+        if FROM_RUN:
+            k_tile = first_kt + (t - start)
+        else:
+            k_tile = tl.load(q_tile_kt + t)
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, k_tile,
+                                  offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k,
+                                  sm_scale, softcap, 0, 0, 0, 0, 0, 0, row_lo, row_hi, seqlen_q,
+                                  BLOCK_N, False, SOFTCAP, 0, USE_TMA)
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit, desc_q, desc_k, desc_v, desc_o,
                 q_tile_ptr, q_tile_kt, q_tile_num_full, q_tile_slice_ptr, q_tile_slice_idx,
                 slice_bounds, q_tile_order, row_lo, row_hi,
                 stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
@@ -67,19 +108,25 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit,
                 seqlen_q, seqlen_k, sm_scale, softcap,
                 GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, RETURN_MAX: tl.constexpr,
-                ROW_INTERVALS: tl.constexpr, PARTIAL_STAGES: tl.constexpr):
+                ROW_INTERVALS: tl.constexpr, PARTIAL_STAGES: tl.constexpr,
+                USE_TMA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                CONTIGUOUS_FULL: tl.constexpr):
     tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
     tl.static_assert(BLOCK_M % 16 == 0 and BLOCK_N % 16 == 0)
     q_tile = tl.load(q_tile_order + tl.program_id(0))
     head = tl.program_id(1)
     kv_off = (head // GROUP).to(tl.int64) * stride_kh
+    kv_col = (head // GROUP) * HEAD_DIM  # column of this kv head in the 2-D descriptor view
     q_tile_lo = q_tile * BLOCK_M
     offs_m = q_tile_lo + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < seqlen_q
     q_ptrs = Q + head.to(tl.int64) * stride_qh + offs_m[:, None].to(tl.int64) * stride_qm + offs_d[None, :]
-    q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
+    if USE_TMA:
+        q = desc_q.load([q_tile_lo, head * HEAD_DIM])
+    else:
+        q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
 
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -90,25 +137,44 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit,
     slice_lo = tl.load(q_tile_slice_ptr + q_tile)
     slice_hi = tl.load(q_tile_slice_ptr + q_tile + 1)
     q_tile_hi = q_tile_lo + BLOCK_M
-    for t in range(start, mid):
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, kv_off, tl.load(q_tile_kt + t),
-                                  offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k,
-                                  sm_scale, softcap, slice_bounds, q_tile_slice_idx, slice_lo,
-                                  slice_hi, q_tile_lo, q_tile_hi, row_lo, row_hi, seqlen_q,
-                                  BLOCK_N, False, SOFTCAP, ROW_INTERVALS)
+    if CONTIGUOUS_FULL:
+        # most masks' full tiles of a q tile are one run of consecutive key tiles (full, causal,
+        # documents, bands): then iterate it without loading each index
+        has_full = mid > start
+        first_kt = tl.load(q_tile_kt + start, mask=has_full, other=0)
+        last_kt = tl.load(q_tile_kt + mid - 1, mask=has_full, other=-1)
+        if last_kt - first_kt == mid - start - 1:
+            acc, l_i, m_i = _fwd_full_tiles(
+                acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid,
+                first_kt, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap,
+                row_lo, row_hi, seqlen_q, BLOCK_N, SOFTCAP, USE_TMA, WARP_SPECIALIZE, True)
+        else:
+            acc, l_i, m_i = _fwd_full_tiles(
+                acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid,
+                first_kt, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap,
+                row_lo, row_hi, seqlen_q, BLOCK_N, SOFTCAP, USE_TMA, WARP_SPECIALIZE, False)
+    else:
+        acc, l_i, m_i = _fwd_full_tiles(
+            acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid,
+            0, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap,
+            row_lo, row_hi, seqlen_q, BLOCK_N, SOFTCAP, USE_TMA, WARP_SPECIALIZE, False)
     for t in tl.range(mid, end, num_stages=PARTIAL_STAGES):
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, kv_off, tl.load(q_tile_kt + t),
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col,
+                                  tl.load(q_tile_kt + t),
                                   offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k,
                                   sm_scale, softcap, slice_bounds, q_tile_slice_idx, slice_lo,
                                   slice_hi, q_tile_lo, q_tile_hi, row_lo, row_hi, seqlen_q,
-                                  BLOCK_N, True, SOFTCAP, ROW_INTERVALS)
+                                  BLOCK_N, True, SOFTCAP, ROW_INTERVALS, USE_TMA)
 
     has_keys = l_i > 0.0
     l_safe = tl.where(has_keys, l_i, 1.0)
     out = acc / l_safe[:, None]
     lse = tl.where(has_keys, (m_i + tl.log2(l_safe)) * LN2, float("-inf"))
-    o_ptrs = Out + head.to(tl.int64) * stride_oh + offs_m[:, None].to(tl.int64) * stride_om + offs_d[None, :]
-    tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None])
+    if USE_TMA:
+        desc_o.store([q_tile_lo, head * HEAD_DIM], out.to(Out.dtype.element_ty))  # clipped at Sq
+    else:
+        o_ptrs = Out + head.to(tl.int64) * stride_oh + offs_m[:, None].to(tl.int64) * stride_om + offs_d[None, :]
+        tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None])
     tl.store(Lse + offs_m.to(tl.int64) * stride_lm + head, lse, mask=row_ok)
     if RETURN_MAX:
         # m_i is the running row max of the logits in log2 units
@@ -123,13 +189,18 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     if (plan.block_m, plan.block_n) != (config.block_m, config.block_n):
         raise ValueError(f"plan tiles {(plan.block_m, plan.block_n)} != config tiles "
                          f"{(config.block_m, config.block_n)}")
-    out = torch.empty_like(q)
+    use_tma = config.use_tma and seqlen_k > 0 and seqlen_q > 0
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # packed: TMA stores need it
     lse = torch.empty(seqlen_q, num_heads_q, dtype=torch.float32, device=q.device)
     tile_max = torch.empty(max(plan.num_q_tiles, 1), num_heads_q, dtype=torch.float32, device=q.device)
     grid = (plan.num_q_tiles, num_heads_q)
+    descs = (None, None, None, None)
+    if use_tma:
+        descs = (descriptor_2d(q, config.block_m), descriptor_2d(k, config.block_n),
+                 descriptor_2d(v, config.block_n), descriptor_2d(out, config.block_m, writable=True))
     if plan.num_q_tiles > 0:
         _fwd_kernel[grid](
-            q, k, v, out, lse, tile_max,
+            q, k, v, out, lse, tile_max, *descs,
             plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full, plan.q_tile_slice_ptr,
             plan.q_tile_slice_idx, plan.slice_bounds, plan.q_tile_order, plan.row_lo, plan.row_hi,
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
@@ -138,6 +209,8 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
             GROUP=num_heads_q // num_heads_kv, HEAD_DIM=head_dim, BLOCK_M=config.block_m,
             BLOCK_N=config.block_n, SOFTCAP=softcap > 0, RETURN_MAX=return_max_logits,
             ROW_INTERVALS=plan.row_lo.shape[1], PARTIAL_STAGES=config.partial_stages,
+            USE_TMA=use_tma, WARP_SPECIALIZE=config.warp_specialize,
+            CONTIGUOUS_FULL=config.contiguous_full,
             num_warps=config.num_warps, num_stages=config.num_stages)
     max_logits = None
     if return_max_logits:

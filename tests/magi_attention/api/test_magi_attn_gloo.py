@@ -28,8 +28,14 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shap
     from bench.masks import MASK_NAMES, build_mask
     from magi_attention.api import calc_attn, dispatch, magi_attn_flex_key, undispatch
     from magi_attention.common import slices_to_tensors, to_dense
-    from magi_attention.meta import DISPATCH_ALGORITHMS
+    from magi_attention.meta import DISPATCH_ALGORITHMS, OverlapConfig
     from magi_attention.testing import dense_attention, random_qkv
+
+    # num_stages: a count, None (the solver chooses), "fused" (one kernel over own + received
+    # KV) or "staged1" (one overlapped stage with a merge)
+    overlap = {"fused": OverlapConfig(fused=True),
+               "staged1": OverlapConfig(fused=False, num_stages=1)}.get(num_stages)
+    stages = None if isinstance(num_stages, str) else num_stages
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
@@ -51,8 +57,8 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shap
             try:
                 key = magi_attn_flex_key(*slices_to_tensors(mask.slices), SEQLEN, *HEADS,
                                          HEAD_DIM, cp, chunk_size, dispatch_alg=alg,
-                                         num_stages=num_stages, backend="reference",
-                                         dtype=torch.float32)
+                                         num_stages=stages, overlap=overlap,
+                                         backend="reference", dtype=torch.float32)
                 local = [dispatch(t, key).requires_grad_() for t in (q, k, v)]
                 out_local, meta = calc_attn(*local, key)
                 out_local.backward(dispatch(dout, key))
@@ -64,6 +70,7 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shap
                 ok = all(e < ATOL for e in errs.values())
                 results.append({"case": case, "ok": ok, "errs": errs,
                                 "num_stages": key.num_stages,
+                                "fused": key.runtime.meta.fused is not None,
                                 "hierarchical": key.groups.hierarchical})
             except Exception:
                 results.append({"case": case, "ok": False, "error": traceback.format_exc()})
@@ -82,8 +89,10 @@ def run_group(cp_size, chunk_size, num_stages, mesh_shape=None, mask_names=None)
         return [json.load(open(os.path.join(out_dir, f"rank{r}.json"))) for r in range(cp_size)]
 
 
-@pytest.mark.parametrize("cp_size,chunk_size,num_stages", [(2, 32, None), (4, 16, 2)],
-                         ids=["cp2-chunk32-auto_stages", "cp4-chunk16-2_stages"])
+@pytest.mark.parametrize("cp_size,chunk_size,num_stages",
+                         [(2, 32, None), (4, 16, 2), (2, 32, "fused"), (2, 32, "staged1")],
+                         ids=["cp2-chunk32-auto_stages", "cp4-chunk16-2_stages", "cp2-fused",
+                              "cp2-staged1"])
 def test_magi_attn_equals_dense_attention_fwd_bwd_every_mask_and_algorithm(cp_size, chunk_size,
                                                                            num_stages):
     per_rank = run_group(cp_size, chunk_size, num_stages)
@@ -93,14 +102,19 @@ def test_magi_attn_equals_dense_attention_fwd_bwd_every_mask_and_algorithm(cp_si
     failures = [f"rank {r}: {res}" for r, results in enumerate(per_rank) for res in results
                 if not res["ok"]]
     assert not failures, "\n".join(failures)
+    if num_stages == "fused":  # every case with remote KV ran the fused kernel
+        assert all(res["fused"] or res["num_stages"] == 0 for res in per_rank[0])
+    if num_stages == "staged1":
+        assert not any(res["fused"] for res in per_rank[0])
 
 
 HIER_MASKS = ["causal", "causal_document", "sliding_window", "global_sliding_window",
               "block_sparse"]
 
 
-def test_hierarchical_2x2_mesh_equals_dense_attention():
-    per_rank = run_group(4, 16, 2, mesh_shape=(2, 2), mask_names=HIER_MASKS)
+@pytest.mark.parametrize("num_stages", [2, "fused"])
+def test_hierarchical_2x2_mesh_equals_dense_attention(num_stages):
+    per_rank = run_group(4, 16, num_stages, mesh_shape=(2, 2), mask_names=HIER_MASKS)
     from magi_attention.meta import DISPATCH_ALGORITHMS
     assert len(per_rank[0]) == len(HIER_MASKS) * len(DISPATCH_ALGORITHMS)
     assert all(res.get("hierarchical") for results in per_rank for res in results)

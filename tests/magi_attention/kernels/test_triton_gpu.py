@@ -4,6 +4,10 @@ Oracle: the reference backend in fp32 on the same (upcast) bf16/fp16 inputs. Tol
 tensor (out, lse, dq, dk, dv), FlashAttention's rule: the kernel's max abs error may be at most
 2x the max abs error of plain low-precision attention (dense_attention computed in the input
 dtype) against the same oracle, plus atol = 1e-3 * max|oracle| + 1e-4.
+
+The backward runs its default one-pass path (dq by atomics) everywhere, and the deterministic
+two-kernel path on odd seqlens, softcap, CP shares, and a bitwise-repeatability test; the forward
+also with tensor-descriptor (TMA) loads and a warp-specialised loop.
 """
 import math
 
@@ -35,14 +39,15 @@ def _inputs(seqlen_q, seqlen_k, hq, hk, d, dtype, seed):
     return mk(seqlen_q, hq), mk(seqlen_k, hk), mk(seqlen_k, hk), mk(seqlen_q, hq)
 
 
-def check_case(slices, seqlen_q, seqlen_k, hq, hk, d, dtype, seed=0, softcap=0.0, dense_lowp=True):
+def check_case(slices, seqlen_q, seqlen_k, hq, hk, d, dtype, seed=0, softcap=0.0, dense_lowp=True,
+               deterministic=False):
     q, k, v, dout = _inputs(seqlen_q, seqlen_k, hq, hk, d, dtype, seed)
     qr, kr, ty = (t.cuda() for t in slices_to_tensors(slices))
     plan = FlexAttnPlan.from_slices(slices, seqlen_q, seqlen_k)
     scale = d ** -0.5
     qt, kt, vt = (t.clone().requires_grad_() for t in (q, k, v))
     out, meta = flex_flash_attn_func(qt, kt, vt, qr, kr, ty, softcap=softcap, backend="triton",
-                                     return_max_logits=True)
+                                     return_max_logits=True, deterministic=deterministic)
     dq, dk, dv = torch.autograd.grad(out, (qt, kt, vt), dout)
     f = lambda t: t.float()
     ro, rl, rm = reference.fwd(f(q), f(k), f(v), plan, scale, softcap, True)
@@ -92,6 +97,106 @@ def test_every_mask(name, case):
     check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, dtype, seed)
 
 
+@pytest.mark.parametrize("deterministic", [False, True], ids=["atomic", "deterministic"])
+@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+def test_every_mask_odd_seqlen(name, deterministic):
+    """Odd seqlen (edge tiles in q and k), GQA 8:2, head_dim 128, both backward paths."""
+    seqlen = 1531
+    try:
+        mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 0), seed=0)
+    except ValueError as e:
+        pytest.skip(f"{name} at S={seqlen}: {e}")
+    check_case(list(mask.slices), seqlen, seqlen, 8, 2, 128, torch.bfloat16, 0,
+               deterministic=deterministic)
+
+
+@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+def test_deterministic_is_bitwise_repeatable(name):
+    from magi_attention.kernels import triton as tk
+    seqlen, hq, hk, d = 2048, 8, 2, 128
+    mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 1), seed=1)
+    q, k, v, dout = _inputs(seqlen, seqlen, hq, hk, d, torch.bfloat16, 1)
+    ranges = (FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen),)
+    out, lse, _ = tk.fwd(q, k, v, *ranges, d ** -0.5)
+    first = tk.bwd(dout, q, k, v, out, lse, *ranges, d ** -0.5, deterministic=True)
+    for _ in range(3):
+        again = tk.bwd(dout, q, k, v, out, lse, *ranges, d ** -0.5, deterministic=True)
+        for a, b, which in zip(first, again, ("dq", "dk", "dv")):
+            assert torch.equal(a, b), f"{which} differs between deterministic runs"
+    fast = tk.bwd(dout, q, k, v, out, lse, *ranges, d ** -0.5, deterministic=False)
+    for a, b, which in zip(first, fast, ("dq", "dk", "dv")):
+        rel = ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
+        assert rel < 1e-2, f"{which}: one-pass and deterministic paths differ by {rel:.2e}"
+
+
+FWD_VARIANTS = {"tma": dict(use_tma=True), "tma_ws": dict(use_tma=True, warp_specialize=True),
+                "tma_128x128_w8": dict(use_tma=True, block_m=128, block_n=128, num_warps=8),
+                "ptr_run": dict(contiguous_full=True),
+                "tma_ws_run": dict(use_tma=True, warp_specialize=True, contiguous_full=True)}
+
+
+@pytest.mark.parametrize("variant", sorted(FWD_VARIANTS))
+@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+def test_fwd_tma_variants(name, variant):
+    """The tensor-descriptor forward, its warp-specialised loop and the run loop of the full
+    tiles (contiguous_full) equal the reference."""
+    import dataclasses
+    from magi_attention.kernels import triton as tk
+    from magi_attention.kernels.triton.configs import fwd_config
+    seqlen, hq, hk, d = 1531, 8, 2, 128
+    try:
+        mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 2), seed=2)
+    except ValueError as e:
+        pytest.skip(f"{name} at S={seqlen}: {e}")
+    q, k, v, _ = _inputs(seqlen, seqlen, hq, hk, d, torch.bfloat16, 2)
+    ranges = (FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen),)
+    config = dataclasses.replace(fwd_config(d), **FWD_VARIANTS[variant])
+    out, lse, _ = tk.fwd(q, k, v, *ranges, d ** -0.5, config=config)
+    ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), *ranges, d ** -0.5)
+    empty = torch.isinf(rl)
+    assert torch.isinf(lse[empty]).all() and (out[empty] == 0).all()
+    rel = ((out.float() - ro).norm() / ro.norm()).item()
+    assert rel < 1e-2, f"out rel err {rel:.2e}"
+    assert (lse[~empty] - rl[~empty]).abs().max().item() < 1e-2
+
+
+@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+def test_bwd_tma_one_pass(name):
+    """The one-pass backward with TMA loads and TMA reduce-add of dq equals the reference."""
+    import dataclasses
+    from magi_attention.kernels import triton as tk
+    from magi_attention.kernels.triton.configs import bwd_config
+    seqlen, hq, hk, d = 1531, 8, 2, 128
+    try:
+        mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 3), seed=3)
+    except ValueError as e:
+        pytest.skip(f"{name} at S={seqlen}: {e}")
+    q, k, v, dout = _inputs(seqlen, seqlen, hq, hk, d, torch.bfloat16, 3)
+    ranges = (FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen),)
+    scale = d ** -0.5
+    ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), *ranges, scale)
+    ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, *ranges, scale)
+    config = dataclasses.replace(bwd_config(d), use_tma=True)
+    got = tk.bwd(dout, q, k, v, ro.to(q.dtype), rl, *ranges, scale, config=config)
+    for which, a, b in zip(("dq", "dk", "dv"), got, ref):
+        assert not torch.isnan(a).any(), f"{which} has NaN"
+        rel = ((a.float() - b).norm() / b.norm().clamp_min(1e-30)).item()
+        assert rel < 2e-2, f"{which}: rel err {rel:.2e}"
+    empty = torch.isinf(rl)
+    assert (got[0][empty] == 0).all()
+
+
+def test_head_dim_256_is_a_clear_error():
+    from magi_attention.kernels import BackendUnavailable
+    from magi_attention.kernels import triton as tk
+    q, k, v, _ = _inputs(256, 256, 2, 1, 256, torch.bfloat16, 0)
+    reason = tk.unsupported_reason(q, k, v)
+    assert reason is not None and "head_dim" in reason and "256" in reason
+    ranges = (FlexAttnPlan.from_slices([AttnSlice.make(0, 256, 0, 256, AttnMaskType.CAUSAL)], 256, 256),)
+    with pytest.raises(BackendUnavailable, match="head_dim"):
+        tk.fwd(q, k, v, *ranges, 256 ** -0.5)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_overlapping_slices_and_empty_rows(seed):
     g = torch.Generator().manual_seed(seed)
@@ -103,15 +208,19 @@ def test_overlapping_slices_and_empty_rows(seed):
         slices.append(AttnSlice.make(a, b, c, e, AttnMaskType(int(torch.randint(0, 4, (1,), generator=g)))))
     slices.append(slices[0])  # an exact duplicate must not count twice
     check_case(slices, seqlen_q, seqlen_k, 6, 2, 64, torch.bfloat16, seed)
+    check_case(slices, seqlen_q, seqlen_k, 6, 2, 64, torch.bfloat16, seed, deterministic=True)
 
 
+@pytest.mark.parametrize("deterministic", [False, True], ids=["atomic", "deterministic"])
 @pytest.mark.parametrize("softcap", [5.0, 30.0])
-def test_softcap(softcap):
+def test_softcap(softcap, deterministic):
     slices = [AttnSlice.make(0, 600, 0, 600, AttnMaskType.CAUSAL), AttnSlice.make(600, 1000, 0, 1000)]
-    check_case(slices, 1000, 1000, 8, 2, 128, torch.bfloat16, 0, softcap=softcap)
+    check_case(slices, 1000, 1000, 8, 2, 128, torch.bfloat16, 0, softcap=softcap,
+               deterministic=deterministic)
 
 
-def test_global_lse_gives_cp_share():
+@pytest.mark.parametrize("deterministic", [False, True], ids=["atomic", "deterministic"])
+def test_global_lse_gives_cp_share(deterministic):
     """bwd with the merged lse/out of two key halves gives each half's share; the sum is the whole."""
     seqlen, hq, hk, d = 1024, 8, 2, 128
     q, k, v, dout = _inputs(seqlen, seqlen, hq, hk, d, torch.bfloat16, 3)
@@ -121,8 +230,9 @@ def test_global_lse_gives_cp_share():
     scale = d ** -0.5
     args = lambda s: FlexAttnPlan.from_slices(s, seqlen, seqlen)
     out, lse, _ = tk.fwd(q, k, v, args(full), scale)
-    dq, dk, dv = tk.bwd(dout, q, k, v, out, lse, args(full), scale)
-    parts = [tk.bwd(dout, q, k, v, out, lse, args(h), scale) for h in halves]
+    dq, dk, dv = tk.bwd(dout, q, k, v, out, lse, args(full), scale, deterministic=deterministic)
+    parts = [tk.bwd(dout, q, k, v, out, lse, args(h), scale, deterministic=deterministic)
+             for h in halves]
     torch.testing.assert_close((parts[0][0].float() + parts[1][0].float()), dq.float(), atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(parts[0][1][:512].float(), dk[:512].float(), atol=1e-2, rtol=1e-2)
     torch.testing.assert_close(parts[1][2][512:].float(), dv[512:].float(), atol=1e-2, rtol=1e-2)

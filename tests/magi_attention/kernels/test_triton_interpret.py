@@ -4,7 +4,9 @@ against the reference backend in fp32 on the same fp16 inputs.
 The interpreter must be switched on before triton.jit decorates the kernels, so the kernels run in
 one subprocess (about 15 s for all cases) that reports max errors as JSON; each case asserts on
 its own. Both masking paths run: the per-row interval table and, with the table disabled, the
-OR over the q tile's slice list. Tolerance for fp16 inputs (P and dS rounded to fp16 before the
+OR over the q tile's slice list; both backward paths: the one-pass kernel with atomic dq and the
+deterministic two-kernel path; the forward (with the contiguous_full run loop) and the one-pass backward also with tensor descriptors (use_tma; the interpreter's missing
+TMA reduce-add is emulated). Tolerance for fp16 inputs (P and dS rounded to fp16 before the
 matmuls): max abs error <= 1e-2 * max|ref| + 2e-3.
 """
 import json
@@ -26,6 +28,8 @@ CASES = {
     "docs_edge_tiles_mqa": ("[(0, 37, 0, 37, 1), (37, 100, 37, 100, 1), (37, 100, 0, 10, 0)]", 100, 100, 4, 1, 0.0),
     "rect_empty_rows_softcap": ("[(10, 50, 5, 70, 0), (60, 90, 0, 90, 2), (10, 50, 60, 120, 1)]", 97, 120, 2, 2, 4.0),
     "duplicate_slices": ("[(0, 64, 0, 64, 0), (0, 64, 0, 64, 0), (16, 64, 16, 64, 1)]", 64, 64, 2, 1, 0.0),
+    # full key tiles of one q tile with a gap (not one run): the contiguous_full fallback loop
+    "full_tiles_with_gap": ("[(0, 64, 0, 32, 0), (0, 64, 64, 96, 0), (64, 100, 0, 100, 1)]", 100, 100, 2, 1, 0.0),
 }
 
 SCRIPT = textwrap.dedent('''
@@ -38,6 +42,28 @@ SCRIPT = textwrap.dedent('''
     from magi_attention.kernels.triton.backward import launch_bwd
     from magi_attention.kernels.triton.configs import BwdConfig, FwdConfig
     from magi_attention.kernels.triton.forward import launch_fwd
+
+    import numpy as np
+    from triton._C.libtriton import ir as _ir
+    from triton.runtime import interpreter as _interp
+
+    _patch_lang_tensor = _interp._patch_lang_tensor
+
+    def _patch_lang_tensor_np24(tensor, scope):
+        # numpy >= 2.4 refuses int() of a 1-element 1-D array, which is how Triton 3.6's
+        # interpreter holds a loaded scalar (range(start, end) over loaded bounds fails there)
+        _patch_lang_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
+    _interp._patch_lang_tensor = _patch_lang_tensor_np24
+
+    if not hasattr(_interp.InterpreterBuilder, "create_descriptor_reduce"):
+        # Triton 3.6's interpreter lacks the TMA reduce-add (desc.atomic_add): emulate it with the
+        # element-wise atomic add over the same clipped tile
+        def _reduce(self, kind, desc, value, indices):
+            ptrs, mask = desc.materialize_pointers(indices)
+            return self.create_atomic_rmw(_ir.ATOMIC_OP.FADD, ptrs, value, mask,
+                                          _ir.MEM_SEMANTIC.RELAXED, _ir.MEM_SYNC_SCOPE.GPU)
+        _interp.InterpreterBuilder.create_descriptor_reduce = _reduce
 
     cases = json.loads(sys.argv[1])
     results = {}
@@ -54,17 +80,29 @@ SCRIPT = textwrap.dedent('''
             plan = lambda m, n: block_sparse.plan_block_sparse(slices, sq, sk, m, n,
                                                                max_table_intervals=max_table)
             out, lse, mx = launch_fwd(q, k, v, plan(32, 16), fc, scale, cap, True)
-            dq, dk, dv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), plan(32, 16), bc, scale, cap)
+            tma = FwdConfig(32, 16, 4, 2, use_tma=True, warp_specialize=True, contiguous_full=True)
+            out_tma, lse_tma, _ = launch_fwd(q, k, v, plan(32, 16), tma, scale, cap, False)
+            dq, dk, dv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), None, bc, scale, cap)
+            bt = BwdConfig(16, 32, 32, 16, 4, 1, use_tma=True)
+            tdq, tdk, tdv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), None, bt, scale, cap)
+            ddq, ddk, ddv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), plan(32, 16), bc, scale,
+                                       cap, deterministic=True)
             f = lambda t: t.float()
             ro, rl, rm = reference.fwd(f(q), f(k), f(v), mask, scale, cap, True)
             rg = reference.bwd(f(do), f(q), f(k), f(v), ro, rl, mask, scale, cap)
             res = {}
-            for key, a, b in (("out", out, ro), ("dq", dq, rg[0]), ("dk", dk, rg[1]), ("dv", dv, rg[2])):
+            for key, a, b in (("out", out, ro), ("dq", dq, rg[0]), ("dk", dk, rg[1]), ("dv", dv, rg[2]),
+                              ("dq_det", ddq, rg[0]), ("dk_det", ddk, rg[1]), ("dv_det", ddv, rg[2]),
+                              ("dq_tma", tdq, rg[0]), ("dk_tma", tdk, rg[1]), ("dv_tma", tdv, rg[2])):
                 res[key] = [(f(a) - b).abs().max().item(), b.abs().max().item()]
             empty = torch.isinf(rl)
             res["lse_inf_match"] = bool((torch.isinf(lse) == empty).all() and (out[empty] == 0).all()
-                                        and (dq[empty] == 0).all())
+                                        and (dq[empty] == 0).all() and (ddq[empty] == 0).all()
+                                        and (tdq[empty] == 0).all())
             res["lse"] = [(lse[~empty] - rl[~empty]).abs().max().item(), 1.0]
+            res["out_tma"] = [(f(out_tma) - ro).abs().max().item(), ro.abs().max().item()]
+            res["lse_tma"] = [(lse_tma[~empty] - rl[~empty]).abs().max().item(), 1.0]
+            res["lse_inf_match"] &= bool(torch.isinf(lse_tma[empty]).all() and (out_tma[empty] == 0).all())
             ok = torch.isfinite(rm)
             res["max_logits"] = [(mx[ok] - rm[ok]).abs().max().item(), 1.0]
             results[f"{name}-{'table' if table else 'slices'}"] = res
