@@ -41,7 +41,7 @@ __all__ = ["CONFIGS_DIR", "RUNS_DIR", "DEFAULT_SEQLEN_PER_GPU", "KernelChoice", 
            "StrategyChoice", "DataConfig", "HardwareConfig", "GateConfig", "SweepConfig",
            "KernelBenchConfig", "CPBenchConfig", "kernel_bench_config", "cp_bench_config",
            "resolve_hardware", "register_schemas", "job_key", "default_dirs", "check_cpu_sized",
-           "check_seqlens"]
+           "check_seqlens", "check_target"]
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 HARDWARE_PRESETS = ("cpu", "h100", "h200", "b200")

@@ -287,6 +287,9 @@ def experiment_files(sources: Iterable[str | os.PathLike] | str | os.PathLike,
             files += _csv_files(src)
             continue
         found = [f for f in _csv_files(src) if _is_results_file(f)]
+        for empty in [f for f in found if f.stat().st_size == 0]:  # no rows, no experiment
+            log.warning("%s: empty (0 bytes); skipped", empty)
+            found.remove(empty)
         names = sorted({experiment_of(f) for f in found})
         if experiment is not None:
             found = [f for f in found if experiment_of(f) == experiment]

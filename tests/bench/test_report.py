@@ -100,6 +100,7 @@ def test_missing_package_and_not_measured_cells(results_dir, tmp_path):
 def test_a_folder_gives_one_experiment_not_every_csv(results_dir, tmp_path, capsys):
     adhoc = replace(BASE, kernel="custom", tflops_per_s=9.0)
     append_row(results_dir / "adhoc__kernel=custom.csv", adhoc)  # another experiment
+    (results_dir / "died_before_its_header.csv").write_bytes(b"")  # no rows: no experiment
     with pytest.raises(ValueError, match=r"several experiments \(adhoc, exp\); choose one with"):
         report.write_tables(results_dir, tmp_path / "t")
     report.write_tables(results_dir, tmp_path / "exp", experiment="exp")

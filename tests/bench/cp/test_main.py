@@ -1,0 +1,29 @@
+"""cp_bench_config: a user's CP run writes under runs/, and a GPU recipe on a machine without
+CUDA is refused before any rank starts work unless hardware=cpu is given."""
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from bench.config import CONFIGS_DIR, cp_bench_config, register_schemas
+
+register_schemas()
+
+
+def _compose(*overrides):
+    with initialize_config_dir(config_dir=str(CONFIGS_DIR), version_base="1.3"):
+        return compose(config_name="cp_bench", overrides=list(overrides))
+
+
+def test_default_writes_under_runs_not_results():
+    config = cp_bench_config(_compose())
+    assert config.out_file == Path("runs/cpu/cp/cp_default.csv")
+    assert config.plots_dir == Path("runs/cpu/plots/cp_default")
+
+
+def test_gpu_recipe_on_cpu_needs_hardware_cpu():
+    with pytest.raises(ValueError, match=r"hardware=auto picked the cpu preset, but "
+                                         r"experiment=cp_h200x4 reaches seqlen 65536"):
+        cp_bench_config(_compose("experiment=cp_h200x4"))
+    config = cp_bench_config(_compose("experiment=cp_h200x4", "hardware=cpu"))
+    assert config.seqlen_per_gpu == (8192, 16384) and config.cp_sizes == (1, 2, 4)
