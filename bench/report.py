@@ -103,8 +103,7 @@ def write_tables(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
     Raises:
         ValueError: a folder holding several experiments and no ``experiment`` chosen.
     """
-    frame = with_missing(latest_rows(read_results(experiment_files(results, experiment,
-                                                                    kind))))
+    frame = with_missing(latest_rows(read_results(experiment_files(results, experiment, kind))))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written, sections = [], []

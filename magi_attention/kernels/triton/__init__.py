@@ -75,19 +75,20 @@ def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
 
 def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
         softcap: float = 0.0, deterministic: bool = False, config=None):
-    """(dq, dk, dv). deterministic=False: one pass, dq accumulated with fp32 atomics (run-to-run
-    float reordering in dq); True: the ordered two-kernel path, bitwise repeatable. ``out``/``lse``
-    may be global (CP)."""
+    """(dq, dk, dv). The ordered two-kernel path (bitwise repeatable) unless
+    ``config.one_pass`` and not ``deterministic``: then one pass, dq accumulated with fp32
+    atomics. ``out``/``lse`` may be global (CP)."""
     from .backward import launch_bwd
 
     check_supported(q, k, v)
     dout, q, k, v, out = (_dense_last(t) for t in (dout, q, k, v, out))
     lse = lse.float().contiguous()
     config = config or bwd_config(q.shape[-1])
+    ordered = deterministic or not config.one_pass  # the faster path on H200 (configs.py)
     plan_kv = plan_for(mask, config.block_m1, config.block_n1, q.device, config.max_table_intervals)
     plan_q = None
-    if deterministic:  # the ordered dq kernel walks q tiles
+    if ordered:  # the ordered dq kernel walks q tiles
         plan_q = plan_for(mask, config.block_m2, config.block_n2, q.device,
                           config.max_table_intervals)
     return launch_bwd(dout, q, k, v, out, lse, plan_kv, plan_q, config, float(softmax_scale),
-                      float(softcap), deterministic=deterministic)
+                      float(softcap), deterministic=ordered)

@@ -34,21 +34,29 @@ class BwdConfig:
     partial_stages: int = 1
     use_tma: bool = False  # one-pass path: TMA loads of Q, dO, K, V and TMA reduce-add of dq
     max_table_intervals: int = 8
+    # the one-pass backward (dK/dV in registers, dQ by fp32 atomics) for deterministic=False;
+    # off: slower than the two-kernel path on H200 (see bwd_config)
+    one_pass: bool = False
 
 
 def fwd_config(head_dim: int) -> FwdConfig:
     # H200, bf16, GQA 64:8, d128, S=16k; TFLOPs/s full/causal/causal_document (sweep v2 in
     # notes/ffa_triton.md): 128x64 w4 s3 p2: 475/453/304 (best on documents, ~2% off on full);
     # p1: 485/458/251; p3: 363/375/227 (smem: 1 CTA/SM); s2 p2: 422/433/294;
-    # 128x128 w8 s3 p1: 475/452/282. head_dim 64 uses the same tiles (not swept). use_tma and
-    # warp_specialize stay off until the v3 sweep has measured them.
-    return FwdConfig(block_m=128, block_n=64, num_warps=4, num_stages=3, partial_stages=2)
+    # 128x128 w8 s3 p1: 475/452/282. head_dim 64 uses the same tiles (not swept).
+    # v3 sweep (results/h200/ffa_triton/sweep.csv, 16k | 64k, full/causal/causal_document):
+    # TMA loads at these tiles 512/499/331 | 517/517/470 against pointer loads 479/487/304 |
+    # 471/491/448: best on every cell of the five masks; warp specialisation (128x128 w8 s2)
+    # 427/432/281 and the contiguous run loop 438/424/245 lose.
+    return FwdConfig(block_m=128, block_n=64, num_warps=4, num_stages=3, partial_stages=2,
+                     use_tma=True)
 
 
 def bwd_config(head_dim: int) -> BwdConfig:
-    # The one-pass path (deterministic=False, the default since v3) uses block_m1/block_n1, the
-    # warps and stages; these tiles are the two-kernel path's winners, kept until
-    # scripts/dev/ffa_triton_sweep.py has measured the one-pass tiles (notes/ffa_triton.md v3).
+    # v3 sweep (results/h200/ffa_triton/sweep.csv, 16k full/causal/causal_document): the
+    # ordered two-kernel path 362/360/258 beats every one-pass (atomic dQ) variant: best
+    # 64x128 w8 s2 339/313/198, 64x64 w4 169/154/121, TMA 64x128 w8 298/278/180. So the
+    # two-kernel path is the default whatever ``deterministic`` says (one_pass=True opts in).
     # same sweep (two-kernel path): 64/64/64/64 w4 s3 p2: 365/355/246 (best); p1: 365/347/224; p3: 302/293/218;
     # 64/128/128/64 w8 s3 p1: 332/345/210; the tutorial's 32/128/128/32 w4: 143/130 (sweep v1).
     return BwdConfig(block_m1=64, block_n1=64, block_m2=64, block_n2=64, num_warps=4,

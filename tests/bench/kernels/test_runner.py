@@ -88,6 +88,29 @@ def test_report_after_sweep_writes_tables_and_plots(tiny_config, tmp_path):
     assert list(csv.columns) == ["naive", "sdpa_math"] and list(csv.index) == [64, 128]
 
 
+def test_absent_package_is_missing_and_a_real_limit_unsupported(tiny_config, monkeypatch):
+    """At supports time (a custom kernel whose module is absent) and at prepare time (an
+    ImportError out of prepare) the row says missing; NotImplementedError stays unsupported."""
+    from bench.kernels.naive import Naive
+
+    absent = KernelChoice("absent", "custom", {"target": "no_such_peer_package.attn:fn"})
+    rows = run_sweep(tiny_config(kernels=(absent,)))
+    assert {r.status for r in rows} == {"missing"}
+    assert "no_such_peer_package" in rows[0].message
+
+    def prepare_raises(error):
+        def prepare(self, *args):
+            raise error
+        return prepare
+
+    monkeypatch.setattr(Naive, "prepare", prepare_raises(ModuleNotFoundError("No module named 'peer'")))
+    rows = run_sweep(tiny_config(force=True))
+    assert {r.status for r in rows} == {"missing"}
+    monkeypatch.setattr(Naive, "prepare", prepare_raises(NotImplementedError("fp8 backward")))
+    rows = run_sweep(tiny_config(force=True))
+    assert {r.status for r in rows} == {"unsupported"}
+
+
 def test_rerun_after_a_torn_row_and_an_empty_file_remeasures_only_the_torn_cell(tiny_config,
                                                                                 caplog):
     config = tiny_config(masks=("full", "causal"), seqlens=(64, 128))
@@ -146,26 +169,3 @@ def test_a_changed_custom_target_or_corrected_kernel_is_measured(tiny_config, tm
     write_tables(config.out_file, tmp_path / "tables")
     table = (tmp_path / "tables" / "tflops_per_s_cpu_causal_fwd_1.md").read_text()
     assert "| 128 | " in table and "wrong" not in table  # the newest row wins the table
-
-
-def test_absent_package_is_missing_and_a_real_limit_unsupported(tiny_config, monkeypatch):
-    """At supports time (a custom kernel whose module is absent) and at prepare time (an
-    ImportError out of prepare) the row says missing; NotImplementedError stays unsupported."""
-    from bench.kernels.naive import Naive
-
-    absent = KernelChoice("absent", "custom", {"target": "no_such_peer_package.attn:fn"})
-    rows = run_sweep(tiny_config(kernels=(absent,)))
-    assert {r.status for r in rows} == {"missing"}
-    assert "no_such_peer_package" in rows[0].message
-
-    def prepare_raises(error):
-        def prepare(self, *args):
-            raise error
-        return prepare
-
-    monkeypatch.setattr(Naive, "prepare", prepare_raises(ModuleNotFoundError("No module named 'peer'")))
-    rows = run_sweep(tiny_config(force=True))
-    assert {r.status for r in rows} == {"missing"}
-    monkeypatch.setattr(Naive, "prepare", prepare_raises(NotImplementedError("fp8 backward")))
-    rows = run_sweep(tiny_config(force=True))
-    assert {r.status for r in rows} == {"unsupported"}

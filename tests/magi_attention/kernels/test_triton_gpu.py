@@ -5,7 +5,8 @@ tensor (out, lse, dq, dk, dv), FlashAttention's rule: the kernel's max abs error
 2x the max abs error of plain low-precision attention (dense_attention computed in the input
 dtype) against the same oracle, plus atol = 1e-3 * max|oracle| + 1e-4.
 
-The backward runs its default one-pass path (dq by atomics) everywhere, and the deterministic
+The backward runs its default ordered path everywhere (the one-pass atomic-dQ path, opt-in by
+``BwdConfig.one_pass``, is checked against it and with TMA), and the deterministic
 two-kernel path on odd seqlens, softcap, CP shares, and a bitwise-repeatability test; the forward
 also with tensor-descriptor (TMA) loads and a warp-specialised loop.
 """
@@ -123,7 +124,10 @@ def test_deterministic_is_bitwise_repeatable(name):
         again = tk.bwd(dout, q, k, v, out, lse, *ranges, d ** -0.5, deterministic=True)
         for a, b, which in zip(first, again, ("dq", "dk", "dv")):
             assert torch.equal(a, b), f"{which} differs between deterministic runs"
-    fast = tk.bwd(dout, q, k, v, out, lse, *ranges, d ** -0.5, deterministic=False)
+    import dataclasses
+    from magi_attention.kernels.triton.configs import bwd_config
+    fast = tk.bwd(dout, q, k, v, out, lse, *ranges, d ** -0.5, deterministic=False,
+                  config=dataclasses.replace(bwd_config(d), one_pass=True))
     for a, b, which in zip(first, fast, ("dq", "dk", "dv")):
         rel = ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
         assert rel < 1e-2, f"{which}: one-pass and deterministic paths differ by {rel:.2e}"
@@ -176,7 +180,7 @@ def test_bwd_tma_one_pass(name):
     scale = d ** -0.5
     ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), *ranges, scale)
     ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, *ranges, scale)
-    config = dataclasses.replace(bwd_config(d), use_tma=True)
+    config = dataclasses.replace(bwd_config(d), use_tma=True, one_pass=True)
     got = tk.bwd(dout, q, k, v, ro.to(q.dtype), rl, *ranges, scale, config=config)
     for which, a, b in zip(("dq", "dk", "dv"), got, ref):
         assert not torch.isnan(a).any(), f"{which} has NaN"
