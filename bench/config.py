@@ -23,6 +23,7 @@ Groups (``configs/<group>/<name>.yaml``; file name == registry name):
 from __future__ import annotations
 
 import hashlib
+import importlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,13 +34,14 @@ import torch
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from bench.kernels.base import DTYPES, Shapes
+from bench.problem import DTYPES, Shapes
 from bench.metrics import DIRECTIONS
 
-__all__ = ["CONFIGS_DIR", "RUNS_DIR", "KernelChoice", "MaskChoice", "DataConfig", "HardwareConfig",
-           "GateConfig", "KernelBenchConfig", "kernel_bench_config", "resolve_hardware",
-           "register_schemas", "job_key", "default_dirs", "check_cpu_sized", "check_seqlens",
-           "check_target"]
+__all__ = ["CONFIGS_DIR", "RUNS_DIR", "DEFAULT_SEQLEN_PER_GPU", "KernelChoice", "MaskChoice",
+           "StrategyChoice", "DataConfig", "HardwareConfig", "GateConfig", "SweepConfig",
+           "KernelBenchConfig", "CPBenchConfig", "kernel_bench_config", "cp_bench_config",
+           "resolve_hardware", "register_schemas", "job_key", "default_dirs", "check_cpu_sized",
+           "check_seqlens", "check_target"]
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 HARDWARE_PRESETS = ("cpu", "h100", "h200", "b200")
@@ -48,6 +50,8 @@ RUNS_DIR = Path("runs")
 # hardware=auto on a machine without CUDA refuses larger sequences: a GPU recipe (e.g.
 # experiment=kernel_masks, up to 64k) would run for hours on CPU; hardware=cpu runs it anyway.
 CPU_AUTO_MAX_SEQLEN = 4096
+# seqlen_per_gpu of a CP sweep when the config leaves it unset, by hardware device
+DEFAULT_SEQLEN_PER_GPU = {"cpu": (256,), "cuda": (8192,)}
 
 
 # ----------------------------------------------------------------------------- Hydra schemas
@@ -93,18 +97,18 @@ class HardwareSchema:
 class GateSchema:
     enabled: bool = True
     rows: int = 256                      # query rows compared at large S
-    full_max_seqlen: int = 2048          # at or below: every row, and the gradients too
+    full_max_seqlen: int = 2048          # at or below: every row; gradients at every seqlen
     seed: int = 0
 
 
 @dataclass
-class KernelBenchSchema:
-    kernel: Dict[str, KernelSchema] = field(default_factory=dict)
+class SweepSchema:
+    """What both sweeps' configs hold (configs/kernels.yaml, configs/cp_bench.yaml)."""
+
     mask: Dict[str, MaskSchema] = field(default_factory=dict)
     data: DataSchema = field(default_factory=DataSchema)
     hardware: HardwareSchema = field(default_factory=HardwareSchema)
     gate: GateSchema = field(default_factory=GateSchema)
-    seqlens: Optional[List[int]] = None  # None: the hardware preset's
     directions: List[str] = field(default_factory=lambda: ["fwd", "bwd"])
     experiment_name: str = "default"
     out_dir: Optional[str] = None        # None: runs/<hardware>
@@ -115,11 +119,36 @@ class KernelBenchSchema:
     seed: int = 0                        # q, k, v values
 
 
+@dataclass
+class KernelBenchSchema(SweepSchema):
+    kernel: Dict[str, KernelSchema] = field(default_factory=dict)
+    seqlens: Optional[List[int]] = None  # None: the hardware preset's
+
+
+@dataclass
+class CPSchema:
+    name: str = MISSING                   # registry name (bench.cp.STRATEGIES)
+    target: Optional[str] = None          # "pkg.module:Class": a CPStrategy outside the registry
+    knobs: Dict[str, Any] = field(default_factory=dict)   # null values: the strategy's default
+
+
+@dataclass
+class CPBenchSchema(SweepSchema):
+    cp: Dict[str, CPSchema] = field(default_factory=dict)
+    cp_sizes: List[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    seqlen_per_gpu: Optional[List[int]] = None   # None: 256 on cpu, 8192 on cuda
+    local_kernel: str = "auto"            # every strategy's local FFA backend
+    experiment_name: str = "cp_default"
+    timeout_min: float = 10.0             # process-group timeout (a hung collective ends there)
+
+
 def register_schemas() -> None:
     """Store the schemas; configs/ files name them in their defaults lists."""
     cs = ConfigStore.instance()
     cs.store(name="kernels_schema", node=KernelBenchSchema)
+    cs.store(name="cp_bench_schema", node=CPBenchSchema)
     cs.store(group="kernel", name="base_kernel", node=KernelSchema)
+    cs.store(group="cp", name="base_cp", node=CPSchema)
     cs.store(group="mask", name="base_mask", node=MaskSchema)
     cs.store(group="data", name="base_data", node=DataSchema)
     cs.store(group="hardware", name="base_hardware", node=HardwareSchema)
@@ -176,10 +205,11 @@ class MaskChoice:
     seqlens: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
-        from bench.masks import MASK_NAMES
-        if self.name not in MASK_NAMES:
-            raise ValueError(f"mask {self.label!r}: unknown pattern {self.name!r}; "
-                             f"known: {', '.join(MASK_NAMES)}")
+        from bench.masks import check_params
+        try:  # names now, so a misspelt parameter stops the run before its first cell
+            check_params(self.name, self.params)
+        except ValueError as e:
+            raise ValueError(f"mask {self.label!r}: {e}") from None
         if self.seqlens is not None:
             check_seqlens(f"mask.{self.label}.seqlens", self.seqlens)
 
@@ -235,17 +265,53 @@ class GateConfig:
 
 
 @dataclass(frozen=True)
-class KernelBenchConfig:
-    """Everything one kernel sweep needs; built by :func:`kernel_bench_config` or by hand."""
+class StrategyChoice:
+    """One strategy of a CP sweep: ``label`` is the rows' ``kernel`` column (the config file
+    name, e.g. "usp" or an experiment's "usp_u2"); ``name`` a ``bench.cp.STRATEGIES`` key, or
+    ``target`` "pkg.module:Class" for a CPStrategy subclass outside the registry."""
+
+    label: str
+    name: str
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    target: str | None = None
+
+    def __post_init__(self) -> None:
+        from bench.cp import STRATEGIES
+        if self.target is None and self.name not in STRATEGIES:
+            raise ValueError(f"cp {self.label!r}: unknown strategy name {self.name!r}; known: "
+                             f"{', '.join(STRATEGIES)} (or set target: 'pkg.module:Class')")
+        if self.target is not None and ":" not in self.target:
+            raise ValueError(f"cp {self.label!r}: target must be 'pkg.module:Class', "
+                             f"got {self.target!r}")
+
+    def load(self) -> type:
+        """The CPStrategy class (ImportError: its module, or a peer library, is missing)."""
+        from bench.cp import load_strategy
+        if self.target is None:
+            return load_strategy(self.name)
+        module, cls = self.target.split(":")
+        return getattr(importlib.import_module(module), cls)
+
+
+def _check_labels(group: str, items) -> None:
+    labels = [c.label for c in items]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"{group} labels must be unique, got {labels}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepConfig:
+    """What both sweeps take (``KernelBenchConfig``, ``CPBenchConfig``), checked once here.
+
+    ``hardware`` gives device, heads, head_dim, dtype, warmup and repeat.
+    """
 
     hardware: HardwareConfig
-    kernels: tuple[KernelChoice, ...]
     masks: tuple[MaskChoice, ...]
-    seqlens: tuple[int, ...]
     directions: tuple[str, ...] = ("fwd", "bwd")
     data: DataConfig = field(default_factory=DataConfig)
     gate: GateConfig = field(default_factory=GateConfig)
-    out_file: Path = Path("results/cpu/kernels/default.csv")
+    out_file: Path = Path("results/cpu/default.csv")
     plots_dir: Path | None = None
     force: bool = False
     report: bool = False
@@ -253,18 +319,14 @@ class KernelBenchConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("kernels", "masks", "seqlens", "directions"):
+        for name in ("masks", "directions"):
             if not getattr(self, name):
                 raise ValueError(f"{name} must not be empty")
-        check_seqlens("seqlens", self.seqlens)
         bad = [d for d in self.directions if d not in ("fwd", "bwd")]
         if bad:
             raise ValueError(f"directions must be 'fwd' and/or 'bwd', got {bad} "
                              f"(known metric directions: {DIRECTIONS})")
-        for group, items in (("kernel", self.kernels), ("mask", self.masks)):
-            labels = [c.label for c in items]
-            if len(set(labels)) != len(labels):
-                raise ValueError(f"{group} labels must be unique, got {labels}")
+        _check_labels("mask", self.masks)
 
     @property
     def results_dir(self) -> Path:
@@ -276,12 +338,58 @@ class KernelBenchConfig:
         """Where the report of this job's rows goes: ``<out_dir>/tables/<job>``."""
         return self.results_dir.parent / "tables" / self.out_file.stem
 
+
+@dataclass(frozen=True, kw_only=True)
+class KernelBenchConfig(SweepConfig):
+    """Everything one kernel sweep needs; built by :func:`kernel_bench_config` or by hand."""
+
+    kernels: tuple[KernelChoice, ...]
+    seqlens: tuple[int, ...]
+    out_file: Path = Path("results/cpu/kernels/default.csv")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.kernels:
+            raise ValueError("kernels must not be empty")
+        check_seqlens("seqlens", self.seqlens)
+        _check_labels("kernel", self.kernels)
+
     def shapes(self, seqlen: int) -> Shapes:
         hw = self.hardware
         return Shapes(hw.batch, seqlen, hw.num_heads_q, hw.num_heads_kv, hw.head_dim, hw.dtype)
 
     def seqlens_for(self, mask: MaskChoice) -> tuple[int, ...]:
         return mask.seqlens or self.seqlens
+
+
+@dataclass(frozen=True, kw_only=True)
+class CPBenchConfig(SweepConfig):
+    """Everything one CP sweep needs; built by :func:`cp_bench_config` or by hand. The
+    hardware preset's ``seqlens``, ``batch`` and ``kernels`` belong to the kernel sweep."""
+
+    strategies: tuple[StrategyChoice, ...]
+    seqlen_per_gpu: tuple[int, ...]
+    cp_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    local_kernel: str = "auto"
+    out_file: Path = Path("results/cpu/cp/default.csv")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("strategies", "seqlen_per_gpu", "cp_sizes"):
+            if not getattr(self, name):
+                raise ValueError(f"{name} must not be empty")
+        if any(p < 1 for p in self.cp_sizes) or len(set(self.cp_sizes)) != len(self.cp_sizes):
+            raise ValueError(f"cp_sizes must be distinct positive ints, got {list(self.cp_sizes)}")
+        check_seqlens("seqlen_per_gpu", self.seqlen_per_gpu)
+        _check_labels("cp", self.strategies)
+        for m in self.masks:
+            if m.seqlens:
+                raise ValueError(f"mask {m.label!r} sets seqlens={list(m.seqlens)}, a kernel "
+                                 f"benchmark setting; the CP sweep uses seqlen_per_gpu")
+
+    def shapes(self, seqlen: int) -> Shapes:
+        hw = self.hardware
+        return Shapes(1, seqlen, hw.num_heads_q, hw.num_heads_kv, hw.head_dim, hw.dtype)
 
 
 def auto_preset() -> str:
@@ -332,12 +440,32 @@ def default_dirs(cfg: DictConfig, hardware: HardwareConfig, key: str) -> tuple[P
     return out_dir, plots_dir
 
 
+def _common(cfg: DictConfig, out_dir: Path, plots_dir: Path, kind: str,
+            key: str) -> dict[str, Any]:
+    """The SweepConfig fields of a composed config, either sweep."""
+    masks = tuple(MaskChoice(label, m["name"], _freeze(m["params"]),
+                             tuple(m["seqlens"]) if m.get("seqlens") else None)
+                  for label, m in OmegaConf.to_container(cfg.mask, resolve=True).items())
+    return dict(masks=masks, directions=tuple(cfg.directions), data=DataConfig(**cfg.data),
+                gate=GateConfig(**cfg.gate), out_file=out_dir / kind / f"{key}.csv",
+                plots_dir=plots_dir, force=cfg.force, report=cfg.report, progress=cfg.progress,
+                seed=cfg.seed)
+
+
+def _check_cpu_sized(cfg: DictConfig, hardware: HardwareConfig, largest: int,
+                     default_name: str) -> None:
+    what = (f"experiment={cfg.experiment_name}" if cfg.experiment_name != default_name
+            else "this run")
+    check_cpu_sized(hardware, cfg.hardware.name == "auto", largest, what)
+
+
 def kernel_bench_config(cfg: DictConfig, overrides: list[str] | None = None) -> KernelBenchConfig:
     """The typed config of a composed ``configs/kernels.yaml``.
 
     Raises:
-        ValueError: a bad value (seqlens, heads, a custom target without a colon, ...), or a
-            GPU-sized run that hardware=auto put on the CPU preset; one line, before any cell.
+        ValueError: a bad value (seqlens, heads, a custom target without a colon, a mask
+            parameter the pattern does not take, ...), or a GPU-sized run that hardware=auto put
+            on the CPU preset; one line, before any cell.
     """
     hardware = resolve_hardware(OmegaConf.to_container(cfg.hardware, resolve=True))
     kernel_cfg = OmegaConf.to_container(cfg.kernel, resolve=True)
@@ -345,23 +473,39 @@ def kernel_bench_config(cfg: DictConfig, overrides: list[str] | None = None) -> 
         kernels = tuple(KernelChoice(label, k["name"], _freeze(_kernel_options(k)))
                         for label, k in kernel_cfg.items())
     else:
-        kernels = tuple(KernelChoice(n, n, _freeze(_default_kernel_options(n))) for n in hardware.kernels)
-    masks = tuple(MaskChoice(label, m["name"], _freeze(m["params"]),
-                             tuple(m["seqlens"]) if m.get("seqlens") else None)
-                  for label, m in OmegaConf.to_container(cfg.mask, resolve=True).items())
+        kernels = tuple(KernelChoice(n, n, _freeze(_default_kernel_options(n)))
+                        for n in hardware.kernels)
     seqlens = tuple(cfg.seqlens) if cfg.seqlens is not None else hardware.seqlens
     key = job_key(cfg.experiment_name, list(overrides or []))
     out_dir, plots_dir = default_dirs(cfg, hardware, key)
-    config = KernelBenchConfig(
-        hardware=hardware, kernels=kernels, masks=masks, seqlens=seqlens,
-        directions=tuple(cfg.directions), data=DataConfig(**cfg.data), gate=GateConfig(**cfg.gate),
-        out_file=out_dir / "kernels" / f"{key}.csv", plots_dir=plots_dir, force=cfg.force,
-        report=cfg.report, progress=cfg.progress, seed=cfg.seed)
+    config = KernelBenchConfig(hardware=hardware, kernels=kernels, seqlens=seqlens,
+                               **_common(cfg, out_dir, plots_dir, "kernels", key))
     largest = max(s for m in config.masks for s in config.seqlens_for(m))
-    check_cpu_sized(hardware, cfg.hardware.name == "auto", largest,
-                    f"experiment={cfg.experiment_name}" if cfg.experiment_name != "default"
-                    else "this run")
+    _check_cpu_sized(cfg, hardware, largest, "default")
     return config
+
+
+def cp_bench_config(cfg: DictConfig, overrides: list[str] | None = None) -> CPBenchConfig:
+    """The typed config of a composed ``configs/cp_bench.yaml``.
+
+    Raises:
+        ValueError: a bad value (as for :func:`kernel_bench_config`), or a GPU-sized run that
+            hardware=auto put on the CPU preset.
+    """
+    hardware = resolve_hardware(OmegaConf.to_container(cfg.hardware, resolve=True))
+    strategies = tuple(
+        StrategyChoice(label, s["name"], _freeze(s.get("knobs") or {}), s.get("target"))
+        for label, s in OmegaConf.to_container(cfg.cp, resolve=True).items())
+    seqlen_per_gpu = (tuple(cfg.seqlen_per_gpu) if cfg.seqlen_per_gpu is not None
+                      else DEFAULT_SEQLEN_PER_GPU[hardware.device])
+    key = job_key(cfg.experiment_name, [o for o in overrides or []
+                                        if not o.startswith(("timeout_min",))])
+    out_dir, plots_dir = default_dirs(cfg, hardware, key)
+    _check_cpu_sized(cfg, hardware, max(seqlen_per_gpu) * max(cfg.cp_sizes, default=1),
+                     "cp_default")
+    return CPBenchConfig(hardware=hardware, strategies=strategies, seqlen_per_gpu=seqlen_per_gpu,
+                         cp_sizes=tuple(cfg.cp_sizes), local_kernel=cfg.local_kernel,
+                         **_common(cfg, out_dir, plots_dir, "cp", key))
 
 
 def _kernel_options(k: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,10 +20,13 @@ def _doc_of(starts: list[int], pos: int) -> int:
 
 
 def slices_by_doc(slices, docs) -> list[list[AttnSlice]] | str:
-    """Each slice under its document, or the reason (a slice reaching across documents)."""
+    """Each slice under its document, or the reason (a slice reaching across documents).
+    Empty slices cover nothing, so they are dropped and never decide support."""
     starts = [d.start for d in docs]
     out: list[list[AttnSlice]] = [[] for _ in docs]
     for s in slices:
+        if s.is_empty():
+            continue
         i = _doc_of(starts, s.q_range.start)
         d = docs[i]
         if not (s.q_range.end <= d.end and d.start <= s.k_range.start and s.k_range.end <= d.end):

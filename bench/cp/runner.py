@@ -11,14 +11,14 @@ Per cell, in phases, each ending with an agreement (an all_reduce MAX over every
 status code and the measured values, so every rank leaves the cell together and takes the same
 next step; the worst status wins, its message is gathered from the rank that raised it):
 
-1. build: the global q, k, v, dout (``bench.kernels.base.make_inputs``, same seed on every
+1. build: the global q, k, v, dout (``bench.problem.make_inputs``, same seed on every
    rank), the strategy (collective), this rank's shards; the global tensors are freed after.
 2. gate (the first per-GPU seqlen this process measures for a (strategy, mask, cp_size)): one
-   forward (and, at total seqlen <= gate.full_max_seqlen, one backward) through the strategy,
-   unsharded and compared on rank 0 with FFA's reference backend on the global inputs (a few
-   row blocks at large S; ``bench.kernels._gate``). A wrong output -> both directions ``wrong``;
-   wrong gradients -> bwd ``wrong``; nothing of a wrong direction is timed. Later seqlens of a
-   triple that failed are ``wrong`` too.
+   forward and one backward through the strategy, unsharded and compared on rank 0 with FFA's
+   reference backend on the global inputs (``bench.gate``: a few row blocks at large S, with
+   dout zero off them, so the gradients are checked at every seqlen). Rank 0's verdict is
+   broadcast: a wrong output -> both directions ``wrong``; wrong gradients -> bwd ``wrong``;
+   nothing of a wrong direction is timed. Later seqlens of a triple that failed are ``wrong`` too.
 3. fwd: ``strategy.attention`` under no_grad, timed with CUDA events on each rank (median of
    ``repeat`` after ``warmup``); runtime = the slowest rank's median.
 4. bwd: one forward with autograd, then ``torch.autograd.grad(out, (q, k, v), dout,
@@ -48,134 +48,46 @@ call it, so they hang when cp_size < WORLD_SIZE; see bench/cp/_head_context.py.
 from __future__ import annotations
 
 import datetime
-import gc
-import importlib
 import logging
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from bench.config import DataConfig, GateConfig, HardwareConfig, MaskChoice
-from bench.data import sample_doc_lens
-from bench.kernels import _gate
-from bench.kernels.base import Inputs, Shapes, make_inputs
-from bench.kernels.runner import UNSUPPORTED_ERRORS
-from bench.masks import PATTERNS, Mask, UnsupportedMask, build_mask
-from bench.metrics import attn_flops, peak_mem_gb, reset_peak_mem, time_cuda_ms, tflops_per_s
+from bench.config import CPBenchConfig, MaskChoice, StrategyChoice
+from bench.gate import GateResult, Reference, compare, gate_rows, reference, restrict_dout
+from bench.masks import Mask
+from bench.metrics import peak_mem_gb, reset_peak_mem, time_cuda_ms
+from bench.problem import Inputs, Shapes, make_inputs
 from bench.results import (FINAL_STATUSES, RESUME_KEY, ResultRow, RunMeta, SweepInterrupted,
-                           append_row, latest_rows, now_iso, read_results, repair_file,
-                           resume_key, run_meta)
+                           append_row, latest_rows, read_results, repair_file, resume_key,
+                           run_meta)
 from bench.spec import measured_spec
-from bench.status import unsupported_status
+from bench.sweep import (RowSource, cell_mask, error_message, failure_of, free_memory,
+                         supports_failure)
 
-from . import STRATEGIES, load_strategy
+from . import STRATEGIES
 from .base import CPStrategy
 from .local_kernel import LocalKernel
 
 log = logging.getLogger(__name__)
 
+# StrategyChoice and CPBenchConfig live in bench.config (one configuration layer); named here too
 __all__ = ["StrategyChoice", "CPBenchConfig", "CPRunner", "run_sweep", "init_distributed",
-           "DEFAULT_SEQLEN_PER_GPU", "NEEDS_RANKS"]
+           "NEEDS_RANKS"]
 
-# seqlen_per_gpu when the config leaves it unset, by hardware device
-DEFAULT_SEQLEN_PER_GPU = {"cpu": (256,), "cuda": (8192,)}
 # message prefix of the rows of cp sizes larger than the launch; a larger launch re-measures them
 NEEDS_RANKS = "needs cp_size ranks:"
 # agreement codes: the larger wins
 CODES = {"ok": 0, "wrong": 1, "missing": 2, "unsupported": 3, "oom": 4, "error": 5}
 STATUS_OF = {v: k for k, v in CODES.items()}
-MAX_MESSAGE_CHARS = 400
 # process-level settings of a CP run, copied into each row's env column
 CP_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
           "NCCL_P2P_DISABLE", "NCCL_IB_DISABLE")
-
-
-# ----------------------------------------------------------------------------- typed config
-@dataclass(frozen=True)
-class StrategyChoice:
-    """One strategy of the sweep: ``label`` is the rows' ``kernel`` column (the config file
-    name, e.g. "usp" or an experiment's "usp_u2"); ``name`` a ``bench.cp.STRATEGIES`` key, or
-    ``target`` "pkg.module:Class" for a CPStrategy subclass outside the registry."""
-
-    label: str
-    name: str
-    knobs: Mapping[str, Any] = field(default_factory=dict)
-    target: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.target is None and self.name not in STRATEGIES:
-            raise ValueError(f"cp {self.label!r}: unknown strategy name {self.name!r}; known: "
-                             f"{', '.join(STRATEGIES)} (or set target: 'pkg.module:Class')")
-        if self.target is not None and ":" not in self.target:
-            raise ValueError(f"cp {self.label!r}: target must be 'pkg.module:Class', "
-                             f"got {self.target!r}")
-
-    def load(self) -> type[CPStrategy]:
-        """The strategy class (ImportError: its module, or a peer library, is missing)."""
-        if self.target is None:
-            return load_strategy(self.name)
-        module, cls = self.target.split(":")
-        return getattr(importlib.import_module(module), cls)
-
-
-@dataclass(frozen=True)
-class CPBenchConfig:
-    """Everything one CP sweep needs; built by ``bench.cp.__main__.cp_bench_config`` or by hand.
-
-    ``hardware`` gives device, heads, head_dim, dtype, warmup and repeat (its ``seqlens`` and
-    ``kernels`` belong to the kernel benchmark and are not used).
-    """
-
-    hardware: HardwareConfig
-    strategies: tuple[StrategyChoice, ...]
-    masks: tuple[MaskChoice, ...]
-    seqlen_per_gpu: tuple[int, ...]
-    cp_sizes: tuple[int, ...] = (1, 2, 4, 8)
-    directions: tuple[str, ...] = ("fwd", "bwd")
-    local_kernel: str = "auto"
-    data: DataConfig = field(default_factory=DataConfig)
-    gate: GateConfig = field(default_factory=GateConfig)
-    out_file: Path = Path("results/cpu/cp/default.csv")
-    plots_dir: Path | None = None
-    force: bool = False
-    report: bool = False
-    progress: bool = False
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("strategies", "masks", "seqlen_per_gpu", "cp_sizes", "directions"):
-            if not getattr(self, name):
-                raise ValueError(f"{name} must not be empty")
-        if any(p < 1 for p in self.cp_sizes) or len(set(self.cp_sizes)) != len(self.cp_sizes):
-            raise ValueError(f"cp_sizes must be distinct positive ints, got {list(self.cp_sizes)}")
-        if any(n < 1 for n in self.seqlen_per_gpu):
-            raise ValueError(f"seqlen_per_gpu must be positive ints, got {list(self.seqlen_per_gpu)}")
-        bad = [d for d in self.directions if d not in ("fwd", "bwd")]
-        if bad:
-            raise ValueError(f"directions must be 'fwd' and/or 'bwd', got {bad}")
-        for group, items in (("cp", self.strategies), ("mask", self.masks)):
-            labels = [c.label for c in items]
-            if len(set(labels)) != len(labels):
-                raise ValueError(f"{group} labels must be unique, got {labels}")
-        for m in self.masks:
-            if m.seqlens:
-                raise ValueError(f"mask {m.label!r} sets seqlens={list(m.seqlens)}, a kernel "
-                                 f"benchmark setting; the CP sweep uses seqlen_per_gpu")
-
-    @property
-    def results_dir(self) -> Path:
-        return self.out_file.parent
-
-    def shapes(self, seqlen: int) -> Shapes:
-        hw = self.hardware
-        return Shapes(1, seqlen, hw.num_heads_q, hw.num_heads_kv, hw.head_dim, hw.dtype)
 
 
 # ----------------------------------------------------------------------------- process group
@@ -198,21 +110,6 @@ def init_distributed(device: str, timeout_min: float = 10.0) -> bool:
 
 
 # ----------------------------------------------------------------------------- helpers
-def _message(e: BaseException) -> str:
-    return f"{type(e).__name__}: {e}".replace("\n", " ")[:MAX_MESSAGE_CHARS]
-
-
-def _build_mask(choice: MaskChoice, seqlen: int, data: DataConfig, num_heads_kv: int) -> Mask:
-    """The mask of one cell, as the kernel runner builds it (documents from ``bench.data``)."""
-    params = dict(choice.params)
-    pattern = PATTERNS[choice.name]
-    if pattern.per_head and "num_heads_kv" not in params:
-        params["num_heads_kv"] = num_heads_kv
-    doc_lens = (sample_doc_lens(seqlen, seed=data.seed, distribution=data.distribution,
-                                cap_ratio=data.cap_ratio) if pattern.needs_docs else None)
-    return build_mask(choice.name, seqlen, doc_lens=doc_lens, seed=data.seed, **params)
-
-
 @dataclass
 class _Outcome:
     """One phase's result on this rank, then (after ``_agree``) on all ranks."""
@@ -227,13 +124,11 @@ def _run_phase(member: bool, fn: Callable[[], _Outcome | None]) -> _Outcome:
         return _Outcome()
     try:
         return fn() or _Outcome()
-    except UNSUPPORTED_ERRORS as e:
-        return _Outcome(unsupported_status(_message(e)), _message(e))
-    except torch.cuda.OutOfMemoryError as e:
-        return _Outcome("oom", _message(e))
-    except Exception as e:  # the sweep goes on; the row carries the error
-        log.warning("CP cell failed on rank %d: %s", dist.get_rank(), _message(e))
-        return _Outcome("error", _message(e))
+    except Exception as e:  # the sweep goes on; the row carries the status and the error
+        status, message = failure_of(e)
+        if status == "error":
+            log.warning("CP cell failed on rank %d: %s", dist.get_rank(), message)
+        return _Outcome(status, message)
 
 
 @dataclass
@@ -254,6 +149,8 @@ class _State:
     inputs: Inputs | None = None        # global, [1, S, heads, head_dim]; freed after the gate
     local: list[torch.Tensor] = field(default_factory=list)   # q, k, v, dout shards
     notes: str = ""
+    rows: torch.Tensor | None = None    # the gate's query rows (dout is zero off them)
+    verdict: GateResult | None = None   # rank 0's, after the gate phase
 
 
 class CPRunner:
@@ -276,6 +173,7 @@ class CPRunner:
         extra = [f"{k}={os.environ[k]}" for k in CP_ENV if k in os.environ]
         extra += [f"world_size={self.world_size}", f"dist_backend={dist.get_backend()}"]
         self.env = ";".join([self.meta.env] * bool(self.meta.env) + extra)
+        self.source = RowSource(self.meta, config.hardware.name, self.env)
         self.kernel = LocalKernel(backend=config.local_kernel)
         # what each label measures, for the resume key and the rows
         self.specs = {s.label: measured_spec(s.name, {**s.knobs, "target": s.target,
@@ -288,7 +186,7 @@ class CPRunner:
                        for p in sorted(config.cp_sizes) if p <= self.world_size}
         # (label, mask, cp_size) -> {direction: message} of the directions that failed the gate
         self.gated: dict[tuple, dict[str, str]] = {}
-        self.ref_cache: dict[tuple, _gate.Reference] = {}
+        self.ref_cache: dict[tuple, Reference] = {}
         self.rows: list[ResultRow] = []
 
     # -- rows --------------------------------------------------------------------------------
@@ -308,13 +206,10 @@ class CPRunner:
         return box[0]
 
     def _key(self, cell: _Cell, direction: str) -> tuple:
-        s, label = cell.shapes, cell.strategy.label
-        return resume_key(dict(hardware=self.config.hardware.name, kernel=label,
-                               mask=cell.mask_label, seqlen=s.seqlen, batch=s.batch,
-                               num_heads_q=s.num_heads_q, num_heads_kv=s.num_heads_kv,
-                               head_dim=s.head_dim, dtype=s.dtype, direction=direction,
-                               cp_size=cell.cp_size, spec=self.specs[label],
-                               kernel_version=self._version(cell)))
+        label = cell.strategy.label
+        return self.source.key(label=label, mask_label=cell.mask_label, shapes=cell.shapes,
+                               direction=direction, cp_size=cell.cp_size, spec=self.specs[label],
+                               version=self._version(cell))
 
     def _version(self, cell: _Cell) -> str:
         label = cell.strategy.label
@@ -332,28 +227,18 @@ class CPRunner:
                                 device=self.device)
             local = self.kernel.resolved(probe, probe[:, :s.num_heads_kv])
         except Exception as e:  # a version probe must not lose the row
-            local = f"unknown ({_message(e)})"
+            local = f"unknown ({error_message(e)})"
         return f"{origin}[{knobs}] local={local}" if knobs else f"{origin} local={local}"
 
     def _write(self, cell: _Cell, direction: str, status: str, message: str = "",
-               runtime_ms: float | None = None, peak: float | None = None,
-               build_ms: float | None = None) -> None:
+               runtime_ms: float | None = None, peak: float | None = None) -> None:
         if self.rank != 0:
             return
-        s, m = cell.shapes, self.meta
-        area = cell.mask.area if cell.mask is not None else None
-        flops = attn_flops(area, s.num_heads_q, s.head_dim, 1, direction) if area is not None else None
-        row = ResultRow(
-            run_id=m.run_id, time=now_iso(), git_sha=m.git_sha, hardware=self.config.hardware.name,
-            gpu_name=m.gpu_name, torch_version=m.torch_version, kernel_version=self._version(cell),
-            kernel=cell.strategy.label, mask=cell.mask_label, seqlen=s.seqlen, batch=1,
-            num_heads_q=s.num_heads_q, num_heads_kv=s.num_heads_kv, head_dim=s.head_dim,
-            dtype=s.dtype, direction=direction, cp_size=cell.cp_size, mask_area=area, flops=flops,
-            runtime_ms=runtime_ms,
-            tflops_per_s=(tflops_per_s(flops, runtime_ms, cell.cp_size)
-                          if runtime_ms and flops else None),
-            peak_mem_gb=peak, build_ms=build_ms, status=status, message=message, env=self.env,
-            spec=self.specs[cell.strategy.label])
+        label = cell.strategy.label
+        row = self.source.row(label=label, version=self._version(cell), spec=self.specs[label],
+                              mask_label=cell.mask_label, mask=cell.mask, shapes=cell.shapes,
+                              direction=direction, cp_size=cell.cp_size, status=status,
+                              message=message, runtime_ms=runtime_ms, peak_mem_gb=peak)
         append_row(self.config.out_file, row)
         self.rows.append(row)
 
@@ -377,7 +262,7 @@ class CPRunner:
         return self._agree(_run_phase(self.rank < cell.cp_size, fn), num_values)
 
     # -- phases ------------------------------------------------------------------------------
-    def _build(self, cell: _Cell, state: _State, keep_global: bool) -> None:
+    def _build(self, cell: _Cell, state: _State, gate_now: bool) -> None:
         config, hw = self.config, self.config.hardware
         cls = cell.strategy.load()
         knobs = dict(cell.strategy.knobs)
@@ -386,50 +271,44 @@ class CPRunner:
             if name in cls.knob_names and knobs.get(name) is None:
                 knobs[name] = value
         inputs = make_inputs(cell.shapes, self.device, seed=config.seed)
+        if gate_now:  # same rows on every rank: same seed
+            gate = config.gate
+            state.rows = gate_rows(cell.shapes.seqlen, rows=gate.rows,
+                                   full_max_seqlen=gate.full_max_seqlen, seed=gate.seed)
+            restrict_dout(inputs, state.rows)
         state.strategy = cls(cell.mask, self.groups[cell.cp_size], num_heads_q=hw.num_heads_q,
                              num_heads_kv=hw.num_heads_kv, kernel=self.kernel, **knobs)
         state.local = [state.strategy.shard(t[0]) for t in (inputs.q, inputs.k, inputs.v,
                                                             inputs.dout)]
         state.notes = state.strategy.notes
-        if keep_global:
+        if gate_now:
             state.inputs = inputs
 
-    def _gate(self, cell: _Cell, state: _State) -> _Outcome:
-        """Rank 0 compares; values[0] = 2 (out wrong), 1 (grads wrong), 0 (passed)."""
-        gate, strategy = self.config.gate, state.strategy
-        full = cell.shapes.seqlen <= gate.full_max_seqlen
-        q, k, v = (t.detach().requires_grad_(full) for t in state.local[:3])
+    def _gate(self, cell: _Cell, state: _State) -> None:
+        """Members: one forward and one backward through the strategy, unsharded; rank 0
+        compares with the reference and keeps the verdict in ``state.verdict``."""
+        strategy = state.strategy
+        q, k, v = (t.detach().requires_grad_() for t in state.local[:3])
         out_local = strategy.attention(q, k, v)
-        out = strategy.unshard(out_local)
-        grads = None
-        if full:
-            grads = [strategy.unshard(g) for g in
-                     torch.autograd.grad(out_local, (q, k, v), state.local[3])]
+        out = strategy.unshard(out_local.detach())
+        grads = [strategy.unshard(g) for g in
+                 torch.autograd.grad(out_local, (q, k, v), state.local[3])]
         del out_local, q, k, v
         if self.rank != 0:
-            return _Outcome()
+            return
         ref_key = (cell.mask_label, cell.shapes.seqlen)
         if ref_key not in self.ref_cache:
             self.ref_cache.clear()
-            self.ref_cache[ref_key] = _gate.reference(cell.mask, cell.shapes, state.inputs,
-                                                      gate.full_max_seqlen, gate.rows, gate.seed)
-        ref = self.ref_cache[ref_key]
-        dtype = cell.shapes.dtype
-        err = _gate._rel_err(out[ref.rows], ref.out[0])
-        tol = _gate.REL_TOL[dtype]
-        if not err <= tol:
-            return _Outcome("wrong", f"gate: out rel_err {err:.2e} > {tol:.0e} on "
-                            f"{len(ref.rows)} rows", (2.0,))
-        message = f"gate: out rel_err {err:.1e} ({len(ref.rows)} rows)"
-        if grads is not None:
-            gtol = tol * _gate.GRAD_TOL_FACTOR
-            errs = {n: _gate._rel_err(g, r[0]) for n, g, r in zip(("dq", "dk", "dv"), grads, ref.grads)}
-            bad = [n for n, e in errs.items() if not e <= gtol]
-            if bad:
-                return _Outcome("wrong", f"gate: {bad[0]} rel_err {errs[bad[0]]:.2e} > {gtol:.0e}",
-                                (1.0,))
-            message += f", grads rel_err <= {max(errs.values()):.1e}"
-        return _Outcome("ok", message)
+            self.ref_cache[ref_key] = reference(cell.mask, cell.shapes, state.inputs, state.rows)
+        state.verdict = compare(self.ref_cache[ref_key], out[None],
+                                tuple(g[None] for g in grads), cell.shapes.dtype,
+                                self.config.gate.seed)
+
+    def _share_verdict(self, state: _State) -> GateResult:
+        """Rank 0's gate verdict, on every rank (the same next step everywhere)."""
+        box = [state.verdict]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
 
     def _time(self, state: _State, direction: str) -> _Outcome:
         """values: (runtime_ms, peak GiB, bytes sent per call) of this rank."""
@@ -458,11 +337,6 @@ class CPRunner:
         return _Outcome("ok", "", (runtime, peak if peak is not None else float("nan"), sent))
 
     # -- cells -------------------------------------------------------------------------------
-    def _free(self) -> None:
-        gc.collect()
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
-
     def _run_cell(self, cell: _Cell, pending: list[str]) -> None:
         """Every rank calls it (members work, the others join the agreements)."""
         config = self.config
@@ -479,46 +353,39 @@ class CPRunner:
                 pending = [x for x in pending if x != d]
         if not pending:
             return
-        try:
-            cls = cell.strategy.load()
-            reason = cls.supports(cell.mask, cell.shapes.num_heads_q, cell.shapes.num_heads_kv,
-                                  cell.cp_size, **dict(cell.strategy.knobs))
-        except UNSUPPORTED_ERRORS as e:
-            reason = _message(e)
-        except Exception as e:  # same on every rank: no agreement needed
+        refused = supports_failure(  # the same on every rank: no agreement needed
+            lambda: cell.strategy.load().supports(cell.mask, cell.shapes.num_heads_q,
+                                                  cell.shapes.num_heads_kv, cell.cp_size,
+                                                  **dict(cell.strategy.knobs)))
+        if refused is not None:
             for d in pending:
-                self._write(cell, d, "error", f"supports() raised {_message(e)}")
+                self._write(cell, d, *refused)
             return
-        if reason is not None:
-            for d in pending:
-                self._write(cell, d, unsupported_status(reason), reason)
-            return
-        state, remaining, gate_msg = _State(), list(pending), ""
+        state, remaining, verdict = _State(), list(pending), None
         try:
             gate_now = config.gate.enabled and triple not in self.gated
             outcome = self._phase(cell, lambda: self._build(cell, state, gate_now))
             if outcome.status == "ok" and gate_now:
-                outcome = self._phase(cell, lambda: self._gate(cell, state), num_values=1)
+                outcome = self._phase(cell, lambda: self._gate(cell, state))
                 state.inputs = None
-                if outcome.status == "wrong":
-                    failed = list(remaining) if outcome.values[0] >= 2 else ["bwd"]
-                    self.gated[triple] = {d: outcome.message for d in failed}
-                    for d in failed:
+                if outcome.status == "ok":
+                    verdict = self._share_verdict(state)
+                    wrong = [d for d in config.directions if verdict.status(d) == "wrong"]
+                    # later seqlens of this (strategy, mask, cp_size) inherit the verdict
+                    self.gated[triple] = {d: verdict.message(d) for d in wrong}
+                    for d in wrong:
                         if d in remaining:
-                            self._write(cell, d, "wrong", outcome.message)
+                            self._write(cell, d, "wrong", verdict.message(d))
                             remaining.remove(d)
-                    outcome = _Outcome()
-                else:
-                    self.gated[triple] = {}
-                gate_msg = outcome.message if outcome.status == "ok" else ""
             state.inputs = None
-            self._free()
+            free_memory(self.device)
             for direction in list(remaining):
                 if outcome.status != "ok":
                     break
                 outcome = self._phase(cell, lambda: self._time(state, direction), num_values=3)
                 if outcome.status == "ok":
                     runtime, peak, sent = outcome.values
+                    gate_msg = verdict.message(direction) if verdict is not None else ""
                     notes = [gate_msg, f"comm_bytes_per_rank={int(sent)}", state.notes]
                     self._write(cell, direction, "ok", "; ".join(n for n in notes if n), runtime,
                                 peak if self.device.type == "cuda" else None)
@@ -528,15 +395,15 @@ class CPRunner:
                     self._write(cell, d, outcome.status, outcome.message)
         finally:
             del state
-            self._free()
+            free_memory(self.device)
 
     def _mask_phase(self, choice: MaskChoice, seqlen: int) -> tuple[Mask | None, str]:
         """Build the mask on every rank (deterministic) and agree on success."""
         box: dict = {}
 
         def build():
-            box["mask"] = _build_mask(choice, seqlen, self.config.data,
-                                      self.config.hardware.num_heads_kv)
+            box["mask"] = cell_mask(choice, seqlen, self.config.data,
+                                    self.config.hardware.num_heads_kv)
         outcome = self._agree(_run_phase(True, build))
         return box.get("mask") if outcome.status == "ok" else None, outcome.message
 

@@ -2,9 +2,8 @@
 
 Every rank builds the same mask and the same global q, k, v, dout (fixed seed); the strategy
 shards them, runs attention forward and backward, and unshards out, dq, dk, dv, which are
-compared with the oracle on the global tensors. The tolerance follows the kernel tests: the
-CP error may be at most twice the error of the single-device kernel (same backend, same dtype)
-plus ``atol`` (relative to the largest oracle value). Used by tests/bench/cp (gloo, fp32, dense
+compared with the oracle on the global tensors by the benchmark's gate (``bench.gate.compare``:
+relative L2 error, bound per dtype) on every row. Used by tests/bench/cp (gloo, fp32, dense
 fp64 oracle) and scripts/device/cp_gpu_check.py (NCCL, bf16, fp32 reference-kernel oracle).
 """
 from __future__ import annotations
@@ -17,8 +16,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from bench.gate import Reference, compare, reference
+from bench.problem import Inputs, Shapes
 from magi_attention.common import to_dense
-from magi_attention.functional import flex_flash_attn_func
 from magi_attention.testing import dense_attention
 
 from . import load_strategy
@@ -60,7 +60,6 @@ class Problem:
     doc_lens: tuple[int, ...]
     dtype: str = "float32"
     oracle: str = "dense"  # "dense": fp64 dense_attention; "reference": reference kernel in fp32
-    atol: float = 1e-4
     seed: int = 0
 
 
@@ -80,32 +79,23 @@ def _grads(fn, q, k, v, dout) -> list[torch.Tensor]:
     return [out.detach(), q.grad, k.grad, v.grad]
 
 
-def _oracle(p: Problem, mask, q, k, v, dout) -> list[torch.Tensor]:
+def _oracle(p: Problem, mask, q, k, v, dout) -> Reference:
+    """The global out, dq, dk, dv as a gate reference on every row (batch 1)."""
     if p.oracle == "dense":
         dense = to_dense(mask.slices, p.seqlen, device=q.device)
-        return [t.double() for t in _grads(lambda a, b, c: dense_attention(a, b, c, dense)[0],
-                                           q, k, v, dout)]
-    fn = _slices_fn(mask, "reference")
-    return [t.double() for t in _grads(fn, q.float(), k.float(), v.float(), dout.float())]
-
-
-def _slices_fn(mask, backend):
-    from bench.masks.convert import to_slices_tensors
-
-    def fn(q, k, v):
-        return flex_flash_attn_func(q, k, v, *to_slices_tensors(mask, q.device), backend=backend)[0]
-    return fn
-
-
-def _errors(results, oracle) -> dict[str, float]:
-    return {n: float((r.double() - o).abs().max()) for n, r, o in zip(GRAD_NAMES, results, oracle)}
+        out, dq, dk, dv = _grads(lambda a, b, c: dense_attention(a, b, c, dense)[0], q, k, v, dout)
+        return Reference(rows=torch.arange(p.seqlen, device=q.device), out=out[None],
+                         dq=dq[None], dk=dk[None], dv=dv[None])
+    shapes = Shapes(1, p.seqlen, p.num_heads_q, p.num_heads_kv, p.head_dim, p.dtype)
+    inputs = Inputs(*(t[None] for t in (q, k, v, dout)))
+    return reference(mask, shapes, inputs, torch.arange(p.seqlen))
 
 
 def check_cell(cell: Cell, p: Problem, group=None, kernel: LocalKernel | None = None,
                device="cpu") -> dict[str, Any]:
     """Run one cell on every rank of ``group``. Returns a dict with status ("ok", "mismatch",
-    "unsupported" or "error"), message, per-tensor max errors and tolerances, comm_bytes and
-    notes; the comparison runs on group rank 0 only (other ranks return status "done").
+    "unsupported" or "error"), message, per-tensor relative errors and bounds (``bench.gate``),
+    comm_bytes and notes; the comparison runs on group rank 0 only (other ranks return status "done").
     Collective; an exception on one rank only leaves the others waiting, so callers time out."""
     from bench.masks import UnsupportedMask, build_mask
 
@@ -132,16 +122,12 @@ def check_cell(cell: Cell, p: Problem, group=None, kernel: LocalKernel | None = 
         if dist.get_rank(group) != 0:  # every rank holds the gathered results; one compares
             row.update(status="done", message="compared on rank 0")
             return row
-        oracle = _oracle(p, mask, q, k, v, dout)
-        single = _errors(_grads(_slices_fn(mask, kernel.backend), q, k, v, dout), oracle)
-        errors = _errors(results, oracle)
-        scale = {n: max(1.0, float(o.abs().max())) for n, o in zip(GRAD_NAMES, oracle)}
-        tol = {n: 2 * single[n] + p.atol * scale[n] for n in GRAD_NAMES}
-        bad = [n for n in GRAD_NAMES if not errors[n] <= tol[n]]
-        row.update(errors=errors, single_device_errors=single, tolerances=tol,
-                   status="mismatch" if bad else "ok",
-                   message=", ".join(f"{n}: max err {errors[n]:.3g} > tol {tol[n]:.3g}"
-                                     for n in bad))
+        result = compare(_oracle(p, mask, q, k, v, dout), results[0][None],
+                         tuple(g[None] for g in results[1:]), p.dtype)
+        row.update(errors=dict(result.errors), tolerances=dict(result.tolerances),
+                   status="mismatch" if result.failed else "ok",
+                   message=", ".join(f"{n}: rel_err {result.errors[n]:.3g} > tol "
+                                     f"{result.tolerances[n]:.3g}" for n in result.failed))
     except UnsupportedMask as e:
         row.update(status="unsupported", message=str(e))
     except Exception as e:  # one bad cell must not stop the others

@@ -28,7 +28,7 @@ register_schemas()
 
 def warn_unimportable_targets(config: KernelBenchConfig) -> None:
     """One line on the terminal for each kernel whose import target cannot be loaded here (its
-    cells are recorded ``unsupported`` with the reason; a corrected target is measured anew)."""
+    cells are recorded ``missing`` with the reason; a corrected target is measured anew)."""
     from bench.kernels.custom import load_target
 
     for kernel in config.kernels:
@@ -39,7 +39,7 @@ def warn_unimportable_targets(config: KernelBenchConfig) -> None:
             load_target(target)
         except Exception as e:  # anything the user's module raises on import: warn, go on
             print(f"warning: kernel.{kernel.label}.target={target} cannot be loaded here "
-                  f"({type(e).__name__}: {e}); its cells are recorded unsupported",
+                  f"({type(e).__name__}: {e}); its cells are recorded missing",
                   file=sys.stderr)
 
 

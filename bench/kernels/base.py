@@ -16,7 +16,6 @@ gradients in that layout.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -24,70 +23,10 @@ from typing import Any, ClassVar
 import torch
 
 from bench.masks import Mask
+# the problem types live in bench.problem (CP uses them too); adapters import them from here
+from bench.problem import DTYPES, Inputs, Shapes, make_inputs
 
 __all__ = ["Shapes", "Inputs", "Prepared", "KernelAdapter", "DTYPES", "make_inputs"]
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-@dataclass(frozen=True)
-class Shapes:
-    """Problem sizes of one cell. ``seqlen`` is seqlen_q == seqlen_k."""
-
-    batch: int
-    seqlen: int
-    num_heads_q: int
-    num_heads_kv: int
-    head_dim: int
-    dtype: str
-
-    def __post_init__(self) -> None:
-        for name in ("batch", "seqlen", "num_heads_q", "num_heads_kv", "head_dim"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if self.num_heads_q % self.num_heads_kv:
-            raise ValueError(f"num_heads_q={self.num_heads_q} must be a multiple of "
-                             f"num_heads_kv={self.num_heads_kv}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return DTYPES[self.dtype]
-
-    @property
-    def group(self) -> int:
-        """Query heads per KV head (GQA)."""
-        return self.num_heads_q // self.num_heads_kv
-
-    @property
-    def softmax_scale(self) -> float:
-        return 1.0 / math.sqrt(self.head_dim)
-
-
-@dataclass
-class Inputs:
-    """q: [batch, seqlen, num_heads_q, head_dim]; k, v: [batch, seqlen, num_heads_kv, head_dim];
-    dout: like q. Plain tensors (no grad); adapters copy or view them into their layout."""
-
-    q: torch.Tensor
-    k: torch.Tensor
-    v: torch.Tensor
-    dout: torch.Tensor
-
-
-def make_inputs(shapes: Shapes, device: torch.device | str, seed: int = 0) -> Inputs:
-    """Standard-normal q, k, v, dout from ``seed`` (drawn on the device, so large S is cheap)."""
-    gen = torch.Generator(device=device).manual_seed(seed)
-    b, s, d = shapes.batch, shapes.seqlen, shapes.head_dim
-
-    def draw(heads: int) -> torch.Tensor:
-        return torch.randn(b, s, heads, d, generator=gen, device=device, dtype=torch.float32
-                           ).to(shapes.torch_dtype)
-
-    return Inputs(q=draw(shapes.num_heads_q), k=draw(shapes.num_heads_kv),
-                  v=draw(shapes.num_heads_kv), dout=draw(shapes.num_heads_q))
 
 
 @dataclass

@@ -4,16 +4,14 @@ Per (mask, seqlen) the mask is built once (document lengths from ``bench.data``)
 kernel sees the same mask and the same q, k, v. Per kernel: ``supports`` (else rows
 ``unsupported``), ``prepare`` (untimed), the correctness gate (else rows ``wrong``), then per
 direction: reset the peak-memory counter, time with CUDA events (median of ``repeat`` after
-``warmup``), read the peak, write the row at once. ``UnsupportedMask``/``BackendUnavailable``/
-``ImportError`` become ``unsupported`` (``missing`` when a package is absent, bench.status), ``torch.cuda.OutOfMemoryError`` ``oom`` (memory is freed
-first), any other Exception ``error``; the sweep goes on. Cells with a final row in the results
-folder for the same measured function (``bench.results.RESUME_KEY``: the label's adapter, options,
-import target code and version) are skipped unless ``force``. Ctrl-C raises
+``warmup``), read the peak, write the row at once. Exceptions become rows as ``bench.sweep``
+says (unsupported, missing, oom, error; memory is freed first); the sweep goes on. Cells with a
+final row in the results folder for the same measured function (``bench.results.RESUME_KEY``:
+the label's adapter, options, import target code and version) are skipped unless ``force``. Ctrl-C raises
 ``SweepInterrupted`` with the number of rows written.
 """
 from __future__ import annotations
 
-import gc
 import logging
 from dataclasses import dataclass
 
@@ -21,22 +19,21 @@ import torch
 from tqdm import tqdm
 
 from bench.config import KernelBenchConfig, KernelChoice, MaskChoice
-from bench.data import sample_doc_lens
-from bench.masks import PATTERNS, Mask, UnsupportedMask, build_mask
-from bench.metrics import attn_flops, peak_mem_gb, reset_peak_mem, time_cuda_ms, tflops_per_s
+from bench.gate import check_prepared, gate_rows, reference, restrict_dout
+from bench.masks import Mask, UnsupportedMask
+from bench.metrics import peak_mem_gb, reset_peak_mem, time_cuda_ms
+from bench.problem import Shapes, make_inputs
 from bench.results import (FINAL_STATUSES, ResultRow, RunMeta, SweepInterrupted, append_row,
-                           done_cells, now_iso, repair_file, resume_key, run_meta)
+                           done_cells, repair_file, run_meta)
 from bench.spec import measured_spec
-from bench.status import unsupported_status
-from magi_attention.functional import BackendUnavailable
+from bench.sweep import (RowSource, cell_mask, error_message, failure_of, free_memory,
+                         supports_failure)
 
-from . import _gate, load_adapter
-from .base import KernelAdapter, Shapes, make_inputs
+from . import load_adapter
+from .base import KernelAdapter
 
 log = logging.getLogger(__name__)
 
-UNSUPPORTED_ERRORS = (UnsupportedMask, BackendUnavailable, ImportError, NotImplementedError)
-MAX_MESSAGE_CHARS = 400
 
 
 @dataclass
@@ -50,16 +47,11 @@ class _Cell:
     shapes: Shapes
 
 
-def _message(e: BaseException) -> str:
-    text = f"{type(e).__name__}: {e}".replace("\n", " ")
-    return text[:MAX_MESSAGE_CHARS]
-
-
 def _version(adapter: KernelAdapter) -> str:
     try:
         return adapter.version()
     except Exception as e:  # a version probe must not lose the rows
-        return f"unknown ({_message(e)})"
+        return f"unknown ({error_message(e)})"
 
 
 class KernelRunner:
@@ -72,6 +64,7 @@ class KernelRunner:
                              f"not available; use hardware=cpu or hardware=auto")
         self.device = torch.device(config.hardware.device)
         self.meta: RunMeta = run_meta()
+        self.source = RowSource(self.meta, config.hardware.name, self.meta.env)
         self.adapters = {k.label: load_adapter(k.name, **dict(k.options)) for k in config.kernels}
         # what each label measures, for the resume key and the rows
         self.specs = {k.label: measured_spec(k.name, k.options) for k in config.kernels}
@@ -83,49 +76,23 @@ class KernelRunner:
 
     # -- rows ------------------------------------------------------------------------------
     def _key(self, cell: _Cell, direction: str) -> tuple:
-        s, label = cell.shapes, cell.kernel.label
-        return resume_key(dict(hardware=self.config.hardware.name, kernel=label,
-                               mask=cell.mask_label, seqlen=s.seqlen, batch=s.batch,
-                               num_heads_q=s.num_heads_q, num_heads_kv=s.num_heads_kv,
-                               head_dim=s.head_dim, dtype=s.dtype, direction=direction, cp_size=1,
-                               spec=self.specs[label], kernel_version=self.versions[label]))
+        label = cell.kernel.label
+        return self.source.key(label=label, mask_label=cell.mask_label, shapes=cell.shapes,
+                               direction=direction, cp_size=1, spec=self.specs[label],
+                               version=self.versions[label])
 
     def _write(self, cell: _Cell, direction: str, status: str, message: str = "",
                runtime_ms: float | None = None, peak: float | None = None,
                build_ms: float | None = None) -> None:
-        s, m = cell.shapes, self.meta
-        area = cell.mask.area if cell.mask is not None else None
-        flops = (attn_flops(area, s.num_heads_q, s.head_dim, s.batch, direction)
-                 if area is not None else None)
         label = cell.kernel.label
-        row = ResultRow(
-            run_id=m.run_id, time=now_iso(), git_sha=m.git_sha, hardware=self.config.hardware.name,
-            gpu_name=m.gpu_name, torch_version=m.torch_version,
-            kernel_version=self.versions[label],
-            kernel=cell.kernel.label, mask=cell.mask_label, seqlen=s.seqlen, batch=s.batch,
-            num_heads_q=s.num_heads_q, num_heads_kv=s.num_heads_kv, head_dim=s.head_dim,
-            dtype=s.dtype, direction=direction, cp_size=1, mask_area=area, flops=flops,
-            runtime_ms=runtime_ms,
-            tflops_per_s=tflops_per_s(flops, runtime_ms) if runtime_ms and flops else None,
-            peak_mem_gb=peak, build_ms=build_ms, status=status, message=message, env=m.env,
-            spec=self.specs[label])
+        row = self.source.row(label=label, version=self.versions[label], spec=self.specs[label],
+                              mask_label=cell.mask_label, mask=cell.mask, shapes=cell.shapes,
+                              direction=direction, cp_size=1, status=status, message=message,
+                              runtime_ms=runtime_ms, peak_mem_gb=peak, build_ms=build_ms)
         append_row(self.config.out_file, row)
         self.rows.append(row)
 
     # -- cells -----------------------------------------------------------------------------
-    def _build_mask(self, choice: MaskChoice, seqlen: int, shapes: Shapes) -> Mask:
-        params = dict(choice.params)
-        pattern = PATTERNS[choice.name]
-        if pattern.per_head and "num_heads_kv" not in params:
-            params["num_heads_kv"] = shapes.num_heads_kv
-        doc_lens = None
-        if pattern.needs_docs:
-            data = self.config.data
-            doc_lens = sample_doc_lens(seqlen, seed=data.seed, distribution=data.distribution,
-                                       cap_ratio=data.cap_ratio)
-        return build_mask(choice.name, seqlen, doc_lens=doc_lens, seed=self.config.data.seed,
-                          **params)
-
     def _measure(self, cell: _Cell, pending: list[str], reference_cache: dict) -> None:
         """Everything after ``supports``: prepare, gate, time each pending direction."""
         config, remaining = self.config, list(pending)
@@ -133,74 +100,64 @@ class KernelRunner:
         inputs = prepared = None
         try:
             inputs = make_inputs(cell.shapes, self.device, seed=config.seed)
-            if config.gate.enabled and "ref" not in reference_cache:
-                reference_cache["ref"] = _gate.reference(
-                    cell.mask, cell.shapes, inputs, config.gate.full_max_seqlen,
-                    config.gate.rows, config.gate.seed)
+            if config.gate.enabled:
+                self._gate_inputs(cell, inputs, reference_cache)
             prepared = cell.adapter.prepare(cell.mask, cell.shapes, self.device, inputs)
             inputs = None  # the adapter holds its own copies; the peak should not count ours
-            out_gate = _gate.GateResult(True, "")
+            verdict = None
             if config.gate.enabled:
-                # a wrong forward output condemns every direction, so it is checked first
-                out_gate = _gate.check_out(prepared, reference_cache["ref"], cell.shapes.dtype)
-                if not out_gate.passed:
-                    failure = ("wrong", out_gate.message)
-                    return
+                verdict = check_prepared(prepared, reference_cache["ref"], cell.shapes.dtype,
+                                         with_grads="bwd" in pending, seed=config.gate.seed)
             for direction in pending:
-                result = out_gate
-                if direction == "bwd" and config.gate.enabled:
-                    result = _gate.check_grads(prepared, reference_cache["ref"], cell.shapes.dtype)
-                if not result.passed:
-                    self._write(cell, direction, "wrong", result.message)
+                if verdict is not None and verdict.status(direction) == "wrong":
+                    self._write(cell, direction, "wrong", verdict.message(direction))
                     remaining.remove(direction)
                     continue
                 fn = prepared.fwd if direction == "fwd" else prepared.bwd
                 reset_peak_mem(self.device)
                 runtime = time_cuda_ms(fn, config.hardware.warmup, config.hardware.repeat)
-                notes = [result.message] + [f"{k}={v}" for k, v in prepared.extra.items()]
+                notes = [verdict.message(direction) if verdict is not None else ""]
+                notes += [f"{k}={v}" for k, v in prepared.extra.items()]
                 self._write(cell, direction, "ok", "; ".join(n for n in notes if n), runtime,
                             peak_mem_gb(self.device), prepared.build_ms)
                 remaining.remove(direction)
-        except UNSUPPORTED_ERRORS as e:
-            failure = (unsupported_status(_message(e)), _message(e))
-        except torch.cuda.OutOfMemoryError as e:
-            failure = ("oom", _message(e))
-        except Exception as e:  # the sweep goes on; the row carries the error
-            log.warning("kernel %s on %s S=%d failed: %s", cell.kernel.label, cell.mask_label,
-                        cell.shapes.seqlen, _message(e))
-            failure = ("error", _message(e))
+        except Exception as e:  # the sweep goes on; the row carries the status and the error
+            failure = failure_of(e)
+            if failure[0] == "error":
+                log.warning("kernel %s on %s S=%d failed: %s", cell.kernel.label,
+                            cell.mask_label, cell.shapes.seqlen, failure[1])
         finally:
             # leave the except blocks first, so no traceback still holds the tensors
             del inputs, prepared
-            self._free()
+            free_memory(self.device)
             if failure is not None:
                 for direction in remaining:
                     self._write(cell, direction, *failure)
 
-    def _free(self) -> None:
-        gc.collect()
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
+    def _gate_inputs(self, cell: _Cell, inputs, reference_cache: dict) -> None:
+        """Restrict dout to the gate's rows; build the cell's reference once for all kernels."""
+        gate = self.config.gate
+        if "rows" not in reference_cache:
+            reference_cache["rows"] = gate_rows(cell.shapes.seqlen, rows=gate.rows,
+                                                full_max_seqlen=gate.full_max_seqlen,
+                                                seed=gate.seed)
+        restrict_dout(inputs, reference_cache["rows"])
+        if "ref" not in reference_cache:
+            reference_cache["ref"] = reference(cell.mask, cell.shapes, inputs,
+                                               reference_cache["rows"],
+                                               grads="bwd" in self.config.directions)
 
     def _run_cell(self, cell: _Cell, pending: list[str], reference_cache: dict) -> None:
-        try:
-            reason = cell.adapter.supports(cell.mask, cell.shapes, self.device)
-        except Exception as e:
-            for direction in pending:
-                self._write(cell, direction, "error", f"supports() raised {_message(e)}")
-            return
-        if reason is not None:
-            for direction in pending:
-                self._write(cell, direction, unsupported_status(reason), reason)
-            return
+        failure = supports_failure(lambda: cell.adapter.supports(cell.mask, cell.shapes,
+                                                                 self.device))
         per_direction = getattr(cell.adapter, "supports_direction", lambda d: None)
         runnable = []
         for direction in pending:
-            reason = per_direction(direction)
-            if reason is None:
+            refused = failure or supports_failure(lambda: per_direction(direction))
+            if refused is None:
                 runnable.append(direction)
             else:
-                self._write(cell, direction, unsupported_status(reason), reason)
+                self._write(cell, direction, *refused)
         if runnable:
             self._measure(cell, runnable, reference_cache)
 
@@ -223,9 +180,9 @@ class KernelRunner:
             mask: Mask | None = None
             mask_error = None
             try:
-                mask = self._build_mask(choice, seqlen, shapes)
+                mask = cell_mask(choice, seqlen, config.data, shapes.num_heads_kv)
             except (ValueError, UnsupportedMask) as e:
-                mask_error = _message(e)
+                mask_error = error_message(e)
             for kernel in config.kernels:
                 cell = _Cell(kernel, self.adapters[kernel.label], choice.label, mask, shapes)
                 pending = [d for d in config.directions if self._key(cell, d) not in self.done]
@@ -237,7 +194,7 @@ class KernelRunner:
                     self._run_cell(cell, pending, reference_cache)
                 bar.update(len(config.directions))
             reference_cache.clear()
-            self._free()
+            free_memory(self.device)
 
 
 def run_sweep(config: KernelBenchConfig) -> list[ResultRow]:

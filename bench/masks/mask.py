@@ -13,7 +13,8 @@ class Mask:
     """A mask over ``seqlen_q = seqlen_k = seqlen`` tokens: the union of its slices.
 
     Attributes:
-        name: pattern name, one of ``MASK_NAMES``.
+        name: pattern name, one of ``MASK_NAMES``; a label of the user's choice for a mask made
+            by ``mask_from_slices``.
         seqlen: S.
         slices: the mask shared by all heads; for per-head masks, the mask of KV head 0.
         head_slices: one slice tuple per KV head for per-head masks (block_sparse and

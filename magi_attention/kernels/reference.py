@@ -93,8 +93,8 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
     group = num_heads_q // num_heads_kv
     qr, kr, ty = mask.host_lists()
 
-    def by_group(x):  # [Sq, Hq, D] -> [Hkv, G, Sq, D]
-        return x.float().reshape(seqlen_q, num_heads_kv, group, -1).permute(1, 2, 0, 3)
+    def by_group(x):  # [Sq, Hq, D] -> [Hkv, G, Sq, D]; D explicit: -1 is ambiguous at Sq = 0
+        return x.float().reshape(seqlen_q, num_heads_kv, group, x.shape[-1]).permute(1, 2, 0, 3)
 
     qf, dof = by_group(q), by_group(dout)
     delta = (dof * by_group(out)).sum(dim=-1)

@@ -82,11 +82,11 @@ def test_hardware_folder_means_its_kernel_rows(tmp_path):
 def test_missing_package_and_not_measured_cells(results_dir, tmp_path):
     """A peer without its package is 'X (missing)', also in rows written before that status
     existed; a cell of the sweep with no row (here fa3 at 512, bwd at 256) is 'not measured'."""
-    append_row(results_dir / "job_c.csv", replace(BASE, kernel="fa3", status="missing",
+    append_row(results_dir / "exp__job=c.csv", replace(BASE, kernel="fa3", status="missing",
                                                   message="No module named 'flash_attn_interface'"))
-    append_row(results_dir / "job_c.csv", replace(BASE, kernel="flashmask", status="unsupported",
+    append_row(results_dir / "exp__job=c.csv", replace(BASE, kernel="flashmask", status="unsupported",
                                                   message="paddle not importable: No module named 'paddle'"))
-    append_row(results_dir / "job_c.csv", replace(BASE, kernel="flashmask", seqlen=512,
+    append_row(results_dir / "exp__job=c.csv", replace(BASE, kernel="flashmask", seqlen=512,
                                                   direction="bwd", status="missing", message="x"))
     report.write_tables(results_dir, tmp_path / "t")
     fwd = (tmp_path / "t" / "tflops_per_s_cpu_causal_fwd_1.md").read_text()

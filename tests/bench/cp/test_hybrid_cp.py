@@ -35,3 +35,14 @@ def test_cross_document_slice_is_named():
     mask = build_mask("share_question", 64, doc_lens=[16, 48])
     reason = slices_by_doc(mask.slices, doc_ranges(64, mask.doc_lens))
     assert isinstance(reason, str) and "across documents" in reason
+
+
+def test_empty_slice_does_not_decide_support():
+    """q [5, 5) x k [4, 5) lies at a document border but covers nothing."""
+    from magi_attention.common import AttnMaskType, AttnSlice
+    docs = doc_ranges(10, [5, 5])
+    inside = AttnSlice.make(0, 5, 0, 5, AttnMaskType.CAUSAL)
+    empty = AttnSlice.make(5, 5, 4, 5, AttnMaskType.FULL)
+    assert slices_by_doc([inside, empty], docs) == [[inside], []]
+    across = AttnSlice.make(5, 6, 4, 6, AttnMaskType.FULL)
+    assert "across documents" in slices_by_doc([inside, across], docs)

@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from bench.config import CONFIGS_DIR
-from bench.cp.__main__ import cp_bench_config
+from bench.config import CONFIGS_DIR, cp_bench_config, register_schemas
+
+register_schemas()
 
 
 def _compose(*overrides):

@@ -1,10 +1,11 @@
 """The CP sweep end to end from the Hydra command line: torchrun, 2 gloo processes on CPU.
 
-One sweep (2 per-GPU seqlens x cp 1, 2, 4 x 2 masks x 7 strategies) runs once per module:
+One sweep (2 per-GPU seqlens x cp 1, 2, 4 x 2 masks x 9 strategies) runs once per module:
 MagiAttention and three baselines, plus strategies defined below through ``cp.<label>.target``
 that fail on purpose: an exception on every rank (error), on rank 1 only before any collective
 (error, message gathered from rank 1), an out-of-memory error (oom), a wrong output (wrong, at
-both seqlens: the gate at the first condemns the second). Checks the rows, the figures, the
+both seqlens: the gate at the first condemns the second), wrong gradients behind a right output
+(bwd wrong, fwd timed; the gate samples rows at cp 2). Checks the rows, the figures, the
 TFLOPs/s arithmetic, and that a rerun skips the final cells and re-measures only the others.
 """
 from __future__ import annotations
@@ -55,8 +56,25 @@ class WrongOutput(RingP2P):
         return super().attention(q, k, v) * 1.5
 
 
+class _ScaleGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 1.01
+
+
+class WrongGradients(RingP2P):
+    """The right output; dq, dk, dv 1% off (through the incoming gradient)."""
+
+    def attention(self, q, k, v):
+        return _ScaleGrad.apply(super().attention(q, k, v))
+
+
 INJECTED = {"raises": "RaisesEverywhere", "raises_rank1": "RaisesOnRank1",
-            "oom": "RunsOutOfMemory", "wrong": "WrongOutput"}
+            "oom": "RunsOutOfMemory", "wrong": "WrongOutput", "wrong_grads": "WrongGradients"}
 REAL = ("magi", "ulysses", "ring_p2p", "hybrid_cp")
 MASKS = ("causal", "causal_document")
 SEQLEN_PER_GPU = (64, 128)
@@ -71,6 +89,8 @@ def _command(tmp: Path) -> list[str]:
         f"cp_sizes=[{','.join(map(str, CP_SIZES))}]",
         f"out_dir={tmp}/results", f"plots_dir={tmp}/plots", "progress=false",
         f"hydra.run.dir={tmp}/hydra",
+        # the gate samples 32 rows above S = 64: cp 1 checks every row, cp 2 sampled rows
+        "gate.full_max_seqlen=64", "gate.rows=32",
     ]
     # the failing strategies come from an experiment file in a search-path folder
     conf = tmp / "conf" / "experiment"
@@ -178,12 +198,17 @@ def test_cp_sizes_beyond_the_launch_are_unsupported_with_reason(sweep):
     pytest.param("raises_rank1", 2, "error", "injected failure on rank 1", id="raises_rank1-cp2"),
     pytest.param("oom", 2, "oom", "out of memory", id="oom"),
     pytest.param("wrong", 2, "wrong", "gate: out rel_err", id="wrong"),
+    pytest.param("wrong_grads", 1, "wrong", "gate: d", id="wrong_grads-cp1-all-rows"),
+    pytest.param("wrong_grads", 2, "wrong", "gate: d", id="wrong_grads-cp2-sampled-rows"),
 ])
 def test_injected_failures_become_rows_and_the_sweep_goes_on(sweep, label, cp, status, text):
     _, rows, *_ = sweep
     for per_gpu in SEQLEN_PER_GPU:
         for direction in ("fwd", "bwd"):
             row = _cell(rows, label, "causal_document", per_gpu, cp, direction)
+            if label == "wrong_grads" and direction == "fwd":  # a right forward is timed
+                assert row.status == "ok" and row.runtime_ms > 0, row.message
+                continue
             assert row.status == status, row.message
             assert text in row.message
             if status != "ok":
@@ -205,7 +230,8 @@ def test_ratio_table_divides_magi_by_each_baseline(sweep):
     from bench.cp.plot import ratio_table
     tmp, rows, *_ = sweep
     table = ratio_table(tmp / "results" / "cp")
-    ok_baselines = set(REAL[1:]) | {"raises_rank1"}  # ok at cp 1 (rank 1 is not a member)
+    # raises_rank1 is ok at cp 1 (rank 1 is not a member); wrong_grads has ok fwd rows
+    ok_baselines = set(REAL[1:]) | {"raises_rank1", "wrong_grads"}
     assert set(table.baseline) == ok_baselines
     got = table[(table.baseline == "ulysses") & (table["mask"] == "causal") & (table.cp_size == 2)
                 & (table.seqlen_per_gpu == 64) & (table.direction == "bwd")].ratio

@@ -3,9 +3,11 @@ import json
 import subprocess
 import sys
 
-import datasets
 import pandas as pd
 import pytest
+
+# an optional package (the dataset -> distribution tool); the GPU machine goes without it
+datasets = pytest.importorskip("datasets")
 
 from bench.data import build_distribution, default_bins, load_distribution
 from bench.data._cli import main

@@ -2,11 +2,11 @@
 import pytest
 import torch
 
-from bench.kernels import KERNEL_NAMES, _gate, load_adapter, make_inputs
-from bench.kernels.base import Shapes
-from bench.masks import KERNEL_MASK_NAMES, build_mask
+from bench.gate import check_prepared, gate_rows, reference, restrict_dout
+from bench.kernels import KERNEL_NAMES, load_adapter, make_inputs
+from bench.masks import KERNEL_MASK_NAMES, build_mask, convert
+from bench.problem import Shapes
 from magi_attention.testing import dense_attention
-from bench.masks import convert
 
 CPU = torch.device("cpu")
 CPU_KERNELS = ("naive", "sdpa_math", "flex", "ffa", "custom")
@@ -21,20 +21,23 @@ def _mask(name):
     return build_mask(name, SHAPES.seqlen, doc_lens=DOC_LENS, **MASK_PARAMS.get(name, {}))
 
 
+@pytest.mark.parametrize("full_max_seqlen", [SHAPES.seqlen, 0], ids=["all_rows", "sampled_rows"])
 @pytest.mark.parametrize("mask_name", KERNEL_MASK_NAMES)
 @pytest.mark.parametrize("kernel", CPU_KERNELS)
-def test_cpu_adapter_passes_gate(kernel, mask_name):
+def test_cpu_adapter_passes_gate(kernel, mask_name, full_max_seqlen):
     mask = _mask(mask_name)
     adapter = load_adapter(kernel, **OPTIONS.get(kernel, {}))
     assert adapter.supports(mask, SHAPES, CPU) is None
     inputs = make_inputs(SHAPES, CPU, seed=1)
+    rows = gate_rows(SHAPES.seqlen, rows=32, full_max_seqlen=full_max_seqlen, seed=0)
+    restrict_dout(inputs, rows)
     prepared = adapter.prepare(mask, SHAPES, CPU, inputs)
-    ref = _gate.reference(mask, SHAPES, inputs, full_max_seqlen=SHAPES.seqlen, rows=32, seed=0)
-    result = _gate.check_out(prepared, ref, SHAPES.dtype)
-    assert result.passed, result.message
-    if kernel != "flex":  # FlexAttention has no CPU backward
-        grads = _gate.check_grads(prepared, ref, SHAPES.dtype)
-        assert grads.passed and "grads" in grads.message, grads.message
+    ref = reference(mask, SHAPES, inputs, rows)
+    with_grads = kernel != "flex"  # FlexAttention has no CPU backward
+    result = check_prepared(prepared, ref, SHAPES.dtype, with_grads)
+    assert result.status("fwd") == "ok", result.message("fwd")
+    if with_grads:
+        assert result.status("bwd") == "ok" and "grads" in result.message("bwd"), result.errors
 
 
 @pytest.mark.parametrize("kernel", ["naive", "sdpa_math"])
@@ -53,25 +56,6 @@ def test_adapter_matches_dense_oracle_on_per_head_mask(kernel):
 def test_gpu_adapter_declines_cpu_with_reason(kernel):
     reason = load_adapter(kernel).supports(_mask("causal"), SHAPES, CPU)
     assert isinstance(reason, str) and reason
-
-
-def test_gate_marks_a_kernel_that_ignores_the_mask_wrong():
-    mask = _mask("causal_document")
-    inputs = make_inputs(SHAPES, CPU, seed=3)
-    # the causal (not document) mask: right on the first document, wrong after it
-    prepared = load_adapter("naive").prepare(_mask("causal"), SHAPES, CPU, inputs)
-    ref = _gate.reference(mask, SHAPES, inputs, full_max_seqlen=0, rows=32, seed=0)
-    result = _gate.check_out(prepared, ref, SHAPES.dtype)
-    assert not result.passed and "rel_err" in result.message
-
-
-def test_row_subset_reference_equals_full_reference_rows():
-    mask = _mask("sliding_window_causal")
-    inputs = make_inputs(SHAPES, CPU, seed=4)
-    full = _gate.reference(mask, SHAPES, inputs, full_max_seqlen=SHAPES.seqlen, rows=32, seed=0)
-    sub = _gate.reference(mask, SHAPES, inputs, full_max_seqlen=0, rows=32, seed=5)
-    assert sub.grads is None and len(sub.rows) == 32 and int(sub.rows.max()) == SHAPES.seqlen - 1
-    torch.testing.assert_close(sub.out, full.out[:, sub.rows], atol=1e-6, rtol=1e-6)
 
 
 def test_unknown_kernel_and_bad_option_are_named():

@@ -3,8 +3,9 @@ kernel-level masks (bf16, GQA), or declines with a reason. Run: pytest -m gpu te
 import pytest
 import torch
 
-from bench.kernels import KERNEL_NAMES, _gate, load_adapter, make_inputs
-from bench.kernels.base import Shapes
+from bench.gate import check_prepared, gate_rows, reference, restrict_dout
+from bench.kernels import KERNEL_NAMES, load_adapter, make_inputs
+from bench.problem import Shapes
 from bench.masks import KERNEL_MASK_NAMES, build_mask
 
 pytestmark = pytest.mark.gpu
@@ -14,9 +15,10 @@ MASK_PARAMS = {"sliding_window_causal": {"window": 256}, "block_causal_document"
 OPTIONS = {"custom": {"target": "examples.custom_kernel.my_attn:my_attention"}}
 
 
+@pytest.mark.parametrize("full_max_seqlen", [SHAPES.seqlen, 0], ids=["all_rows", "sampled_rows"])
 @pytest.mark.parametrize("mask_name", KERNEL_MASK_NAMES)
 @pytest.mark.parametrize("kernel", KERNEL_NAMES)
-def test_gpu_adapter_passes_gate_or_declines(kernel, mask_name):
+def test_gpu_adapter_passes_gate_or_declines(kernel, mask_name, full_max_seqlen):
     device = torch.device("cuda")
     mask = build_mask(mask_name, SHAPES.seqlen, doc_lens=DOC_LENS, **MASK_PARAMS.get(mask_name, {}))
     adapter = load_adapter(kernel, **OPTIONS.get(kernel, {}))
@@ -24,10 +26,10 @@ def test_gpu_adapter_passes_gate_or_declines(kernel, mask_name):
     if reason is not None:
         pytest.skip(f"{kernel} on {mask_name}: {reason}")
     inputs = make_inputs(SHAPES, device, seed=1)
-    ref = _gate.reference(mask, SHAPES, inputs, full_max_seqlen=SHAPES.seqlen, rows=256, seed=0)
+    rows = gate_rows(SHAPES.seqlen, rows=256, full_max_seqlen=full_max_seqlen, seed=0)
+    restrict_dout(inputs, rows)
+    ref = reference(mask, SHAPES, inputs, rows)
     prepared = adapter.prepare(mask, SHAPES, device, inputs)
-    result = _gate.check_out(prepared, ref, SHAPES.dtype)
-    assert result.passed, result.message
-    if getattr(adapter, "supports_direction", lambda d: None)("bwd") is None:
-        grads = _gate.check_grads(prepared, ref, SHAPES.dtype)
-        assert grads.passed, grads.message
+    with_grads = getattr(adapter, "supports_direction", lambda d: None)("bwd") is None
+    result = check_prepared(prepared, ref, SHAPES.dtype, with_grads)
+    assert not result.failed, result.message("bwd" if with_grads else "fwd")

@@ -53,6 +53,18 @@ def test_unknown_name_gives_hydras_could_not_find(group):
         _compose(f"{group}=no_such_name")
 
 
+def test_misspelt_mask_parameter_fails_before_any_cell(tmp_path):
+    with pytest.raises(ValueError, match=r"mask 'sliding_window_causal'.*\['windw'\].*\['window'\]"):
+        kernel_bench_config(_compose("mask=sliding_window_causal",
+                                     "+mask.sliding_window_causal.params.windw=3"))
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.kernels", "kernel=naive", "mask=sliding_window_causal",
+         "+mask.sliding_window_causal.params.windw=3", f"out_dir={tmp_path}/runs",
+         f"hydra.run.dir={tmp_path}/hydra"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "error: mask 'sliding_window_causal'" in result.stderr
+    assert not (tmp_path / "runs").exists()  # no row, no file: it stopped before the first cell
+
+
 def test_misspelt_key_fails_at_compose_time():
     with pytest.raises(ConfigCompositionException, match="targt"):
         _compose("kernel=custom", "kernel.custom.targt=x:y")

@@ -39,7 +39,7 @@ def test_unimportable_target_is_named_on_the_terminal(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert ("warning: kernel.custom.target=no_such_pkg.attn:fn cannot be loaded here "
             "(ModuleNotFoundError: No module named 'no_such_pkg')") in result.stderr
-    assert "{'unsupported': 2}" in result.stdout
+    assert "{'missing': 2}" in result.stdout  # bench.status: a package that does not import
 
 
 def test_ctrl_c_ends_with_one_line_and_the_rerun_resumes(tmp_path):

@@ -7,9 +7,10 @@ import importlib
 import pytest
 import torch
 
-from bench.kernels import _gate, load_adapter, make_inputs
-from bench.kernels.base import Shapes
+from bench.gate import check_prepared, compare, gate_rows, reference, restrict_dout
+from bench.kernels import load_adapter, make_inputs
 from bench.masks import KERNEL_MASK_NAMES, build_mask
+from bench.problem import Shapes
 
 pytestmark = pytest.mark.gpu
 SHAPES = Shapes(batch=2, seqlen=512, num_heads_q=8, num_heads_kv=2, head_dim=128, dtype="bfloat16")
@@ -56,16 +57,19 @@ def test_gpu_peer_passes_gate_on_its_masks(kernel, mask_name):
         pytest.skip(f"{kernel} on {mask_name} (documented X): {reason}")
     assert reason is None, f"{kernel} declined {mask_name}: {reason}"
     inputs = make_inputs(SHAPES, device, seed=3)
-    ref = _gate.reference(mask, SHAPES, inputs, full_max_seqlen=SHAPES.seqlen, rows=256, seed=0)
+    rows = gate_rows(SHAPES.seqlen, rows=256, full_max_seqlen=SHAPES.seqlen, seed=0)
+    restrict_dout(inputs, rows)
+    ref = reference(mask, SHAPES, inputs, rows)
     prepared = adapter.prepare(mask, SHAPES, device, inputs)
-    result = _gate.check_out(prepared, ref, SHAPES.dtype)
-    assert result.passed, f"{result.message} ({prepared.extra})"
-    if getattr(adapter, "supports_direction", lambda d: None)("bwd") is None:
-        grads = _gate.check_grads(prepared, ref, SHAPES.dtype)
-        assert grads.passed, f"{grads.message} ({prepared.extra})"
+    with_grads = getattr(adapter, "supports_direction", lambda d: None)("bwd") is None
+    direction = "bwd" if with_grads else "fwd"
+    result = check_prepared(prepared, ref, SHAPES.dtype, with_grads)
+    assert result.status(direction) == "ok", f"{result.message(direction)} ({prepared.extra})"
+    if with_grads:
         prepared.bwd()  # a second backward (the timed loop's) gives the same gradients
-        again = _gate.check_grads(prepared, ref, SHAPES.dtype)
-        assert again.passed, again.message
+        out = prepared.out_bshd(prepared.fwd())
+        again = compare(ref, out, prepared.grads_bshd(), SHAPES.dtype)
+        assert again.status("bwd") == "ok", again.message("bwd")
 
 
 @pytest.mark.parametrize("kernel", list(EXPECTED))

@@ -5,6 +5,7 @@ import sys
 from dataclasses import replace
 
 import pandas as pd
+import pytest
 
 from bench.config import KernelChoice
 from bench.kernels.runner import run_sweep
@@ -50,8 +51,24 @@ def test_rows_carry_the_exact_mask_flops(tiny_config):
     assert abs(row.tflops_per_s - row.flops / (row.runtime_ms * 1e-3) / 1e12) < 1e-12
 
 
+@pytest.mark.parametrize("seqlen", [128, 256], ids=["all_rows", "sampled_rows"])
+def test_right_forward_wrong_backward_gets_no_bwd_time(tiny_config, seqlen):
+    """The gate checks gradients at every seqlen (the config samples rows above 128)."""
+    wrong_bwd = KernelChoice("wrong_bwd", "testing_faulty",
+                             {"wrong_grad_cells": (f"causal_document:{seqlen}",)})
+    config = tiny_config(kernels=("naive", wrong_bwd), masks=("causal_document",),
+                         seqlens=(seqlen,))
+    status = {(r.kernel, r.direction): r for r in run_sweep(config)}
+    assert status["wrong_bwd", "fwd"].status == "ok" and status["wrong_bwd", "fwd"].runtime_ms > 0
+    bwd = status["wrong_bwd", "bwd"]
+    assert bwd.status == "wrong" and bwd.runtime_ms is None
+    assert bwd.message.startswith("gate: dv rel_err"), bwd.message
+    rows = "32 rows" if seqlen > 128 else f"{seqlen} rows"
+    assert status["naive", "bwd"].status == "ok" and rows in status["naive", "bwd"].message
+
+
 def test_wrong_kernel_is_recorded_wrong_not_timed(tiny_config, monkeypatch):
-    import bench.kernels._gate as gate
+    import bench.gate as gate
     monkeypatch.setitem(gate.REL_TOL, "float32", -1.0)  # nothing can pass
     config = tiny_config(masks=("causal",))
     rows = run_sweep(config)
@@ -137,7 +154,7 @@ def test_a_changed_custom_target_or_corrected_kernel_is_measured(tiny_config, tm
     assert run_sweep(config) == []  # same target, same code: done
 
     typo = replace(config, kernels=(custom("user_atn:attn"),))
-    assert [r.status for r in run_sweep(typo)] == ["unsupported", "unsupported"]
+    assert [r.status for r in run_sweep(typo)] == ["missing", "missing"]  # not importable
     (tmp_path / "user_attn.py").write_text(WRONG_KERNEL)
     user = replace(config, kernels=(custom("user_attn:attn"),))
     rows = run_sweep(user)  # the corrected target is measured, not skipped as "custom" done

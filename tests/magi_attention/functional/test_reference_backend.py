@@ -75,3 +75,14 @@ def test_bad_inputs_raise_clear_errors(mutate, match):
 def test_unknown_backend():
     with pytest.raises(ValueError, match="unknown backend"):
         flex_flash_attn_func(*_args(), backend="cuda-magic")
+
+
+def test_zero_query_rows_forward_and_backward():
+    """q [0, 2, 16] with empty range tensors: out is empty, dq empty, dk and dv zero."""
+    q = torch.randn(0, 2, 16, requires_grad=True)
+    k, v = (torch.randn(16, 2, 16, requires_grad=True) for _ in range(2))
+    out, _ = flex_flash_attn_func(q, k, v, *slices_to_tensors([]), backend="reference")
+    assert out.shape == (0, 2, 16)
+    dq, dk, dv = torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
+    assert dq.shape == (0, 2, 16)
+    assert dk.shape == dv.shape == (16, 2, 16) and not dk.any() and not dv.any()
