@@ -54,7 +54,7 @@ def test_cpu_kernel_sweep_on_slurm(slurm_cluster, tmp_path):
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "Error executing job with overrides" in proc.stderr and f"mask={FAILING_MASK}" in proc.stderr
     failed_log = logs[failed_task][0].read_text()
-    assert "ValueError: mask 'testing_unknown': unknown pattern 'no_such_pattern'" in failed_log, failed_log
+    assert "ValueError: mask 'testing_unknown': unknown mask 'no_such_pattern'" in failed_log, failed_log
     print(f"[slurm] failed job {failed_task}: traceback in {logs[failed_task][0]}")
 
     rows = latest_rows(read_results(results))
