@@ -113,6 +113,16 @@ class MagiAttention(CPStrategy):
                       f"pred_comm_us={plan.comm_us:.0f}; pred_hidden_us={plan.hidden_us:.0f}; "
                       f"local={self.key.backend}; imbalance={meta.imbalance():.3f}")
 
+    def set_overlap(self, enabled: bool) -> bool:
+        """Turn the stages' comm/compute overlap on or off; False when there is nothing to
+        overlap (no remote stage, or the fused stage, whose communication is exposed anyway).
+        The CP runner times both to report the communication time the stages hide."""
+        runtime = self.key.runtime
+        if not runtime.meta.stages or runtime.meta.fused is not None:
+            return False
+        runtime.overlap = enabled
+        return True
+
     def shard(self, x_global: torch.Tensor) -> torch.Tensor:
         """``dispatch``: this rank's chunks of a global tensor (new tensor, no grad)."""
         if x_global.shape[0] != self.mask.seqlen:

@@ -29,6 +29,16 @@ class _CopyInto:
         return self._out
 
 
+class _Done:
+    """A finished collective's result behind the work-handle interface (overlap off)."""
+
+    def __init__(self, result) -> None:
+        self._result = result
+
+    def wait(self):
+        return self._result
+
+
 class DistAttnRuntime:
     """Holds the meta, the process group, the kernel choice and the comm stream of one rank."""
 
@@ -48,6 +58,9 @@ class DistAttnRuntime:
         self.softcap = softcap
         self.backend = backend
         self.deterministic = deterministic
+        # False: every collective is waited for as soon as it is issued (nothing overlaps);
+        # a benchmark times both to measure how much communication the stages hide
+        self.overlap = True
         self._streams: dict = {}
         self._resolved: dict = {}
 
@@ -134,11 +147,11 @@ class DistAttnRuntime:
             return self._fwd(q, kv_all[:, :h], kv_all[:, h:], self.meta.fused, backend)
         num_heads_kv = k.shape[1]
         kv = torch.cat([k, v], dim=1)
-        pending = self._cast(kv, 0)
+        pending = self._issue(self._cast(kv, 0))
         out, lse = self._fwd(q, k, v, self.meta.host, backend)
         for j, stage in enumerate(stages):
             buf = pending.wait()
-            pending = self._cast(kv, j + 1) if j + 1 < len(stages) else None
+            pending = self._issue(self._cast(kv, j + 1)) if j + 1 < len(stages) else None
             o, l = self._fwd(q, buf[:, :num_heads_kv], buf[:, num_heads_kv:], stage.attn, backend)
             # partial sums stay fp32; the last merge writes q's dtype directly (one pass fewer)
             last = j + 1 == len(stages)
@@ -157,7 +170,7 @@ class DistAttnRuntime:
             return self._fused_backward(dout, q, k, v, out, lse, backend)
         num_heads_kv = k.shape[1]
         kv = torch.cat([k, v], dim=1)
-        pending = self._cast(kv, 0)
+        pending = self._issue(self._cast(kv, 0))
         dq_h, dk_h, dv_h = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
         # fp32 accumulators, started from the host stage's result (no zero fill + add pass)
         dq = (torch.zeros(q.shape, dtype=torch.float32, device=q.device) if dq_h is None
@@ -166,18 +179,22 @@ class DistAttnRuntime:
         reducing = None
         for j, stage in enumerate(stages):
             buf = pending.wait()
-            pending = self._cast(kv, j + 1) if j + 1 < len(stages) else None
+            pending = self._issue(self._cast(kv, j + 1)) if j + 1 < len(stages) else None
             dq_j, dk_j, dv_j = self._bwd(dout, q, buf[:, :num_heads_kv], buf[:, num_heads_kv:],
                                          out, lse, stage.attn, backend)
             if dq_j is not None:
                 dq.add_(dq_j)
             if reducing is not None:
                 reducing.wait()
-            reducing = self._reduce(torch.cat([dk_j, dv_j], dim=1), dkv, j)
+            reducing = self._issue(self._reduce(torch.cat([dk_j, dv_j], dim=1), dkv, j))
         if reducing is not None:
             reducing.wait()
         return (dq.to(q.dtype), dkv[:, :num_heads_kv].to(k.dtype),
                 dkv[:, num_heads_kv:].to(v.dtype))
+
+    def _issue(self, handle):
+        """The handle itself (overlapped), or, with overlap off, its result at once."""
+        return handle if self.overlap else _Done(handle.wait())
 
     def _fused_kv(self, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """[own k|v ; received k|v]: [shard + recv, 2 * Hkv, D]; the cast writes the tail."""

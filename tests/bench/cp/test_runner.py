@@ -98,6 +98,8 @@ def _command(tmp: Path) -> list[str]:
     lines = ["# @package _global_", "experiment_name: injected", "cp:"]
     for label, cls in INJECTED.items():
         lines += [f"  {label}:", "    name: ring_p2p", f"    target: test_runner:{cls}"]
+    # MagiAttention with two overlapped stages: its rows report the hidden communication
+    lines += ["  magi_staged:", "    name: magi", "    knobs:", "      num_stages: 2"]
     (conf / "cp_test_injected.yaml").write_text("\n".join(lines) + "\n")
     overrides += [f"hydra.searchpath=[file://{tmp}/conf]", "experiment=cp_test_injected"]
     return [sys.executable, "-m", "torch.distributed.run", "--standalone",
@@ -150,7 +152,8 @@ def _cell(rows, kernel, mask="causal", per_gpu=64, cp=2, direction="fwd"):
 
 def test_every_cell_has_one_row(sweep):
     _, rows, *_ = sweep
-    expected = len(SEQLEN_PER_GPU) * len(CP_SIZES) * len(MASKS) * (len(REAL) + len(INJECTED)) * 2
+    strategies = len(REAL) + len(INJECTED) + 1  # + magi_staged
+    expected = len(SEQLEN_PER_GPU) * len(CP_SIZES) * len(MASKS) * strategies * 2
     assert len(rows) == expected
     keys = ["kernel", "mask", "seqlen", "cp_size", "direction"]
     assert not rows.duplicated(keys).any()
@@ -174,6 +177,20 @@ def test_real_strategies_measured_and_gated(sweep, kernel, mask, cp):
     # the gate ran at the first per-GPU seqlen, with gradients (S <= full_max_seqlen)
     gated = _cell(rows, kernel, mask, SEQLEN_PER_GPU[0], cp, "bwd")
     assert "gate: out rel_err" in gated.message and "grads rel_err" in gated.message
+
+
+def test_staged_magi_reports_the_communication_its_overlap_hides(sweep):
+    """Timed again with overlap off: hidden_comm_ms = serial - overlapped (>= 0) on cp 2 rows;
+    cp 1 has no remote stage, so nothing to hide and no field."""
+    _, rows, *_ = sweep
+    for direction in ("fwd", "bwd"):
+        staged = _cell(rows, "magi_staged", "causal", 64, 2, direction)
+        assert staged.status == "ok", staged.message
+        assert "num_stages=2" in staged.message and "fused=False" in staged.message
+        hidden = float(staged.message.split("hidden_comm_ms=")[1].split(";")[0])
+        assert hidden >= 0
+        assert "hidden_comm_ms" not in _cell(rows, "magi_staged", "causal", 64, 1,
+                                             direction).message
 
 
 def test_comm_bytes_of_a_ring_step(sweep):
@@ -230,8 +247,9 @@ def test_ratio_table_divides_magi_by_each_baseline(sweep):
     from bench.cp.plot import ratio_table
     tmp, rows, *_ = sweep
     table = ratio_table(tmp / "results" / "cp")
-    # raises_rank1 is ok at cp 1 (rank 1 is not a member); wrong_grads has ok fwd rows
-    ok_baselines = set(REAL[1:]) | {"raises_rank1", "wrong_grads"}
+    # raises_rank1 is ok at cp 1 (rank 1 is not a member); wrong_grads has ok fwd rows;
+    # magi_staged, a labelled variant of magi, is compared like any other strategy
+    ok_baselines = set(REAL[1:]) | {"raises_rank1", "wrong_grads", "magi_staged"}
     assert set(table.baseline) == ok_baselines
     got = table[(table.baseline == "ulysses") & (table["mask"] == "causal") & (table.cp_size == 2)
                 & (table.seqlen_per_gpu == 64) & (table.direction == "bwd")].ratio

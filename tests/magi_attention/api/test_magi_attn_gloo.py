@@ -61,6 +61,12 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shap
                                          backend="reference", dtype=torch.float32)
                 local = [dispatch(t, key).requires_grad_() for t in (q, k, v)]
                 out_local, meta = calc_attn(*local, key)
+                if key.runtime.meta.stages and key.runtime.meta.fused is None:
+                    key.runtime.overlap = False  # every collective waited at once: same result
+                    with torch.no_grad():
+                        serial, _ = calc_attn(*local, key)
+                    key.runtime.overlap = True
+                    assert torch.equal(serial, out_local.detach()), case
                 out_local.backward(dispatch(dout, key))
                 out = undispatch(out_local.detach(), key)
                 grads = [undispatch(t.grad, key) for t in local]
