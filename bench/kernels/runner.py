@@ -105,10 +105,11 @@ class KernelRunner:
             prepared = cell.adapter.prepare(cell.mask, cell.shapes, self.device, inputs)
             inputs = None  # the adapter holds its own copies; the peak should not count ours
             verdict = None
-            if config.gate.enabled:
-                verdict = check_prepared(prepared, reference_cache["ref"], cell.shapes.dtype,
-                                         with_grads="bwd" in pending, seed=config.gate.seed)
-            for direction in pending:
+            for direction in sorted(pending, key=("fwd", "bwd").index):  # forward first
+                if config.gate.enabled:  # per direction: a backward the kernel cannot run
+                    # (raising) must not cost the forward its row
+                    verdict = check_prepared(prepared, reference_cache["ref"], cell.shapes.dtype,
+                                             with_grads=direction == "bwd", seed=config.gate.seed)
                 if verdict is not None and verdict.status(direction) == "wrong":
                     self._write(cell, direction, "wrong", verdict.message(direction))
                     remaining.remove(direction)

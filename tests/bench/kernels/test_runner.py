@@ -169,3 +169,25 @@ def test_a_changed_custom_target_or_corrected_kernel_is_measured(tiny_config, tm
     write_tables(config.out_file, tmp_path / "tables")
     table = (tmp_path / "tables" / "tflops_per_s_cpu_causal_fwd_1.md").read_text()
     assert "| 128 | " in table and "wrong" not in table  # the newest row wins the table
+
+
+
+def test_a_backward_the_kernel_cannot_run_keeps_the_forward_row(tiny_config, monkeypatch):
+    """FlexAttention on CPU has no backward: the gate's backward raises NotImplementedError.
+    The forward is still gated and timed; only the backward row says unsupported."""
+    from bench.kernels.naive import Naive
+
+    real_prepare = Naive.prepare
+
+    def prepare(self, *args):
+        prepared = real_prepare(self, *args)
+
+        def bwd():
+            raise NotImplementedError("no backward on this device")
+        prepared.bwd = bwd
+        return prepared
+
+    monkeypatch.setattr(Naive, "prepare", prepare)
+    rows = run_sweep(tiny_config(force=True))
+    assert {r.direction: r.status for r in rows} == {"fwd": "ok", "bwd": "unsupported"}
+    assert "no backward" in next(r.message for r in rows if r.direction == "bwd")
