@@ -56,10 +56,7 @@ def _helper(relpath: str) -> pd.DataFrame:
 
 
 def _kernel_tflops(kernel: str, mask: str, seqlen: int, direction: str) -> float | None:
-    rows = _rows("h200/kernels")
-    hit = rows[(rows.kernel == kernel) & (rows["mask"] == mask) & (rows.seqlen == seqlen)
-               & (rows.direction == direction) & (rows.status == "ok")]
-    return float(hit.tflops_per_s.iloc[0]) if len(hit) else None
+    return _tf(_rows("h200/kernels"), kernel, mask, seqlen, direction)
 
 
 def _helper_tflops(relpath: str, impl: str, mask: str, seqlen: int, direction: str) -> float | None:
@@ -408,6 +405,7 @@ def _files(relpaths: tuple[str, ...]) -> pd.DataFrame:
 
 
 def _tf(frame: pd.DataFrame, kernel: str, mask: str, seqlen: int, direction: str):
+    """TFLOPs/s of one ok cell of ``frame`` (newest rows), or None."""
     hit = frame[(frame.kernel == kernel) & (frame["mask"] == mask) & (frame.seqlen == seqlen)
                 & (frame.direction == direction) & (frame.status == "ok")]
     return float(hit.tflops_per_s.iloc[0]) if len(hit) else None

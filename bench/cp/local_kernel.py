@@ -8,7 +8,7 @@ from typing import Sequence
 import torch
 
 from magi_attention.common import AttnSlice
-from magi_attention.functional import FlexAttnPlan, load_backend, resolve_backend
+from magi_attention.functional import FlexAttnPlan, backend_for, load_backend
 
 
 @dataclass
@@ -48,18 +48,13 @@ class LocalKernel:
     softmax_scale: float | None = None
     softcap: float = 0.0
     deterministic: bool = False
-    _resolved: dict = field(default_factory=dict, compare=False, repr=False)
 
     def _scale(self, q: torch.Tensor) -> float:
         return 1.0 / math.sqrt(q.shape[-1]) if self.softmax_scale is None else self.softmax_scale
 
     def resolved(self, q: torch.Tensor, k: torch.Tensor | None = None) -> str:
         """The backend name "auto" resolves to for inputs like q, k (decided once per kind)."""
-        key = (q.dtype, q.shape[-1], str(q.device))
-        if key not in self._resolved:
-            k = q[:, :1] if k is None else k
-            self._resolved[key] = resolve_backend(self.backend, q, k, k)
-        return self._resolved[key]
+        return backend_for(self.backend, q, k)
 
     def module(self, q: torch.Tensor, k: torch.Tensor | None = None):
         """The backend module for these inputs (raises BackendUnavailable)."""

@@ -86,6 +86,33 @@ def resolve_backend(name: str, q: torch.Tensor | torch.device, k: torch.Tensor |
     return "reference"
 
 
+_CHOSEN: dict = {}
+
+
+def backend_for(name: str, q: torch.Tensor, k: torch.Tensor | None = None,
+                v: torch.Tensor | None = None, return_max_logits: bool = False) -> str:
+    """The backend that runs inputs like these, decided once per (name, dtype, head_dim,
+    device): "auto" resolved by ``resolve_backend``, an explicit name checked by its
+    ``check_supported`` (BackendUnavailable, never remembered). Every caller on a per-call path
+    (flex_flash_attn_func, DistAttnRuntime, the CP local kernel) asks here, so the host work of
+    the choice is not paid per call."""
+    key = (name, q.dtype, q.shape[-1], str(q.device), bool(return_max_logits),
+           env.PREFER_FA4_BACKEND)
+    chosen = _CHOSEN.get(key)
+    if chosen is None:
+        k = q[:, :1] if k is None else k
+        v = k if v is None else v
+        if name == "auto":
+            chosen = resolve_backend(name, q, k, v, return_max_logits)
+        else:
+            module = load_backend(name)
+            if hasattr(module, "check_supported"):
+                module.check_supported(q, k, v)
+            chosen = name
+        _CHOSEN[key] = chosen
+    return chosen
+
+
 def _available(name: str) -> bool:
     try:
         return bool(getattr(load_backend(name), "is_available", lambda: True)())

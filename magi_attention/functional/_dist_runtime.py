@@ -14,7 +14,7 @@ import torch
 
 from ..comm import group_cast, group_reduce, hier_group_cast, hier_group_reduce
 from ..meta import DistAttnRuntimeMeta, StageAttnArgs
-from ._backends import load_backend, resolve_backend
+from ._backends import backend_for, load_backend
 from .merge import merge_out_lse
 
 class _CopyInto:
@@ -62,16 +62,11 @@ class DistAttnRuntime:
         # a benchmark times both to measure how much communication the stages hide
         self.overlap = True
         self._streams: dict = {}
-        self._resolved: dict = {}
 
     def resolved_backend(self, q: torch.Tensor, k: torch.Tensor | None = None) -> str:
         """The FFA backend this runtime runs for inputs like ``q`` (the one policy of
         ``magi_attention.functional.resolve_backend``; decided once per dtype/head_dim/device)."""
-        key = (q.dtype, q.shape[-1], str(q.device))
-        if key not in self._resolved:
-            k = q[:, :1] if k is None else k
-            self._resolved[key] = resolve_backend(self.backend, q, k, k)
-        return self._resolved[key]
+        return backend_for(self.backend, q, k)
 
     def prepare(self, device, head_dim: int, dtype: torch.dtype, num_heads_q: int = 1,
                 num_heads_kv: int = 1) -> str:

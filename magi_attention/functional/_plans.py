@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..kernels._cache import LRUCache
+from ..kernels._cache import LRUCache, ranges_key
 from ..kernels.plan import FlexAttnPlan
 
 # Plans kept per process; a training loop reuses a handful of masks, a sweep a few dozen.
@@ -34,9 +34,8 @@ def plan_for_tensors(q_ranges: torch.Tensor, k_ranges: torch.Tensor, attn_type_m
 
 
 def _by_content(q_ranges, k_ranges, attn_type_map, seqlen_q: int, seqlen_k: int) -> FlexAttnPlan:
-    host = tuple(t.detach().cpu() for t in (q_ranges, k_ranges, attn_type_map))
-    key = (tuple(t.numpy().tobytes() for t in host), tuple(tuple(t.shape) for t in host),
-           seqlen_q, seqlen_k, str(q_ranges.device))
+    host = tuple(t.detach().cpu() for t in (q_ranges, k_ranges, attn_type_map))  # one read
+    key = (ranges_key(*host), seqlen_q, seqlen_k, str(q_ranges.device))
 
     def build() -> FlexAttnPlan:
         plan = FlexAttnPlan.from_tensors(*host, seqlen_q, seqlen_k)

@@ -9,7 +9,7 @@ import torch
 from ..common.slice import AttnSlice
 from ..common.slice_array import SliceArray
 from ..kernels.plan import FlexAttnPlan
-from ._backends import load_backend, resolve_backend
+from ._backends import backend_for, load_backend
 from ._plans import plan_for_tensors
 from ._validate import validate_qkv, validate_range_tensors
 
@@ -146,14 +146,7 @@ def _prepare(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale, backend,
     else:
         validate_range_tensors(q, q_ranges, k_ranges, attn_type_map)
         plan = plan_for_tensors(q_ranges, k_ranges, attn_type_map, q.shape[0], k.shape[0])
-    if backend == "auto":  # resolved once per plan and input kind
-        key = ("auto", q.dtype, q.shape[-1], str(q.device), bool(return_max_logits))
-        name = plan.cached(key, lambda: resolve_backend(backend, q, k, v, return_max_logits))
-    else:
-        name = backend
-        kernel = load_backend(name)
-        if hasattr(kernel, "check_supported"):
-            kernel.check_supported(q, k, v)
+    name = backend_for(backend, q, k, v, return_max_logits)
     scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else float(softmax_scale)
     return plan, name, scale
 

@@ -1,6 +1,8 @@
 """Merging partial attention results over disjoint key sets by their log-sum-exp."""
 from __future__ import annotations
 
+import functools
+
 import torch
 
 
@@ -29,14 +31,10 @@ def merge_out_lse_torch(out1, lse1, out2, lse2, out_dtype=torch.float32):
     return (out1.float() * w1 + out2.float() * w2).to(out_dtype), lse
 
 
-_FUSED: list[bool] = []
-
-
+@functools.cache
 def _fused_available() -> bool:
-    if not _FUSED:
-        try:
-            import triton  # noqa: F401
-            _FUSED.append(True)
-        except ImportError:
-            _FUSED.append(False)
-    return _FUSED[0]
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
