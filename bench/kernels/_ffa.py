@@ -54,7 +54,9 @@ def ffa_prepared(mask: Mask, shapes: Shapes, device: torch.device, inputs: Input
     build_ms = (time.perf_counter() - start) * 1e3
 
     def attention(q, k, v):
-        out, _ = flex_flash_attn_func(q, k, v, plan, softmax_scale=scale, backend=backend)
+        # no lse unless the backward needs it: the peers' inference calls write none either
+        out, _ = flex_flash_attn_func(q, k, v, plan, softmax_scale=scale, backend=backend,
+                                      return_lse=False)
         return out
 
     return autograd_prepared(attention, inputs, "thd", build_ms=build_ms,

@@ -16,9 +16,10 @@ from ._validate import validate_qkv, validate_range_tensors
 
 @dataclass
 class AttnForwardMeta:
-    """lse: [seqlen_q, num_heads_q] fp32 (-inf on rows with no key); max_logits: [num_heads_q] fp32."""
+    """lse: [seqlen_q, num_heads_q] fp32 (-inf on rows with no key), None when an inference call
+    asked for ``return_lse=False``; max_logits: [num_heads_q] fp32."""
 
-    lse: torch.Tensor
+    lse: torch.Tensor | None
     max_logits: torch.Tensor | None = None
 
 
@@ -88,7 +89,8 @@ def flex_flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          attn_type_map: torch.Tensor | None = None,
                          softmax_scale: float | None = None, softcap: float = 0.0,
                          backend: str = "auto", deterministic: bool = False,
-                         return_max_logits: bool = False) -> tuple[torch.Tensor, AttnForwardMeta]:
+                         return_max_logits: bool = False, return_lse: bool = True
+                         ) -> tuple[torch.Tensor, AttnForwardMeta]:
     """Attention of packed q over packed k, v under the mask given by AttnSlices.
 
     Args:
@@ -109,6 +111,9 @@ def flex_flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             "reference".
         deterministic: backends that accumulate with atomics switch to an ordered reduction.
         return_max_logits: also return the per-head maximum attention logit.
+        return_lse: False lets an inference call (nothing needs gradients) skip writing lse,
+            as FA4 and FA3 do without it; meta.lse is then None. A call that records autograd
+            computes lse anyway (the backward needs it) and returns it.
 
     Returns:
         (out [seqlen_q, num_heads_q, head_dim] in q's dtype, AttnForwardMeta). Rows covered by
@@ -130,7 +135,8 @@ def flex_flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             q, k, v, plan, scale, float(softcap), kernel, deterministic, return_max_logits)
     else:  # inference: no autograd node (its overhead shows on sub-millisecond calls)
         out, lse, max_logits = load_backend(kernel).fwd(q, k, v, plan, scale, float(softcap),
-                                                        return_max_logits)
+                                                        return_max_logits, return_lse=return_lse)
+        lse = lse if return_lse else None
     return out, AttnForwardMeta(lse=lse, max_logits=max_logits)
 
 

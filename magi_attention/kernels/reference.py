@@ -47,9 +47,11 @@ def _scores(qf, kf, softmax_scale, softcap):
 
 
 def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
-        return_max_logits: bool = False):
+        return_max_logits: bool = False, return_lse: bool = True):
     """q: [Sq, Hq, D], k/v: [Sk, Hkv, D] -> (out [Sq, Hq, D] q.dtype, lse [Sq, Hq] fp32,
-    max_logits [Hq] fp32 or None). Rows covered by no slice: out 0, lse -inf."""
+    max_logits [Hq] fp32 or None). Rows covered by no slice: out 0, lse -inf.
+    ``return_lse=False`` lets a backend skip writing lse (then None); this one computes it
+    anyway (the online softmax needs it) and returns it."""
     seqlen_q, num_heads_q, head_dim = q.shape
     seqlen_k, num_heads_kv, _ = k.shape
     group = num_heads_q // num_heads_kv

@@ -166,10 +166,11 @@ def _batched(t, form):  # varlen FA4 takes [total, H, D]; dense takes [batch, S,
 
 
 def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
-        return_max_logits: bool = False, native: bool = True):
+        return_max_logits: bool = False, native: bool = True, return_lse: bool = True):
     """(out [Sq, Hq, D] q.dtype, lse [Sq, Hq] fp32 natural log (a transposed view of FA4's
-    [Hq, Sq]), None). ``native=False`` runs
-    the block-sparse kernels even where FA4's dense/varlen ones express the mask."""
+    [Hq, Sq]), None). ``native=False`` runs the block-sparse kernels even where FA4's
+    dense/varlen ones express the mask. ``return_lse=False`` (inference) runs FA4's kernel
+    variant that writes no lse, and returns lse None."""
     if return_max_logits:
         raise NotImplementedError("return_max_logits on the fa4 backend (FA4 does not expose the "
                                   "row maxima); use backend='triton' or 'reference'")
@@ -181,10 +182,12 @@ def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
     form, args = _kernel_args(mask, conv, q.device, native, backward=False)
     out, lse, *_ = interface._flash_attn_fwd(
         _batched(q, form), _batched(k, form), _batched(v, form), softmax_scale=softmax_scale,
-        softcap=softcap, return_lse=True, **args)
+        softcap=softcap, return_lse=return_lse, **args)
+    out = out if out.dim() == 3 else out[0]
+    if lse is None:
+        return out, None, None
     # FA4: out [1, Sq, Hq, D] / [Sq, Hq, D], lse [1, Hq, Sq] / [Hq, Sq] (natural log, -inf on
     # rows with no key)
-    out = out if out.dim() == 3 else out[0]
     lse = lse if lse.dim() == 2 else lse[0]
     # a transposed view, no copy: the backward transposes it back for FA4 for free
     return out, lse.transpose(0, 1), None

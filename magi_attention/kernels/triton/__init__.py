@@ -62,8 +62,10 @@ def prepare(mask: FlexAttnPlan, head_dim: int, device) -> None:
 
 
 def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
-        return_max_logits: bool = False, config=None):
-    """(out [Sq, Hq, D], lse [Sq, Hq] fp32, max_logits [Hq] | None); see kernels.reference.fwd."""
+        return_max_logits: bool = False, config=None,
+        return_lse: bool = True):
+    """(out [Sq, Hq, D], lse [Sq, Hq] fp32, max_logits [Hq] | None); see kernels.reference.fwd
+    (lse is written whatever ``return_lse`` says: the kernel keeps it for the backward)."""
     from .forward import launch_fwd
 
     check_supported(q, k, v)

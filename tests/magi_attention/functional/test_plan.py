@@ -118,3 +118,17 @@ def test_bounds_match_the_slice_geometry():
         assert row.tolist() == [2, 9, 1, 12, lo, up]
     assert np.array_equal(FlexAttnPlan.bounds_of(FlexAttnPlan.from_slices([], 4).slices),
                           np.zeros((0, 6)))
+
+
+def test_inference_call_without_lse_keeps_the_output():
+    """return_lse=False: same out, meta.lse None; a call that records autograd still has lse."""
+    slices = [AttnSlice.make(0, 24, 0, 30, AttnMaskType.CAUSAL), AttnSlice.make(24, 40, 5, 56)]
+    plan = flex_attn_plan(slices, seqlen_q=40, seqlen_k=56)
+    q, k, v = random_qkv(40, 56, 4, 2, 16, seed=1, requires_grad=False)
+    out, meta = flex_flash_attn_func(q, k, v, plan, return_lse=False)
+    assert meta.lse is None
+    torch.testing.assert_close(out.double(), _dense_out(q, k, v, slices), atol=1e-4, rtol=1e-4)
+    q.requires_grad_(True)
+    out_grad, meta_grad = flex_flash_attn_func(q, k, v, plan, return_lse=False)
+    assert meta_grad.lse is not None and meta_grad.lse.shape == (40, 4)
+    torch.testing.assert_close(out_grad.detach(), out)

@@ -200,3 +200,16 @@ def test_global_lse_gives_cp_share():
     torch.testing.assert_close(parts[0][1][:512].float(), dk[:512].float(), atol=1e-2, rtol=1e-2)
     torch.testing.assert_close(parts[1][2][512:].float(), dv[512:].float(), atol=1e-2, rtol=1e-2)
     assert (parts[0][1][512:] == 0).all() and (parts[1][2][:512] == 0).all()
+
+
+@pytest.mark.gpu
+@needs_fa4
+@pytest.mark.parametrize("native", [True, False], ids=["native", "block_sparse"])
+def test_forward_without_lse_gives_the_same_output(native):
+    slices = [AttnSlice.make(0, 700, 0, 700), AttnSlice.make(700, 1000, 700, 1000, AttnMaskType.CAUSAL)]
+    q, k, v, _ = _inputs(1000, 1000, 16, 2, 128, torch.bfloat16, 5)
+    plan = FlexAttnPlan.from_slices(slices, 1000, 1000)
+    out, lse, _ = fa4.fwd(q, k, v, plan, 128 ** -0.5, native=native)
+    out_no_lse, none, _ = fa4.fwd(q, k, v, plan, 128 ** -0.5, native=native, return_lse=False)
+    assert lse is not None and none is None
+    torch.testing.assert_close(out_no_lse, out, atol=0, rtol=0)
