@@ -396,6 +396,10 @@ PEERS = "h200/kernels/kernel_masks__peers_16k_64k.csv"
 SWEEP_V3 = "h200/ffa_triton/sweep.csv"
 DEFAULT_V3 = {"fwd": "fwd_tma_128x64_w4_s3_p2", "bwd": "bwd_det_64x64_w4_s3_p2"}
 FFA_FA4_PLAN_GOAL = 0.97  # issue 13
+# this session's runs: the fa4 backend's inference call without lse (one file per device run)
+NO_LSE = ("h200/kernels/kernel_masks__peers_nolse_2k-16k-64k.csv",
+          "h200/kernels/kernel_masks__nolse_4k-8k-32k.csv")
+LSE_PROBE = "h200/ffa_fa4/fa4_lse_probe.csv"
 
 
 @functools.cache
@@ -436,6 +440,59 @@ def plan_once_vs_flex() -> str:
     return (f"{_span([r for _, r in pairs])} over {len(pairs)} cells (block_causal_document 16k "
             f"{bcd[(K16, 'fwd')]:.2f}/{bcd[(K16, 'bwd')]:.2f}, 64k {bcd[(K64, 'fwd')]:.2f}/"
             f"{bcd[(K64, 'bwd')]:.2f} fwd/bwd)")
+
+
+def _per_run_pairs(num: str, den: str, min_seqlen: int):
+    """Pairs of each run file on its own (ratios never mix runs), from ``min_seqlen`` up."""
+    return [(cell, r) for f in NO_LSE for cell, r in _pairs(_files((f,)), num, den)
+            if cell[1] >= min_seqlen]
+
+
+def _low_cells(pairs, goal: float) -> str:
+    low = [f"{m} {_k(s)} {d} {r:.2f}" for (m, s, d), r in pairs if r < goal]
+    return (f"{_span([r for _, r in pairs])} over {len(pairs)} cells"
+            + (f"; below {goal}: " + ", ".join(low) if low else f"; none below {goal}"))
+
+
+def no_lse_vs_fa4() -> str:
+    return _low_cells(_per_run_pairs("ffa_fa4", "fa4", 4096), FFA_FA4_PLAN_GOAL)
+
+
+def no_lse_vs_flex() -> str:
+    pairs = _per_run_pairs("ffa_fa4", "flex", 4096)
+    bcd = {(s, d): r for (m, s, d), r in pairs if m == "block_causal_document"}
+    return (f"{_span([r for _, r in pairs])} over {len(pairs)} cells (block_causal_document 16k "
+            f"{bcd[(K16, 'fwd')]:.2f}/{bcd[(K16, 'bwd')]:.2f}, 64k {bcd[(K64, 'fwd')]:.2f}/"
+            f"{bcd[(K64, 'bwd')]:.2f} fwd/bwd)")
+
+
+def no_lse_2k() -> str:
+    return ", ".join(f"{m} {d} {r:.2f}" for (m, s, d), r in _per_run_pairs("ffa_fa4", "fa4", 2048)
+                     if s == 2048 and r < FFA_FA4_PLAN_GOAL)
+
+
+def lse_probe_table() -> str:
+    rows = _helper(LSE_PROBE)
+    variants = ("peer", "ffa", "ffa_lse", "raw_nolse", "raw_lse")
+    lines = ["| mask | S | " + " | ".join(variants) + " | raw_lse / raw_nolse |",
+             "|" + "---|" * (len(variants) + 3)]
+    for (mask, seqlen), cell in rows.groupby(["mask", "seqlen"], sort=False):
+        ms = dict(zip(cell.variant, cell.device_ms))
+        lines.append(f"| {mask} | {_k(int(seqlen))} | "
+                     + " | ".join(f"{ms[v]:.3f}" for v in variants)
+                     + f" | {ms['raw_lse'] / ms['raw_nolse']:.3f} |")
+    return "\n".join(lines)
+
+
+def lse_cost() -> str:
+    """Extra forward time with lse on the full-document varlen kernel, e.g. '4-6%'."""
+    rows = _helper(LSE_PROBE)
+    cost = []
+    for (mask, _), cell in rows.groupby(["mask", "seqlen"]):
+        ms = dict(zip(cell.variant, cell.device_ms))
+        if mask == "full_document":
+            cost.append(round((ms["raw_lse"] / ms["raw_nolse"] - 1) * 100))
+    return f"{min(cost)}-{max(cost)}%" if min(cost) != max(cost) else f"{cost[0]}%"
 
 
 def peers_table() -> str:
@@ -540,6 +597,11 @@ def magi_profile_table() -> str:
 SECTIONS: dict[str, Callable[[], str]] = {
     "h200.plan_once_vs_fa4": plan_once_vs_fa4,
     "h200.plan_once_vs_flex": plan_once_vs_flex,
+    "h200.no_lse_vs_fa4": no_lse_vs_fa4,
+    "h200.no_lse_vs_flex": no_lse_vs_flex,
+    "h200.no_lse_2k": no_lse_2k,
+    "h200.lse_probe_table": lse_probe_table,
+    "h200.lse_cost": lse_cost,
     "h200.peers_table": peers_table,
     "h200.peers_vs_fa4": peers_vs_fa4,
     "h200.triton_v3_table": triton_v3_table,
