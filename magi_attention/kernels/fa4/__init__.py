@@ -107,6 +107,7 @@ def check_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     tile_shape(head_dim)
 
 
+@lru_cache(maxsize=None)  # the imports cost microseconds on every call otherwise
 def _fa4():
     from flash_attn.cute import interface
     from flash_attn.cute.block_sparsity import BlockSparseTensorsTorch
