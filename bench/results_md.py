@@ -454,6 +454,12 @@ def _low_cells(pairs, goal: float) -> str:
             + (f"; below {goal}: " + ", ".join(low) if low else f"; none below {goal}"))
 
 
+def plan_once_full_document_fwd() -> str:
+    """ffa_fa4 / fa4 on the full_document forward in the plan-once rows (before the no-lse call)."""
+    pairs = _pairs(_files(PLAN_ONCE), "ffa_fa4", "fa4")
+    return _span([r for (m, _, d), r in pairs if m == "full_document" and d == "fwd"])
+
+
 def no_lse_vs_fa4() -> str:
     return _low_cells(_per_run_pairs("ffa_fa4", "fa4", 4096), FFA_FA4_PLAN_GOAL)
 
@@ -597,6 +603,7 @@ def magi_profile_table() -> str:
 SECTIONS: dict[str, Callable[[], str]] = {
     "h200.plan_once_vs_fa4": plan_once_vs_fa4,
     "h200.plan_once_vs_flex": plan_once_vs_flex,
+    "h200.plan_once_full_document_fwd": plan_once_full_document_fwd,
     "h200.no_lse_vs_fa4": no_lse_vs_fa4,
     "h200.no_lse_vs_flex": no_lse_vs_flex,
     "h200.no_lse_2k": no_lse_2k,
