@@ -8,7 +8,8 @@ own forward and backward kernels do the rest. Conversions are cached per mask.
 Masks FA4 expresses itself (a staircase of q/key segments x a causal/local/full window: full,
 causal, causal_document, full_document, sliding windows, a CP rank's part of a document mask;
 ``_native``) run on FA4's dense or varlen kernels with their arithmetic masks instead, which are
-cheaper than bitmap lookups on the diagonal tiles (measured on H200: sliding_window_causal 64k fwd 542 vs 360 TFLOPs/s).
+cheaper than bitmap lookups on the diagonal tiles (measured on H200: sliding_window_causal 64k
+fwd 542 vs 360 TFLOPs/s).
 ``fwd(..., native=False)`` / ``bwd(..., native=False)`` force the block-sparse path (tests,
 benchmarks).
 

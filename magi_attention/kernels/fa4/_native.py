@@ -75,7 +75,8 @@ def native_form(row: np.ndarray, lo: np.ndarray, hi: np.ndarray, seqlen_q: int, 
     cut = (reach_right <= reach_left) & (has[:-1] | has[1:])
     q_bounds = np.concatenate([[0], p[cut], [seqlen_q]])
     kept = has[q_bounds[:-1]]
-    if not np.array_equal(np.add.reduceat(has.astype(np.int64), q_bounds[:-1]), np.where(kept, np.diff(q_bounds), 0)):
+    kept_rows = np.add.reduceat(has.astype(np.int64), q_bounds[:-1])
+    if not np.array_equal(kept_rows, np.where(kept, np.diff(q_bounds), 0)):
         return None  # an entry mixes rows that keep keys with rows that keep none
     # key segments: a kept entry spans [min lo, max hi) of its rows (its last row reaches the
     # end: windows are >= 0); an empty entry none; unread keys between become entries of no rows
