@@ -20,7 +20,7 @@ from magi_attention.common import AttnRange
 from ._stats import CommStats
 from .base import CPStrategy
 
-DISPATCH_ALGS = ("min_heap", "sequential", "sorted_sequential")
+DISPATCH_ALGS = ("auto", "min_heap", "sequential", "sorted_sequential")
 DEFAULT_CHUNK_SIZE = 512
 MIN_CHUNKS_PER_RANK = 8
 
@@ -63,7 +63,8 @@ class MagiAttention(CPStrategy):
         chunk_size: dispatch granularity (None: ``default_chunk_size``); the seqlen must be a
             multiple of cp_size * chunk_size (else ``supports`` says so).
         num_stages: remote KV stages (None: the overlap solver chooses).
-        dispatch_alg: "min_heap" (default), "sequential" or "sorted_sequential".
+        dispatch_alg: "auto" (default: the key's choice of min_heap or sequential, named in the
+            row's ``dispatch=`` note), "min_heap", "sequential" or "sorted_sequential".
         head_dim, dtype: of q, k, v, for the overlap solver's cost model only (the runner fills
             them from the problem; defaults 128, "bfloat16").
 
@@ -76,7 +77,7 @@ class MagiAttention(CPStrategy):
 
     @classmethod
     def _check(cls, mask, num_heads_q, num_heads_kv, cp_size, chunk_size=None, num_stages=None,
-               dispatch_alg="min_heap", head_dim=128, dtype="bfloat16"):
+               dispatch_alg="auto", head_dim=128, dtype="bfloat16"):
         if dispatch_alg not in DISPATCH_ALGS:
             raise ValueError(f"magi: dispatch_alg must be one of {DISPATCH_ALGS}, "
                              f"got {dispatch_alg!r}")
@@ -90,7 +91,7 @@ class MagiAttention(CPStrategy):
                     f"{cp_size} * {chunk}")
         return None
 
-    def _build(self, chunk_size=None, num_stages=None, dispatch_alg="min_heap", head_dim=128,
+    def _build(self, chunk_size=None, num_stages=None, dispatch_alg="auto", head_dim=128,
                dtype="bfloat16") -> None:
         seqlen = self.mask.seqlen
         chunk = chunk_size if chunk_size is not None else default_chunk_size(seqlen, self.cp_size)
@@ -108,7 +109,8 @@ class MagiAttention(CPStrategy):
         self._reduce_tokens = _sent_tokens(stages, self.cp_rank, reduce=True)
         plan = self.key.meta.stage_plan
         # the overlap solver's prediction for the slowest rank (fwd + bwd); not a measurement
-        self.notes = (f"chunk_size={chunk}; num_stages={self.key.num_stages}; "
+        self.notes = (f"chunk_size={chunk}; dispatch={self.key.meta.algorithm}; "
+                      f"num_stages={self.key.num_stages}; "
                       f"fused={self.key.runtime.meta.fused is not None}; "
                       f"pred_comm_us={plan.comm_us:.0f}; pred_hidden_us={plan.hidden_us:.0f}; "
                       f"local={self.key.backend}; imbalance={meta.imbalance():.3f}")

@@ -9,6 +9,7 @@ import torch
 import torch.distributed as dist
 
 from ..common import AttnMaskType, AttnRanges
+from ..functional._backends import backend_for
 from ..functional._dist_runtime import DistAttnRuntime
 from ..meta.hier_comm_meta import build_hier_cast_args
 from ..meta import AttnShape, DispatchMeta, MagiMeta, OverlapConfig, SliceArray, solve_magi_meta
@@ -50,7 +51,7 @@ class DistAttnKey:
 
 def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num_heads_q: int,
                        num_heads_kv: int, head_dim: int, cp_group_or_mesh=None,
-                       chunk_size: int = 512, dispatch_alg: str = "min_heap",
+                       chunk_size: int = 512, dispatch_alg: str = "auto",
                        num_stages: int | None = None, overlap: OverlapConfig | None = None,
                        softmax_scale: float | None = None, softcap: float = 0.0,
                        backend: str = "auto", dtype: torch.dtype = torch.bfloat16,
@@ -66,7 +67,10 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
         cp_group_or_mesh: a ProcessGroup (None: the default group) or a DeviceMesh, 1D or 2D
             (inter-node x intra-node; 2D enables the hierarchical group_cast).
         chunk_size: dispatch granularity; S must be a multiple of cp_size * chunk_size.
-        dispatch_alg: "min_heap" (best balance), "sequential" or "sorted_sequential".
+        dispatch_alg: "auto" (default: min_heap, or sequential where the FA4 kernel's native
+            varlen path on whole runs of documents predicts faster; ``key.meta.algorithm``
+            names the one that ran), "min_heap" (best balance), "sequential" or
+            "sorted_sequential".
         num_stages: fixed number of remote KV stages; None lets the overlap solver choose.
         overlap: full OverlapConfig (cost model rates); its num_stages is overridden by
             ``num_stages`` when that is given.
@@ -99,8 +103,14 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
     if num_stages is not None:
         overlap = OverlapConfig(**{**overlap.__dict__, "num_stages": num_stages})
     shape = AttnShape(num_heads_q, num_heads_kv, head_dim, torch.empty(0, dtype=dtype).element_size())
+    if device is None:
+        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() \
+            else torch.device("cpu")
+    # the kernel decides which dispatch "auto" picks (only FA4 has a native and a bitmap path)
+    probe = lambda h: torch.empty(1, h, head_dim, dtype=dtype, device=device)  # noqa: E731
+    kernel = backend_for(backend, probe(num_heads_q), probe(num_heads_kv))
     meta = solve_magi_meta(slices, total_seqlen, groups.cp_size, chunk_size, groups.cp_rank, shape,
-                           dispatch_alg, overlap)
+                           dispatch_alg, overlap, native_kernel=kernel == "fa4")
     hier_stages = hier_groups = None
     if groups.hierarchical:
         hier_stages = tuple(build_hier_cast_args(meta.table, meta.dispatch, groups.cp_rank, j,
@@ -109,9 +119,6 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
         hier_groups = (groups.inter_group, groups.intra_group)
     runtime = DistAttnRuntime(meta.runtime, groups.cp_group, softmax_scale, softcap, backend,
                               hier_stages=hier_stages, hier_groups=hier_groups)
-    if device is None:
-        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() \
-            else torch.device("cpu")
     resolved = runtime.prepare(device, head_dim, dtype, num_heads_q, num_heads_kv)
     return DistAttnKey(total_seqlen, chunk_size, groups, meta, runtime, resolved)
 

@@ -192,24 +192,38 @@ class DistAttnRuntime:
         return handle if self.overlap else _Done(handle.wait())
 
     def _fused_kv(self, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """[own k|v ; received k|v]: [shard + recv, 2 * Hkv, D]; the cast writes the tail."""
+        """[received from lower ranks ; own k|v ; received from higher ranks]: [shard + recv,
+        2 * Hkv, D] (the fused meta's key order). The cast writes straight into the buffer when
+        its tokens come from one side of this rank (always at cp 2); from both sides it lands
+        in its own buffer and is copied around the own part."""
         n, h = k.shape[0], k.shape[1]
-        recv = self.meta.stages[0].cast.recv_seqlen
+        lower, recv = self.meta.fused_own_offset, self.meta.stages[0].cast.recv_seqlen
         kv_all = torch.empty((n + recv, 2 * h, k.shape[2]), dtype=k.dtype, device=k.device)
-        kv_all[:n, :h] = k
-        kv_all[:n, h:] = v
-        self._cast(kv_all[:n], 0, out=kv_all[n:]).wait()
+        own = kv_all[lower:lower + n]
+        own[:, :h] = k
+        own[:, h:] = v
+        if lower in (0, recv):
+            self._cast(own, 0, out=kv_all[n:] if lower == 0 else kv_all[:lower]).wait()
+        else:
+            buf = self._cast(own, 0).wait()
+            kv_all[:lower] = buf[:lower]
+            kv_all[lower + n:] = buf[lower:]
         return kv_all
 
     def _fused_backward(self, dout, q, k, v, out, lse, backend: str):
-        """One backward kernel over [own ; received] KV; the received part's dK/dV go back to
-        their owners (group_reduce) and add to the own part's."""
+        """One backward kernel over the fused KV; the received part's dK/dV go back to their
+        owners (group_reduce, in the cast's source order) and add to the own part's."""
         n, h = k.shape[0], k.shape[1]
+        lower = self.meta.fused_own_offset
         kv_all = self._fused_kv(k, v)
         dq, dk_all, dv_all = self._bwd(dout, q, kv_all[:, :h], kv_all[:, h:], out, lse,
                                        self.meta.fused, backend)
-        dkv = torch.cat([dk_all[:n], dv_all[:n]], dim=1).float()
-        self._reduce(torch.cat([dk_all[n:], dv_all[n:]], dim=1), dkv, 0).wait()
+        dkv_all = torch.cat([dk_all, dv_all], dim=1)
+        dkv = dkv_all[lower:lower + n].float()
+        recv = dkv_all.shape[0] - n
+        received = (dkv_all[n:] if lower == 0 else dkv_all[:lower] if lower == recv
+                    else torch.cat([dkv_all[:lower], dkv_all[lower + n:]]))
+        self._reduce(received, dkv, 0).wait()
         dq = torch.zeros_like(q) if dq is None else dq
         return dq, dkv[:, :h].to(k.dtype), dkv[:, h:].to(v.dtype)
 

@@ -11,6 +11,7 @@ from .algorithms import DispatchAlgorithm
 from .comm_meta import (RowPieces, TransferTable, build_transfer_table, needed_ranges,
                         remote_ranges, row_pieces)
 from .dispatch import DispatchMeta, solve_dispatch
+from .dispatch_choice import DispatchChoice, choose_dispatch
 from .overlap_solver import OverlapConfig, RankCost, StagePlan, choose_stage_plan
 from .runtime_meta import DistAttnRuntimeMeta, build_runtime_meta
 from .slice_array import SliceArray
@@ -36,26 +37,42 @@ class AttnShape:
 
 @dataclass(frozen=True)
 class MagiMeta:
+    """``algorithm``: the dispatch that ran (for "auto", the chosen one; ``choice`` then holds
+    every candidate's prediction)."""
+
     dispatch: DispatchMeta
     table: TransferTable
     runtime: DistAttnRuntimeMeta
     stage_plan: StagePlan
+    algorithm: str = "min_heap"
+    choice: DispatchChoice | None = None
 
 
 def solve_magi_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int, cp_size: int,
                     chunk_size: int, rank: int, shape: AttnShape,
                     algorithm: str | DispatchAlgorithm = "min_heap",
-                    overlap: OverlapConfig = OverlapConfig()) -> MagiMeta:
+                    overlap: OverlapConfig = OverlapConfig(), native_kernel: bool = False,
+                    dispatch: DispatchMeta | None = None) -> MagiMeta:
+    """``algorithm`` "auto": ``dispatch_choice.choose_dispatch`` picks min_heap or sequential
+    (``native_kernel``: the local kernel is FA4, whose native forms the choice weighs).
+    ``dispatch``: an already solved dispatch of ``algorithm`` (the choice reuses it per rank)."""
     if not 0 <= rank < cp_size:
         raise ValueError(f"rank={rank} outside cp group of size {cp_size}")
     if not isinstance(slices, SliceArray):
         slices = SliceArray.from_slices(slices)
-    dispatch = solve_dispatch(slices, total_seqlen, cp_size, chunk_size, algorithm)
+    choice = None
+    if algorithm == "auto":
+        choice = choose_dispatch(slices, total_seqlen, cp_size, chunk_size, shape, overlap,
+                                 native_kernel)
+        algorithm = choice.algorithm
+    if dispatch is None:
+        dispatch = solve_dispatch(slices, total_seqlen, cp_size, chunk_size, algorithm)
     rows = row_pieces(slices, dispatch)
     plan = choose_stage_plan(rank_costs(rows, dispatch, shape), shape.flops_per_cell, overlap)
     table = build_transfer_table(rows, dispatch, plan.num_stages)
     runtime = build_runtime_meta(rows, dispatch, table, rank, fused=plan.fused)
-    return MagiMeta(dispatch, table, runtime, plan)
+    name = algorithm if isinstance(algorithm, str) else algorithm.name
+    return MagiMeta(dispatch, table, runtime, plan, name, choice)
 
 
 def rank_costs(rows: RowPieces, dispatch: DispatchMeta, shape: AttnShape) -> list[RankCost]:

@@ -5,10 +5,11 @@ inside the mask, key tiles that need a mask; the transpose for the backward), an
 tiles are masked by a mask_mod that reads one bit per cell (``_convert``, ``_mask_mod``). FA4's
 own forward and backward kernels do the rest. Conversions are cached per mask.
 
-Masks FA4 expresses itself (documents x a causal/local/full window: full, causal,
-causal_document, full_document, sliding windows; ``_native``) run on FA4's dense or varlen
-kernels with their arithmetic masks instead, which are cheaper than bitmap lookups on the
-diagonal tiles (measured on H200: sliding_window_causal 64k fwd 542 vs 360 TFLOPs/s).
+Masks FA4 expresses itself (a staircase of q/key segments x a causal/local/full window: full,
+causal, causal_document, full_document, sliding windows, a CP rank's part of a document mask;
+``_native``) run on FA4's dense or varlen kernels with their arithmetic masks instead, which are
+cheaper than bitmap lookups on the diagonal tiles (measured on H200: sliding_window_causal 64k
+fwd 542 vs 360 TFLOPs/s).
 ``fwd(..., native=False)`` / ``bwd(..., native=False)`` force the block-sparse path (tests,
 benchmarks).
 
@@ -155,15 +156,15 @@ def _mask_args(conv: Fa4BlockSparse, backward: bool):
 
 def _native_args(form: NativeForm, device) -> dict:
     args = dict(window_size_left=form.window_left, window_size_right=form.window_right)
-    if form.cu_seqlens is not None:
-        cu = torch.tensor(form.cu_seqlens, dtype=torch.int32, device=device)
-        longest = max(b - a for a, b in zip(form.cu_seqlens[:-1], form.cu_seqlens[1:]))
-        args.update(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest, max_seqlen_k=longest)
+    if form.varlen:
+        cu = lambda b: torch.tensor(b, dtype=torch.int32, device=device)  # noqa: E731
+        args.update(cu_seqlens_q=cu(form.cu_seqlens_q), cu_seqlens_k=cu(form.cu_seqlens_k),
+                    max_seqlen_q=form.max_seqlen_q, max_seqlen_k=form.max_seqlen_k)
     return args
 
 
 def _batched(t, form):  # varlen FA4 takes [total, H, D]; dense takes [batch, S, H, D]
-    return t if form is not None and form.cu_seqlens is not None else t.unsqueeze(0)
+    return t if form is not None and form.varlen else t.unsqueeze(0)
 
 
 def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
@@ -212,7 +213,7 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
     form, args = _kernel_args(mask, conv, q.device, native, backward=True)
     # FA4 wants out and dout in q's dtype (a merged CP out arrives in fp32), lse [(1,) Hq, Sq]
     lse_fa4 = lse.float().transpose(0, 1).contiguous()
-    lse_fa4 = lse_fa4 if form is not None and form.cu_seqlens is not None else lse_fa4.unsqueeze(0)
+    lse_fa4 = lse_fa4 if form is not None and form.varlen else lse_fa4.unsqueeze(0)
     b = lambda t: _batched(t, form)  # noqa: E731
     dq, dk, dv = interface._flash_attn_bwd(
         b(q), b(k), b(v), b(out.to(q.dtype)), b(dout.to(q.dtype)), lse_fa4,

@@ -1,11 +1,20 @@
-"""Recognise masks FA4 expresses natively: documents (varlen) x a window (causal, local, full).
+"""Recognise masks FA4 expresses natively: a staircase of (q segment, key segment) entries x a
+window (causal, local, full), FA4's varlen semantics.
 
-Where the slice union is exactly "independent documents, inside each a band k - q in
-[-window_left, window_right]" (full, causal, full_document, causal_document, sliding windows),
-FA4's own dense / varlen kernels with causal or window masking run it with cheap arithmetic masks
+Where the slice union is exactly "batch entry b: q rows [cu_q[b], cu_q[b+1]) against keys
+[cu_k[b], cu_k[b+1]), inside each a band around the entry's bottom-right-aligned diagonal"
+(full, causal, full_document, causal_document, sliding windows; and a CP rank's slice of a
+document mask, whose rows of a cut document see that document's keys of several ranks), FA4's
+own dense / varlen kernels with causal or window masking run it with cheap arithmetic masks
 instead of per-cell bitmap lookups; the fa4 backend then calls those. Anything else goes through
-the block-sparse path. Decided from the merged key intervals of every row, in O(seqlen), exactly:
-a form is returned only if it reproduces every row's interval.
+the block-sparse path. Decided from the merged key intervals of every row, in O(seqlen),
+exactly: a form is returned only if it reproduces every row's interval.
+
+FA4's varlen semantics when an entry has Lq rows and Lk keys: its diagonal is aligned
+bottom-right, row i keeps key j iff ``i + Lk - Lq - left <= j <= i + Lk - Lq + right`` (a bound
+None is unbounded; causal is left None, right 0), clipped to [0, Lk). Entries with no keys
+(rows that keep nothing: FA4 writes out 0, lse -inf) and entries with no rows (keys nothing
+reads) fill the gaps, so both axes are tiled.
 """
 from __future__ import annotations
 
@@ -16,10 +25,12 @@ import numpy as np
 
 @dataclass(frozen=True)
 class NativeForm:
-    """cu_seqlens: document bounds (None: one sequence of seqlen rows); windows: None = unbounded
-    (window_right 0 with window_left None is causal)."""
+    """cu_seqlens_q / cu_seqlens_k: entry bounds on each axis (both None: one entry, the whole
+    q x k, FA4's dense kernel); windows: None = unbounded (window_right 0 with window_left None
+    is causal), relative to each entry's bottom-right-aligned diagonal."""
 
-    cu_seqlens: tuple[int, ...] | None
+    cu_seqlens_q: tuple[int, ...] | None
+    cu_seqlens_k: tuple[int, ...] | None
     window_left: int | None
     window_right: int | None
 
@@ -27,45 +38,98 @@ class NativeForm:
     def causal(self) -> bool:
         return self.window_left is None and self.window_right == 0
 
+    @property
+    def varlen(self) -> bool:
+        return self.cu_seqlens_q is not None
+
+    @property
+    def max_seqlen_q(self) -> int | None:
+        return _longest(self.cu_seqlens_q)
+
+    @property
+    def max_seqlen_k(self) -> int | None:
+        return _longest(self.cu_seqlens_k)
+
+
+def _longest(cu: tuple[int, ...] | None) -> int | None:
+    return None if cu is None else int(np.diff(cu).max())
+
 
 def native_form(row: np.ndarray, lo: np.ndarray, hi: np.ndarray, seqlen_q: int, seqlen_k: int
                 ) -> NativeForm | None:
-    """The NativeForm of a mask given its merged row intervals (row, lo, hi), or None."""
-    if seqlen_q != seqlen_k or seqlen_q == 0 or len(row) != seqlen_q:
+    """The NativeForm of a mask given its merged row intervals (row ascending, lo, hi), or None."""
+    if seqlen_q == 0 or seqlen_k == 0 or len(row) == 0:
         return None
-    if not np.array_equal(row, np.arange(seqlen_q)):  # an empty row or a row of 2+ intervals
+    if np.any(row[1:] == row[:-1]):  # a row of 2+ intervals
         return None
-    q = row
-    # document bounds: p splits when no row before p reaches past it and none after reaches before
-    reach_right = np.maximum.accumulate(hi)            # max hi over rows < p+1
-    reach_left = np.minimum.accumulate(lo[::-1])[::-1]  # min lo over rows >= p
+    has = np.zeros(seqlen_q, dtype=bool)
+    has[row] = True
+    # entry cuts between rows p-1 and p: no kept row before p reaches past a key that a kept row
+    # from p on starts before (empty rows reach nothing); never inside a run of empty rows
+    row_hi = np.zeros(seqlen_q, dtype=np.int64)
+    row_lo = np.full(seqlen_q, seqlen_k, dtype=np.int64)
+    row_hi[row], row_lo[row] = hi, lo
+    reach_right = np.maximum.accumulate(row_hi)[:-1]           # over rows < p
+    reach_left = np.minimum.accumulate(row_lo[::-1])[::-1][1:]  # over rows >= p
     p = np.arange(1, seqlen_q)
-    cuts = p[(reach_right[:-1] <= p) & (reach_left[1:] >= p)]
-    bounds = np.concatenate([[0], cuts, [seqlen_q]])
-    doc = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
-    start, end = bounds[doc], bounds[doc + 1]
-    left = int((q - lo).max())
-    right = int((hi - 1 - q).max())
+    cut = (reach_right <= reach_left) & (has[:-1] | has[1:])
+    q_bounds = np.concatenate([[0], p[cut], [seqlen_q]])
+    kept = has[q_bounds[:-1]]
+    kept_rows = np.add.reduceat(has.astype(np.int64), q_bounds[:-1])
+    if not np.array_equal(kept_rows, np.where(kept, np.diff(q_bounds), 0)):
+        return None  # an entry mixes rows that keep keys with rows that keep none
+    # key segments: a kept entry spans [min lo, max hi) of its rows (its last row reaches the
+    # end: windows are >= 0); an empty entry none; unread keys between become entries of no rows
+    entry_lo = np.minimum.reduceat(row_lo, q_bounds[:-1])
+    entry_hi = np.maximum.reduceat(row_hi, q_bounds[:-1])
+    cq, ck, prev = [0], [0], 0
+    for b in range(len(kept)):
+        k0, k1 = (int(entry_lo[b]), int(entry_hi[b])) if kept[b] else (prev, prev)
+        if k0 < prev:
+            return None
+        if k0 > prev:  # keys no row reads
+            cq.append(cq[-1])
+            ck.append(k0)
+        cq.append(int(q_bounds[b + 1]))
+        ck.append(k1)
+        prev = k1
+    if prev < seqlen_k:
+        cq.append(seqlen_q)
+        ck.append(seqlen_k)
+    cq, ck = np.array(cq), np.array(ck)
+    # every kept row's entry, its key segment and its bottom-right-aligned diagonal
+    entry = np.searchsorted(cq, row, side="right") - 1
+    start, end = ck[entry], ck[entry + 1]
+    diag = row + (end - cq[entry + 1])
+    left = int((diag - lo).max())
+    right = int((hi - 1 - diag).max())
     if left < 0 or right < 0:  # FA4 reads a negative window as unbounded
         return None
-    if not (np.array_equal(lo, np.maximum(start, q - left))
-            and np.array_equal(hi, np.minimum(end, q + right + 1))):
+    if not (np.array_equal(lo, np.maximum(start, diag - left))
+            and np.array_equal(hi, np.minimum(end, diag + right + 1))):
         return None
     unbounded_left = bool(np.array_equal(lo, start))
     unbounded_right = bool(np.array_equal(hi, end))
-    return NativeForm(cu_seqlens=None if len(bounds) == 2 else tuple(int(b) for b in bounds),
+    one = len(cq) == 2
+    return NativeForm(cu_seqlens_q=None if one else tuple(int(b) for b in cq),
+                      cu_seqlens_k=None if one else tuple(int(b) for b in ck),
                       window_left=None if unbounded_left else left,
                       window_right=None if unbounded_right else right)
 
 
-def native_dense(form: NativeForm, seqlen: int):
-    """bool [seqlen, seqlen] of a NativeForm (tests)."""
-    bounds = np.array(form.cu_seqlens if form.cu_seqlens is not None else (0, seqlen))
-    doc = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
-    q, k = np.arange(seqlen)[:, None], np.arange(seqlen)[None, :]
-    keep = doc[:, None] == doc[None, :]
-    if form.window_left is not None:
-        keep &= k >= q - form.window_left
-    if form.window_right is not None:
-        keep &= k <= q + form.window_right
+def native_dense(form: NativeForm, seqlen_q: int, seqlen_k: int | None = None):
+    """bool [seqlen_q, seqlen_k] of a NativeForm, cell by cell from FA4's semantics (tests)."""
+    seqlen_k = seqlen_q if seqlen_k is None else seqlen_k
+    cq = np.array(form.cu_seqlens_q if form.varlen else (0, seqlen_q))
+    ck = np.array(form.cu_seqlens_k if form.varlen else (0, seqlen_k))
+    keep = np.zeros((seqlen_q, seqlen_k), dtype=bool)
+    for b in range(len(cq) - 1):
+        lq, lk = cq[b + 1] - cq[b], ck[b + 1] - ck[b]
+        i, j = np.arange(lq)[:, None], np.arange(lk)[None, :]
+        block = np.ones((lq, lk), dtype=bool)
+        if form.window_left is not None:
+            block &= j >= i + lk - lq - form.window_left
+        if form.window_right is not None:
+            block &= j <= i + lk - lq + form.window_right
+        keep[cq[b]:cq[b + 1], ck[b]:ck[b + 1]] = block
     return keep

@@ -187,6 +187,7 @@ def test_staged_magi_reports_the_communication_its_overlap_hides(sweep):
         staged = _cell(rows, "magi_staged", "causal", 64, 2, direction)
         assert staged.status == "ok", staged.message
         assert "num_stages=2" in staged.message and "fused=False" in staged.message
+        assert "dispatch=min_heap" in staged.message  # "auto" on the CPU kernel
         hidden = float(staged.message.split("hidden_comm_ms=")[1].split(";")[0])
         assert hidden >= 0
         assert "hidden_comm_ms" not in _cell(rows, "magi_staged", "causal", 64, 1,

@@ -53,3 +53,14 @@ def test_dispatch_rejects_a_local_tensor(world1):
     key = magi_attn_flex_key([[0, 64]], [[0, 64]], None, 64, 2, 1, 16, chunk_size=16)
     with pytest.raises(ValueError, match="global"):
         dispatch(torch.zeros(32, 2, 16), key)
+
+
+def test_default_dispatch_is_auto_and_reported(world1):
+    """Without FA4 (the reference kernel here) "auto" runs min_heap; an explicit choice stays."""
+    cu = [0, 40, 64, 128]
+    auto = magi_attn_varlen_key(cu, 2, 1, 16, chunk_size=32, backend="reference",
+                                dtype=torch.float32)
+    assert auto.meta.algorithm == "min_heap" and auto.meta.choice.predicted_us == {}
+    explicit = magi_attn_varlen_key(cu, 2, 1, 16, chunk_size=32, backend="reference",
+                                    dtype=torch.float32, dispatch_alg="sequential")
+    assert explicit.meta.algorithm == "sequential" and explicit.meta.choice is None

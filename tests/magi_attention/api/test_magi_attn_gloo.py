@@ -96,9 +96,10 @@ def run_group(cp_size, chunk_size, num_stages, mesh_shape=None, mask_names=None)
 
 
 @pytest.mark.parametrize("cp_size,chunk_size,num_stages",
-                         [(2, 32, None), (4, 16, 2), (2, 32, "fused"), (2, 32, "staged1")],
+                         [(2, 32, None), (4, 16, 2), (2, 32, "fused"), (4, 16, "fused"),
+                          (2, 32, "staged1")],
                          ids=["cp2-chunk32-auto_stages", "cp4-chunk16-2_stages", "cp2-fused",
-                              "cp2-staged1"])
+                              "cp4-fused", "cp2-staged1"])
 def test_magi_attn_equals_dense_attention_fwd_bwd_every_mask_and_algorithm(cp_size, chunk_size,
                                                                            num_stages):
     per_rank = run_group(cp_size, chunk_size, num_stages)

@@ -6,6 +6,8 @@ tensor (out, lse, dq, dk, dv), FlashAttention's rule: the kernel's max abs error
 the max abs error of plain low-precision attention (dense_attention computed in the input dtype)
 against the same oracle, plus atol = 1e-3 * max|oracle| + 1e-4.
 """
+import random
+
 import pytest
 import torch
 
@@ -15,7 +17,9 @@ from magi_attention.common import AttnMaskType, AttnRange, AttnSlice, to_dense
 from magi_attention.functional import (BackendUnavailable, FlexAttnPlan, flex_flash_attn_func,
                                       resolve_backend)
 from magi_attention.kernels import fa4, reference
+from magi_attention.kernels.fa4._convert import fa4_block_sparse
 from magi_attention.testing import dense_attention
+from magi_attention.testing.staircase import random_staircase
 
 ERR_FACTOR = 2.0
 needs_fa4 = pytest.mark.skipif(not fa4.is_available(),
@@ -213,3 +217,17 @@ def test_forward_without_lse_gives_the_same_output(native):
     out_no_lse, none, _ = fa4.fwd(q, k, v, plan, 128 ** -0.5, native=native, return_lse=False)
     assert lse is not None and none is None
     torch.testing.assert_close(out_no_lse, out, atol=0, rtol=0)
+
+
+@pytest.mark.gpu
+@needs_fa4
+@pytest.mark.parametrize("kind", ("full", "causal", "window"))
+@pytest.mark.parametrize("seed", range(3))
+def test_native_staircase_bottom_right(kind, seed):
+    """Staircases of separate q / key segments (Lq < Lk, Lq > Lk, entries without rows or keys)
+    run on FA4's varlen kernel (cu_seqlens_q != cu_seqlens_k) and match the reference: checks
+    that FA4 aligns causal and windows bottom-right, as ``_native`` assumes."""
+    slices, seqlen_q, seqlen_k = random_staircase(random.Random(seed), 8, 700, kind)
+    plan = FlexAttnPlan.from_slices(slices, seqlen_q, seqlen_k)
+    assert fa4_block_sparse(plan, 128, 128).native is not None
+    check_case(slices, seqlen_q, seqlen_k, 16, 2, 128, torch.bfloat16, seed)

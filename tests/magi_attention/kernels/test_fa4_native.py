@@ -1,12 +1,15 @@
-"""Native-form recognition (documents x window) is exact: a form is found only when FA4's
-dense/varlen/window masking reproduces the mask cell for cell, and it is found for the patterns
-FA4 expresses (CPU; oracle: bench.masks' dense form)."""
+"""Native-form recognition (q/key segment staircase x window) is exact: a form is found only when
+FA4's dense/varlen/window masking reproduces the mask cell for cell, and it is found for the
+patterns FA4 expresses (CPU; oracle: the slices' dense form, ``to_dense``)."""
+import random
+
 import numpy as np
 import pytest
 
 from magi_attention.common import AttnMaskType, AttnSlice, slices_to_tensors, to_dense
 from magi_attention.kernels.fa4._convert import to_fa4_block_sparse
 from magi_attention.kernels.fa4._native import native_dense
+from magi_attention.testing.staircase import WINDOWS, random_staircase
 
 bench_masks = pytest.importorskip("bench.masks")
 bench_data = pytest.importorskip("bench.data")
@@ -15,8 +18,9 @@ EXPRESSIBLE = {"full", "causal", "full_document", "causal_document", "sliding_wi
                "sliding_window_causal"}
 
 
-def _form(slices, seqlen):
-    return to_fa4_block_sparse(*slices_to_tensors(slices), seqlen, seqlen, 128, 128).native
+def _form(slices, seqlen, seqlen_k=None):
+    seqlen_k = seqlen if seqlen_k is None else seqlen_k
+    return to_fa4_block_sparse(*slices_to_tensors(slices), seqlen, seqlen_k, 128, 128).native
 
 
 @pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
@@ -34,14 +38,119 @@ def test_found_exactly_when_expressible(name):
 def test_invcausal_is_a_left_window_of_zero():
     slices = [AttnSlice.make(0, 100, 0, 100, AttnMaskType.INVCAUSAL)]
     form = _form(slices, 100)
-    assert (form.window_left, form.window_right, form.cu_seqlens) == (0, None, None)
+    assert (form.window_left, form.window_right, form.cu_seqlens_q) == (0, None, None)
     assert np.array_equal(native_dense(form, 100), to_dense(slices, 100, 100).numpy())
 
 
 @pytest.mark.parametrize("slices", [
-    [AttnSlice.make(0, 50, 0, 100, AttnMaskType.CAUSAL)],       # empty rows
+    [AttnSlice.make(0, 40, 0, 40), AttnSlice.make(60, 100, 0, 100)],  # empty rows, shared keys
     [AttnSlice.make(0, 100, 0, 40), AttnSlice.make(0, 100, 60, 100)],  # two intervals a row
     [AttnSlice.make(0, 100, 0, 100, AttnMaskType.CAUSAL), AttnSlice.make(0, 50, 0, 60)],  # ragged
 ], ids=["empty-rows", "two-intervals", "ragged-window"])
 def test_not_found_when_not_expressible(slices):
     assert _form(slices, 100) is None
+
+
+def test_empty_rows_after_a_bottom_right_causal_entry():
+    """Rows that keep no key form an entry of no keys (FA4: out 0, lse -inf)."""
+    slices = [AttnSlice.make(0, 50, 0, 100, AttnMaskType.CAUSAL)]
+    form = _form(slices, 100)
+    assert form.cu_seqlens_q == (0, 50, 100) and form.cu_seqlens_k == (0, 100, 100)
+    assert np.array_equal(native_dense(form, 100), to_dense(slices, 100, 100).numpy())
+
+
+def test_square_documents_keep_equal_q_and_k_bounds():
+    slices = [AttnSlice.make(a, b, a, b, AttnMaskType.CAUSAL) for a, b in ((0, 30), (30, 100))]
+    form = _form(slices, 100)
+    assert form.cu_seqlens_q == form.cu_seqlens_k == (0, 30, 100)
+    assert (form.max_seqlen_q, form.max_seqlen_k, form.causal) == (70, 70, True)
+
+
+@pytest.mark.parametrize("kind", WINDOWS)
+@pytest.mark.parametrize("seed", range(40))
+def test_random_staircase_round_trips(kind, seed):
+    rng = random.Random(seed)
+    slices, seqlen_q, seqlen_k = random_staircase(rng, rng.randint(1, 6), 40, kind)
+    dense = to_dense(slices, seqlen_q, seqlen_k).numpy()
+    if not dense.any():
+        return
+    form = _form(slices, seqlen_q, seqlen_k)
+    assert form is not None
+    assert np.array_equal(native_dense(form, seqlen_q, seqlen_k), dense)
+
+
+def test_bottom_right_causal_on_unequal_entries():
+    # entry 0: 10 rows x 30 keys (each row sees 21..30 keys); entry 1: 30 rows x 10 keys (the
+    # first 20 rows see nothing)
+    slices = [AttnSlice.make(0, 10, 0, 30, AttnMaskType.CAUSAL),
+              AttnSlice.make(10, 40, 30, 40, AttnMaskType.CAUSAL)]
+    form = _form(slices, 40, 40)
+    assert form is not None and form.causal
+    assert np.array_equal(native_dense(form, 40, 40), to_dense(slices, 40, 40).numpy())
+
+
+def _row_slices(dense):
+    """One FULL slice per run of kept keys of every row."""
+    out = []
+    for row in range(dense.shape[0]):
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], dense[row].astype(int), [0]])))
+        out += [AttnSlice.make(row, row + 1, int(a), int(b)) for a, b in edges.reshape(-1, 2)]
+    return out
+
+
+@pytest.mark.parametrize("kind", WINDOWS)
+@pytest.mark.parametrize("seed", range(40))
+def test_one_cell_off_is_refused_or_exact(kind, seed):
+    """Any flipped cell: the form (if any) reproduces the flipped mask exactly; a cell removed
+    from inside a row's run (two runs in that row) is always refused."""
+    rng = random.Random(seed)
+    slices, seqlen_q, seqlen_k = random_staircase(rng, rng.randint(1, 6), 40, kind)
+    dense = to_dense(slices, seqlen_q, seqlen_k).numpy()
+    flipped = dense.copy()
+    q, k = rng.randrange(seqlen_q), rng.randrange(seqlen_k)
+    flipped[q, k] = not flipped[q, k]
+    form = _form(_row_slices(flipped), seqlen_q, seqlen_k) if flipped.any() else None
+    if form is not None:
+        assert np.array_equal(native_dense(form, seqlen_q, seqlen_k), flipped)
+    inner = np.argwhere(dense[:, :-2] & dense[:, 2:])
+    if len(inner):
+        q, k = inner[rng.randrange(len(inner))]
+        hole = dense.copy()
+        hole[q, k + 1] = False
+        assert _form(_row_slices(hole), seqlen_q, seqlen_k) is None
+
+
+def _staircase_dense(entries, seqlen_q, seqlen_k, left, right):
+    """Dense mask of (q0, q1, k0, k1) entries under FA4's bottom-right window rule."""
+    dense = np.zeros((seqlen_q, seqlen_k), dtype=bool)
+    for q0, q1, k0, k1 in entries:
+        i, j = np.arange(q1 - q0)[:, None], np.arange(k1 - k0)[None, :]
+        keep = np.ones((q1 - q0, k1 - k0), dtype=bool)
+        shift = (k1 - k0) - (q1 - q0)
+        if left is not None:
+            keep &= j >= i + shift - left
+        if right is not None:
+            keep &= j <= i + shift + right
+        dense[q0:q1, k0:k1] = keep
+    return dense
+
+
+NEAR_MISSES = {  # (entries, seqlen_q, seqlen_k, left, right, cell to flip)
+    "causal-row-one-key-longer": ([(0, 10, 0, 30), (10, 40, 30, 40)], 40, 40, None, 0, (5, 26)),
+    "causal-row-one-key-shorter": ([(0, 10, 0, 30), (10, 40, 30, 40)], 40, 40, None, 0, (35, 34)),
+    "full-row-end-cut": ([(0, 20, 0, 5), (20, 30, 5, 40)], 30, 40, None, None, (25, 39)),
+    "full-row-start-cut": ([(0, 20, 0, 5), (20, 30, 5, 40)], 30, 40, None, None, (25, 5)),
+    "window-row-start-one-later": ([(0, 30, 0, 20), (30, 40, 20, 60)], 40, 60, 3, 2, (35, 51)),
+    "window-row-end-one-later": ([(0, 30, 0, 20), (30, 40, 20, 60)], 40, 60, 3, 2, (35, 56)),
+    "empty-row-gets-a-key": ([(0, 30, 0, 10), (30, 40, 10, 20)], 40, 20, None, 0, (2, 0)),
+}
+
+
+@pytest.mark.parametrize("case", NEAR_MISSES.values(), ids=NEAR_MISSES.keys())
+def test_staircase_one_cell_off_is_refused(case):
+    entries, seqlen_q, seqlen_k, left, right, (q, k) = case
+    dense = _staircase_dense(entries, seqlen_q, seqlen_k, left, right)
+    exact = _form(_row_slices(dense), seqlen_q, seqlen_k)
+    assert exact is not None and np.array_equal(native_dense(exact, seqlen_q, seqlen_k), dense)
+    dense[q, k] = not dense[q, k]
+    assert _form(_row_slices(dense), seqlen_q, seqlen_k) is None

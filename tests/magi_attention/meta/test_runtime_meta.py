@@ -40,11 +40,8 @@ def simulate(slices, cp_size, chunk_size, algorithm, num_stages, q, k, v):
         q_loc, kv_loc = q[pos], kv_shards[r]
         o, l = _stage(q_loc, kv_loc, m.runtime.host)
         for j, stage in enumerate(m.runtime.stages):
-            parts = []  # what each src sends to r in stage j, by src's own send args
-            for src, ms in enumerate(metas):
-                a = ms.runtime.stages[j].cast
-                offs = np.cumsum((0,) + a.send_split_sizes)
-                idx = ranges_to_index(a.send_ranges)[offs[r]:offs[r + 1]]
+            parts = []
+            for src, idx in _received(metas, r, j):
                 assert len(idx) == stage.cast.recv_split_sizes[src]
                 parts.append(kv_shards[src][torch.from_numpy(idx)])
             o2, l2 = _stage(q_loc, torch.cat(parts), stage.attn)
@@ -78,6 +75,62 @@ def test_simulated_stages_equal_dense_attention_for_every_mask(algorithm, cp_siz
         table = metas[0].table
         assert (table.src != table.dst).all()
     assert not failures, "\n".join(failures)
+
+
+def _received(metas, r, stage):
+    """What every src sends to rank r in a stage, by src's own send args, in src order."""
+    parts = []
+    for src, ms in enumerate(metas):
+        a = ms.runtime.stages[stage].cast
+        offs = np.cumsum((0,) + a.send_split_sizes)
+        parts.append((src, ranges_to_index(a.send_ranges)[offs[r]:offs[r + 1]]))
+    return parts
+
+
+@pytest.mark.parametrize("algorithm", list(DISPATCH_ALGORITHMS))
+@pytest.mark.parametrize("cp_size,chunk_size", [(2, 32), (4, 16)], ids=["cp2-c32", "cp4-c16"])
+def test_fused_stage_over_global_order_buffer_equals_dense_attention(algorithm, cp_size,
+                                                                     chunk_size):
+    """The fused kernel over [received from lower ranks | own | received from higher ranks]."""
+    q, k, v = random_qkv(SEQLEN, SEQLEN, 2, 1, 16, requires_grad=False)
+    shape = AttnShape(2, 1, 16)
+    failures = []
+    for name in MASK_NAMES:
+        mask = small_mask(name)
+        metas = [solve_magi_meta(mask.slices, SEQLEN, cp_size, chunk_size, r, shape, algorithm,
+                                 OverlapConfig(fused=True)) for r in range(cp_size)]
+        dispatch = metas[0].dispatch
+        kv_shards = [torch.cat([k, v], 1)[dispatch.position_ids(r)] for r in range(cp_size)]
+        out = torch.zeros_like(q)
+        for r, m in enumerate(metas):
+            pos = torch.from_numpy(dispatch.position_ids(r))
+            if m.runtime.fused is None:
+                assert not m.runtime.stages
+                out[pos] = _stage(q[pos], kv_shards[r], m.runtime.host)[0].to(out.dtype)
+                continue
+            lower = [kv_shards[s][torch.from_numpy(i)] for s, i in _received(metas, r, 0) if s < r]
+            higher = [kv_shards[s][torch.from_numpy(i)] for s, i in _received(metas, r, 0) if s > r]
+            assert sum(len(t) for t in lower) == m.runtime.fused_own_offset
+            buf = torch.cat(lower + [kv_shards[r]] + higher)
+            out[pos] = _stage(q[pos], buf, m.runtime.fused)[0].to(out.dtype)
+        ref_out, _ = dense_attention(q, k, v, to_dense(mask.slices, SEQLEN))
+        if not torch.allclose(out.double(), ref_out, atol=1e-4):
+            failures.append(f"{name}: out max diff {(out.double() - ref_out).abs().max():.2e}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("cp_size", [2, 4])
+@pytest.mark.parametrize("name", ["full_document", "causal_document"])
+def test_contiguous_dispatch_keeps_fused_document_masks_native(name, cp_size):
+    """Ranks holding increasing runs (sequential dispatch): a document cut between ranks has its
+    keys in one piece of the fused buffer, so FA4 runs every rank natively (varlen)."""
+    from magi_attention.kernels.fa4._convert import fa4_block_sparse
+    mask = small_mask(name)
+    for r in range(cp_size):
+        m = solve_magi_meta(mask.slices, SEQLEN, cp_size, 16, r, AttnShape(2, 1, 16),
+                            "sequential", OverlapConfig(fused=True))
+        attn = m.runtime.fused or m.runtime.host
+        assert fa4_block_sparse(attn.plan, 128, 128).native is not None, (name, r)
 
 
 def test_host_and_stage_areas_add_up_to_the_mask_area():

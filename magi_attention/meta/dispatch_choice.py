@@ -1,0 +1,80 @@
+"""The default dispatch ("auto"): min_heap, or sequential where the local kernel's native form
+makes the contiguous split faster despite its imbalance. Decided once, at key time.
+
+min_heap balances area best but scatters 512-token chunks, so a document cut between ranks
+leaves each rank's mask outside FA4's native (varlen) forms: the FA4 backend then runs its
+block-sparse path with a bitmap on every partial 128 x 128 tile. Sequential keeps each rank one
+contiguous run of the sequence; with the fused KV buffer in global order (``runtime_meta``), a
+rank's document mask stays a varlen staircase and FA4 runs it natively, at the cost of the area
+imbalance of the documents' lengths. The cost model, per candidate:
+
+    predicted = exposed communication (overlap solver)
+                + (1 + bwd factor) * max over ranks of effective area / compute rate
+
+where a stage mask FA4 runs natively counts its area, and any other counts its area plus
+PARTIAL_TILE_COST full tiles per partial tile. Only the FA4 backend has two paths; for any
+other kernel "auto" is min_heap without evaluation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .dispatch import solve_dispatch
+from .overlap_solver import BWD_COMPUTE_FACTOR, OverlapConfig
+
+# The native and the block-sparse (bitmap) FA4 path differ only on partial tiles. notes/fa4.md,
+# H200 16k causal_document: block-sparse / native throughput 0.56 fwd, 0.58 bwd, with partial
+# tiles 0.39 of the area (354 partial 128 x 128 tiles over 14.9M cells): 1 / 0.57 = 1 + c * 0.39
+# gives c = 1.9 extra full-tile times per partial tile (sliding_window_causal 16k, partial 0.25
+# of the area, then predicts 0.68 against the 0.60 / 0.70 measured).
+PARTIAL_TILE_COST = 1.9
+FA4_TILE = 128
+CANDIDATES = ("min_heap", "sequential")
+
+
+@dataclass(frozen=True)
+class DispatchChoice:
+    """The algorithm "auto" ran and the prediction (fwd + bwd, us) of every candidate."""
+
+    algorithm: str
+    predicted_us: dict[str, float]
+
+
+def effective_area(attn) -> float:
+    """A stage mask's area in full-tile-equivalent cells on the FA4 backend."""
+    from ..kernels.fa4._convert import fa4_block_sparse  # host-only; FA4 itself is not imported
+    conv = fa4_block_sparse(attn.plan, FA4_TILE, FA4_TILE)
+    if conv.native is not None:
+        return float(conv.area)
+    return float(conv.area + PARTIAL_TILE_COST * conv.num_partial * FA4_TILE * FA4_TILE)
+
+
+def rank_stage_masks(runtime) -> list:
+    """The masks a rank's kernels run: the fused one, or the host and every remote stage."""
+    if runtime.fused is not None:
+        return [runtime.fused]
+    return [runtime.host, *(stage.attn for stage in runtime.stages)]
+
+
+def predicted_us(metas, flops_per_cell: float, overlap: OverlapConfig) -> float:
+    """Prediction for one candidate from every rank's MagiMeta (same dispatch)."""
+    slowest = max(sum(effective_area(a) for a in rank_stage_masks(m.runtime)) for m in metas)
+    compute = (1 + BWD_COMPUTE_FACTOR) * slowest * flops_per_cell / (overlap.compute_tflops * 1e6)
+    return metas[0].stage_plan.exposed_us + compute
+
+
+def choose_dispatch(slices, total_seqlen: int, cp_size: int, chunk_size: int, shape,
+                    overlap: OverlapConfig, native_kernel: bool) -> DispatchChoice:
+    """The candidate with the lowest prediction (min_heap on ties); min_heap alone when the
+    kernel has no native path (``native_kernel`` False)."""
+    from .solver import solve_magi_meta  # the solver calls here for "auto"
+    if not native_kernel or cp_size == 1:
+        return DispatchChoice("min_heap", {})
+    times = {}
+    for name in CANDIDATES:
+        dispatch = solve_dispatch(slices, total_seqlen, cp_size, chunk_size, name)
+        metas = [solve_magi_meta(slices, total_seqlen, cp_size, chunk_size, r, shape, name,
+                                 overlap, dispatch=dispatch) for r in range(cp_size)]
+        times[name] = float(predicted_us(metas, shape.flops_per_cell, overlap))
+    best = min(CANDIDATES, key=lambda n: (times[n], CANDIDATES.index(n)))
+    return DispatchChoice(best, times)

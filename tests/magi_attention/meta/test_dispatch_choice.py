@@ -1,0 +1,65 @@
+"""The "auto" dispatch: min_heap, or sequential where FA4's native varlen path on whole runs of
+documents predicts faster than min_heap's balanced but bitmap-masked ranks (CPU: the cost
+model's inputs, native forms and partial tiles, are host computations)."""
+import numpy as np
+import pytest
+
+from bench.data import sample_doc_lens
+from bench.masks import build_mask
+from magi_attention.kernels.fa4._convert import fa4_block_sparse
+from magi_attention.meta import (AttnShape, OverlapConfig, SliceArray, choose_dispatch,
+                                 solve_magi_meta)
+from magi_attention.meta.dispatch_choice import PARTIAL_TILE_COST, effective_area, rank_stage_masks
+
+SEQLEN, CHUNK = 16384, 512
+SHAPE = AttnShape(64, 8, 128)
+
+
+def _slices(name):
+    doc_lens = sample_doc_lens(SEQLEN, seed=0)
+    return SliceArray.from_slices(build_mask(name, SEQLEN, doc_lens=doc_lens, seed=0).slices)
+
+
+def test_without_a_native_kernel_auto_is_min_heap_unevaluated():
+    choice = choose_dispatch(_slices("causal_document"), SEQLEN, 2, CHUNK, SHAPE, OverlapConfig(),
+                             native_kernel=False)
+    assert choice.algorithm == "min_heap" and choice.predicted_us == {}
+
+
+def test_explicit_algorithm_is_honoured():
+    meta = solve_magi_meta(_slices("causal_document"), SEQLEN, 2, CHUNK, 0, SHAPE, "min_heap",
+                           native_kernel=True)
+    assert meta.algorithm == "min_heap" and meta.choice is None
+
+
+@pytest.mark.parametrize("name", ["full_document", "causal_document"])
+def test_cp2_documents_choose_the_native_contiguous_split(name):
+    """cp 2: sequential keeps every rank's fused mask native; min_heap's are bitmap-masked."""
+    slices = _slices(name)
+    metas = [solve_magi_meta(slices, SEQLEN, 2, CHUNK, r, SHAPE, "auto", native_kernel=True)
+             for r in range(2)]
+    assert {m.algorithm for m in metas} == {"sequential"}  # every rank decides alike
+    choice = metas[0].choice
+    assert choice.predicted_us["sequential"] < choice.predicted_us["min_heap"]
+    for m in metas:
+        for attn in rank_stage_masks(m.runtime):
+            assert fa4_block_sparse(attn.plan, 128, 128).native is not None
+
+
+def test_single_causal_sequence_keeps_min_heap():
+    """One causal document: sequential's imbalance (3x at cp 2) outweighs any native gain."""
+    meta = solve_magi_meta(_slices("causal"), SEQLEN, 2, CHUNK, 0, SHAPE, "auto",
+                           native_kernel=True)
+    assert meta.algorithm == "min_heap"
+
+
+def test_effective_area_charges_partial_tiles_only_off_the_native_path():
+    slices = _slices("causal_document")
+    fused = OverlapConfig(fused=True)
+    seq = solve_magi_meta(slices, SEQLEN, 2, CHUNK, 1, SHAPE, "sequential", fused)
+    heap = solve_magi_meta(slices, SEQLEN, 2, CHUNK, 1, SHAPE, "min_heap", fused)
+    assert effective_area(seq.runtime.fused) == seq.runtime.fused.area()
+    conv = fa4_block_sparse(heap.runtime.fused.plan, 128, 128)
+    assert conv.native is None and conv.num_partial > 0
+    assert np.isclose(effective_area(heap.runtime.fused),
+                      heap.runtime.fused.area() + PARTIAL_TILE_COST * conv.num_partial * 128 * 128)
