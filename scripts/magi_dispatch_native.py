@@ -1,5 +1,6 @@
 """Per rank of MagiAttention's fused/staged masks: FA4-native or not, partial tiles, area, KV
-received; min_heap vs the "auto" choice, on the CP benchmark's document masks (CPU only).
+received; min_heap, sequential, balanced_runs and the "auto" choice, on the CP benchmark's
+document masks (CPU only).
 
     python scripts/magi_dispatch_native.py [--seqlen-per-gpu 16384] [--cp-sizes 2 4]
 
@@ -14,7 +15,7 @@ from bench.config import DataConfig, MaskChoice
 from bench.sweep import cell_mask
 from magi_attention.kernels.fa4._convert import fa4_block_sparse
 from magi_attention.meta import AttnShape, OverlapConfig, SliceArray, solve_magi_meta
-from magi_attention.meta.dispatch_choice import rank_stage_masks
+from magi_attention.meta.dispatch_choice import CANDIDATES, rank_stage_masks
 
 MASKS = ("full_document", "causal_document", "block_causal_document")
 
@@ -29,7 +30,8 @@ def rank_rows(slices, seqlen, cp_size, chunk, shape, algorithm):
         convs = [fa4_block_sparse(a.plan, 128, 128) for a in rank_stage_masks(m.runtime)]
         rows.append(dict(rank=r, native=all(c.native is not None for c in convs),
                          partial=sum(c.num_partial for c in convs), area=int(areas[r]),
-                         recv=int(recv[r]), fused=m.runtime.fused is not None))
+                         recv=int(recv[r]), fused=m.runtime.fused is not None,
+                         copies=m.runtime.fused_layout.num_copies if m.runtime.fused else 0))
     return metas[0], rows
 
 
@@ -40,23 +42,23 @@ def main() -> None:
     p.add_argument("--chunk-size", type=int, default=512)
     args = p.parse_args()
     shape = AttnShape(64, 8, 128)
-    print("| cp | mask | dispatch | imbalance | predicted us (min_heap / sequential) | per rank: "
-          "native, partial tiles, KV tokens received | stages |")
+    print("| cp | mask | dispatch | imbalance | predicted us (min_heap / sequential / "
+          "balanced_runs) | per rank: native, partial tiles, KV tokens received, fused-buffer "
+          "copies | stages |")
     print("|---|---|---|---|---|---|---|")
     for cp in args.cp_sizes:
         seqlen = args.seqlen_per_gpu * cp
         for name in MASKS:
             mask = cell_mask(MaskChoice(label=name, name=name, params={}), seqlen, DataConfig(), 8)
             slices = SliceArray.from_slices(mask.slices)
-            for alg in ("min_heap", "auto"):
+            for alg in (*CANDIDATES, "auto"):
                 meta, rows = rank_rows(slices, seqlen, cp, args.chunk_size, shape, alg)
                 pred = meta.choice.predicted_us if meta.choice else {}
-                pred_s = " / ".join(f"{pred[k]:.0f}" for k in ("min_heap", "sequential")) \
-                    if pred else "-"
-                ranks = "; ".join(f"{'N' if x['native'] else 'bs'} {x['partial']} {x['recv']}"
-                                  for x in rows)
+                pred_s = " / ".join(f"{pred[k]:.0f}" for k in CANDIDATES) if pred else "-"
+                ranks = "; ".join(f"{'N' if x['native'] else 'bs'} {x['partial']} {x['recv']} "
+                                  f"{x['copies']}" for x in rows)
                 stages = "fused" if rows[0]["fused"] else f"{meta.runtime.num_stages} staged"
-                label = alg if alg == "min_heap" else f"auto -> {meta.algorithm}"
+                label = alg if alg != "auto" else f"auto -> {meta.algorithm}"
                 print(f"| {cp} | {name} | {label} | {meta.dispatch.imbalance():.3f} | {pred_s} | "
                       f"{ranks} | {stages} |", flush=True)
 

@@ -20,7 +20,7 @@ from magi_attention.common import AttnRange
 from ._stats import CommStats
 from .base import CPStrategy
 
-DISPATCH_ALGS = ("auto", "min_heap", "sequential", "sorted_sequential")
+DISPATCH_ALGS = ("auto", "min_heap", "sequential", "sorted_sequential", "balanced_runs")
 DEFAULT_CHUNK_SIZE = 512
 MIN_CHUNKS_PER_RANK = 8
 
@@ -63,8 +63,9 @@ class MagiAttention(CPStrategy):
         chunk_size: dispatch granularity (None: ``default_chunk_size``); the seqlen must be a
             multiple of cp_size * chunk_size (else ``supports`` says so).
         num_stages: remote KV stages (None: the overlap solver chooses).
-        dispatch_alg: "auto" (default: the key's choice of min_heap or sequential, named in the
-            row's ``dispatch=`` note), "min_heap", "sequential" or "sorted_sequential".
+        dispatch_alg: "auto" (default: the key's choice of min_heap, sequential or balanced_runs,
+            named in the row's ``dispatch=`` note), "min_heap", "sequential",
+            "sorted_sequential" or "balanced_runs".
         head_dim, dtype: of q, k, v, for the overlap solver's cost model only (the runner fills
             them from the problem; defaults 128, "bfloat16").
 

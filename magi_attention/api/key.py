@@ -67,10 +67,11 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
         cp_group_or_mesh: a ProcessGroup (None: the default group) or a DeviceMesh, 1D or 2D
             (inter-node x intra-node; 2D enables the hierarchical group_cast).
         chunk_size: dispatch granularity; S must be a multiple of cp_size * chunk_size.
-        dispatch_alg: "auto" (default: min_heap, or sequential where the FA4 kernel's native
-            varlen path on whole runs of documents predicts faster; ``key.meta.algorithm``
-            names the one that ran), "min_heap" (best balance), "sequential" or
-            "sorted_sequential".
+        dispatch_alg: "auto" (default: min_heap, or sequential / balanced_runs where the FA4
+            kernel's native varlen path on whole runs of documents predicts faster;
+            ``key.meta.algorithm`` names the one that ran), "min_heap" (best balance),
+            "sequential", "sorted_sequential" or "balanced_runs" (two runs per rank, cut for
+            balance).
         num_stages: fixed number of remote KV stages; None lets the overlap solver choose.
         overlap: full OverlapConfig (cost model rates); its num_stages is overridden by
             ``num_stages`` when that is given.

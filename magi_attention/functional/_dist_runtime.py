@@ -17,6 +17,16 @@ from ..meta import DistAttnRuntimeMeta, StageAttnArgs
 from ._backends import backend_for, load_backend
 from .merge import merge_out_lse
 
+def _gather(buf: torch.Tensor, copies) -> torch.Tensor:
+    """The pieces ``buf[dst:dst + m]`` of (src, dst, m) copies, in src order: one slice (no copy)
+    when there is one piece."""
+    if len(copies) == 1:
+        return buf[copies[0][1]:copies[0][1] + copies[0][2]]
+    if not copies:
+        return buf[:0]
+    return torch.cat([buf[dst:dst + m] for _, dst, m in copies])
+
+
 class _CopyInto:
     """A work handle whose result is copied into a given buffer on wait (for casts that
     allocate their own)."""
@@ -192,38 +202,41 @@ class DistAttnRuntime:
         return handle if self.overlap else _Done(handle.wait())
 
     def _fused_kv(self, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """[received from lower ranks ; own k|v ; received from higher ranks]: [shard + recv,
-        2 * Hkv, D] (the fused meta's key order). The cast writes straight into the buffer when
-        its tokens come from one side of this rank (always at cp 2); from both sides it lands
-        in its own buffer and is copied around the own part."""
-        n, h = k.shape[0], k.shape[1]
-        lower, recv = self.meta.fused_own_offset, self.meta.stages[0].cast.recv_seqlen
-        kv_all = torch.empty((n + recv, 2 * h, k.shape[2]), dtype=k.dtype, device=k.device)
-        own = kv_all[lower:lower + n]
-        own[:, :h] = k
-        own[:, h:] = v
-        if lower in (0, recv):
-            self._cast(own, 0, out=kv_all[n:] if lower == 0 else kv_all[:lower]).wait()
+        """The fused KV buffer [size, 2 * Hkv, D] as ``meta.fused_layout`` places it: the own
+        shard written in place when it is one piece there (the cast then sends from it), else
+        k|v stacked once and each own run copied; the cast writes in place when its pieces
+        land in one region, else into its own buffer and each piece is copied."""
+        lay, h = self.meta.fused_layout, k.shape[1]
+        recv = self.meta.stages[0].cast.recv_seqlen
+        kv_all = torch.empty((lay.size, 2 * h, k.shape[2]), dtype=k.dtype, device=k.device)
+        own_at, recv_at = lay.own_at, lay.recv_at
+        if own_at is not None:
+            kv = kv_all[own_at:own_at + k.shape[0]]
+            kv[:, :h] = k
+            kv[:, h:] = v
         else:
-            buf = self._cast(own, 0).wait()
-            kv_all[:lower] = buf[:lower]
-            kv_all[lower + n:] = buf[lower:]
+            kv = torch.cat([k, v], dim=1)
+        pending = self._cast(kv, 0, out=None if recv_at is None else kv_all[recv_at:recv_at + recv])
+        if own_at is None:  # while the cast is in flight
+            for src, dst, m in lay.own_copies:
+                kv_all[dst:dst + m] = kv[src:src + m]
+        buf = pending.wait()
+        if recv_at is None:
+            for src, dst, m in lay.recv_copies:
+                kv_all[dst:dst + m] = buf[src:src + m]
         return kv_all
 
     def _fused_backward(self, dout, q, k, v, out, lse, backend: str):
         """One backward kernel over the fused KV; the received part's dK/dV go back to their
-        owners (group_reduce, in the cast's source order) and add to the own part's."""
-        n, h = k.shape[0], k.shape[1]
-        lower = self.meta.fused_own_offset
+        owners (group_reduce, gathered in the cast's buffer order: the forward's copies read
+        backwards) and add to the own part's (gathered in local order)."""
+        lay, h = self.meta.fused_layout, k.shape[1]
         kv_all = self._fused_kv(k, v)
         dq, dk_all, dv_all = self._bwd(dout, q, kv_all[:, :h], kv_all[:, h:], out, lse,
                                        self.meta.fused, backend)
         dkv_all = torch.cat([dk_all, dv_all], dim=1)
-        dkv = dkv_all[lower:lower + n].float()
-        recv = dkv_all.shape[0] - n
-        received = (dkv_all[n:] if lower == 0 else dkv_all[:lower] if lower == recv
-                    else torch.cat([dkv_all[:lower], dkv_all[lower + n:]]))
-        self._reduce(received, dkv, 0).wait()
+        dkv = _gather(dkv_all, lay.own_copies).float()
+        self._reduce(_gather(dkv_all, lay.recv_copies), dkv, 0).wait()
         dq = torch.zeros_like(q) if dq is None else dq
         return dq, dkv[:, :h].to(k.dtype), dkv[:, h:].to(v.dtype)
 

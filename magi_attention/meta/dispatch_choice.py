@@ -1,12 +1,14 @@
-"""The default dispatch ("auto"): min_heap, or sequential where the local kernel's native form
-makes the contiguous split faster despite its imbalance. Decided once, at key time.
+"""The default dispatch ("auto"): min_heap, or a dispatch of contiguous runs (sequential: one per
+rank; balanced_runs: two per rank, cut for balance) where the local kernel's native form makes
+it faster. Decided once, at key time.
 
 min_heap balances area best but scatters 512-token chunks, so a document cut between ranks
 leaves each rank's mask outside FA4's native (varlen) forms: the FA4 backend then runs its
 block-sparse path with a bitmap on every partial 128 x 128 tile. Sequential keeps each rank one
 contiguous run of the sequence; with the fused KV buffer in global order (``runtime_meta``), a
 rank's document mask stays a varlen staircase and FA4 runs it natively, at the cost of the area
-imbalance of the documents' lengths. The cost model, per candidate:
+imbalance of the documents' lengths; balanced_runs keeps that (two runs per rank, still in
+global order in the buffer) and cuts the runs for balance. The cost model, per candidate:
 
     predicted = exposed communication (overlap solver)
                 + (1 + bwd factor) * max over ranks of effective area / compute rate
@@ -29,7 +31,7 @@ from .overlap_solver import BWD_COMPUTE_FACTOR, OverlapConfig
 # of the area, then predicts 0.68 against the 0.60 / 0.70 measured).
 PARTIAL_TILE_COST = 1.9
 FA4_TILE = 128
-CANDIDATES = ("min_heap", "sequential")
+CANDIDATES = ("min_heap", "sequential", "balanced_runs")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Dispatch algorithms, by name: chunks with loads -> equal-count buckets."""
 from __future__ import annotations
 
+from .balanced_runs import BalancedRunsDispatch
 from .base import DispatchAlgorithm, DispatchSolution
 from .min_heap import MinHeapDispatch
 from .sequential import SequentialDispatch
@@ -10,6 +11,7 @@ DISPATCH_ALGORITHMS: dict[str, type[DispatchAlgorithm]] = {
     "min_heap": MinHeapDispatch,
     "sequential": SequentialDispatch,
     "sorted_sequential": SortedSequentialDispatch,
+    "balanced_runs": BalancedRunsDispatch,
 }
 
 
@@ -22,5 +24,5 @@ def get_dispatch_algorithm(name: str | DispatchAlgorithm) -> DispatchAlgorithm:
     return DISPATCH_ALGORITHMS[name]()
 
 
-__all__ = ["DISPATCH_ALGORITHMS", "DispatchAlgorithm", "DispatchSolution", "MinHeapDispatch",
-           "SequentialDispatch", "SortedSequentialDispatch", "get_dispatch_algorithm"]
+__all__ = ["BalancedRunsDispatch", "DISPATCH_ALGORITHMS", "DispatchAlgorithm", "DispatchSolution",
+           "MinHeapDispatch", "SequentialDispatch", "SortedSequentialDispatch", "get_dispatch_algorithm"]

@@ -74,7 +74,11 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shap
                 for g_name, g, r in zip(("dq", "dk", "dv"), grads, ref_grads):
                     errs[g_name] = (g.double() - r).abs().max().item()
                 ok = all(e < ATOL for e in errs.values())
+                layout = key.runtime.meta.fused_layout
                 results.append({"case": case, "ok": ok, "errs": errs,
+                                # which fused-buffer paths ran: own / received written in place
+                                "in_place": None if layout is None else
+                                [layout.own_at is not None, layout.recv_at is not None],
                                 "num_stages": key.num_stages,
                                 "fused": key.runtime.meta.fused is not None,
                                 "hierarchical": key.groups.hierarchical})
@@ -111,6 +115,11 @@ def test_magi_attn_equals_dense_attention_fwd_bwd_every_mask_and_algorithm(cp_si
     assert not failures, "\n".join(failures)
     if num_stages == "fused":  # every case with remote KV ran the fused kernel
         assert all(res["fused"] or res["num_stages"] == 0 for res in per_rank[0])
+        # balanced_runs' global-order buffer ran with block copies on both sides somewhere
+        runs = [res["in_place"] for results in per_rank for res in results
+                if res["case"].endswith("/balanced_runs") and res["in_place"]]
+        assert [False, True] in runs or [False, False] in runs
+        assert [True, False] in runs or [False, False] in runs
     if num_stages == "staged1":
         assert not any(res["fused"] for res in per_rank[0])
 

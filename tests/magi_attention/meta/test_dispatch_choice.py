@@ -15,9 +15,9 @@ SEQLEN, CHUNK = 16384, 512
 SHAPE = AttnShape(64, 8, 128)
 
 
-def _slices(name):
-    doc_lens = sample_doc_lens(SEQLEN, seed=0)
-    return SliceArray.from_slices(build_mask(name, SEQLEN, doc_lens=doc_lens, seed=0).slices)
+def _slices(name, seqlen=SEQLEN):
+    doc_lens = sample_doc_lens(seqlen, seed=0)
+    return SliceArray.from_slices(build_mask(name, seqlen, doc_lens=doc_lens, seed=0).slices)
 
 
 def test_without_a_native_kernel_auto_is_min_heap_unevaluated():
@@ -33,14 +33,16 @@ def test_explicit_algorithm_is_honoured():
 
 
 @pytest.mark.parametrize("name", ["full_document", "causal_document"])
-def test_cp2_documents_choose_the_native_contiguous_split(name):
-    """cp 2: sequential keeps every rank's fused mask native; min_heap's are bitmap-masked."""
+def test_cp2_documents_choose_the_native_balanced_runs(name):
+    """cp 2: sequential and balanced_runs keep every rank's fused mask native, min_heap's are
+    bitmap-masked; balanced_runs also balances (1.01-1.04 against sequential's 1.35), so the
+    model ranks it first."""
     slices = _slices(name)
     metas = [solve_magi_meta(slices, SEQLEN, 2, CHUNK, r, SHAPE, "auto", native_kernel=True)
              for r in range(2)]
-    assert {m.algorithm for m in metas} == {"sequential"}  # every rank decides alike
-    choice = metas[0].choice
-    assert choice.predicted_us["sequential"] < choice.predicted_us["min_heap"]
+    assert {m.algorithm for m in metas} == {"balanced_runs"}  # every rank decides alike
+    pred = metas[0].choice.predicted_us
+    assert pred["balanced_runs"] < pred["sequential"] < pred["min_heap"]
     for m in metas:
         for attn in rank_stage_masks(m.runtime):
             assert fa4_block_sparse(attn.plan, 128, 128).native is not None
@@ -63,3 +65,14 @@ def test_effective_area_charges_partial_tiles_only_off_the_native_path():
     assert conv.native is None and conv.num_partial > 0
     assert np.isclose(effective_area(heap.runtime.fused),
                       heap.runtime.fused.area() + PARTIAL_TILE_COST * conv.num_partial * 128 * 128)
+
+
+def test_cp4_causal_documents_choose_balanced_runs():
+    """cp 4: sequential's 1.59 imbalance loses to min_heap, balanced_runs (1.03, native on every
+    rank) beats both in the model."""
+    slices = _slices("causal_document", SEQLEN * 4)
+    choice = choose_dispatch(slices, SEQLEN * 4, 4, CHUNK, SHAPE, OverlapConfig(),
+                             native_kernel=True)
+    pred = choice.predicted_us
+    assert choice.algorithm == "balanced_runs"
+    assert pred["balanced_runs"] < pred["min_heap"] < pred["sequential"]

@@ -87,11 +87,22 @@ def _received(metas, r, stage):
     return parts
 
 
+def _fused_buffer(layout, own_kv, received):
+    """The fused buffer from its layout: each own run and each received piece (the cast's
+    buffer, sources in rank order) at its planned offset; every position written once."""
+    buf = torch.full((layout.size, *own_kv.shape[1:]), float("nan"))
+    for copies, src in ((layout.own_copies, own_kv), (layout.recv_copies, received)):
+        assert sum(m for _, _, m in copies) == len(src)
+        for s, d, m in copies:
+            assert torch.isnan(buf[d:d + m]).all()
+            buf[d:d + m] = src[s:s + m]
+    return buf
+
+
 @pytest.mark.parametrize("algorithm", list(DISPATCH_ALGORITHMS))
 @pytest.mark.parametrize("cp_size,chunk_size", [(2, 32), (4, 16)], ids=["cp2-c32", "cp4-c16"])
-def test_fused_stage_over_global_order_buffer_equals_dense_attention(algorithm, cp_size,
-                                                                     chunk_size):
-    """The fused kernel over [received from lower ranks | own | received from higher ranks]."""
+def test_fused_stage_over_planned_buffer_equals_dense_attention(algorithm, cp_size, chunk_size):
+    """The fused kernel over the buffer its layout plans (global order, or rank order)."""
     q, k, v = random_qkv(SEQLEN, SEQLEN, 2, 1, 16, requires_grad=False)
     shape = AttnShape(2, 1, 16)
     failures = []
@@ -108,10 +119,9 @@ def test_fused_stage_over_global_order_buffer_equals_dense_attention(algorithm, 
                 assert not m.runtime.stages
                 out[pos] = _stage(q[pos], kv_shards[r], m.runtime.host)[0].to(out.dtype)
                 continue
-            lower = [kv_shards[s][torch.from_numpy(i)] for s, i in _received(metas, r, 0) if s < r]
-            higher = [kv_shards[s][torch.from_numpy(i)] for s, i in _received(metas, r, 0) if s > r]
-            assert sum(len(t) for t in lower) == m.runtime.fused_own_offset
-            buf = torch.cat(lower + [kv_shards[r]] + higher)
+            received = torch.cat([kv_shards[s][torch.from_numpy(i)]
+                                  for s, i in _received(metas, r, 0)])
+            buf = _fused_buffer(m.runtime.fused_layout, kv_shards[r], received)
             out[pos] = _stage(q[pos], buf, m.runtime.fused)[0].to(out.dtype)
         ref_out, _ = dense_attention(q, k, v, to_dense(mask.slices, SEQLEN))
         if not torch.allclose(out.double(), ref_out, atol=1e-4):
