@@ -17,6 +17,7 @@ from ..meta import DistAttnRuntimeMeta, StageAttnArgs
 from ._backends import backend_for, load_backend
 from .merge import merge_out_lse
 
+
 def _gather(buf: torch.Tensor, copies) -> torch.Tensor:
     """The pieces ``buf[dst:dst + m]`` of (src, dst, m) copies, in src order: one slice (no copy)
     when there is one piece."""
