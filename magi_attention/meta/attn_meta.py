@@ -164,12 +164,24 @@ def _absorb_single_rows(arr: SliceArray) -> SliceArray:
     return _to_array([r for i, r in enumerate(rows) if i not in gone])
 
 
+_LOWER = (int(AttnMaskType.INVCAUSAL), int(AttnMaskType.BICAUSAL))
+_UPPER = (int(AttnMaskType.CAUSAL), int(AttnMaskType.BICAUSAL))
+
+
+def _has_diagonal(mask_type, types: tuple[int, int]):
+    # scalars take the plain-int path: np.isin on one value costs tens of microseconds, and the
+    # merge loops call this per slice (key build time at cp 8)
+    if isinstance(mask_type, (int, np.integer)):
+        return int(mask_type) in types
+    return (mask_type == types[0]) | (mask_type == types[1])
+
+
 def _has_lower(mask_type):
-    return np.isin(mask_type, (int(AttnMaskType.INVCAUSAL), int(AttnMaskType.BICAUSAL)))
+    return _has_diagonal(mask_type, _LOWER)
 
 
 def _has_upper(mask_type):
-    return np.isin(mask_type, (int(AttnMaskType.CAUSAL), int(AttnMaskType.BICAUSAL)))
+    return _has_diagonal(mask_type, _UPPER)
 
 
 def _type_of(lower: bool, upper: bool) -> int:

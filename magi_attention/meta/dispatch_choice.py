@@ -44,11 +44,9 @@ class DispatchChoice:
 
 def effective_area(attn) -> float:
     """A stage mask's area in full-tile-equivalent cells on the FA4 backend."""
-    from ..kernels.fa4._convert import fa4_block_sparse  # host-only; FA4 itself is not imported
-    conv = fa4_block_sparse(attn.plan, FA4_TILE, FA4_TILE)
-    if conv.native is not None:
-        return float(conv.area)
-    return float(conv.area + PARTIAL_TILE_COST * conv.num_partial * FA4_TILE * FA4_TILE)
+    from ..kernels.fa4._convert import path_cost_terms  # host-only; FA4 is not imported
+    area, _, partial = path_cost_terms(attn.plan, FA4_TILE, FA4_TILE)
+    return float(area + PARTIAL_TILE_COST * partial * FA4_TILE * FA4_TILE)
 
 
 def rank_stage_masks(runtime) -> list:

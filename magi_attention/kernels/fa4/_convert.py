@@ -136,6 +136,28 @@ def _to_int32_words(bits: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(wrapped.reshape(-1)))
 
 
+def _intervals(mask: FlexAttnPlan):
+    return mask.cached("union_row_intervals",
+                       lambda: union_row_intervals(mask.bounds, mask.seqlen_k))
+
+
+def native_of(mask: FlexAttnPlan) -> NativeForm | None:
+    """The mask's FA4 native form (or None), kept in the plan; cheaper than the conversion."""
+    return mask.cached("fa4_native", lambda: native_form(*_intervals(mask), mask.seqlen_q,
+                                                         mask.seqlen_k))
+
+
+def path_cost_terms(mask: FlexAttnPlan, block_m: int, block_n: int) -> tuple[int, bool, int]:
+    """(area, native, partial tiles) of the mask on the FA4 backend without building its tables
+    (bitmaps): what a cost model comparing dispatches needs; partial tiles 0 when native."""
+    if native_of(mask) is not None:
+        _, lo, hi = _intervals(mask)
+        return int((hi - lo).sum()), True, 0
+    plan = plan_for(mask, block_m, block_n)
+    part_qt, _ = _partial_tiles(plan)
+    return plan.area, False, len(part_qt)
+
+
 def _build(mask: FlexAttnPlan, block_m: int, block_n: int) -> Fa4BlockSparse:
     seqlen_q, seqlen_k = mask.seqlen_q, mask.seqlen_k
     plan = plan_for(mask, block_m, block_n)
@@ -148,13 +170,11 @@ def _build(mask: FlexAttnPlan, block_m: int, block_n: int) -> Fa4BlockSparse:
     # padding is -1 and never read (the mask_mod only sees cells of real tiles)
     tile_map = np.full((max(plan.num_q_tiles, 2), max(plan.num_k_tiles, 2)), -1, dtype=np.int32)
     tile_map[part_qt, part_kt] = np.arange(len(part_qt), dtype=np.int32)
-    intervals = union_row_intervals(mask.bounds, seqlen_k)
-    bits = _tile_bitmaps(plan, intervals, part_qt, part_kt)
+    bits = _tile_bitmaps(plan, _intervals(mask), part_qt, part_kt)
     # never empty: FA4 converts every aux tensor, and a zero-size one has no valid layout
     tile_bits = _to_int32_words(bits) if len(part_qt) else torch.zeros(4, dtype=torch.int32)
     return Fa4BlockSparse(seqlen_q, seqlen_k, block_m, block_n, plan.area, *fwd, *bwd,
-                          torch.from_numpy(tile_map), tile_bits,
-                          native_form(*intervals, seqlen_q, seqlen_k))
+                          torch.from_numpy(tile_map), tile_bits, native_of(mask))
 
 
 _CONVERSIONS = LRUCache(CONVERSION_CACHE_SIZE)

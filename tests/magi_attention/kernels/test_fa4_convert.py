@@ -93,3 +93,19 @@ def test_conversion_is_cached_per_mask():
 def test_block_n_must_fit_words():
     with pytest.raises(ValueError, match="block_n"):
         to_fa4_block_sparse(*slices_to_tensors([AttnSlice.make(0, 8, 0, 8)]), 8, 8, 128, 48)
+
+
+@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+def test_cost_terms_agree_with_the_conversion(name):
+    """path_cost_terms (no bitmaps) gives the conversion's area, native form and partial tiles."""
+    from magi_attention.kernels.fa4._convert import fa4_block_sparse, path_cost_terms
+    from magi_attention.kernels.plan import FlexAttnPlan
+    seqlen = 1500
+    mask = bench_masks.build_mask(name, seqlen, doc_lens=bench_data.sample_doc_lens(seqlen, seed=2),
+                                  seed=2)
+    plan = FlexAttnPlan.from_slices(list(mask.per_head_slices[0]), seqlen, seqlen)
+    conv = fa4_block_sparse(FlexAttnPlan.from_slices(list(mask.per_head_slices[0]), seqlen, seqlen),
+                            BLOCK_M, BLOCK_N)
+    area, native, partial = path_cost_terms(plan, BLOCK_M, BLOCK_N)
+    assert area == conv.area and native == (conv.native is not None)
+    assert partial == (0 if native else conv.num_partial)
