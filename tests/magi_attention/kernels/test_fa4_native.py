@@ -154,3 +154,24 @@ def test_staircase_one_cell_off_is_refused(case):
     assert exact is not None and np.array_equal(native_dense(exact, seqlen_q, seqlen_k), dense)
     dense[q, k] = not dense[q, k]
     assert _form(_row_slices(dense), seqlen_q, seqlen_k) is None
+
+
+@pytest.mark.parametrize("name", ["full", "causal", "full_document", "causal_document",
+                                  "sliding_window_causal", "block_causal_document"])
+def test_benchmark_masks_keep_their_session_12_forms(name):
+    """The kernel sweep's masks at 16k keep the forms they were measured with before the
+    staircase forms: square documents (equal q and key bounds) or dense, and
+    block_causal_document on the block-sparse path."""
+    from bench.config import DataConfig, MaskChoice
+    from bench.sweep import cell_mask
+    from magi_attention.kernels.fa4._convert import native_of
+    from magi_attention.kernels.plan import FlexAttnPlan
+    seqlen = 16384
+    mask = cell_mask(MaskChoice(name=name, params={}, label=name), seqlen, DataConfig(), 8)
+    form = native_of(FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen))
+    if name == "block_causal_document":
+        assert form is None
+    elif name.endswith("_document"):
+        assert form.varlen and form.cu_seqlens_q == form.cu_seqlens_k
+    else:
+        assert not form.varlen
