@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from .dispatch import solve_dispatch
 from .overlap_solver import BWD_COMPUTE_FACTOR, OverlapConfig
+from .slice_array import SliceArray
 
 # The native and the block-sparse (bitmap) FA4 path differ only on partial tiles. notes/fa4.md,
 # H200 16k causal_document: block-sparse / native throughput 0.56 fwd, 0.58 bwd, with partial
@@ -56,25 +57,39 @@ def rank_stage_masks(runtime) -> list:
     return [runtime.host, *(stage.attn for stage in runtime.stages)]
 
 
-def predicted_us(metas, flops_per_cell: float, overlap: OverlapConfig) -> float:
-    """Prediction for one candidate from every rank's MagiMeta (same dispatch)."""
-    slowest = max(sum(effective_area(a) for a in rank_stage_masks(m.runtime)) for m in metas)
+def predicted_us(runtimes, exposed_us: float, flops_per_cell: float,
+                 overlap: OverlapConfig) -> float:
+    """Prediction for one candidate from every rank's runtime meta and the exposed
+    communication of its stage plan."""
+    slowest = max(sum(effective_area(a) for a in rank_stage_masks(r)) for r in runtimes)
     compute = (1 + BWD_COMPUTE_FACTOR) * slowest * flops_per_cell / (overlap.compute_tflops * 1e6)
-    return metas[0].stage_plan.exposed_us + compute
+    return exposed_us + compute
+
+
+def choose_and_solve(slices, total_seqlen: int, cp_size: int, chunk_size: int, shape,
+                     overlap: OverlapConfig, native_kernel: bool):
+    """(DispatchChoice, (the chosen candidate's DispatchSolve, every rank's runtime meta)), the
+    second None when nothing was evaluated: the candidate with the lowest prediction (min_heap
+    on ties); min_heap alone when the kernel has no native path (``native_kernel`` False)."""
+    from .solver import solve_for_dispatch  # the solver calls here for "auto"
+    if not native_kernel or cp_size == 1:
+        return DispatchChoice("min_heap", {}), None
+    times, solves = {}, {}
+    for name in CANDIDATES:
+        dispatch = solve_dispatch(slices, total_seqlen, cp_size, chunk_size, name)
+        solved = solve_for_dispatch(slices, dispatch, shape, overlap)
+        runtimes = [solved.runtime(r) for r in range(cp_size)]
+        times[name] = float(predicted_us(runtimes, solved.stage_plan.exposed_us,
+                                         shape.flops_per_cell, overlap))
+        solves[name] = (solved, runtimes)
+    best = min(CANDIDATES, key=lambda n: (times[n], CANDIDATES.index(n)))
+    return DispatchChoice(best, times), solves[best]
 
 
 def choose_dispatch(slices, total_seqlen: int, cp_size: int, chunk_size: int, shape,
                     overlap: OverlapConfig, native_kernel: bool) -> DispatchChoice:
-    """The candidate with the lowest prediction (min_heap on ties); min_heap alone when the
-    kernel has no native path (``native_kernel`` False)."""
-    from .solver import solve_magi_meta  # the solver calls here for "auto"
-    if not native_kernel or cp_size == 1:
-        return DispatchChoice("min_heap", {})
-    times = {}
-    for name in CANDIDATES:
-        dispatch = solve_dispatch(slices, total_seqlen, cp_size, chunk_size, name)
-        metas = [solve_magi_meta(slices, total_seqlen, cp_size, chunk_size, r, shape, name,
-                                 overlap, dispatch=dispatch) for r in range(cp_size)]
-        times[name] = float(predicted_us(metas, shape.flops_per_cell, overlap))
-    best = min(CANDIDATES, key=lambda n: (times[n], CANDIDATES.index(n)))
-    return DispatchChoice(best, times)
+    """The candidate "auto" runs; see ``choose_and_solve``."""
+    if not isinstance(slices, SliceArray):
+        slices = SliceArray.from_slices(slices)
+    return choose_and_solve(slices, total_seqlen, cp_size, chunk_size, shape, overlap,
+                            native_kernel)[0]

@@ -11,7 +11,7 @@ from .algorithms import DispatchAlgorithm
 from .comm_meta import (RowPieces, TransferTable, build_transfer_table, needed_ranges,
                         remote_ranges, row_pieces)
 from .dispatch import DispatchMeta, solve_dispatch
-from .dispatch_choice import DispatchChoice, choose_dispatch
+from .dispatch_choice import DispatchChoice, choose_and_solve
 from .overlap_solver import OverlapConfig, RankCost, StagePlan, choose_stage_plan
 from .runtime_meta import DistAttnRuntimeMeta, build_runtime_meta
 from .slice_array import SliceArray
@@ -48,31 +48,54 @@ class MagiMeta:
     choice: DispatchChoice | None = None
 
 
+@dataclass(frozen=True)
+class DispatchSolve:
+    """What every rank's solve of one dispatch shares: the row pieces, the stage plan and the
+    transfer table; ``runtime(rank)`` is the only per-rank part."""
+
+    dispatch: DispatchMeta
+    rows: RowPieces
+    stage_plan: StagePlan
+    table: TransferTable
+
+    def runtime(self, rank: int) -> DistAttnRuntimeMeta:
+        return build_runtime_meta(self.rows, self.dispatch, self.table, rank,
+                                  fused=self.stage_plan.fused)
+
+
+def solve_for_dispatch(slices: SliceArray, dispatch: DispatchMeta, shape: AttnShape,
+                       overlap: OverlapConfig) -> DispatchSolve:
+    rows = row_pieces(slices, dispatch)
+    plan = choose_stage_plan(rank_costs(rows, dispatch, shape), shape.flops_per_cell, overlap)
+    return DispatchSolve(dispatch, rows, plan, build_transfer_table(rows, dispatch, plan.num_stages))
+
+
 def solve_magi_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int, cp_size: int,
                     chunk_size: int, rank: int, shape: AttnShape,
                     algorithm: str | DispatchAlgorithm = "min_heap",
-                    overlap: OverlapConfig = OverlapConfig(), native_kernel: bool = False,
-                    dispatch: DispatchMeta | None = None) -> MagiMeta:
-    """``algorithm`` "auto": ``dispatch_choice.choose_dispatch`` picks min_heap or sequential
-    (``native_kernel``: the local kernel is FA4, whose native forms the choice weighs).
-    ``dispatch``: an already solved dispatch of ``algorithm`` (the choice reuses it per rank)."""
+                    overlap: OverlapConfig = OverlapConfig(), native_kernel: bool = False
+                    ) -> MagiMeta:
+    """``algorithm`` "auto": ``dispatch_choice.choose_dispatch`` picks among its candidates
+    (``native_kernel``: the local kernel is FA4, whose native forms the choice weighs); the
+    chosen candidate's solve is reused, not repeated."""
     if not 0 <= rank < cp_size:
         raise ValueError(f"rank={rank} outside cp group of size {cp_size}")
     if not isinstance(slices, SliceArray):
         slices = SliceArray.from_slices(slices)
-    choice = None
+    choice = chosen = None
     if algorithm == "auto":
-        choice = choose_dispatch(slices, total_seqlen, cp_size, chunk_size, shape, overlap,
-                                 native_kernel)
+        choice, chosen = choose_and_solve(slices, total_seqlen, cp_size, chunk_size, shape,
+                                          overlap, native_kernel)
         algorithm = choice.algorithm
-    if dispatch is None:
+    if chosen is None:
         dispatch = solve_dispatch(slices, total_seqlen, cp_size, chunk_size, algorithm)
-    rows = row_pieces(slices, dispatch)
-    plan = choose_stage_plan(rank_costs(rows, dispatch, shape), shape.flops_per_cell, overlap)
-    table = build_transfer_table(rows, dispatch, plan.num_stages)
-    runtime = build_runtime_meta(rows, dispatch, table, rank, fused=plan.fused)
+        solved = solve_for_dispatch(slices, dispatch, shape, overlap)
+        runtime = solved.runtime(rank)
+    else:
+        solved, runtimes = chosen
+        runtime = runtimes[rank]
     name = algorithm if isinstance(algorithm, str) else algorithm.name
-    return MagiMeta(dispatch, table, runtime, plan, name, choice)
+    return MagiMeta(solved.dispatch, solved.table, runtime, solved.stage_plan, name, choice)
 
 
 def rank_costs(rows: RowPieces, dispatch: DispatchMeta, shape: AttnShape) -> list[RankCost]:
