@@ -427,31 +427,33 @@ def _pairs(frame, num: str, den: str):
     return out
 
 
-def plan_once_vs_fa4() -> str:
-    pairs = _pairs(_files(PLAN_ONCE), "ffa_fa4", "fa4")
-    low = [f"{m} {_k(s)} {d} {r:.2f}" for (m, s, d), r in pairs if r < FFA_FA4_PLAN_GOAL]
-    text = f"{_span([r for _, r in pairs])} over {len(pairs)} cells"
-    return text + (f"; below {FFA_FA4_PLAN_GOAL}: " + ", ".join(low) if low else "")
+def _low_cells(pairs, goal: float) -> str:
+    """The span of the ratios and the cells below ``goal``."""
+    low = [f"{m} {_k(s)} {d} {r:.2f}" for (m, s, d), r in pairs if r < goal]
+    return (f"{_span([r for _, r in pairs])} over {len(pairs)} cells"
+            + (f"; below {goal}: " + ", ".join(low) if low else f"; none below {goal}"))
 
 
-def plan_once_vs_flex() -> str:
-    pairs = _pairs(_files(PLAN_ONCE), "ffa_fa4", "flex")
+def _vs_flex(pairs) -> str:
+    """The span of ffa_fa4 / flex and the block_causal_document cells (FA4 cannot run them)."""
     bcd = {(s, d): r for (m, s, d), r in pairs if m == "block_causal_document"}
     return (f"{_span([r for _, r in pairs])} over {len(pairs)} cells (block_causal_document 16k "
             f"{bcd[(K16, 'fwd')]:.2f}/{bcd[(K16, 'bwd')]:.2f}, 64k {bcd[(K64, 'fwd')]:.2f}/"
             f"{bcd[(K64, 'bwd')]:.2f} fwd/bwd)")
 
 
+def plan_once_vs_fa4() -> str:
+    return _low_cells(_pairs(_files(PLAN_ONCE), "ffa_fa4", "fa4"), FFA_FA4_PLAN_GOAL)
+
+
+def plan_once_vs_flex() -> str:
+    return _vs_flex(_pairs(_files(PLAN_ONCE), "ffa_fa4", "flex"))
+
+
 def _per_run_pairs(num: str, den: str, min_seqlen: int):
     """Pairs of each run file on its own (ratios never mix runs), from ``min_seqlen`` up."""
     return [(cell, r) for f in NO_LSE for cell, r in _pairs(_files((f,)), num, den)
             if cell[1] >= min_seqlen]
-
-
-def _low_cells(pairs, goal: float) -> str:
-    low = [f"{m} {_k(s)} {d} {r:.2f}" for (m, s, d), r in pairs if r < goal]
-    return (f"{_span([r for _, r in pairs])} over {len(pairs)} cells"
-            + (f"; below {goal}: " + ", ".join(low) if low else f"; none below {goal}"))
 
 
 def plan_once_full_document_fwd() -> str:
@@ -465,11 +467,7 @@ def no_lse_vs_fa4() -> str:
 
 
 def no_lse_vs_flex() -> str:
-    pairs = _per_run_pairs("ffa_fa4", "flex", 4096)
-    bcd = {(s, d): r for (m, s, d), r in pairs if m == "block_causal_document"}
-    return (f"{_span([r for _, r in pairs])} over {len(pairs)} cells (block_causal_document 16k "
-            f"{bcd[(K16, 'fwd')]:.2f}/{bcd[(K16, 'bwd')]:.2f}, 64k {bcd[(K64, 'fwd')]:.2f}/"
-            f"{bcd[(K64, 'bwd')]:.2f} fwd/bwd)")
+    return _vs_flex(_per_run_pairs("ffa_fa4", "flex", 4096))
 
 
 def no_lse_2k() -> str:
@@ -477,14 +475,18 @@ def no_lse_2k() -> str:
                      if s == 2048 and r < FFA_FA4_PLAN_GOAL)
 
 
+def _probe_cells():
+    """(mask, seqlen, {variant: device ms}) of each cell of the lse probe, in file order."""
+    for (mask, seqlen), cell in _helper(LSE_PROBE).groupby(["mask", "seqlen"], sort=False):
+        yield mask, int(seqlen), dict(zip(cell.variant, cell.device_ms))
+
+
 def lse_probe_table() -> str:
-    rows = _helper(LSE_PROBE)
     variants = ("peer", "ffa", "ffa_lse", "raw_nolse", "raw_lse")
     lines = ["| mask | S | " + " | ".join(variants) + " | raw_lse / raw_nolse |",
              "|" + "---|" * (len(variants) + 3)]
-    for (mask, seqlen), cell in rows.groupby(["mask", "seqlen"], sort=False):
-        ms = dict(zip(cell.variant, cell.device_ms))
-        lines.append(f"| {mask} | {_k(int(seqlen))} | "
+    for mask, seqlen, ms in _probe_cells():
+        lines.append(f"| {mask} | {_k(seqlen)} | "
                      + " | ".join(f"{ms[v]:.3f}" for v in variants)
                      + f" | {ms['raw_lse'] / ms['raw_nolse']:.3f} |")
     return "\n".join(lines)
@@ -492,12 +494,8 @@ def lse_probe_table() -> str:
 
 def lse_cost() -> str:
     """Extra forward time with lse on the full-document varlen kernel, e.g. '4-6%'."""
-    rows = _helper(LSE_PROBE)
-    cost = []
-    for (mask, _), cell in rows.groupby(["mask", "seqlen"]):
-        ms = dict(zip(cell.variant, cell.device_ms))
-        if mask == "full_document":
-            cost.append(round((ms["raw_lse"] / ms["raw_nolse"] - 1) * 100))
+    cost = [round((ms["raw_lse"] / ms["raw_nolse"] - 1) * 100)
+            for mask, _, ms in _probe_cells() if mask == "full_document"]
     return f"{min(cost)}-{max(cost)}%" if min(cost) != max(cost) else f"{cost[0]}%"
 
 
