@@ -12,6 +12,7 @@
 # CP_SWEEP_TIMEOUT (default 450 s) stops the sweep in time for the figures: rows measured so far
 # are kept, and a rerun into the same folder skips them.
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/wheels.sh"
 cd "$(dirname "$0")/../.."
 
 HYDRA_WHEELS="hydra-core==1.3.8 omegaconf==2.3.1"
@@ -32,8 +33,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONPATH="$PWD:${PYTHONPATH:-}"
 if ! python3 -c "import hydra" 2>/dev/null; then
     [ -d .whl ] || { echo "no Hydra and no .whl: run 'bash $0 wheels' here and carry .whl"; exit 1; }
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl || exit 1
+    install_wheels .whl /tmp/site || exit 1
     export PYTHONPATH="/tmp/site:$PYTHONPATH"
 fi
 

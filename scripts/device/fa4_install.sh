@@ -9,6 +9,7 @@
 # `install` joins the split wheel, pip-installs everything into $FA4_PREFIX and exports
 # PYTHONPATH (source it, or re-export in later commands: see fa4_pythonpath below).
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/wheels.sh"
 
 FA4_PREFIX=${FA4_PREFIX:-/root/fa4}
 FA4_WHEELS=${FA4_WHEELS:-/root/wh}
@@ -54,12 +55,8 @@ fa4_stage() {
 fa4_install() {
     [ -d "$FA4_WHEELS" ] || { echo "fa4_install: $FA4_WHEELS missing: run 'stage' on this machine first" >&2; return 1; }
     cp .fa4/b/* "$FA4_WHEELS"/ || return 1
-    local part
-    for part in "$FA4_WHEELS"/*.whl.part00; do
-        [ -e "$part" ] || continue
-        cat "${part%.part00}".part* > "${part%.part00}" && rm -f "${part%.part00}".part*
-    done
-    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$FA4_PREFIX" "$FA4_WHEELS"/*.whl || return 1
+    join_split_wheels "$FA4_WHEELS"
+    install_wheels "$FA4_WHEELS" "$FA4_PREFIX" || return 1
     fa4_pythonpath
     python3 -c "import flash_attn.cute as m; print('flash_attn.cute', m.__file__)"
 }

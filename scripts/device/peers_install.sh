@@ -24,6 +24,7 @@
 #                                  other kernels and are not carried)
 #   apache-tvm-ffi 0.1.15.post2   (flashinfer's JIT runtime; the version FA4's install carries)
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/wheels.sh"
 
 PEERS_PREFIX=${PEERS_PREFIX:-/tmp/site}
 PEERS_WHEELS=${PEERS_WHEELS:-/root/peers_wh}
@@ -73,14 +74,9 @@ peers_stage() {
 peers_install() {
     [ -d "$PEERS_WHEELS" ] || { echo "peers_install: $PEERS_WHEELS missing: run stage-a and stage-b on this machine first" >&2; return 1; }
     cp .peers/c/* "$PEERS_WHEELS"/ || return 1
-    local part
-    for part in "$PEERS_WHEELS"/*.whl.part00; do
-        [ -e "$part" ] || continue
-        cat "${part%.part00}".part* > "${part%.part00}" && rm -f "${part%.part00}".part*
-    done
+    join_split_wheels "$PEERS_WHEELS"
     ls -la "$PEERS_WHEELS"
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target "$PEERS_PREFIX" "$PEERS_WHEELS"/*.whl || return 1
+    install_wheels "$PEERS_WHEELS" "$PEERS_PREFIX" || return 1
     peers_env
     peers_check
 }

@@ -12,6 +12,7 @@
 # `install` joins the split wheels, pip-installs all into $STAGE_PREFIX and writes the
 # environment (PYTHONPATH, FlashInfer's JIT cache dir) to /root/stage_env.sh.
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/wheels.sh"
 
 STAGE_PREFIX=${STAGE_PREFIX:-/root/site}
 STAGE_WHEELS=${STAGE_WHEELS:-/root/stage_wh}
@@ -38,13 +39,8 @@ stage_copy() {
 
 stage_install() {
     stage_copy 5 >/dev/null || return 1
-    local part
-    for part in "$STAGE_WHEELS"/*.whl.part00; do
-        [ -e "$part" ] || continue
-        cat "${part%.part00}".part* > "${part%.part00}" && rm -f "${part%.part00}".part*
-    done
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target "$STAGE_PREFIX" "$STAGE_WHEELS"/*.whl || return 1
+    join_split_wheels "$STAGE_WHEELS"
+    install_wheels "$STAGE_WHEELS" "$STAGE_PREFIX" || return 1
     # the cutlass dsl's .pth is not read from a --target dir
     cat > "$STAGE_ENV" <<EOF
 export PYTHONPATH="$PWD:$STAGE_PREFIX:$STAGE_PREFIX/nvidia_cutlass_dsl/dsl_packages:\${PYTHONPATH:-}"
