@@ -139,6 +139,18 @@ FWD_VARIANTS = {"tma": dict(use_tma=True), "tma_ws": dict(use_tma=True, warp_spe
                 "tma_ws_run": dict(use_tma=True, warp_specialize=True, contiguous_full=True)}
 
 
+def _variant_case(name, seed):
+    """(q, k, v, dout, plan, head_dim) of bench mask ``name`` at an odd seqlen (1531), GQA 8:2,
+    head_dim 128, bf16; skipped where the mask cannot be built at that size."""
+    seqlen, hq, hk, d = 1531, 8, 2, 128
+    try:
+        mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
+    except ValueError as e:
+        pytest.skip(f"{name} at S={seqlen}: {e}")
+    q, k, v, dout = _inputs(seqlen, seqlen, hq, hk, d, torch.bfloat16, seed)
+    return q, k, v, dout, FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen), d
+
+
 @pytest.mark.parametrize("variant", sorted(FWD_VARIANTS))
 @pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
 def test_fwd_tma_variants(name, variant):
@@ -147,16 +159,10 @@ def test_fwd_tma_variants(name, variant):
     import dataclasses
     from magi_attention.kernels import triton as tk
     from magi_attention.kernels.triton.configs import fwd_config
-    seqlen, hq, hk, d = 1531, 8, 2, 128
-    try:
-        mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 2), seed=2)
-    except ValueError as e:
-        pytest.skip(f"{name} at S={seqlen}: {e}")
-    q, k, v, _ = _inputs(seqlen, seqlen, hq, hk, d, torch.bfloat16, 2)
-    ranges = (FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen),)
+    q, k, v, _, plan, d = _variant_case(name, 2)
     config = dataclasses.replace(fwd_config(d), **FWD_VARIANTS[variant])
-    out, lse, _ = tk.fwd(q, k, v, *ranges, d ** -0.5, config=config)
-    ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), *ranges, d ** -0.5)
+    out, lse, _ = tk.fwd(q, k, v, plan, d ** -0.5, config=config)
+    ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), plan, d ** -0.5)
     empty = torch.isinf(rl)
     assert torch.isinf(lse[empty]).all() and (out[empty] == 0).all()
     rel = ((out.float() - ro).norm() / ro.norm()).item()
@@ -170,18 +176,12 @@ def test_bwd_tma_one_pass(name):
     import dataclasses
     from magi_attention.kernels import triton as tk
     from magi_attention.kernels.triton.configs import bwd_config
-    seqlen, hq, hk, d = 1531, 8, 2, 128
-    try:
-        mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 3), seed=3)
-    except ValueError as e:
-        pytest.skip(f"{name} at S={seqlen}: {e}")
-    q, k, v, dout = _inputs(seqlen, seqlen, hq, hk, d, torch.bfloat16, 3)
-    ranges = (FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen),)
+    q, k, v, dout, plan, d = _variant_case(name, 3)
     scale = d ** -0.5
-    ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), *ranges, scale)
-    ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, *ranges, scale)
+    ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), plan, scale)
+    ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, plan, scale)
     config = dataclasses.replace(bwd_config(d), use_tma=True, one_pass=True)
-    got = tk.bwd(dout, q, k, v, ro.to(q.dtype), rl, *ranges, scale, config=config)
+    got = tk.bwd(dout, q, k, v, ro.to(q.dtype), rl, plan, scale, config=config)
     for which, a, b in zip(("dq", "dk", "dv"), got, ref):
         assert not torch.isnan(a).any(), f"{which} has NaN"
         rel = ((a.float() - b).norm() / b.norm().clamp_min(1e-30)).item()
