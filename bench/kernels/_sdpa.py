@@ -8,7 +8,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from bench.masks import Mask, UnsupportedMask, convert
 
-from ._autograd import autograd_prepared, repeat_kv
+from ._autograd import autograd_prepared, half_dtype, needs_cuda, repeat_kv
 from .base import Inputs, Prepared, Shapes
 
 
@@ -32,6 +32,20 @@ def mask_arguments(mask: Mask, shapes: Shapes, device: torch.device, dense_allow
     if dense.dim() == 3:
         dense = dense.repeat_interleave(shapes.group, dim=0)
     return dense, False, "dense bool attn_mask"
+
+
+def full_or_causal_reason(mask: Mask, shapes: Shapes, device: torch.device, hint: str = ""
+                          ) -> str | None:
+    """``supports`` of an SDPA backend that takes no attn_mask (CUDA, half dtypes, full or
+    causal only); ``hint`` follows the mask reason (where to look for other masks)."""
+    reason = needs_cuda(device) or half_dtype(shapes.dtype)
+    if reason:
+        return reason
+    try:
+        mask_arguments(mask, shapes, device, dense_allowed=False)
+    except UnsupportedMask as e:
+        return f"{e}{hint}"
+    return None
 
 
 def sdpa_prepared(mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs,

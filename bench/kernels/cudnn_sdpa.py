@@ -6,13 +6,13 @@ from __future__ import annotations
 import torch
 from torch.nn.attention import SDPBackend
 
-from bench.masks import Mask, UnsupportedMask
+from bench.masks import Mask
 
-from ._autograd import half_dtype, needs_cuda
-from ._sdpa import backend_version, mask_arguments, sdpa_prepared
+from ._sdpa import backend_version, full_or_causal_reason, sdpa_prepared
 from .base import Inputs, KernelAdapter, Prepared, Shapes
 
 BACKEND = SDPBackend.CUDNN_ATTENTION
+OTHER_MASKS = "; for cuDNN with document and window masks see the cudnn adapter"
 
 
 class CudnnSdpa(KernelAdapter):
@@ -23,14 +23,7 @@ class CudnnSdpa(KernelAdapter):
         return f"cuDNN {cudnn} via " + backend_version(BACKEND)
 
     def supports(self, mask: Mask, shapes: Shapes, device: torch.device) -> str | None:
-        reason = needs_cuda(device) or half_dtype(shapes.dtype)
-        if reason:
-            return reason
-        try:
-            mask_arguments(mask, shapes, device, dense_allowed=False)
-        except UnsupportedMask as e:
-            return f"{e}; for cuDNN with document and window masks see the cudnn adapter"
-        return None
+        return full_or_causal_reason(mask, shapes, device, OTHER_MASKS)
 
     def prepare(self, mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs) -> Prepared:
         return sdpa_prepared(mask, shapes, device, inputs, BACKEND, dense_allowed=False)

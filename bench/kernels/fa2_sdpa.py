@@ -6,10 +6,9 @@ from __future__ import annotations
 import torch
 from torch.nn.attention import SDPBackend
 
-from bench.masks import Mask, UnsupportedMask
+from bench.masks import Mask
 
-from ._autograd import half_dtype, needs_cuda
-from ._sdpa import backend_version, mask_arguments, sdpa_prepared
+from ._sdpa import backend_version, full_or_causal_reason, sdpa_prepared
 from .base import Inputs, KernelAdapter, Prepared, Shapes
 
 BACKEND = SDPBackend.FLASH_ATTENTION
@@ -22,14 +21,7 @@ class Fa2Sdpa(KernelAdapter):
         return "FA2 via " + backend_version(BACKEND)
 
     def supports(self, mask: Mask, shapes: Shapes, device: torch.device) -> str | None:
-        reason = needs_cuda(device) or half_dtype(shapes.dtype)
-        if reason:
-            return reason
-        try:
-            mask_arguments(mask, shapes, device, dense_allowed=False)
-        except UnsupportedMask as e:
-            return str(e)
-        return None
+        return full_or_causal_reason(mask, shapes, device)
 
     def prepare(self, mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs) -> Prepared:
         return sdpa_prepared(mask, shapes, device, inputs, BACKEND, dense_allowed=False)
