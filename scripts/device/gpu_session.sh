@@ -2,15 +2,17 @@
 # Steps of a GPU session on a device machine where stage_all.sh has installed the packages.
 # Each step writes what it measures under $OUT as it goes (flat names: the device brings back
 # files two folders deep at most), so a step cut by the call's time limit loses nothing.
-#   bash scripts/device/gpu_session.sh tests 1|2|flashinfer  # pytest -m gpu tests, in shards
-#   bash scripts/device/gpu_session.sh sweep NAME HW [hydra overrides...]
+#   bash scripts/device/gpu_session.sh tests 1|2|all|flashinfer [WORKERS]  # pytest -m gpu tests
+#   bash scripts/device/gpu_session.sh sweep NAME HW [hydra overrides...]   # python -m bench.kernels
+#   bash scripts/device/gpu_session.sh cp NAME NPROC [hydra overrides...]   # torchrun -m bench.cp
 #   bash scripts/device/gpu_session.sh flashinfer-jit        # compile FlashInfer in the background
 #   bash scripts/device/gpu_session.sh pack-caches           # compiled kernels -> $OUT/cache_*.tgz
 #   bash scripts/device/gpu_session.sh unpack-caches DIR     # ... back on a fresh machine
-# The whole `pytest -m gpu tests` runs longer than one call (10 min) on a fresh machine (every
-# Triton and FA4 kernel compiles), so it runs as shards: 1 = everything but the Triton kernel
-# tests and FlashInfer, 2 = tests/magi_attention/kernels/test_triton_gpu.py, flashinfer = its
-# adapter tests (nvcc JIT at first use). Together they are the whole suite.
+# The whole `pytest -m gpu tests` runs longer than one call (10 min) in one process on a fresh
+# machine (every Triton and FA4 kernel compiles, one CPU core at a time), so it runs either as
+# shards (1 = everything but the Triton kernel tests and FlashInfer, 2 = test_triton_gpu.py,
+# flashinfer = its adapter tests, nvcc JIT at first use) or as `all` over WORKERS processes that
+# share the GPU, each given every WORKERS-th test. Together the shards are the whole suite.
 set -u
 TRITON_TESTS=tests/magi_attention/kernels/test_triton_gpu.py
 # compiled-kernel caches worth carrying to the next machine (same sm_90a on H100 and H200)
@@ -19,19 +21,86 @@ CACHES=(/root/.triton/cache "/tmp/$(id -un)/flash_attention_cute_dsl_cache" /roo
 source /root/stage_env.sh 2>/dev/null || echo "no /root/stage_env.sh: run stage_all.sh install first"
 OUT=${OUT:-/tmp/out}
 RUNS=/root/runs
+mkdir -p "$RUNS"
+
+# N pytest processes on the one GPU, test i going to process i mod N. Each stops itself before
+# the call's limit (TEST_TIMEOUT) so that the combined log always comes back.
+run_test_workers() {
+    local workers=$1 log=$2 dir=$RUNS/tests rc=0 part pid
+    shift 2
+    rm -rf "$dir" && mkdir -p "$dir"
+    python3 -m pytest -m gpu "$@" -p no:cacheprovider -q --collect-only 2>/dev/null \
+        | grep '::' > "$dir/ids"
+    echo "$(wc -l < "$dir/ids") tests over $workers workers"
+    split -n "r/$workers" -d "$dir/ids" "$dir/part."
+    for part in "$dir"/part.??; do
+        mapfile -t ids < "$part"
+        timeout "${TEST_TIMEOUT:-520}" python3 -m pytest -m gpu -p no:cacheprovider -q -rs \
+            --durations=5 "${ids[@]}" > "$part.log" 2>&1 &
+    done
+    for pid in $(jobs -p); do wait "$pid" || rc=1; done
+    for part in "$dir"/part.??.log; do echo "=== $part"; cat "$part"; done > "$log"
+    # each worker's last line: "N passed, M skipped in T s" (or its timeout's silence)
+    for part in "$dir"/part.??.log; do echo "$(basename "$part"): $(tail -1 "$part")"; done
+    grep -h -E "^(FAILED|ERROR)" "$dir"/part.??.log | head -40
+    return $rc
+}
+
+# The runners name their files after the overrides ('=' and ',' do not come back): flat names.
+copy_rows() {
+    local name=$1 i=0 f
+    for f in "$RUNS/$name"/kernels/*.csv "$RUNS/$name"/cp/*.csv; do
+        [ -e "$f" ] || continue
+        i=$((i + 1))
+        cp "$f" "$OUT/${name}__$i.csv"
+    done
+}
+
+summarise_rows() {
+    python3 - "$OUT" "$1" <<'EOF'
+import glob, sys
+import pandas as pd
+files = glob.glob(f"{sys.argv[1]}/{sys.argv[2]}__*.csv")
+if files:
+    d = pd.concat(pd.read_csv(f) for f in files)
+    print(d.groupby(["kernel", "status"]).size().unstack(fill_value=0).to_string())
+EOF
+}
+
+# Runs a benchmark command in the background, copying its rows to $OUT every 15 s, so a call
+# cut by its limit still brings back every row measured; SWEEP_TIMEOUT stops it before that.
+run_and_copy_rows() {
+    local name=$1 pid rc
+    shift
+    timeout "${SWEEP_TIMEOUT:-540}" "$@" out_dir="$RUNS/$name" report=false progress=false \
+        > "$RUNS/$name.log" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do sleep 15; copy_rows "$name"; done
+    wait "$pid"; rc=$?
+    echo "$name: exit $rc"; tail -15 "$RUNS/$name.log"
+    copy_rows "$name"
+    summarise_rows "$name"
+}
 
 case "${1:-}" in
     tests)
-        shard=${2:?tests 1|2|flashinfer}
+        shard=${2:?tests 1|2|all|flashinfer [WORKERS]}
+        workers=${3:-1}
         case "$shard" in
             1) args=(tests --ignore="$TRITON_TESTS" -k "not flashinfer") ;;
             2) args=("$TRITON_TESTS") ;;
+            all) args=(tests -k "not flashinfer") ;;
             flashinfer) args=(tests/bench/kernels -k flashinfer) ;;
             *) echo "unknown shard $shard" >&2; exit 2 ;;
         esac
-        set -o pipefail
-        python3 -m pytest -m gpu "${args[@]}" -p no:cacheprovider -q -rs --durations=15 2>&1 \
-            | tee "$OUT/pytest_gpu_shard_$shard.log" | tail -40
+        log="$OUT/pytest_gpu_shard_$shard.log"
+        if [ "$workers" -gt 1 ]; then
+            run_test_workers "$workers" "$log" "${args[@]}"
+        else
+            set -o pipefail
+            python3 -m pytest -m gpu "${args[@]}" -p no:cacheprovider -q -rs --durations=15 2>&1 \
+                | tee "$log" | tail -40
+        fi
         ;;
     pack-caches)
         i=0
@@ -58,23 +127,11 @@ case "${1:-}" in
         ;;
     sweep)
         name=${2:?sweep NAME HW [overrides]}; hw=${3:?hardware}; shift 3
-        python3 -m bench.kernels hardware="$hw" out_dir="$RUNS/$name" report=false progress=false "$@" \
-            2>&1 | tail -15
-        # the runner names its file after the overrides ('=' and ',' do not come back): rename
-        i=0
-        for f in "$RUNS/$name"/kernels/*.csv; do
-            [ -e "$f" ] || continue
-            i=$((i + 1))
-            cp "$f" "$OUT/${name}__$i.csv"
-        done
-        python3 - "$OUT" "$name" <<'EOF'
-import glob, sys
-import pandas as pd
-files = glob.glob(f"{sys.argv[1]}/{sys.argv[2]}__*.csv")
-if files:
-    d = pd.concat(pd.read_csv(f) for f in files)
-    print(d.groupby(["kernel", "status"]).size().unstack(fill_value=0).to_string())
-EOF
+        run_and_copy_rows "$name" python3 -m bench.kernels hardware="$hw" "$@"
         ;;
-    *) echo "usage: gpu_session.sh tests 1|2|flashinfer|flashinfer-jit|sweep NAME HW [overrides]|pack-caches|unpack-caches DIR" >&2; false ;;
+    cp)
+        name=${2:?cp NAME NPROC [overrides]}; nproc=${3:?nproc}; shift 3
+        run_and_copy_rows "$name" torchrun --standalone --nproc-per-node="$nproc" -m bench.cp "$@"
+        ;;
+    *) echo "usage: gpu_session.sh tests 1|2|all|flashinfer [WORKERS]|sweep NAME HW [overrides]|cp NAME NPROC [overrides]|flashinfer-jit|pack-caches|unpack-caches DIR" >&2; false ;;
 esac
