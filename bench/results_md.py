@@ -134,6 +134,7 @@ def kernel_table() -> str:
 
 def kernel_sweep_rows() -> str:
     rows = _rows("h200/kernels")
+    rows = rows[rows["mask"].isin(KERNEL_MASKS)]  # the kernel_masks experiment's cells
     counts = rows.status.value_counts()
     return f"{len(rows)} cells: " + ", ".join(f"{n} {s}" for s, n in counts.items())
 
@@ -598,7 +599,165 @@ def magi_profile_table() -> str:
     return "\n".join(lines)
 
 
+# -- session 14: the GPU suite, peers 1k-64k, the dense masks, block-sparse, magi at cp 1 --------
+GPU_SUITE_LOG = "h200/tests/pytest_gpu_905043273ce1_6workers.log"
+FLASHINFER_LOG = "h200/tests/pytest_gpu_905043273ce1_flashinfer.log"
+PEERS_SMALL = "h200/kernels/kernel_masks__peers_1k-4k-8k-32k.csv"
+DENSE_MORE = "h200/kernels/dense_sweep__8_more_masks_4k-16k-64k.csv"
+BLOCK_SPARSE = "h200/kernels/block_sparse_sweep__cut_at_270s.csv"
+CP1_H200 = "h200/cp/cp1_fa4_16k.csv"
+PEER_KERNELS = ("cudnn", "fa2_torch", "fa3", "flashinfer", "ffa", "ffa_fa4", "flex")
+_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?)\b")
+
+
+def _summed_counts(relpath: str) -> str:
+    """The summary lines of a log of several pytest processes, added up: '10 passed, 2 skipped'."""
+    totals: dict[str, int] = {}
+    for line in (RESULTS / relpath).read_text().splitlines():
+        if re.match(r"^\d+ (passed|failed|skipped)", line) and " in " in line:
+            for n, what in _COUNT.findall(line):
+                totals[what] = totals.get(what, 0) + int(n)
+    return ", ".join(f"{n} {w}" for w, n in totals.items())
+
+
+def pytest_gpu_all() -> str:
+    return _summed_counts(GPU_SUITE_LOG)
+
+
+def pytest_gpu_failed_tests() -> str:
+    """The distinct failing test names of the suite's log, e.g. 'test_x[...-v] (16)'."""
+    names = re.findall(r"^_{3,} (test_\S+) _{3,}$", (RESULTS / GPU_SUITE_LOG).read_text(), re.M)
+    variants = sorted({n.split("[")[1].rstrip("]").split("-")[-1] for n in names})
+    tests = sorted({n.split("[")[0] for n in names})
+    return f"{len(names)}, all {', '.join(tests)} with variant {', '.join(variants)}"
+
+
+def pytest_flashinfer() -> str:
+    return _summed_counts(FLASHINFER_LOG)
+
+
+def peers_by_size_table() -> str:
+    """Each peer / FA4 per seqlen, min-max over the masks both ran, each ratio within one run."""
+    runs = {1024: PEERS_SMALL, 2048: NO_LSE[0], 4096: PEERS_SMALL, 8192: PEERS_SMALL,
+            K16: NO_LSE[0], 32768: PEERS_SMALL, K64: NO_LSE[0]}
+    lines = ["| kernel / fa4 | " + " | ".join(_k(s) for s in runs) + " |",
+             "|" + "---|" * (len(runs) + 1)]
+    for kernel in PEER_KERNELS:
+        cells = []
+        for seqlen, relpath in runs.items():
+            pairs = [(c, r) for c, r in _pairs(_files((relpath,)), kernel, "fa4") if c[1] == seqlen]
+            spans = [_span([r for (_, _, d), r in pairs if d == direction]) if any(
+                d == direction for (_, _, d), _ in pairs) else "X" for direction in ("fwd", "bwd")]
+            cells.append(" / ".join(spans))
+        lines.append(f"| {kernel} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def peer_x_reasons() -> str:
+    """Each peer's reasons for X cells in the peer runs, with the masks they cover."""
+    frame = pd.concat([_files((PEERS_SMALL,)), _files((NO_LSE[0],))], ignore_index=True)
+    lines = []
+    for kernel in ("cudnn", "fa2_torch", "fa3", "fa4", "flashinfer"):
+        x = frame[(frame.kernel == kernel) & (frame.status != "ok")]
+        # the reason without its parenthesised details (which name the mask and its sizes)
+        reasons = x.message.str.replace(r" \((?:[^()]|\([^()]*\))*\)", "", regex=True)
+        for message, cell in x.groupby(reasons, sort=True):
+            masks = ", ".join(sorted(cell["mask"].unique()))
+            dirs = "/".join(sorted(cell.direction.unique()))
+            lines.append(f"- {kernel} ({dirs}; {masks}): {message}")
+    return "\n".join(lines)
+
+
+def h200_masks_with_rows() -> str:
+    """The distinct mask patterns with ok rows anywhere under results/h200/kernels."""
+    ok = _rows("h200/kernels")
+    names = sorted(ok[ok.status == "ok"]["mask"].map(_pattern_of).unique())
+    return f"{len(names)} ({', '.join(names)})"
+
+
+def _pattern_of(label: str) -> str:
+    """A result row's mask label without the parameter suffix of block-sparse variants."""
+    return "block_sparse" if label.startswith("block_sparse") else label
+
+
+def dense_more_table() -> str:
+    frame = _files((DENSE_MORE,))
+    kernels = ("sdpa", "flashinfer", "flex", "ffa", "ffa_fa4")
+    lines = ["| mask | S | dir | " + " | ".join(kernels) + " | ffa_fa4 / flex | ffa / flex |",
+             "|" + "---|" * (len(kernels) + 5)]
+    for mask in sorted(frame["mask"].unique()):
+        for seqlen in sorted(frame.seqlen.unique()):
+            for d in ("fwd", "bwd"):
+                v = {k: _tf(frame, k, mask, int(seqlen), d) for k in kernels}
+                if v["ffa_fa4"] is None and v["ffa"] is None:
+                    continue  # the sweep stopped before this cell
+                ratio = lambda a: "-" if v[a] is None or v["flex"] is None else f"{v[a] / v['flex']:.2f}"  # noqa: E731
+                lines.append(f"| {mask} | {_k(int(seqlen))} | {d} | "
+                             + " | ".join("X" if v[k] is None else f"{v[k]:.0f}" for k in kernels)
+                             + f" | {ratio('ffa_fa4')} | {ratio('ffa')} |")
+    return "\n".join(lines)
+
+
+def dense_more_vs_flex() -> str:
+    frame = _files((DENSE_MORE,))
+    pairs = [r for m in frame["mask"].unique() for s in frame.seqlen.unique() for d in ("fwd", "bwd")
+             if (a := _tf(frame, "ffa_fa4", m, int(s), d)) and (b := _tf(frame, "flex", m, int(s), d))
+             for r in [a / b]]
+    return f"{_span(pairs)} over {len(pairs)} cells"
+
+
+def dense_more_below_flex() -> str:
+    frame = _files((DENSE_MORE,))
+    cells = []
+    for mask in sorted(frame["mask"].unique()):
+        for seqlen in sorted(frame.seqlen.unique()):
+            for d in ("fwd", "bwd"):
+                flex, fa4, ffa = (_tf(frame, k, mask, int(seqlen), d) for k in ("flex", "ffa_fa4", "ffa"))
+                if flex and any(v is not None and v < flex for v in (fa4, ffa)):
+                    text = " | ".join(f"{v / flex:.2f}" if v else "X" for v in (fa4, ffa))
+                    cells.append(f"{mask} {_k(int(seqlen))} {d} {text}")
+    return "; ".join(cells) or "none"
+
+
+def block_sparse_table() -> str:
+    frame = _files((BLOCK_SPARSE,))
+    lines = ["| mask | S | dir | flex | ffa | ffa_fa4 | ffa / flex | ffa_fa4 / flex |",
+             "|" + "---|" * 8]
+    for (mask, seqlen), _ in frame.groupby(["mask", "seqlen"], sort=False):
+        for d in ("fwd", "bwd"):
+            flex, ffa, fa4 = (_tf(frame, k, mask, int(seqlen), d) for k in ("flex", "ffa", "ffa_fa4"))
+            if ffa is None or flex is None or fa4 is None:
+                continue
+            lines.append(f"| {mask} | {_k(int(seqlen))} | {d} | {flex:.0f} | {ffa:.0f} | {fa4:.0f} "
+                         f"| {ffa / flex:.2f} | {fa4 / flex:.2f} |")
+    return "\n".join(lines)
+
+
+def cp1_h200_table() -> str:
+    best = _cp_best(CP1_H200)
+    frame = _files((CP1_H200,))
+    lines = ["| mask | dir | magi | ulysses | ring_allgather | magi / best |", "|---|---|---|---|---|---|"]
+    for mask in ("full", "causal", "full_document", "causal_document", "block_causal_document"):
+        for d in ("fwd", "bwd"):
+            v = [_tf(frame, k, mask, K16, d) for k in ("magi", "ulysses", "ring_allgather")]
+            magi, base, _ = best[(mask, 1, d)]
+            lines.append(f"| {mask} | {d} | " + " | ".join(f"{x:.0f}" for x in v)
+                         + f" | {magi / base:.2f} |")
+    return "\n".join(lines)
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h200.pytest_gpu_all": pytest_gpu_all,
+    "h200.pytest_gpu_failed_tests": pytest_gpu_failed_tests,
+    "h200.pytest_flashinfer": pytest_flashinfer,
+    "h200.peers_by_size_table": peers_by_size_table,
+    "h200.peer_x_reasons": peer_x_reasons,
+    "h200.masks_with_rows": h200_masks_with_rows,
+    "h200.dense_more_table": dense_more_table,
+    "h200.dense_more_vs_flex": dense_more_vs_flex,
+    "h200.dense_more_below_flex": dense_more_below_flex,
+    "h200.block_sparse_table": block_sparse_table,
+    "h200.cp1_table": cp1_h200_table,
     "h200.plan_once_vs_fa4": plan_once_vs_fa4,
     "h200.plan_once_vs_flex": plan_once_vs_flex,
     "h200.plan_once_full_document_fwd": plan_once_full_document_fwd,

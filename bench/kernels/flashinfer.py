@@ -135,7 +135,9 @@ class FlashInfer(KernelAdapter):
             wrapper = flashinfer.BlockSparseAttentionWrapper(workspace)
             wrapper.plan(indptr, indices, shapes.seqlen, shapes.seqlen, block_q, block_k,
                          shapes.num_heads_q, shapes.num_heads_kv, shapes.head_dim,
-                         sm_scale=shapes.softmax_scale, q_data_type=shapes.torch_dtype)
+                         sm_scale=shapes.softmax_scale, q_data_type=shapes.torch_dtype,
+                         # BSR's plan defaults the output to float16 whatever q is
+                         o_data_type=shapes.torch_dtype)
             extra = {"route": f"BSR {block_q}x{block_k}"}
         else:
             wrapper = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(workspace, "NHD",

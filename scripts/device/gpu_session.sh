@@ -35,7 +35,7 @@ run_test_workers() {
     split -n "r/$workers" -d "$dir/ids" "$dir/part."
     for part in "$dir"/part.??; do
         mapfile -t ids < "$part"
-        timeout "${TEST_TIMEOUT:-520}" python3 -m pytest -m gpu -p no:cacheprovider -q -rs \
+        timeout "${TEST_TIMEOUT:-520}" python3 -m pytest -m gpu -p no:cacheprovider -q -rfEs \
             --durations=5 "${ids[@]}" > "$part.log" 2>&1 &
     done
     for pid in $(jobs -p); do wait "$pid" || rc=1; done
@@ -98,7 +98,7 @@ case "${1:-}" in
             run_test_workers "$workers" "$log" "${args[@]}"
         else
             set -o pipefail
-            python3 -m pytest -m gpu "${args[@]}" -p no:cacheprovider -q -rs --durations=15 2>&1 \
+            python3 -m pytest -m gpu "${args[@]}" -p no:cacheprovider -q -rfEs --durations=15 2>&1 \
                 | tee "$log" | tail -40
         fi
         ;;

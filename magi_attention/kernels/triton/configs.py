@@ -16,7 +16,9 @@ class FwdConfig:
     num_stages: int
     partial_stages: int = 1  # pipelining depth of the masked-tile loop (1: none, saves smem)
     use_tma: bool = False  # tensor-descriptor (TMA) loads of Q, K, V and store of O (sm90+)
-    warp_specialize: bool = False  # Triton's automatic warp specialisation of the unmasked loop
+    # Triton's automatic warp specialisation of the unmasked loop; Triton 3.6 compiles it at
+    # 128x128 w8 s2 or with contiguous_full, and crashes at 128x64 w4 s3 over the indexed loop
+    warp_specialize: bool = False
     contiguous_full: bool = False  # iterate a q tile's full key tiles as a run when they are one
     # rows with more key intervals than this mask partial tiles from the slice list instead of
     # the per-row interval table (block_sparse.MAX_TABLE_INTERVALS; -1 forces the slice list)

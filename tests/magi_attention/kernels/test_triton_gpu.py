@@ -133,7 +133,13 @@ def test_deterministic_is_bitwise_repeatable(name):
         assert rel < 1e-2, f"{which}: one-pass and deterministic paths differ by {rel:.2e}"
 
 
-FWD_VARIANTS = {"tma": dict(use_tma=True), "tma_ws": dict(use_tma=True, warp_specialize=True),
+# tma_ws at the 128x128 w8 s2 tiles the v3 sweep timed: at the default 128x64 w4 s3 tiles
+# Triton 3.6's warp specialiser crashes on the indexed key-tile loop (PassManager::run failed
+# in NVGPUWarpSpecialization; results/h200/ffa_triton/check.csv and the 16 failures of
+# results/h200/tests/pytest_gpu_905043273ce1_6workers.log)
+FWD_VARIANTS = {"tma": dict(use_tma=True),
+                "tma_ws": dict(use_tma=True, warp_specialize=True, block_m=128, block_n=128,
+                               num_warps=8, num_stages=2),
                 "tma_128x128_w8": dict(use_tma=True, block_m=128, block_n=128, num_warps=8),
                 "ptr_run": dict(contiguous_full=True),
                 "tma_ws_run": dict(use_tma=True, warp_specialize=True, contiguous_full=True)}
