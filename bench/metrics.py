@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 __all__ = ["attn_flops", "tflops_per_s", "peak_mem_gb", "reset_peak_mem", "time_cuda_ms",
-           "BWD_FWD_RATIO", "DIRECTIONS"]
+           "host_us_per_call", "BWD_FWD_RATIO", "DIRECTIONS"]
 
 # Backward does 5 matmuls (recompute S = Q K^T, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q)
 # against forward's 2.
@@ -151,3 +151,21 @@ def time_cuda_ms(fn: Callable[[], Any], warmup: int, repeat: int) -> float:
         torch.cuda.synchronize()
         return statistics.median(_time_cuda_events_ms(fn, repeat))
     return statistics.median(_time_cpu_ms(fn, repeat))
+
+
+def host_us_per_call(fn: Callable[[], Any], calls: int = 20) -> float:
+    """Host time per call of ``fn()`` in microseconds, measured while a sleep kernel holds the
+    GPU, so every call only queues its work and none waits for the device (the launch path's
+    own cost). Without CUDA: plain wall time per call."""
+    on_cuda = torch.cuda.is_available()
+    if on_cuda:
+        torch.cuda.synchronize()
+        torch.cuda._sleep(int(2e9))  # ~1 s of GPU time: longer than the loop below
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = (time.perf_counter() - start) / calls * 1e6
+    if on_cuda:
+        torch.cuda.synchronize()
+    return elapsed
+

@@ -63,6 +63,13 @@ BWD_VARIANTS = {
     "bwd_onepass_tma_64x64_w4_s3_p2": (BwdConfig(64, 64, 64, 64, 4, 3, 2, use_tma=True), False),
     "bwd_onepass_tma_64x64_w8_s3_p2": (BwdConfig(64, 64, 64, 64, 8, 3, 2, use_tma=True), False),
     "bwd_onepass_tma_64x128_w8_s2_p2": (BwdConfig(64, 128, 64, 64, 8, 2, 2, use_tma=True), False),
+    # session 14: the ordered path with TMA loads in the dk/dv programs, as one fused launch
+    # (dk/dv and dq programs in one grid, FlexAttention's layout), and both
+    "bwd_det_tma_64x64_w4_s3_p2": (BwdConfig(64, 64, 64, 64, 4, 3, 2, use_tma=True), True),
+    "bwd_det_fused_64x64_w4_s3_p2": (BwdConfig(64, 64, 64, 64, 4, 3, 2, fused_launch=True), True),
+    "bwd_det_fused_tma_64x64_w4_s3_p2": (BwdConfig(64, 64, 64, 64, 4, 3, 2, use_tma=True,
+                                                   fused_launch=True), True),
+    "bwd_det_fused_64x128_w8_s3_p1": (BwdConfig(64, 128, 128, 64, 8, 3, 1, fused_launch=True), True),
 }
 CHECK_SEQLEN = 2048
 CHECK_TIMEOUT_S = 60  # per variant; a hung compile marks its variant crashed and the rest go on

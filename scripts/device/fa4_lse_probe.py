@@ -17,7 +17,6 @@ import argparse
 import csv
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -27,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.config import DataConfig, MaskChoice  # noqa: E402
 from bench.kernels import load_adapter  # noqa: E402
 from bench.masks import convert  # noqa: E402
-from bench.metrics import time_cuda_ms  # noqa: E402
+from bench.metrics import host_us_per_call, time_cuda_ms  # noqa: E402
 from bench.problem import Shapes, make_inputs  # noqa: E402
 from bench.sweep import cell_mask  # noqa: E402
 from magi_attention.functional import FlexAttnPlan, flex_flash_attn_func  # noqa: E402
@@ -36,17 +35,6 @@ from magi_attention.kernels import fa4  # noqa: E402
 CELLS = [("full_document", 4096), ("full_document", 16384), ("full_document", 32768),
          ("causal_document", 16384), ("sliding_window_causal", 4096),
          ("sliding_window_causal", 16384), ("full", 4096), ("block_causal_document", 4096)]
-
-
-def host_us(fn, calls: int = 20) -> float:
-    torch.cuda.synchronize()
-    torch.cuda._sleep(int(2e9))  # ~1 s of GPU time: every launch below only queues
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    elapsed = (time.perf_counter() - start) / calls * 1e6
-    torch.cuda.synchronize()
-    return elapsed
 
 
 def variants(mask, shapes, device):
@@ -100,7 +88,7 @@ def main() -> None:
                     row = dict(mask=name, seqlen=seqlen, variant=n, native=form is not None,
                                device_ms=round(statistics.median(times[n]), 5),
                                device_ms_rounds=" ".join(f"{t:.4f}" for t in times[n]),
-                               host_us=round(host_us(fn), 1))
+                               host_us=round(host_us_per_call(fn), 1))
                     writer.writerow(row)
                     f.flush()
                     print(row, flush=True)

@@ -18,7 +18,6 @@ import csv
 import io
 import pstats
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -27,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.config import DataConfig, MaskChoice  # noqa: E402
 from bench.kernels import load_adapter  # noqa: E402
-from bench.metrics import time_cuda_ms  # noqa: E402
+from bench.metrics import host_us_per_call, time_cuda_ms  # noqa: E402
 from bench.problem import Shapes, make_inputs  # noqa: E402
 from bench.sweep import cell_mask  # noqa: E402
 
@@ -35,20 +34,6 @@ from bench.sweep import cell_mask  # noqa: E402
 KERNELS = ("ffa", "ffa_ptr", "ffa_fa4", "fa4", "flex", "cudnn", "flashinfer")
 MASKS = ("full", "causal_document")
 PROFILED = ("ffa", "ffa_ptr", "ffa_fa4")
-
-
-def host_us(fn, calls: int) -> float:
-    """Host time per call of ``fn`` while the GPU is busy with a sleep kernel (calls only queue)."""
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-        torch.cuda._sleep(int(1e9))  # ~0.5 s of GPU time: longer than the loop below
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    elapsed = (time.perf_counter() - start) / calls * 1e6
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return elapsed
 
 
 def profile_text(fn, calls: int, top: int = 15) -> str:
@@ -145,7 +130,7 @@ def _time_directions(kernel, prepared, mask, shapes, calls, log, directions) -> 
         try:
             fn()  # compiles; the bwd builds its forward graph once
             device_us = time_cuda_ms(fn, warmup=3, repeat=10) * 1e3
-            rows.append(_row(direction, host_us=f"{host_us(fn, calls):.1f}",
+            rows.append(_row(direction, host_us=f"{host_us_per_call(fn, calls):.1f}",
                              device_us=f"{device_us:.1f}", status="ok"))
             if kernel in PROFILED and shapes.seqlen == 1024:
                 log.write(f"==== {kernel} {mask.name} S={shapes.seqlen} {direction}\n")

@@ -89,3 +89,13 @@ def test_peak_mem_counts_an_allocation_on_gpu():
 def test_time_cuda_events_positive():
     a = torch.randn(1024, 1024, device="cuda")
     assert time_cuda_ms(lambda: a @ a, warmup=2, repeat=5) > 0
+
+
+def test_host_us_per_call_times_each_call_on_the_host():
+    import time
+
+    from bench.metrics import host_us_per_call
+    calls = []
+    us = host_us_per_call(lambda: (calls.append(1), time.sleep(0.002)), calls=5)
+    assert len(calls) == 5
+    assert 2000 <= us < 200000, us

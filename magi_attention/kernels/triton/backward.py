@@ -6,7 +6,9 @@
   TMA bulk reduce-add per tile, FlashAttention-3's way, and TMA loads of Q, dO, K, V). 5 matmuls per tile pair (the two-kernel path
   recomputes QK^T and dP: 7). The order of the float adds into dq varies from run to run.
 - deterministic (``deterministic=True``, FlashAttention-2 style, no atomics, bitwise repeatable):
-  ``_preprocess_kernel``, ``_dkdv_kernel`` (dk, dv only), then ``_dq_kernel``.
+  ``_preprocess_kernel``, ``_dkdv_kernel`` (dk, dv only), then ``_dq_kernel``; with
+  ``BwdConfig.fused_launch`` the last two are one launch (``_bwd_fused_kernel``, whose grid holds
+  both kinds of program).
 
 1. ``_preprocess_kernel``: delta = rowsum(dO * O) and lse in log2 units, both [Hq, Sq] fp32;
    rows with lse = -inf (no key anywhere) get +inf so that P = exp2(s - lse) = 0 there.
@@ -113,22 +115,23 @@ def _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, DQ, desc_q, desc_do, desc_dq, q
 
 
 @triton.jit
-def _dkdv_kernel(Q, K, V, DO, DK, DV, DQ, Lse2, Delta, desc_q, desc_k, desc_v, desc_do, desc_dq,
-                 k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_slice_ptr, k_tile_slice_idx,
-                 slice_bounds, k_tile_order, row_lo, row_hi,
-                 stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
-                 stride_dm, stride_dh, stride_dkm, stride_dkh, stride_dvm, stride_dvh,
-                 stride_dqm, stride_dqh,
-                 seqlen_q, seqlen_k, sm_scale, softcap,
-                 GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                 BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, ROW_INTERVALS: tl.constexpr,
-                 PARTIAL_STAGES: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_TMA: tl.constexpr):
-    """ATOMIC_DQ: also add this key tile's share of dq (fp32 DQ [Sq, Hq, D], pre-zeroed). The
+def _dkdv_program(pid_tile, kv_head, Q, K, V, DO, DK, DV, DQ, Lse2, Delta, desc_q, desc_k, desc_v,
+                  desc_do, desc_dq,
+                  k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_slice_ptr, k_tile_slice_idx,
+                  slice_bounds, k_tile_order, row_lo, row_hi,
+                  stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
+                  stride_dm, stride_dh, stride_dkm, stride_dkh, stride_dvm, stride_dvh,
+                  stride_dqm, stride_dqh,
+                  seqlen_q, seqlen_k, sm_scale, softcap,
+                  GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, ROW_INTERVALS: tl.constexpr,
+                  PARTIAL_STAGES: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_TMA: tl.constexpr):
+    """dk, dv of the key tile at position ``pid_tile`` of the plan's order, for ``kv_head``.
+    ATOMIC_DQ: also add this key tile's share of dq (fp32 DQ [Sq, Hq, D], pre-zeroed). The
     programs then start at different heads and q tiles of their lists (rotated by key tile), so
     that they do not all add into the same dq rows at once (full masks: every list is equal)."""
     tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
-    k_tile = tl.load(k_tile_order + tl.program_id(0))
-    kv_head = tl.program_id(1)
+    k_tile = tl.load(k_tile_order + pid_tile)
     k_lo = k_tile * BLOCK_N
     offs_k = k_lo + tl.arange(0, BLOCK_N)
     offs_m0 = tl.arange(0, BLOCK_M)
@@ -193,6 +196,29 @@ def _dkdv_kernel(Q, K, V, DO, DK, DV, DQ, Lse2, Delta, desc_q, desc_k, desc_v, d
 
 
 @triton.jit
+def _dkdv_kernel(Q, K, V, DO, DK, DV, DQ, Lse2, Delta, desc_q, desc_k, desc_v, desc_do, desc_dq,
+                 k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_slice_ptr, k_tile_slice_idx,
+                 slice_bounds, k_tile_order, row_lo, row_hi,
+                 stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
+                 stride_dm, stride_dh, stride_dkm, stride_dkh, stride_dvm, stride_dvh,
+                 stride_dqm, stride_dqh,
+                 seqlen_q, seqlen_k, sm_scale, softcap,
+                 GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, ROW_INTERVALS: tl.constexpr,
+                 PARTIAL_STAGES: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_TMA: tl.constexpr):
+    """Grid (key tiles, kv heads): one _dkdv_program each."""
+    _dkdv_program(tl.program_id(0), tl.program_id(1), Q, K, V, DO, DK, DV, DQ, Lse2, Delta,
+                  desc_q, desc_k, desc_v, desc_do, desc_dq,
+                  k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_slice_ptr, k_tile_slice_idx,
+                  slice_bounds, k_tile_order, row_lo, row_hi,
+                  stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
+                  stride_dm, stride_dh, stride_dkm, stride_dkh, stride_dvm, stride_dvh,
+                  stride_dqm, stride_dqh, seqlen_q, seqlen_k, sm_scale, softcap,
+                  GROUP, HEAD_DIM, BLOCK_M, BLOCK_N, SOFTCAP, ROW_INTERVALS, PARTIAL_STAGES,
+                  ATOMIC_DQ, USE_TMA)
+
+
+@triton.jit
 def _dq_step(dq, q, do, lse2, delta, K, V, kv_off, k_tile, offs_m, offs_n, offs_d,
              stride_km, stride_vm, seqlen_k, sm_scale, softcap,
              slice_bounds, slice_idx, slice_lo, slice_hi, q_tile_lo, q_tile_hi,
@@ -231,18 +257,19 @@ def _dq_step(dq, q, do, lse2, delta, K, V, kv_off, k_tile, offs_m, offs_n, offs_
 
 
 @triton.jit
-def _dq_kernel(Q, K, V, DO, DQ, Lse2, Delta,
-               q_tile_ptr, q_tile_kt, q_tile_num_full, q_tile_slice_ptr, q_tile_slice_idx,
-               slice_bounds, q_tile_order, row_lo, row_hi,
-               stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
-               stride_dm, stride_dh, stride_dqm, stride_dqh,
-               seqlen_q, seqlen_k, sm_scale, softcap,
-               GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-               BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, ROW_INTERVALS: tl.constexpr,
-                 PARTIAL_STAGES: tl.constexpr):
+def _dq_program(pid_tile, head32, Q, K, V, DO, DQ, Lse2, Delta,
+                q_tile_ptr, q_tile_kt, q_tile_num_full, q_tile_slice_ptr, q_tile_slice_idx,
+                slice_bounds, q_tile_order, row_lo, row_hi,
+                stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
+                stride_dm, stride_dh, stride_dqm, stride_dqh,
+                seqlen_q, seqlen_k, sm_scale, softcap,
+                GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, ROW_INTERVALS: tl.constexpr,
+                PARTIAL_STAGES: tl.constexpr):
+    """dq of the q tile at position ``pid_tile`` of the plan's order, for q head ``head32``."""
     tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
-    q_tile = tl.load(q_tile_order + tl.program_id(0))
-    head = tl.program_id(1).to(tl.int64)
+    q_tile = tl.load(q_tile_order + pid_tile)
+    head = head32.to(tl.int64)
     kv_off = (head // GROUP) * stride_kh
     q_lo = q_tile * BLOCK_M
     offs_m = q_lo + tl.arange(0, BLOCK_M)
@@ -275,6 +302,68 @@ def _dq_kernel(Q, K, V, DO, DQ, Lse2, Delta,
              dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
 
 
+@triton.jit
+def _dq_kernel(Q, K, V, DO, DQ, Lse2, Delta,
+               q_tile_ptr, q_tile_kt, q_tile_num_full, q_tile_slice_ptr, q_tile_slice_idx,
+               slice_bounds, q_tile_order, row_lo, row_hi,
+               stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
+               stride_dm, stride_dh, stride_dqm, stride_dqh,
+               seqlen_q, seqlen_k, sm_scale, softcap,
+               GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, ROW_INTERVALS: tl.constexpr,
+               PARTIAL_STAGES: tl.constexpr):
+    """Grid (q tiles, q heads): one _dq_program each."""
+    _dq_program(tl.program_id(0), tl.program_id(1), Q, K, V, DO, DQ, Lse2, Delta,
+                q_tile_ptr, q_tile_kt, q_tile_num_full, q_tile_slice_ptr, q_tile_slice_idx,
+                slice_bounds, q_tile_order, row_lo, row_hi,
+                stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
+                stride_dm, stride_dh, stride_dqm, stride_dqh, seqlen_q, seqlen_k, sm_scale, softcap,
+                GROUP, HEAD_DIM, BLOCK_M, BLOCK_N, SOFTCAP, ROW_INTERVALS, PARTIAL_STAGES)
+
+
+@triton.jit
+def _bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, Lse2, Delta, desc_q, desc_k, desc_v, desc_do,
+                      kv_tile_ptr, kv_tile_qt, kv_tile_num_full, kv_tile_slice_ptr,
+                      kv_tile_slice_idx, kv_slice_bounds, kv_tile_order, kv_row_lo, kv_row_hi,
+                      q_tile_ptr, q_tile_kt, q_tile_num_full, q_tile_slice_ptr, q_tile_slice_idx,
+                      q_slice_bounds, q_tile_order, q_row_lo, q_row_hi,
+                      stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
+                      stride_dm, stride_dh, stride_dkm, stride_dkh, stride_dvm, stride_dvh,
+                      stride_dqm, stride_dqh,
+                      seqlen_q, seqlen_k, sm_scale, softcap, num_k_tiles, num_heads_kv,
+                      num_q_tiles,
+                      GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr,
+                      BLOCK_N1: tl.constexpr, BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr,
+                      SOFTCAP: tl.constexpr, ROW_INTERVALS1: tl.constexpr,
+                      ROW_INTERVALS2: tl.constexpr, PARTIAL_STAGES: tl.constexpr,
+                      USE_TMA: tl.constexpr):
+    """The ordered backward in one launch (FlexAttention's layout): programs below
+    num_k_tiles * num_heads_kv are the dk/dv programs (heaviest first, as the plan orders them),
+    the rest the dq programs. Both only read q, k, v, dO, lse and delta, so they may run side by
+    side; the dq programs fill the SMs the dk/dv tail leaves idle, and one launch is saved."""
+    pid = tl.program_id(0)
+    num_kv_programs = num_k_tiles * num_heads_kv
+    if pid < num_kv_programs:
+        _dkdv_program(pid % num_k_tiles, pid // num_k_tiles, Q, K, V, DO, DK, DV, DQ, Lse2, Delta,
+                      desc_q, desc_k, desc_v, desc_do, desc_q,
+                      kv_tile_ptr, kv_tile_qt, kv_tile_num_full, kv_tile_slice_ptr,
+                      kv_tile_slice_idx, kv_slice_bounds, kv_tile_order, kv_row_lo, kv_row_hi,
+                      stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
+                      stride_dm, stride_dh, stride_dkm, stride_dkh, stride_dvm, stride_dvh,
+                      stride_dqm, stride_dqh, seqlen_q, seqlen_k, sm_scale, softcap,
+                      GROUP, HEAD_DIM, BLOCK_M1, BLOCK_N1, SOFTCAP, ROW_INTERVALS1,
+                      PARTIAL_STAGES, False, USE_TMA)
+    else:
+        p = pid - num_kv_programs
+        _dq_program(p % num_q_tiles, p // num_q_tiles, Q, K, V, DO, DQ, Lse2, Delta,
+                    q_tile_ptr, q_tile_kt, q_tile_num_full, q_tile_slice_ptr, q_tile_slice_idx,
+                    q_slice_bounds, q_tile_order, q_row_lo, q_row_hi,
+                    stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
+                    stride_dm, stride_dh, stride_dqm, stride_dqh, seqlen_q, seqlen_k, sm_scale,
+                    softcap, GROUP, HEAD_DIM, BLOCK_M2, BLOCK_N2, SOFTCAP, ROW_INTERVALS2,
+                    PARTIAL_STAGES)
+
+
 def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockSparsePlan | None,
                config: BwdConfig, softmax_scale: float, softcap: float, *,
                deterministic: bool = False):
@@ -302,15 +391,20 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
     dq = torch.empty_like(q) if deterministic else torch.zeros(q.shape, dtype=torch.float32,
                                                                device=q.device)
     cap = softcap if softcap > 0 else 1.0
-    use_tma = config.use_tma and not deterministic
+    use_tma = config.use_tma
     descs = (None,) * 5
-    if use_tma:
+    if use_tma:  # loads of the dk/dv programs; one pass: also the reduce-add of dq
         m, n = config.block_m1, config.block_n1
         descs = (descriptor_2d(q, m), descriptor_2d(k, n), descriptor_2d(v, n),
-                 descriptor_2d(dout, m), descriptor_2d(dq, m, writable=True))
+                 descriptor_2d(dout, m),
+                 None if deterministic else descriptor_2d(dq, m, writable=True))
     _preprocess_kernel[(triton.cdiv(seqlen_q, PREPROCESS_BLOCK), num_heads_q)](
         out, dout, lse, delta, lse2, out.stride(0), out.stride(1), dout.stride(0), dout.stride(1),
         lse.stride(0), seqlen_q, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
+    if deterministic and config.fused_launch:
+        _launch_fused(q, k, v, dout, dk, dv, dq, lse2, delta, descs[:4], plan_kv, plan_q, config,
+                      group, softmax_scale, cap, softcap > 0)
+        return dq, dk, dv
     _dkdv_kernel[(plan_kv.num_k_tiles, num_heads_kv)](
         q, k, v, dout, dk, dv, dq, lse2, delta, *descs,
         plan_kv.k_tile_ptr, plan_kv.k_tile_qt, plan_kv.k_tile_num_full, plan_kv.k_tile_slice_ptr,
@@ -339,3 +433,31 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
         PARTIAL_STAGES=config.partial_stages, num_warps=config.num_warps,
         num_stages=config.num_stages)
     return dq, dk, dv
+
+
+def _launch_fused(q, k, v, dout, dk, dv, dq, lse2, delta, descs, plan_kv: BlockSparsePlan,
+                  plan_q: BlockSparsePlan, config: BwdConfig, group: int, softmax_scale: float,
+                  cap: float, has_softcap: bool) -> None:
+    """The ordered path's dk/dv and dq programs in one grid (_bwd_fused_kernel)."""
+    seqlen_q, num_heads_q, head_dim = q.shape
+    seqlen_k, num_heads_kv, _ = k.shape
+    grid = (plan_kv.num_k_tiles * num_heads_kv + plan_q.num_q_tiles * num_heads_q,)
+    _bwd_fused_kernel[grid](
+        q, k, v, dout, dk, dv, dq, lse2, delta, *descs,
+        plan_kv.k_tile_ptr, plan_kv.k_tile_qt, plan_kv.k_tile_num_full, plan_kv.k_tile_slice_ptr,
+        plan_kv.k_tile_slice_idx, plan_kv.slice_bounds, plan_kv.k_tile_order, plan_kv.row_lo,
+        plan_kv.row_hi,
+        plan_q.q_tile_ptr, plan_q.q_tile_kt, plan_q.q_tile_num_full, plan_q.q_tile_slice_ptr,
+        plan_q.q_tile_slice_idx, plan_q.slice_bounds, plan_q.q_tile_order, plan_q.row_lo,
+        plan_q.row_hi,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        dout.stride(0), dout.stride(1), dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
+        dq.stride(0), dq.stride(1),
+        seqlen_q, seqlen_k, softmax_scale, cap, plan_kv.num_k_tiles, num_heads_kv,
+        plan_q.num_q_tiles,
+        GROUP=group, HEAD_DIM=head_dim, BLOCK_M1=config.block_m1, BLOCK_N1=config.block_n1,
+        BLOCK_M2=config.block_m2, BLOCK_N2=config.block_n2, SOFTCAP=has_softcap,
+        ROW_INTERVALS1=plan_kv.row_lo.shape[1], ROW_INTERVALS2=plan_q.row_lo.shape[1],
+        PARTIAL_STAGES=config.partial_stages, USE_TMA=descs[0] is not None,
+        num_warps=config.num_warps, num_stages=config.num_stages)
+

@@ -34,11 +34,15 @@ class BwdConfig:
     num_warps: int
     num_stages: int
     partial_stages: int = 1
-    use_tma: bool = False  # one-pass path: TMA loads of Q, dO, K, V and TMA reduce-add of dq
+    # TMA loads of Q, dO, K, V in the dk/dv programs (both paths); one pass: also the TMA
+    # reduce-add of dq
+    use_tma: bool = False
     max_table_intervals: int = 8
     # the one-pass backward (dK/dV in registers, dQ by fp32 atomics) for deterministic=False;
     # off: slower than the two-kernel path on H200 (see bwd_config)
     one_pass: bool = False
+    # the ordered path's dk/dv and dq programs in one launch (one grid, FlexAttention's layout)
+    fused_launch: bool = False
 
 
 def fwd_config(head_dim: int) -> FwdConfig:

@@ -6,9 +6,10 @@ tensor (out, lse, dq, dk, dv), FlashAttention's rule: the kernel's max abs error
 dtype) against the same oracle, plus atol = 1e-3 * max|oracle| + 1e-4.
 
 The backward runs its default ordered path everywhere (the one-pass atomic-dQ path, opt-in by
-``BwdConfig.one_pass``, is checked against it and with TMA), and the deterministic
-two-kernel path on odd seqlens, softcap, CP shares, and a bitwise-repeatability test; the forward
-also with tensor-descriptor (TMA) loads and a warp-specialised loop.
+``BwdConfig.one_pass``, is checked against it and with TMA; the ordered path also with TMA
+loads and as one fused launch), and the deterministic two-kernel path on odd seqlens, softcap,
+CP shares, and a bitwise-repeatability test; the forward also with tensor-descriptor (TMA) loads
+and a warp-specialised loop.
 """
 import math
 
@@ -176,9 +177,18 @@ def test_fwd_tma_variants(name, variant):
     assert (lse[~empty] - rl[~empty]).abs().max().item() < 1e-2
 
 
+# (config fields, deterministic): the one-pass path with TMA loads and TMA reduce-add of dq; the
+# ordered path with TMA loads, as one fused launch, and both
+BWD_VARIANTS = {"one_pass_tma": (dict(use_tma=True, one_pass=True), False),
+                "ordered_tma": (dict(use_tma=True), True),
+                "ordered_fused": (dict(fused_launch=True), True),
+                "ordered_fused_tma": (dict(fused_launch=True, use_tma=True), True)}
+
+
+@pytest.mark.parametrize("variant", sorted(BWD_VARIANTS))
 @pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
-def test_bwd_tma_one_pass(name):
-    """The one-pass backward with TMA loads and TMA reduce-add of dq equals the reference."""
+def test_bwd_variants(name, variant):
+    """The backward variants off by default equal the reference."""
     import dataclasses
     from magi_attention.kernels import triton as tk
     from magi_attention.kernels.triton.configs import bwd_config
@@ -186,8 +196,10 @@ def test_bwd_tma_one_pass(name):
     scale = d ** -0.5
     ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), plan, scale)
     ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, plan, scale)
-    config = dataclasses.replace(bwd_config(d), use_tma=True, one_pass=True)
-    got = tk.bwd(dout, q, k, v, ro.to(q.dtype), rl, plan, scale, config=config)
+    fields, deterministic = BWD_VARIANTS[variant]
+    config = dataclasses.replace(bwd_config(d), **fields)
+    got = tk.bwd(dout, q, k, v, ro.to(q.dtype), rl, plan, scale, deterministic=deterministic,
+                 config=config)
     for which, a, b in zip(("dq", "dk", "dv"), got, ref):
         assert not torch.isnan(a).any(), f"{which} has NaN"
         rel = ((a.float() - b).norm() / b.norm().clamp_min(1e-30)).item()

@@ -5,7 +5,7 @@ The interpreter must be switched on before triton.jit decorates the kernels, so 
 one subprocess (about 15 s for all cases) that reports max errors as JSON; each case asserts on
 its own. Both masking paths run: the per-row interval table and, with the table disabled, the
 OR over the q tile's slice list; both backward paths: the one-pass kernel with atomic dq and the
-deterministic two-kernel path; the forward (with the contiguous_full run loop) and the one-pass backward also with tensor descriptors (use_tma; the interpreter's missing
+deterministic two-kernel path (also as one fused launch, with pointer and TMA loads); the forward (with the contiguous_full run loop) and the one-pass backward also with tensor descriptors (use_tma; the interpreter's missing
 TMA reduce-add is emulated). Tolerance for fp16 inputs (P and dS rounded to fp16 before the
 matmuls): max abs error <= 1e-2 * max|ref| + 2e-3.
 """
@@ -87,6 +87,12 @@ SCRIPT = textwrap.dedent('''
             tdq, tdk, tdv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), None, bt, scale, cap)
             ddq, ddk, ddv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), plan(32, 16), bc, scale,
                                        cap, deterministic=True)
+            # the ordered path in one launch, with pointer and with TMA loads
+            fused = {}
+            for label, extra in (("fused", {}), ("fused_tma", {"use_tma": True})):
+                bf = BwdConfig(16, 32, 32, 16, 4, 1, fused_launch=True, **extra)
+                fused[label] = launch_bwd(do, q, k, v, out, lse, plan(16, 32), plan(32, 16), bf,
+                                          scale, cap, deterministic=True)
             f = lambda t: t.float()
             ro, rl, rm = reference.fwd(f(q), f(k), f(v), mask, scale, cap, True)
             rg = reference.bwd(f(do), f(q), f(k), f(v), ro, rl, mask, scale, cap)
@@ -95,6 +101,12 @@ SCRIPT = textwrap.dedent('''
                               ("dq_det", ddq, rg[0]), ("dk_det", ddk, rg[1]), ("dv_det", ddv, rg[2]),
                               ("dq_tma", tdq, rg[0]), ("dk_tma", tdk, rg[1]), ("dv_tma", tdv, rg[2])):
                 res[key] = [(f(a) - b).abs().max().item(), b.abs().max().item()]
+            for label, grads in fused.items():
+                for which, a, b in zip(("dq", "dk", "dv"), grads, rg):
+                    res[f"{which}_{label}"] = [(f(a) - b).abs().max().item(), b.abs().max().item()]
+            # one launch or two, each program computes the same: equal bit for bit
+            res["fused_equals_two_kernel"] = [float(not all(
+                torch.equal(a, b) for a, b in zip(fused["fused"], (ddq, ddk, ddv)))), 1.0]
             empty = torch.isinf(rl)
             res["lse_inf_match"] = bool((torch.isinf(lse) == empty).all() and (out[empty] == 0).all()
                                         and (dq[empty] == 0).all() and (ddq[empty] == 0).all()
