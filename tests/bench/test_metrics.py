@@ -92,8 +92,6 @@ def test_time_cuda_events_positive():
 
 
 def test_host_us_per_call_times_each_call_on_the_host():
-    import time
-
     from bench.metrics import host_us_per_call
     calls = []
     us = host_us_per_call(lambda: (calls.append(1), time.sleep(0.002)), calls=5)
