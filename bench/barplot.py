@@ -137,14 +137,35 @@ def _fit_title(fig: Figure, title, limit: float) -> None:
         title.set_fontsize(title.get_fontsize() * limit / width)
 
 
+# 18 distinct strong colours (tab20 pairs a dark and a light shade of one hue, which read as one)
+PALETTE = plt.get_cmap("tab10").colors + plt.get_cmap("Dark2").colors
+
+
+def series_order(names: Iterable[str], known: Iterable[str] = ()) -> list[str]:
+    """The distinct ``names``: those in ``known`` (a registry) in its order, then the others in
+    first-seen order. Used for every figure of one call, so that a series keeps its place."""
+    seen = list(dict.fromkeys(names))
+    rank = {name: i for i, name in enumerate(known)}
+    return sorted(seen, key=lambda name: (rank.get(name, len(rank)), seen.index(name)))
+
+
+def series_colors(order: Iterable[str]) -> dict[str, tuple]:
+    """One colour per series of ``order``: the same kernel has the same colour in every figure
+    (pass the whole registry first, and a kernel keeps its colour across hardware folders too)."""
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(order)}
+
+
 def bar_figure(rows: pd.DataFrame, value: str = "tflops_per_s", x: str = "seqlen",
                series: str = "kernel", title: str = "", ylabel: str | None = None,
-               xs: Iterable | None = None, names: Iterable[str] | None = None) -> Figure:
+               xs: Iterable | None = None, names: Iterable[str] | None = None,
+               colors: dict[str, tuple] | None = None) -> Figure:
     """The grouped bar figure of ``value`` by ``x`` (groups) and ``series`` (bars).
 
     ``rows`` holds at most one row per (x, series), with ``status`` and ``message``. ``xs`` and
     ``names`` add x values and series that the experiment had, so that a cell without a row is
-    drawn ``not measured`` (by default the cells are those of ``rows``).
+    drawn ``not measured`` (by default the cells are those of ``rows``). ``colors``: a colour per
+    series name (from :func:`series_colors`, shared by a set of figures); by default the
+    palette in bar order.
     """
     rows = with_missing(rows)
     xs = sorted(set(rows[x]) | set(xs or ()))
@@ -157,12 +178,12 @@ def bar_figure(rows: pd.DataFrame, value: str = "tflops_per_s", x: str = "seqlen
     ok_values = rows.loc[rows["status"] == "ok", value].dropna()
     top = float(ok_values.max()) if len(ok_values) and ok_values.max() > 0 else 1.0
     width = 0.8 / max(1, len(names))
-    colors = plt.get_cmap("tab20").colors  # tab10 repeats past ten series
+    colors = colors or series_colors(names)
     labels, used = [], set()
     for i, name in enumerate(names):
         series_labels, series_used = _draw_series(
             ax, cells, name, xs, (i - (len(names) - 1) / 2) * width, width,
-            colors[i % len(colors)], value, top)
+            colors[name], value, top)
         labels += series_labels
         used |= series_used
     ax.set_xticks(np.arange(len(xs)), [label_x(v) for v in xs])

@@ -29,7 +29,7 @@ from bench.status import NOT_MEASURED, experiment_cells, with_missing
 __all__ = ["METRICS", "pivot", "write_tables", "main"]
 
 METRICS = {"tflops_per_s": "TFLOPs/s", "peak_mem_gb": "peak memory (GiB)", "runtime_ms": "runtime (ms)"}
-TABLE_GROUPS = ("hardware", "mask", "direction", "cp_size")
+TABLE_GROUPS = ("hardware", "mask", "direction", "cp_size", "local_kernel")  # the last: CP rows
 DESCRIPTION = ("Write Markdown and CSV tables (x values as rows, kernels as columns) from the "
                "result rows of one experiment, or of the files given.")
 

@@ -100,6 +100,11 @@ CELL_KEY = ("hardware", "kernel", "mask", "seqlen", "batch", "num_heads_q", "num
 # The columns a rerun compares: the cell, and what was measured in it. Tables keep the newest
 # row per CELL_KEY, so a re-measured kernel replaces its older numbers there.
 RESUME_KEY = CELL_KEY + ("spec", "kernel_version")
+# CP rows name their local attention kernel in kernel_version ("bench.cp.magi local=fa4");
+# read_results derives this column from it, and tables and figures keep one row per cell AND
+# local kernel, so runs of the same strategies on FA4 and on Triton stay apart.
+LOCAL_KERNEL = "local_kernel"
+TABLE_KEY = CELL_KEY + (LOCAL_KERNEL,)
 
 
 @dataclass(frozen=True)
@@ -337,11 +342,21 @@ def read_results(sources: Iterable[str | os.PathLike] | str | os.PathLike) -> pd
         return pd.DataFrame(columns=list(COLUMNS))
     frame = pd.concat(frames, ignore_index=True)
     frame["message"] = frame["message"].astype(object).where(frame["message"].notna(), "").astype(str)
+    return _with_local_kernel(frame)
+
+
+def _with_local_kernel(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the LOCAL_KERNEL column when some row names one (CP rows), else as is."""
+    versions = frame["kernel_version"].astype(str) if "kernel_version" in frame else None
+    if versions is None or not versions.str.contains("local=", regex=False).any():
+        return frame
+    frame[LOCAL_KERNEL] = versions.str.extract(r"\blocal=(\w+)", expand=False).fillna("")
     return frame
 
 
-def latest_rows(frame: pd.DataFrame, key: Iterable[str] = CELL_KEY) -> pd.DataFrame:
-    """The newest row of each cell (by ``time``, file order breaking ties)."""
+def latest_rows(frame: pd.DataFrame, key: Iterable[str] = TABLE_KEY) -> pd.DataFrame:
+    """The newest row of each cell (by ``time``, file order breaking ties); the default key is
+    the cell and, for CP rows, the local kernel (TABLE_KEY)."""
     if frame.empty:
         return frame
     key = [k for k in key if k in frame.columns]

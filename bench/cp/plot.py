@@ -20,17 +20,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.barplot import FIGURES, label_x, plot_bars
-from bench.results import latest_rows, read_results
+from bench.barplot import FIGURES, label_x, plot_bars, series_colors, series_order
+from bench.cp import STRATEGIES
+from bench.results import LOCAL_KERNEL, latest_rows, read_results
 from bench.status import experiment_cells
 
 __all__ = ["plot_cp_results", "ratio_table", "write_ratios", "cp_title", "main"]
 
 
-def cp_title(mask: str, direction: str, per_gpu_label: str, hardware: str, shapes) -> str:
+def cp_title(mask: str, direction: str, per_gpu_label: str, hardware: str, shapes,
+             local_kernel: str = "") -> str:
     """The title of one CP figure; ``shapes`` a row with dtype, heads and head_dim."""
-    return (f"{mask} {direction} | {per_gpu_label} tokens/GPU | {hardware} | {shapes['dtype']} | "
-            f"heads {shapes['num_heads_q']}:{shapes['num_heads_kv']} | "
+    local = f" | local {local_kernel}" if local_kernel else ""
+    return (f"{mask} {direction} | {per_gpu_label} tokens/GPU | {hardware}{local} | "
+            f"{shapes['dtype']} | heads {shapes['num_heads_q']}:{shapes['num_heads_kv']} | "
             f"head_dim {shapes['head_dim']}")
 
 
@@ -50,6 +53,7 @@ def ratio_table(results, reference: str = "magi") -> pd.DataFrame:
     ``baseline``, ``reference_tflops``, ``baseline_tflops``, ``ratio``."""
     frame = _cp_rows(results)
     keys = ["hardware", "seqlen_per_gpu", "mask", "direction", "cp_size"]
+    keys += [LOCAL_KERNEL] if LOCAL_KERNEL in frame else []  # ratios within one local kernel
     columns = keys + ["baseline", "reference_tflops", "baseline_tflops", "ratio"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
@@ -73,9 +77,12 @@ def write_ratios(results, out_dir: str | os.PathLike, reference: str = "magi") -
     csv_path, md_path = out_dir / f"ratios_{reference}.csv", out_dir / f"ratios_{reference}.md"
     table.to_csv(csv_path, index=False)
     lines = [f"# {reference} TFLOPs/s/GPU / baseline TFLOPs/s/GPU (> 1: {reference} faster)", ""]
-    for (hw, per_gpu, direction), rows in table.groupby(["hardware", "seqlen_per_gpu", "direction"]):
+    local = [LOCAL_KERNEL] if LOCAL_KERNEL in table else []
+    for key, rows in table.groupby(["hardware", "seqlen_per_gpu", "direction", *local]):
+        hw, per_gpu, direction = key[:3]
+        kernel = f", local {key[3]}" if local and key[3] else ""
         wide = rows.pivot_table(index=["mask", "cp_size"], columns="baseline", values="ratio")
-        lines += [f"## {hw}, {label_x(int(per_gpu))} tokens/GPU, {direction}", "",
+        lines += [f"## {hw}, {label_x(int(per_gpu))} tokens/GPU, {direction}{kernel}", "",
                   "| mask | cp | " + " | ".join(wide.columns) + " |",
                   "|---|---|" + "---|" * len(wide.columns)]
         for (mask, cp), values in wide.iterrows():
@@ -96,21 +103,29 @@ def plot_cp_results(results: str | os.PathLike | Iterable, out_dir: str | os.Pat
     out_dir = Path(out_dir)
     several = frame["hardware"].nunique() > 1
     written = []
-    experiment = experiment_cells(frame, ["hardware", "seqlen_per_gpu", "mask"], "cp_size",
-                                  "kernel")
-    for (hardware, per_gpu, mask, direction), rows in frame.groupby(
-            ["hardware", "seqlen_per_gpu", "mask", "direction"], sort=True):
+    local = [LOCAL_KERNEL] if LOCAL_KERNEL in frame else []  # one figure per local kernel
+    several_local = bool(local) and frame[LOCAL_KERNEL].nunique() > 1  # then named in the file
+    experiment = experiment_cells(frame, ["hardware", "seqlen_per_gpu", "mask", *local],
+                                  "cp_size", "kernel")
+    order = series_order(frame["kernel"], STRATEGIES)  # one place and colour per strategy
+    colors = series_colors(series_order([*STRATEGIES, *order], STRATEGIES))
+    for key, rows in frame.groupby(["hardware", "seqlen_per_gpu", "mask", "direction", *local],
+                                   sort=True):
+        hardware, per_gpu, mask, direction = key[:4]
+        kernel = key[4] if local else ""
         folder = (out_dir / str(hardware) if several else out_dir) / str(mask) / str(direction)
         per_gpu_label = label_x(int(per_gpu))
-        title = cp_title(mask, direction, per_gpu_label, hardware, rows.iloc[0])
-        xs, names = experiment[(hardware, per_gpu, mask)]
+        title = cp_title(mask, direction, per_gpu_label, hardware, rows.iloc[0], kernel)
+        xs, names = experiment[(hardware, per_gpu, mask, *key[4:])]
+        names = [n for n in order if n in set(names)]
         for value in values:
             filename, ylabel = FIGURES.get(value, (f"{value}.png", value))
             stem, suffix = filename.rsplit(".", 1)
             ylabel = "TFLOPs/s/GPU" if value == "tflops_per_s" else f"{ylabel} (max over ranks)"
-            written.append(plot_bars(rows, folder / f"{stem}_{per_gpu_label}_per_gpu.{suffix}",
+            local_label = f"_{kernel}" if several_local else ""
+            written.append(plot_bars(rows, folder / f"{stem}_{per_gpu_label}_per_gpu{local_label}.{suffix}",
                                      value=value, x="cp_size", series="kernel", title=title,
-                                     ylabel=ylabel, xs=xs, names=names))
+                                     ylabel=ylabel, xs=xs, names=names, colors=colors))
     return written
 
 

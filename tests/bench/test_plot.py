@@ -73,7 +73,7 @@ def test_cells_without_a_row_are_passed_as_the_experiments(tmp_path, monkeypatch
         (path.parent.name, path.name), kw))
     plot.plot_results(tmp_path / "r", tmp_path / "p")
     bwd = calls["bwd", "flops_report.png"]
-    assert bwd["xs"] == {64, 128} and bwd["names"] == ["ffa", "naive"]
+    assert bwd["xs"] == {64, 128} and bwd["names"] == ["naive", "ffa"]  # registry order
 
     for cp_size, direction in ((1, "fwd"), (2, "fwd"), (1, "bwd")):
         append_row(tmp_path / "c" / "cp" / "a.csv", replace(
@@ -83,3 +83,69 @@ def test_cells_without_a_row_are_passed_as_the_experiments(tmp_path, monkeypatch
         (path.parent.name, path.name), kw))
     cp_plot.plot_cp_results(tmp_path / "c" / "cp", tmp_path / "pc")
     assert calls["bwd", "flops_report_64_per_gpu.png"]["xs"] == {1, 2}
+
+
+def test_a_kernel_keeps_its_place_and_colour_in_every_figure(tmp_path, monkeypatch):
+    """Rows of two masks whose files list the kernels in different orders (and where one mask
+    lacks a kernel): every figure orders its bars by the registry and draws a kernel in one
+    colour, so figures can be compared at a glance."""
+    import pandas as pd
+
+    rows = []
+    for mask, kernels in (("causal", ["flex", "ffa", "sdpa"]), ("full", ["ffa", "fa4", "flex"])):
+        for kernel in kernels:
+            for direction in ("fwd", "bwd"):
+                rows.append(dict(run_id="r", time="2025-01-01T00:00:00+00:00", git_sha="abc",
+                                 hardware="cpu", gpu_name="cpu", torch_version="2",
+                                 kernel_version="v", kernel=kernel, mask=mask, seqlen=64, batch=1,
+                                 num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32",
+                                 direction=direction, cp_size=1, mask_area=1.0, flops=1e9,
+                                 runtime_ms=1.0, tflops_per_s=1.0, peak_mem_gb=None,
+                                 build_ms=None, status="ok", message="", env=""))
+    (tmp_path / "r" / "kernels").mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(tmp_path / "r" / "kernels" / "a.csv", index=False)
+    calls = {}
+    monkeypatch.setattr(plot, "plot_bars", lambda rows, path, **kw: calls.setdefault(
+        (path.parent.parent.name, path.parent.name, path.name), kw))
+    plot.plot_results(tmp_path / "r", tmp_path / "p")
+    causal, full = calls["causal", "fwd", "flops_report.png"], calls["full", "fwd", "flops_report.png"]
+    assert causal["names"] == ["sdpa", "flex", "ffa"] and full["names"] == ["fa4", "flex", "ffa"]
+    for kernel in ("flex", "ffa"):
+        assert causal["colors"][kernel] == full["colors"][kernel]
+    drawn = {causal["colors"][k] for k in ("sdpa", "flex", "ffa", "fa4")}
+    assert len(drawn) == 4  # four kernels, four colours
+
+
+def test_cp_runs_on_two_local_kernels_stay_apart(tmp_path, monkeypatch):
+    """The same CP cells measured with FA4 and then with Triton as the local kernel: the tables
+    and figures keep both runs (the newest run used to replace the other, unlabelled), and each
+    ratio compares strategies on one local kernel."""
+    import pandas as pd
+
+    from bench.cp import plot as cp_plot
+
+    rows = []
+    for minute, local, tflops in ((1, "fa4", {"magi": 600.0, "ulysses": 500.0}),
+                                  (2, "triton", {"magi": 300.0, "ulysses": 200.0})):
+        for kernel, value in tflops.items():
+            rows.append(dict(run_id=local, time=f"2025-01-01T00:0{minute}:00+00:00", git_sha="abc",
+                             hardware="h", gpu_name="g", torch_version="2",
+                             kernel_version=f"bench.cp.{kernel} local={local}", kernel=kernel,
+                             mask="causal", seqlen=2048, batch=1, num_heads_q=2, num_heads_kv=1,
+                             head_dim=16, dtype="bfloat16", direction="fwd", cp_size=2,
+                             mask_area=1.0, flops=1e9, runtime_ms=1.0, tflops_per_s=value,
+                             peak_mem_gb=None, build_ms=None, status="ok", message="", env=""))
+    (tmp_path / "cp").mkdir()
+    pd.DataFrame(rows).to_csv(tmp_path / "cp" / "a.csv", index=False)
+    table = cp_plot.ratio_table(tmp_path / "cp")
+    ratios = dict(zip(table["local_kernel"], table["ratio"]))
+    assert ratios == {"fa4": 600.0 / 500.0, "triton": 300.0 / 200.0}
+    calls = {}
+    monkeypatch.setattr(cp_plot, "plot_bars", lambda rows, path, **kw: calls.setdefault(
+        path.name, (rows, kw)))
+    cp_plot.plot_cp_results(tmp_path / "cp", tmp_path / "p")
+    fa4_rows, fa4_kw = calls["flops_report_1k_per_gpu_fa4.png"]
+    triton_rows, _ = calls["flops_report_1k_per_gpu_triton.png"]
+    assert set(fa4_rows["tflops_per_s"]) == {600.0, 500.0}
+    assert set(triton_rows["tflops_per_s"]) == {300.0, 200.0}
+    assert "local fa4" in fa4_kw["title"]
