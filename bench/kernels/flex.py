@@ -15,6 +15,15 @@ from ._autograd import autograd_prepared
 from .base import Inputs, KernelAdapter, Prepared, Shapes
 
 COMPILE_CHOICES = ("auto", "always", "never")
+# Tiles for a second compile when Inductor finds no default FlexAttention config within shared
+# memory ("out of resource ... Reducing block sizes or `num_stages` may help"; seen on the H200
+# for share_question): smaller forward and backward blocks, no software pipelining.
+SMALL_TILES = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_M1": 32, "BLOCK_N1": 64, "BLOCK_M2": 64,
+               "BLOCK_N2": 32, "num_stages": 1}
+
+
+def _out_of_shared_memory(error: BaseException) -> bool:
+    return "out of resource" in str(error)
 
 
 # A sweep compiles flex_attention once per (mask, seqlen): each BlockMask and mask_mod table has
@@ -87,9 +96,19 @@ class Flex(KernelAdapter):
 
         fn = _compiled_flex() if compiled else flex_attention
         scale = shapes.softmax_scale
+        options: dict[str, int] = {}  # kernel_options; SMALL_TILES after an out-of-smem compile
 
         def attention(q, k, v):
-            return fn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=group > 1)
+            try:
+                return fn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=group > 1,
+                          kernel_options=options or None)
+            except Exception as e:
+                if options or not _out_of_shared_memory(e):
+                    raise
+                options.update(SMALL_TILES)  # once; the row's message names them
+                prepared.extra["kernel_options"] = " ".join(f"{k}={v}" for k, v in options.items())
+                return fn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=group > 1,
+                          kernel_options=options)
 
         prepared = autograd_prepared(attention, inputs, "bhsd", build_ms=build_ms,
                                      extra={"compiled": str(compiled)})

@@ -73,3 +73,38 @@ def test_custom_target_that_does_not_import_is_unsupported_not_fatal():
     adapter = load_adapter("custom", target="no_such_pkg.attn:fn")
     reason = adapter.supports(_mask("causal"), SHAPES, CPU)
     assert "not importable" in reason and "no_such_pkg" in reason
+
+
+def test_flex_recompiles_with_small_tiles_when_inductor_runs_out_of_shared_memory(monkeypatch):
+    """Inductor's 'No valid triton configs ... out of resource' (FlexAttention on share_question,
+    H200): the adapter compiles once more with SMALL_TILES, names them in the row's message, and
+    computes the same output; any other error still raises."""
+    import torch.nn.attention.flex_attention as fa
+
+    from bench.kernels import flex as flex_module
+
+    real = fa.flex_attention
+    seen = []
+
+    def smem_limited(q, k, v, kernel_options=None, **kwargs):
+        seen.append(kernel_options)
+        if kernel_options is None:
+            raise RuntimeError("No valid triton configs. OutOfMemoryError: out of resource: "
+                               "triton_tem_fused_flex_attention_0 Required: 262144")
+        return real(q, k, v, **kwargs)
+
+    mask = _mask("causal_document")
+    inputs = make_inputs(SHAPES, CPU, seed=1)
+    expected = load_adapter("flex", compile="never").prepare(mask, SHAPES, CPU, inputs).fwd()
+    monkeypatch.setattr(fa, "flex_attention", smem_limited)
+    prepared = load_adapter("flex", compile="never").prepare(mask, SHAPES, CPU, inputs)
+    assert torch.equal(prepared.fwd(), expected)
+    assert seen == [None, flex_module.SMALL_TILES, flex_module.SMALL_TILES]
+    assert prepared.extra["kernel_options"].startswith("BLOCK_M=64 BLOCK_N=64")
+
+    def broken(q, k, v, kernel_options=None, **kwargs):
+        raise RuntimeError("some other failure")
+
+    monkeypatch.setattr(fa, "flex_attention", broken)
+    with pytest.raises(RuntimeError, match="some other failure"):
+        load_adapter("flex", compile="never").prepare(mask, SHAPES, CPU, inputs)
