@@ -408,6 +408,10 @@ def main() -> None:
     args = p.parse_args()
     global DEVICE
     DEVICE = args.device
+    if DEVICE == "cpu":  # the dry run: Triton's interpreter, with this project's shims
+        os.environ["TRITON_INTERPRET"] = "1"
+        from magi_attention.testing.triton_interpreter import patch
+        patch()
     if args.check_child is not None:
         check_variants(args.check_child.split(","), args.progress, args.head_dim, args.check_seqlen)
         return

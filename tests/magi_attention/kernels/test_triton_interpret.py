@@ -43,27 +43,8 @@ SCRIPT = textwrap.dedent('''
     from magi_attention.kernels.triton.configs import BwdConfig, FwdConfig
     from magi_attention.kernels.triton.forward import launch_fwd
 
-    import numpy as np
-    from triton._C.libtriton import ir as _ir
-    from triton.runtime import interpreter as _interp
-
-    _patch_lang_tensor = _interp._patch_lang_tensor
-
-    def _patch_lang_tensor_np24(tensor, scope):
-        # numpy >= 2.4 refuses int() of a 1-element 1-D array, which is how Triton 3.6's
-        # interpreter holds a loaded scalar (range(start, end) over loaded bounds fails there)
-        _patch_lang_tensor(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
-    _interp._patch_lang_tensor = _patch_lang_tensor_np24
-
-    if not hasattr(_interp.InterpreterBuilder, "create_descriptor_reduce"):
-        # Triton 3.6's interpreter lacks the TMA reduce-add (desc.atomic_add): emulate it with the
-        # element-wise atomic add over the same clipped tile
-        def _reduce(self, kind, desc, value, indices):
-            ptrs, mask = desc.materialize_pointers(indices)
-            return self.create_atomic_rmw(_ir.ATOMIC_OP.FADD, ptrs, value, mask,
-                                          _ir.MEM_SEMANTIC.RELAXED, _ir.MEM_SYNC_SCOPE.GPU)
-        _interp.InterpreterBuilder.create_descriptor_reduce = _reduce
+    from magi_attention.testing.triton_interpreter import patch
+    patch()  # numpy >= 2.4 scalars, and the missing TMA reduce-add
 
     cases = json.loads(sys.argv[1])
     results = {}
