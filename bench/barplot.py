@@ -149,9 +149,10 @@ def series_order(names: Iterable[str], known: Iterable[str] = ()) -> list[str]:
     return sorted(seen, key=lambda name: (rank.get(name, len(rank)), seen.index(name)))
 
 
-def series_colors(order: Iterable[str]) -> dict[str, tuple]:
-    """One colour per series of ``order``: the same kernel has the same colour in every figure
-    (pass the whole registry first, and a kernel keeps its colour across hardware folders too)."""
+def series_colors(names: Iterable[str], known: Iterable[str] = ()) -> dict[str, tuple]:
+    """One colour per series: every name of ``known`` (a registry) first, in its order, then the
+    other ``names``; so a registered kernel has one colour in every figure and every folder."""
+    order = dict.fromkeys([*known, *names])
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(order)}
 
 

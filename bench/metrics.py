@@ -7,6 +7,7 @@ such matmuls, 2.5x the forward. Softmax and masking are not counted.
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 
 __all__ = ["attn_flops", "tflops_per_s", "peak_mem_gb", "reset_peak_mem", "time_cuda_ms",
-           "host_us_per_call", "BWD_FWD_RATIO", "DIRECTIONS"]
+           "gpu_held", "host_us_per_call", "BWD_FWD_RATIO", "DIRECTIONS"]
 
 # Backward does 5 matmuls (recompute S = Q K^T, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q)
 # against forward's 2.
@@ -153,19 +154,26 @@ def time_cuda_ms(fn: Callable[[], Any], warmup: int, repeat: int) -> float:
     return statistics.median(_time_cpu_ms(fn, repeat))
 
 
-def host_us_per_call(fn: Callable[[], Any], calls: int = 20) -> float:
-    """Host time per call of ``fn()`` in microseconds, measured while a sleep kernel holds the
-    GPU, so every call only queues its work and none waits for the device (the launch path's
-    own cost). Without CUDA: plain wall time per call."""
+@contextlib.contextmanager
+def gpu_held():
+    """While inside, a sleep kernel (~1 s of GPU time) holds the GPU, so work launched there only
+    queues and host time is measured alone; waits for the GPU on leaving. Without CUDA: no-op."""
     on_cuda = torch.cuda.is_available()
     if on_cuda:
         torch.cuda.synchronize()
-        torch.cuda._sleep(int(2e9))  # ~1 s of GPU time: longer than the loop below
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    elapsed = (time.perf_counter() - start) / calls * 1e6
-    if on_cuda:
-        torch.cuda.synchronize()
-    return elapsed
+        torch.cuda._sleep(int(2e9))
+    try:
+        yield
+    finally:
+        if on_cuda:
+            torch.cuda.synchronize()
 
+
+def host_us_per_call(fn: Callable[[], Any], calls: int = 20) -> float:
+    """Host time per call of ``fn()`` in microseconds, inside :func:`gpu_held`, so no call waits
+    for the device (the launch path's own cost). Without CUDA: plain wall time per call."""
+    with gpu_held():
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        return (time.perf_counter() - start) / calls * 1e6

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from bench.barplot import FIGURES, plot_bars, series_colors, series_order
 from bench.cp.plot import plot_cp_results, write_ratios
-from bench.results import kind_sources, latest_rows, read_results
 from bench.kernels import KERNEL_NAMES
+from bench.results import kind_sources, latest_rows, read_results
 from bench.status import experiment_cells
 
 __all__ = ["plot_results", "kernel_title", "main"]
@@ -44,14 +44,13 @@ def plot_results(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
     written = []
     extra = ["cp_size"] if x != "cp_size" else []
     experiment = experiment_cells(frame, ["hardware", "mask", *extra], x, series)
-    # one place per kernel across all figures (registry order), one colour per registered
-    # kernel wherever it is drawn
+    # one place (registry order) and one colour per kernel in every figure
     order = series_order(frame[series], KERNEL_NAMES)
-    colors = series_colors(series_order([*KERNEL_NAMES, *order], KERNEL_NAMES))
+    colors = series_colors(order, KERNEL_NAMES)
     for key, rows in frame.groupby(["hardware", "mask", "direction", *extra], sort=True):
         hardware, mask, direction = key[:3]
         xs, names = experiment[(hardware, mask, *key[3:])]
-        names = [n for n in order if n in set(names)]
+        names = [n for n in order if n in names]
         folder = (out_dir / str(hardware) if several else out_dir) / str(mask) / str(direction)
         title = kernel_title(mask, direction, hardware, rows.iloc[0])
         for value in values:

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.results import experiment_files, job_log_of, latest_rows, read_results
+from bench.results import LOCAL_KERNEL, experiment_files, job_log_of, latest_rows, read_results
 from bench.status import NOT_MEASURED, experiment_cells, with_missing
 
 __all__ = ["METRICS", "pivot", "write_tables", "main"]
 
 METRICS = {"tflops_per_s": "TFLOPs/s", "peak_mem_gb": "peak memory (GiB)", "runtime_ms": "runtime (ms)"}
-TABLE_GROUPS = ("hardware", "mask", "direction", "cp_size", "local_kernel")  # the last: CP rows
+TABLE_GROUPS = ("hardware", "mask", "direction", "cp_size", LOCAL_KERNEL)  # the last: CP rows
 DESCRIPTION = ("Write Markdown and CSV tables (x values as rows, kernels as columns) from the "
                "result rows of one experiment, or of the files given.")
 

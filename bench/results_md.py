@@ -416,10 +416,10 @@ def _tf(frame: pd.DataFrame, kernel: str, mask: str, seqlen: int, direction: str
     return float(hit.tflops_per_s.iloc[0]) if len(hit) else None
 
 
-def _pairs(frame, num: str, den: str):
-    """((mask, seqlen, direction), num / den) over every cell where both ran."""
+def _pairs(frame, num: str, den: str, masks: Iterable[str] = KERNEL_MASKS):
+    """((mask, seqlen, direction), num / den) over every cell of ``masks`` where both ran."""
     out = []
-    for mask in KERNEL_MASKS:
+    for mask in masks:
         for seqlen in sorted(frame.seqlen.unique()):
             for d in ("fwd", "bwd"):
                 a, b = _tf(frame, num, mask, seqlen, d), _tf(frame, den, mask, seqlen, d)
@@ -643,11 +643,14 @@ def peers_by_size_table() -> str:
     lines = ["| kernel / fa4 | " + " | ".join(_k(s) for s in runs) + " |",
              "|" + "---|" * (len(runs) + 1)]
     for kernel in PEER_KERNELS:
+        by_run = {relpath: _pairs(_files((relpath,)), kernel, "fa4")
+                  for relpath in set(runs.values())}
         cells = []
         for seqlen, relpath in runs.items():
-            pairs = [(c, r) for c, r in _pairs(_files((relpath,)), kernel, "fa4") if c[1] == seqlen]
-            spans = [_span([r for (_, _, d), r in pairs if d == direction]) if any(
-                d == direction for (_, _, d), _ in pairs) else "X" for direction in ("fwd", "bwd")]
+            spans = []
+            for direction in ("fwd", "bwd"):
+                ratios = [r for (_, s, d), r in by_run[relpath] if s == seqlen and d == direction]
+                spans.append(_span(ratios) if ratios else "X")
             cells.append(" / ".join(spans))
         lines.append(f"| {kernel} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -698,25 +701,24 @@ def dense_more_table() -> str:
     return "\n".join(lines)
 
 
-def dense_more_vs_flex() -> str:
+def _dense_more_vs_flex(kernel: str) -> dict:
+    """{(mask, seqlen, direction): kernel / flex} over the dense_sweep masks' cells."""
     frame = _files((DENSE_MORE,))
-    pairs = [r for m in frame["mask"].unique() for s in frame.seqlen.unique() for d in ("fwd", "bwd")
-             if (a := _tf(frame, "ffa_fa4", m, int(s), d)) and (b := _tf(frame, "flex", m, int(s), d))
-             for r in [a / b]]
-    return f"{_span(pairs)} over {len(pairs)} cells"
+    return dict(_pairs(frame, kernel, "flex", sorted(frame["mask"].unique())))
+
+
+def dense_more_vs_flex() -> str:
+    ratios = list(_dense_more_vs_flex("ffa_fa4").values())
+    return f"{_span(ratios)} over {len(ratios)} cells"
 
 
 def dense_more_below_flex() -> str:
-    frame = _files((DENSE_MORE,))
-    cells = []
-    for mask in sorted(frame["mask"].unique()):
-        for seqlen in sorted(frame.seqlen.unique()):
-            for d in ("fwd", "bwd"):
-                flex, fa4, ffa = (_tf(frame, k, mask, int(seqlen), d) for k in ("flex", "ffa_fa4", "ffa"))
-                if flex and any(v is not None and v < flex for v in (fa4, ffa)):
-                    text = " | ".join(f"{v / flex:.2f}" if v else "X" for v in (fa4, ffa))
-                    cells.append(f"{mask} {_k(int(seqlen))} {d} {text}")
-    return "; ".join(cells) or "none"
+    fa4, ffa = _dense_more_vs_flex("ffa_fa4"), _dense_more_vs_flex("ffa")
+    cells = [cell for cell in {**fa4, **ffa} if min(fa4.get(cell, 1), ffa.get(cell, 1)) < 1]
+    cells.sort(key=lambda c: (c[0], c[1], ("fwd", "bwd").index(c[2])))
+    text = lambda r: "X" if r is None else f"{r:.2f}"  # noqa: E731
+    return "; ".join(f"{m} {_k(s)} {d} {text(fa4.get((m, s, d)))} | {text(ffa.get((m, s, d)))}"
+                     for m, s, d in cells) or "none"
 
 
 def block_sparse_table() -> str:

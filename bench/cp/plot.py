@@ -108,7 +108,7 @@ def plot_cp_results(results: str | os.PathLike | Iterable, out_dir: str | os.Pat
     experiment = experiment_cells(frame, ["hardware", "seqlen_per_gpu", "mask", *local],
                                   "cp_size", "kernel")
     order = series_order(frame["kernel"], STRATEGIES)  # one place and colour per strategy
-    colors = series_colors(series_order([*STRATEGIES, *order], STRATEGIES))
+    colors = series_colors(order, STRATEGIES)
     for key, rows in frame.groupby(["hardware", "seqlen_per_gpu", "mask", "direction", *local],
                                    sort=True):
         hardware, per_gpu, mask, direction = key[:4]
@@ -117,13 +117,13 @@ def plot_cp_results(results: str | os.PathLike | Iterable, out_dir: str | os.Pat
         per_gpu_label = label_x(int(per_gpu))
         title = cp_title(mask, direction, per_gpu_label, hardware, rows.iloc[0], kernel)
         xs, names = experiment[(hardware, per_gpu, mask, *key[4:])]
-        names = [n for n in order if n in set(names)]
+        names = [n for n in order if n in names]
+        tail = f"{per_gpu_label}_per_gpu" + (f"_{kernel}" if several_local else "")
         for value in values:
             filename, ylabel = FIGURES.get(value, (f"{value}.png", value))
             stem, suffix = filename.rsplit(".", 1)
             ylabel = "TFLOPs/s/GPU" if value == "tflops_per_s" else f"{ylabel} (max over ranks)"
-            local_label = f"_{kernel}" if several_local else ""
-            written.append(plot_bars(rows, folder / f"{stem}_{per_gpu_label}_per_gpu{local_label}.{suffix}",
+            written.append(plot_bars(rows, folder / f"{stem}_{tail}.{suffix}",
                                      value=value, x="cp_size", series="kernel", title=title,
                                      ylabel=ylabel, xs=xs, names=names, colors=colors))
     return written

@@ -98,17 +98,19 @@ class Flex(KernelAdapter):
         scale = shapes.softmax_scale
         options: dict[str, int] = {}  # kernel_options; SMALL_TILES after an out-of-smem compile
 
+        def call(q, k, v):
+            return fn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=group > 1,
+                      kernel_options=options or None)
+
         def attention(q, k, v):
             try:
-                return fn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=group > 1,
-                          kernel_options=options or None)
+                return call(q, k, v)
             except Exception as e:
                 if options or not _out_of_shared_memory(e):
                     raise
                 options.update(SMALL_TILES)  # once; the row's message names them
                 prepared.extra["kernel_options"] = " ".join(f"{k}={v}" for k, v in options.items())
-                return fn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=group > 1,
-                          kernel_options=options)
+                return call(q, k, v)
 
         prepared = autograd_prepared(attention, inputs, "bhsd", build_ms=build_ms,
                                      extra={"compiled": str(compiled)})

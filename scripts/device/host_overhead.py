@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.config import DataConfig, MaskChoice  # noqa: E402
 from bench.kernels import load_adapter  # noqa: E402
-from bench.metrics import host_us_per_call, time_cuda_ms  # noqa: E402
+from bench.metrics import gpu_held, host_us_per_call, time_cuda_ms  # noqa: E402
 from bench.problem import Shapes, make_inputs  # noqa: E402
 from bench.sweep import cell_mask  # noqa: E402
 
@@ -37,16 +37,13 @@ PROFILED = ("ffa", "ffa_ptr", "ffa_fa4")
 
 
 def profile_text(fn, calls: int, top: int = 15) -> str:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-        torch.cuda._sleep(int(1e9))
+    """cProfile of ``calls`` launches (GPU held, as for host_us), top functions by own time."""
     prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(calls):
-        fn()
-    prof.disable()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+    with gpu_held():
+        prof.enable()
+        for _ in range(calls):
+            fn()
+        prof.disable()
     text = io.StringIO()
     pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(top)
     return text.getvalue()

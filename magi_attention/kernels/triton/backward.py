@@ -344,6 +344,7 @@ def _bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, Lse2, Delta, desc_q, desc_k, desc
     pid = tl.program_id(0)
     num_kv_programs = num_k_tiles * num_heads_kv
     if pid < num_kv_programs:
+        # desc_dq: unused without ATOMIC_DQ (desc_q fills the slot)
         _dkdv_program(pid % num_k_tiles, pid // num_k_tiles, Q, K, V, DO, DK, DV, DQ, Lse2, Delta,
                       desc_q, desc_k, desc_v, desc_do, desc_q,
                       kv_tile_ptr, kv_tile_qt, kv_tile_num_full, kv_tile_slice_ptr,
@@ -391,9 +392,8 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
     dq = torch.empty_like(q) if deterministic else torch.zeros(q.shape, dtype=torch.float32,
                                                                device=q.device)
     cap = softcap if softcap > 0 else 1.0
-    use_tma = config.use_tma
     descs = (None,) * 5
-    if use_tma:  # loads of the dk/dv programs; one pass: also the reduce-add of dq
+    if config.use_tma:  # loads of the dk/dv programs; one pass: also the reduce-add of dq
         m, n = config.block_m1, config.block_n1
         descs = (descriptor_2d(q, m), descriptor_2d(k, n), descriptor_2d(v, n),
                  descriptor_2d(dout, m),
@@ -416,7 +416,7 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
         seqlen_q, seqlen_k, softmax_scale, cap,
         GROUP=group, HEAD_DIM=head_dim, BLOCK_M=config.block_m1, BLOCK_N=config.block_n1,
         SOFTCAP=softcap > 0, ROW_INTERVALS=plan_kv.row_lo.shape[1],
-        PARTIAL_STAGES=config.partial_stages, ATOMIC_DQ=not deterministic, USE_TMA=use_tma,
+        PARTIAL_STAGES=config.partial_stages, ATOMIC_DQ=not deterministic, USE_TMA=config.use_tma,
         num_warps=config.num_warps, num_stages=config.num_stages)
     if not deterministic:
         return dq.to(q.dtype), dk, dv
