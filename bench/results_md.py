@@ -636,13 +636,12 @@ def pytest_flashinfer() -> str:
     return _summed_counts(FLASHINFER_LOG)
 
 
-def peers_by_size_table() -> str:
-    """Each peer / FA4 per seqlen, min-max over the masks both ran, each ratio within one run."""
-    runs = {1024: PEERS_SMALL, 2048: NO_LSE[0], 4096: PEERS_SMALL, 8192: PEERS_SMALL,
-            K16: NO_LSE[0], 32768: PEERS_SMALL, K64: NO_LSE[0]}
+def _by_size_table(runs: dict[int, str], kernels: Iterable[str]) -> str:
+    """Each kernel / FA4 per seqlen (fwd / bwd), min-max over the masks both ran; ``runs`` maps
+    each seqlen to the file it is read from, so each ratio stays within one run."""
     lines = ["| kernel / fa4 | " + " | ".join(_k(s) for s in runs) + " |",
              "|" + "---|" * (len(runs) + 1)]
-    for kernel in PEER_KERNELS:
+    for kernel in kernels:
         by_run = {relpath: _pairs(_files((relpath,)), kernel, "fa4")
                   for relpath in set(runs.values())}
         cells = []
@@ -654,6 +653,12 @@ def peers_by_size_table() -> str:
             cells.append(" / ".join(spans))
         lines.append(f"| {kernel} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def peers_by_size_table() -> str:
+    return _by_size_table({1024: PEERS_SMALL, 2048: NO_LSE[0], 4096: PEERS_SMALL,
+                           8192: PEERS_SMALL, K16: NO_LSE[0], 32768: PEERS_SMALL, K64: NO_LSE[0]},
+                          PEER_KERNELS)
 
 
 def peer_x_reasons() -> str:
@@ -683,9 +688,9 @@ def _pattern_of(label: str) -> str:
     return "block_sparse" if label.startswith("block_sparse") else label
 
 
-def dense_more_table() -> str:
-    frame = _files((DENSE_MORE,))
-    kernels = ("sdpa", "flashinfer", "flex", "ffa", "ffa_fa4")
+def dense_more_table(relpath: str = DENSE_MORE,
+                     kernels: tuple[str, ...] = ("sdpa", "flashinfer", "flex", "ffa", "ffa_fa4")) -> str:
+    frame = _files((relpath,))
     lines = ["| mask | S | dir | " + " | ".join(kernels) + " | ffa_fa4 / flex | ffa / flex |",
              "|" + "---|" * (len(kernels) + 5)]
     for mask in sorted(frame["mask"].unique()):
@@ -748,7 +753,92 @@ def cp1_h200_table() -> str:
     return "\n".join(lines)
 
 
+# -- session 15: the GPU suite and kernel_masks on one H100, the window patterns, v4 backward ---
+H100_SUITE_LOG = "h100/tests/pytest_gpu_6e50c055a20c_6workers.log"
+H100_FLASHINFER_LOG = "h100/tests/pytest_gpu_6e50c055a20c_flashinfer.log"
+H100_RUNS = {**{s: "h100/kernels/kernel_masks__1k-2k-4k-8k-16k.csv"
+                for s in (1024, 2048, 4096, 8192, K16)},
+             **{s: "h100/kernels/kernel_masks__32k-64k.csv" for s in (32768, K64)}}
+H100_KERNELS = ("sdpa", "cudnn", "fa2_torch", "fa3", "flashinfer", "flex", "ffa", "ffa_fa4")
+DENSE_WINDOWS = "h200/kernels/dense_sweep__sliding_window_global_sliding_window__cut_at_320s.csv"
+TRITON_V4 = "h200/ffa_triton/v4_bwd_det_sweep.csv"
+V3_DEFAULT_BWD = "bwd_det_64x64_w4_s3_p2"  # the ordered two-kernel path, pointer loads
+
+
+def h100_pytest_gpu_all() -> str:
+    return _summed_counts(H100_SUITE_LOG)
+
+
+def h100_pytest_failed() -> str:
+    """The failing tests of the H100 suite and how many of them ran out of GPU memory."""
+    text = (RESULTS / H100_SUITE_LOG).read_text()
+    names = re.findall(r"^_{3,} (test_\S+) _{3,}$", text, re.M)
+    oom = re.findall(r"^E\s+torch\.OutOfMemoryError", text, re.M)
+    return f"{len(names)} ({', '.join(names)}); {len(oom)} of them CUDA out of memory"
+
+
+def h100_pytest_flashinfer() -> str:
+    return _summed_counts(H100_FLASHINFER_LOG)
+
+
+def h100_by_size_table() -> str:
+    return _by_size_table(H100_RUNS, H100_KERNELS)
+
+
+def _h100_pairs(num: str, den: str, min_seqlen: int, masks: Iterable[str] = KERNEL_MASKS):
+    """num / den per cell of the H100 runs from ``min_seqlen`` up, each ratio within its file."""
+    return [(cell, r) for f in sorted(set(H100_RUNS.values()))
+            for cell, r in _pairs(_files((f,)), num, den, masks) if cell[1] >= min_seqlen]
+
+
+def h100_ffa_fa4_vs_fa4() -> str:
+    return _low_cells(_h100_pairs("ffa_fa4", "fa4", 4096), FFA_FA4_GOAL)
+
+
+def h100_ffa_fa4_vs_flex() -> str:
+    return _low_cells(_h100_pairs("ffa_fa4", "flex", K16), 1.2)
+
+
+def h100_ffa_vs_flex() -> str:
+    return _low_cells(_h100_pairs("ffa", "flex", K16), 1.2)
+
+
+def h100_ffa_vs_fa4() -> str:
+    """FFA's Triton kernel over FA4 on full and causal at 16k and 64k, fwd and bwd apart."""
+    pairs = [(c, r) for c, r in _h100_pairs("ffa", "fa4", K16, ("full", "causal"))
+             if c[1] in (K16, K64)]
+    return "; ".join(f"{d} {_span([r for (_, _, dd), r in pairs if dd == d])}"
+                     for d in ("fwd", "bwd"))
+
+
+def dense_windows_table() -> str:
+    return dense_more_table(DENSE_WINDOWS, ("sdpa", "cudnn", "fa4", "flex", "ffa", "ffa_fa4"))
+
+
+def triton_v4_table() -> str:
+    """The v4 backward variants on full 16k, with FA4's backward of the same run."""
+    f = pd.read_csv(RESULTS / TRITON_V4)
+    f = f[(f.status == "ok") & (f.direction == "bwd")]
+    fa4 = float(f[f.kernel == "fa4"].tflops_per_s.iloc[0])
+    ffa = f[f.kernel == "ffa"].set_index("variant").tflops_per_s
+    lines = ["| variant (full 16k bwd) | TFLOPs/s | / v3 default | / fa4 |", "|---|---|---|---|"]
+    for variant, tf in ffa.items():
+        lines.append(f"| {variant} | {tf:.0f} | {tf / ffa[V3_DEFAULT_BWD]:.2f} | {tf / fa4:.2f} |")
+    lines.append(f"| fa4 | {fa4:.0f} | | |")
+    return "\n".join(lines)
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h100.pytest_gpu_all": h100_pytest_gpu_all,
+    "h100.pytest_failed": h100_pytest_failed,
+    "h100.pytest_flashinfer": h100_pytest_flashinfer,
+    "h100.by_size_table": h100_by_size_table,
+    "h100.ffa_fa4_vs_fa4": h100_ffa_fa4_vs_fa4,
+    "h100.ffa_fa4_vs_flex": h100_ffa_fa4_vs_flex,
+    "h100.ffa_vs_flex": h100_ffa_vs_flex,
+    "h100.ffa_vs_fa4": h100_ffa_vs_fa4,
+    "h200.dense_windows_table": dense_windows_table,
+    "h200.triton_v4_table": triton_v4_table,
     "h200.pytest_gpu_all": pytest_gpu_all,
     "h200.pytest_gpu_failed_tests": pytest_gpu_failed_tests,
     "h200.pytest_flashinfer": pytest_flashinfer,
