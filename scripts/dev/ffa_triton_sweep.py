@@ -48,6 +48,11 @@ FWD_VARIANTS = {
     "fwd_tma_run_128x64_w4_s2_p2": FwdConfig(128, 64, 4, 2, 2, use_tma=True, contiguous_full=True),
     "fwd_tma_ws_run_128x64_w4_s3_p2": FwdConfig(128, 64, 4, 3, 2, use_tma=True, warp_specialize=True,
                                                 contiguous_full=True),
+    # session 15 (scripts/dev/triton_resources.py, no GPU): the default 128x64 w4 s3 runs at 255
+    # registers and spills ~200 bytes; at 8 warps it needs 130-148 (1 program per SM), and
+    # capped at 128 it compiles without spills: 2 programs of 8 warps per SM
+    "fwd_tma_128x64_w8_s3_p2_r128": FwdConfig(128, 64, 8, 3, 2, use_tma=True, max_registers=128),
+    "fwd_tma_128x64_w8_s2_p2_r128": FwdConfig(128, 64, 8, 2, 2, use_tma=True, max_registers=128),
 }
 # Backward variants: name -> (BwdConfig(block_m1, block_n1, block_m2, block_n2, warps, stages,
 # partial_stages), deterministic). block_m1 = q rows per step, block_n1 = keys per program.

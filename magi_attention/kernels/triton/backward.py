@@ -27,7 +27,7 @@ import triton.language as tl
 
 from ..block_sparse import BlockSparsePlan
 from ._mask import LOG2E, row_table_mask, tanh, union_mask
-from .configs import BwdConfig
+from .configs import BwdConfig, launch_options
 from ._tma import descriptor_2d
 
 PREPROCESS_BLOCK = 64  # rows per preprocess program: a [64, D] tile of O and dO
@@ -417,7 +417,7 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
         GROUP=group, HEAD_DIM=head_dim, BLOCK_M=config.block_m1, BLOCK_N=config.block_n1,
         SOFTCAP=softcap > 0, ROW_INTERVALS=plan_kv.row_lo.shape[1],
         PARTIAL_STAGES=config.partial_stages, ATOMIC_DQ=not deterministic, USE_TMA=config.use_tma,
-        num_warps=config.num_warps, num_stages=config.num_stages)
+        **launch_options(config))
     if not deterministic:
         return dq.to(q.dtype), dk, dv
     _dq_kernel[(plan_q.num_q_tiles, num_heads_q)](
@@ -430,8 +430,7 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
         seqlen_q, seqlen_k, softmax_scale, cap,
         GROUP=group, HEAD_DIM=head_dim, BLOCK_M=config.block_m2, BLOCK_N=config.block_n2,
         SOFTCAP=softcap > 0, ROW_INTERVALS=plan_q.row_lo.shape[1],
-        PARTIAL_STAGES=config.partial_stages, num_warps=config.num_warps,
-        num_stages=config.num_stages)
+        PARTIAL_STAGES=config.partial_stages, **launch_options(config))
     return dq, dk, dv
 
 
@@ -459,5 +458,5 @@ def _launch_fused(q, k, v, dout, dk, dv, dq, lse2, delta, descs, plan_kv: BlockS
         BLOCK_M2=config.block_m2, BLOCK_N2=config.block_n2, SOFTCAP=has_softcap,
         ROW_INTERVALS1=plan_kv.row_lo.shape[1], ROW_INTERVALS2=plan_q.row_lo.shape[1],
         PARTIAL_STAGES=config.partial_stages, USE_TMA=descs[0] is not None,
-        num_warps=config.num_warps, num_stages=config.num_stages)
+        **launch_options(config))
 

@@ -20,6 +20,9 @@ class FwdConfig:
     # 128x128 w8 s2 or with contiguous_full, and crashes at 128x64 w4 s3 over the indexed loop
     warp_specialize: bool = False
     contiguous_full: bool = False  # iterate a q tile's full key tiles as a run when they are one
+    # ptxas register cap per thread (Triton's maxnreg); None: ptxas decides (up to 255). 128 at
+    # 8 warps lets two programs share an SM's 64K registers (scripts/dev/triton_resources.py)
+    max_registers: int | None = None
     # rows with more key intervals than this mask partial tiles from the slice list instead of
     # the per-row interval table (block_sparse.MAX_TABLE_INTERVALS; -1 forces the slice list)
     max_table_intervals: int = 8
@@ -43,6 +46,15 @@ class BwdConfig:
     one_pass: bool = False
     # the ordered path's dk/dv and dq programs in one launch (one grid, FlexAttention's layout)
     fused_launch: bool = False
+    max_registers: int | None = None  # as FwdConfig.max_registers, for every backward kernel
+
+
+def launch_options(config: FwdConfig | BwdConfig) -> dict:
+    """The Triton launch options of a config: warps, stages and, when set, the register cap."""
+    options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    if config.max_registers is not None:
+        options["maxnreg"] = config.max_registers
+    return options
 
 
 def fwd_config(head_dim: int) -> FwdConfig:

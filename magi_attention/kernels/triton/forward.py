@@ -18,7 +18,7 @@ import triton.language as tl
 from ..block_sparse import BlockSparsePlan
 from ._mask import LN2, LOG2E, row_table_mask, tanh, union_mask
 from ._tma import descriptor_2d
-from .configs import FwdConfig
+from .configs import FwdConfig, launch_options
 
 
 @triton.jit
@@ -211,7 +211,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
             ROW_INTERVALS=plan.row_lo.shape[1], PARTIAL_STAGES=config.partial_stages,
             USE_TMA=use_tma, WARP_SPECIALIZE=config.warp_specialize,
             CONTIGUOUS_FULL=config.contiguous_full,
-            num_warps=config.num_warps, num_stages=config.num_stages)
+            **launch_options(config))
     max_logits = None
     if return_max_logits:
         max_logits = (tile_max.amax(dim=0) if plan.num_q_tiles > 0

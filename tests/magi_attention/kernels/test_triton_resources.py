@@ -1,0 +1,58 @@
+"""scripts/dev/triton_resources.py: the Triton kernels compiled for sm90 on a machine without a
+GPU, and the ptxas report of their registers, spills and shared memory; the register cap of a
+config (max_registers -> Triton's maxnreg) reaches ptxas."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+triton = pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+from magi_attention.kernels.triton.configs import BwdConfig, FwdConfig, launch_options  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_launch_options_pass_the_register_cap_only_when_set():
+    assert launch_options(FwdConfig(128, 64, 4, 3)) == {"num_warps": 4, "num_stages": 3}
+    assert launch_options(BwdConfig(64, 64, 64, 64, 8, 2, max_registers=128)) == {
+        "num_warps": 8, "num_stages": 2, "maxnreg": 128}
+
+
+@pytest.fixture(scope="module")
+def tool():
+    if torch.cuda.is_available():
+        pytest.skip("the compile-only driver is for machines without a GPU")
+    spec = importlib.util.spec_from_file_location("triton_resources",
+                                                  ROOT / "scripts" / "dev" / "triton_resources.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield module
+    sys.path[:] = [p for p in sys.path if not p.startswith(str(ROOT / "scripts"))]
+
+
+def _compile_fwd(tool, config):
+    from magi_attention.common import AttnSlice
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.triton.forward import launch_fwd
+    q, k, v, _ = tool._inputs(256, hq=4, hk=1, d=128)
+    plan = plan_block_sparse([AttnSlice.make(0, 256, 0, 256, 1)], 256, 256, config.block_m,
+                             config.block_n)
+    driver = triton.runtime.driver._active
+    with tool.CompileRecorder() as rec:
+        launch_fwd(q, k, v, plan, config, 128 ** -0.5, 0.0, False)
+    assert triton.runtime.driver._active is driver  # the driver is restored
+    (name, kernel), = rec.compiled
+    assert name == "_fwd_kernel"
+    return tool.resources(kernel)
+
+
+def test_a_forward_config_compiles_for_sm90_and_its_register_cap_holds(tool):
+    free = _compile_fwd(tool, FwdConfig(128, 64, 8, 3, 2))
+    capped = _compile_fwd(tool, FwdConfig(128, 64, 8, 3, 2, max_registers=96))
+    assert 0 < free["registers"] <= 255 and free["num_warps"] == 8 and free["shared_kb"] > 0
+    assert capped["registers"] <= 96 < free["registers"]
+    # 8 warps at <= 96 registers: the register file holds two programs where it held one
+    assert capped["programs_per_sm"] >= 2 * (free["programs_per_sm"] if free["registers"] > 128 else 1)
