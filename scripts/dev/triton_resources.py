@@ -37,7 +37,7 @@ PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bi
 # Hopper per SM: 64K 32-bit registers, 228 KB shared memory (227 KB usable by one block)
 REGS_PER_SM, SMEM_PER_SM = 65536, 233472
 COLUMNS = ["variant", "mask", "kernel", "num_warps", "num_stages", "registers", "spill_stores",
-           "spill_loads", "shared_kb", "programs_per_sm", "git_sha", "triton_version"]
+           "spill_loads", "shared_kb", "programs_per_sm", "git_sha", "triton_version", "error"]
 
 
 class CompileOnlyDriver:
@@ -150,7 +150,7 @@ def main(argv=None) -> None:
         out = open(args.out, "w", newline="")
         writer = csv.DictWriter(out, COLUMNS)
         writer.writeheader()
-    shown = COLUMNS[:-2]
+    shown = COLUMNS[:-3]
     print(" ".join(f"{c:>14}" if i > 2 else f"{c:<36}" if i == 0 else f"{c:<22}"
                    for i, c in enumerate(shown)))
     for variant in names:
@@ -158,7 +158,10 @@ def main(argv=None) -> None:
             try:
                 rows = variant_rows(variant, mask_name, args.seqlen)
             except Exception as e:  # noqa: BLE001 - a variant that does not compile is a result
-                print(f"{variant:<36} {mask_name:<22} error: {type(e).__name__}: {str(e)[:200]}")
+                error = f"{type(e).__name__}: {str(e)[:200]}"
+                print(f"{variant:<36} {mask_name:<22} error: {error}")
+                if writer:
+                    writer.writerow({"variant": variant, "mask": mask_name, **stamp, "error": error})
                 continue
             for row in rows:
                 print(" ".join(f"{row[c]!s:>14}" if i > 2 else f"{row[c]:<36}" if i == 0
