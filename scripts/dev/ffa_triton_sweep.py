@@ -75,6 +75,10 @@ BWD_VARIANTS = {
     "bwd_det_fused_tma_64x64_w4_s3_p2": (BwdConfig(64, 64, 64, 64, 4, 3, 2, use_tma=True,
                                                    fused_launch=True), True),
     "bwd_det_fused_64x128_w8_s3_p1": (BwdConfig(64, 128, 128, 64, 8, 3, 1, fused_launch=True), True),
+    # session 15 (triton_resources.py): the dk/dv kernel spills at every config above; these two
+    # keep 2 programs per SM with fewer spills (s2: 64/72 bytes) or none (32-row q steps)
+    "bwd_det_tma_64x64_w4_s2_p2": (BwdConfig(64, 64, 64, 64, 4, 2, 2, use_tma=True), True),
+    "bwd_det_tma_32x64_w4_s3_p2": (BwdConfig(32, 64, 64, 64, 4, 3, 2, use_tma=True), True),
 }
 CHECK_SEQLEN = 2048
 CHECK_TIMEOUT_S = 60  # per variant; a hung compile marks its variant crashed and the rest go on
