@@ -20,8 +20,11 @@ import hashlib
 import io
 import logging
 import os
+import signal
 import tempfile
+import threading
 import uuid
+from contextlib import contextmanager
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -36,7 +39,7 @@ from bench.result_file import describe_torn, repair, scan
 
 __all__ = ["STATUSES", "FINAL_STATUSES", "CELL_KEY", "RESUME_KEY", "ENV_COLUMNS", "ResultRow",
            "RunMeta", "SweepInterrupted", "append_row", "repair_file", "summary_line",
-           "interrupted_line", "job_log_of", "job_log_path", "kind_sources", "experiment_of",
+           "interrupted_line", "record_row", "job_log_of", "job_log_path", "kind_sources", "experiment_of",
            "experiment_files", "read_results", "latest_rows", "done_cells", "resume_key",
            "run_meta"]
 
@@ -217,6 +220,31 @@ def repair_file(path: str | os.PathLike) -> None:
         header = repair(path, COLUMNS)
         if header is not None:
             _CHECKED[str(path.resolve())] = (path.stat().st_size, header)
+
+
+@contextmanager
+def _interrupts_deferred():
+    """Ctrl-C inside the block takes effect when the block ends (signals reach only the main
+    thread; elsewhere the block runs as is)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught and callable(previous):
+            previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
+
+
+def record_row(path: str | os.PathLike, row: ResultRow, rows: list[ResultRow]) -> None:
+    """:func:`append_row`, then ``row`` added to ``rows``, as one step that Ctrl-C cannot split:
+    the count a stopped run reports is the number of rows in its file."""
+    with _interrupts_deferred():
+        append_row(path, row)
+        rows.append(row)
 
 
 class SweepInterrupted(KeyboardInterrupt):

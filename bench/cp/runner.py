@@ -64,7 +64,7 @@ from bench.masks import Mask
 from bench.metrics import peak_mem_gb, reset_peak_mem, time_cuda_ms
 from bench.problem import Inputs, Shapes, make_inputs
 from bench.results import (FINAL_STATUSES, RESUME_KEY, ResultRow, RunMeta, SweepInterrupted,
-                           append_row, latest_rows, read_results, repair_file, resume_key,
+                           latest_rows, read_results, record_row, repair_file, resume_key,
                            run_meta)
 from bench.spec import measured_spec
 from bench.sweep import (RowSource, cell_mask, error_message, failure_of, free_memory,
@@ -239,8 +239,7 @@ class CPRunner:
                               mask_label=cell.mask_label, mask=cell.mask, shapes=cell.shapes,
                               direction=direction, cp_size=cell.cp_size, status=status,
                               message=message, runtime_ms=runtime_ms, peak_mem_gb=peak)
-        append_row(self.config.out_file, row)
-        self.rows.append(row)
+        record_row(self.config.out_file, row, self.rows)
 
     # -- agreement ---------------------------------------------------------------------------
     def _agree(self, outcome: _Outcome, num_values: int = 0) -> _Outcome:

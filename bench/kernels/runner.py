@@ -23,7 +23,7 @@ from bench.gate import check_prepared, gate_rows, reference, restrict_dout
 from bench.masks import Mask, UnsupportedMask
 from bench.metrics import peak_mem_gb, reset_peak_mem, time_cuda_ms
 from bench.problem import Shapes, make_inputs
-from bench.results import (FINAL_STATUSES, ResultRow, RunMeta, SweepInterrupted, append_row,
+from bench.results import (FINAL_STATUSES, ResultRow, RunMeta, SweepInterrupted, record_row,
                            done_cells, repair_file, run_meta)
 from bench.spec import measured_spec
 from bench.sweep import (RowSource, cell_mask, error_message, failure_of, free_memory,
@@ -89,8 +89,7 @@ class KernelRunner:
                               mask_label=cell.mask_label, mask=cell.mask, shapes=cell.shapes,
                               direction=direction, cp_size=1, status=status, message=message,
                               runtime_ms=runtime_ms, peak_mem_gb=peak, build_ms=build_ms)
-        append_row(self.config.out_file, row)
-        self.rows.append(row)
+        record_row(self.config.out_file, row, self.rows)
 
     # -- cells -----------------------------------------------------------------------------
     def _measure(self, cell: _Cell, pending: list[str], reference_cache: dict) -> None:

@@ -112,3 +112,30 @@ def test_tables_written_by_the_report_are_not_results_and_not_warned_about(tmp_p
     with caplog.at_level(logging.WARNING, logger="bench.results"):
         assert read_results(tmp_path).empty
     assert caplog.text == ""
+
+
+def test_ctrl_c_while_a_row_is_written_lands_after_it_is_counted(tmp_path, monkeypatch):
+    """The race behind a flaky 'interrupted: wrote N rows' line: Ctrl-C between the file write
+    and the in-memory count. record_row takes the interrupt after both."""
+    import os
+    import signal
+
+    from bench import results
+    written = []
+    real_append = results.append_row
+
+    def append_then_ctrl_c(path, row):
+        real_append(path, row)
+        os.kill(os.getpid(), signal.SIGINT)  # arrives before the row is counted
+        written.append(row)
+
+    monkeypatch.setattr(results, "append_row", append_then_ctrl_c)
+    rows = []
+    with pytest.raises(KeyboardInterrupt):
+        results.record_row(tmp_path / "job.csv", BASE, rows)
+    assert written == rows == [BASE]
+    assert len(read_results(tmp_path / "job.csv")) == 1
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+    monkeypatch.undo()
+    results.record_row(tmp_path / "job.csv", replace(BASE, seqlen=64), rows)  # no interrupt
+    assert len(rows) == 2 == len(read_results(tmp_path / "job.csv"))
