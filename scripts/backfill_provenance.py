@@ -14,12 +14,12 @@ import argparse
 import csv
 import io
 import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
+from bench.provenance import UNKNOWN
+
 ROOT = Path(__file__).resolve().parents[1]
-UNKNOWN = "unknown"
 SUFFIX = "-inferred"
 
 
@@ -64,7 +64,6 @@ def main(argv: list[str] | None = None) -> None:
             with open(path, "w", newline="") as f:
                 f.write(new)
             print(f"{path.relative_to(ROOT)}: {n} rows -> {label}")
-    sys.exit(0)
 
 
 if __name__ == "__main__":

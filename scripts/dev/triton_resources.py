@@ -13,6 +13,7 @@ The variants are those of scripts/dev/ffa_triton_sweep.py (GQA 64:8, head_dim 12
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import re
@@ -30,7 +31,10 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
-from ffa_triton_sweep import BWD_VARIANTS, FWD_VARIANTS, _plans  # noqa: E402
+import ffa_triton_sweep  # noqa: E402
+from ffa_triton_sweep import BWD_VARIANTS, FWD_VARIANTS, _mask, _plans  # noqa: E402
+
+ffa_triton_sweep.DEVICE = "cpu"  # where _plans puts the plans' tensors: nothing runs here
 
 SM90 = GPUTarget("cuda", 90, 32)
 PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
@@ -110,13 +114,10 @@ def _inputs(seqlen, hq=64, hk=8, d=128):
 
 def variant_rows(variant: str, mask_name: str, seqlen: int) -> list[dict]:
     """One row per kernel the variant launches on ``mask_name``."""
-    from bench.masks import build_mask
     from magi_attention.kernels.triton.backward import launch_bwd
     from magi_attention.kernels.triton.forward import launch_fwd
 
-    from bench.data import sample_doc_lens
-    slices = list(build_mask(mask_name, seqlen, doc_lens=sample_doc_lens(seqlen, seed=0),
-                             seed=0).slices)
+    slices = list(_mask(mask_name, seqlen).slices)
     q, k, v, do = _inputs(seqlen)
     scale = q.shape[-1] ** -0.5
     with CompileRecorder() as rec:
@@ -132,6 +133,12 @@ def variant_rows(variant: str, mask_name: str, seqlen: int) -> list[dict]:
             for name, kernel in rec.compiled]
 
 
+def _line(cells) -> str:
+    """A printed table line: variant, mask, kernel left-aligned, the numbers right-aligned."""
+    widths = (36, 22, 22)
+    return " ".join(f"{c!s:<{widths[i]}}" if i < 3 else f"{c!s:>14}" for i, c in enumerate(cells))
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--variants", nargs="*", default=None, help="substrings; default: all")
@@ -139,35 +146,29 @@ def main(argv=None) -> None:
     p.add_argument("--seqlen", type=int, default=2048, help="any multiple of the tiles compiles alike")
     p.add_argument("--out", default=None, help="CSV file for the rows")
     args = p.parse_args(argv)
-    import ffa_triton_sweep
-    ffa_triton_sweep.DEVICE = "cpu"  # the plans' tensors: nothing runs, so CPU is enough
     names = [n for n in (*FWD_VARIANTS, *BWD_VARIANTS)
              if not args.variants or any(s in n for s in args.variants)]
     from bench.provenance import current
     stamp = {"git_sha": current().label, "triton_version": triton.__version__}
-    writer = None
-    if args.out:
-        out = open(args.out, "w", newline="")
-        writer = csv.DictWriter(out, COLUMNS)
-        writer.writeheader()
     shown = COLUMNS[:-3]
-    print(" ".join(f"{c:>14}" if i > 2 else f"{c:<36}" if i == 0 else f"{c:<22}"
-                   for i, c in enumerate(shown)))
-    for variant in names:
-        for mask_name in args.masks:
-            try:
-                rows = variant_rows(variant, mask_name, args.seqlen)
-            except Exception as e:  # noqa: BLE001 - a variant that does not compile is a result
-                error = f"{type(e).__name__}: {str(e)[:200]}"
-                print(f"{variant:<36} {mask_name:<22} error: {error}")
+    print(_line(shown))
+    with open(args.out, "w", newline="") if args.out else contextlib.nullcontext() as out:
+        writer = csv.DictWriter(out, COLUMNS) if out else None
+        if writer:
+            writer.writeheader()
+        for variant in names:
+            for mask_name in args.masks:
+                try:
+                    rows = variant_rows(variant, mask_name, args.seqlen)
+                except Exception as e:  # noqa: BLE001 - a variant that does not compile is a result
+                    rows = [{"variant": variant, "mask": mask_name,
+                             "error": f"{type(e).__name__}: {str(e)[:200]}"}]
+                    print(f"{variant:<36} {mask_name:<22} error: {rows[0]['error']}")
+                else:
+                    for row in rows:
+                        print(_line(row[c] for c in shown), flush=True)
                 if writer:
-                    writer.writerow({"variant": variant, "mask": mask_name, **stamp, "error": error})
-                continue
-            for row in rows:
-                print(" ".join(f"{row[c]!s:>14}" if i > 2 else f"{row[c]:<36}" if i == 0
-                               else f"{row[c]:<22}" for i, c in enumerate(shown)), flush=True)
-                if writer:
-                    writer.writerow({**row, **stamp})
+                    writer.writerows({**row, **stamp} for row in rows)
                     out.flush()
 
 
