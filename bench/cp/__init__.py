@@ -21,6 +21,8 @@ gloo tests check all 16 patterns of bench.masks (per-head block_sparse excepted)
 |                | (all but two patterns)                     | cp_size not a power of two; per-head  |
 | magi           | any shared mask                            | seqlen % (cp_size * chunk_size);      |
 |                |                                            | per-head                              |
+| single_gpu     | any shared mask (the cp 1 reference: the   | cp_size != 1; per-head                |
+|                | local kernel alone, no CP)                 |                                       |
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ STRATEGIES: dict[str, str] = {
     "loongtrain": "bench.cp.loongtrain:LoongTrain",
     "hybrid_cp": "bench.cp.hybrid_cp:HybridCP",
     "magi": "bench.cp.magi:MagiAttention",
+    "single_gpu": "bench.cp.single_gpu:SingleGPU",
 }
 
 

@@ -90,11 +90,13 @@ def _kv_shape(plan: RingPlan, member: int, like: torch.Tensor) -> tuple[int, ...
 
 
 def ring_fwd(q, k, v, plan: RingPlan, kernel: LocalKernel, stats: CommStats):
-    """q: [Lq, Hq, D], k/v: [Lkv, Hkv, D] -> (out [Lq, Hq, D] fp32, lse [Lq, Hq] fp32)."""
+    """q: [Lq, Hq, D], k/v: [Lkv, Hkv, D] -> (out [Lq, Hq, D], lse [Lq, Hq] fp32).
+
+    The first block's (out, lse) is taken as it comes (q's dtype: a ring of one member, cp 1,
+    costs the kernel alone); every later block is merged into an fp32 accumulator."""
     kv_inner, kv_outer_comm, _, _ = plan.comms(stats, "fwd")
     num_windows, window = plan.num_windows, plan.window_size
-    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-    lse = torch.full(q.shape[:2], -math.inf, dtype=torch.float32, device=q.device)
+    out = lse = None
     kv_outer = torch.stack([k, v])
     for o in range(num_windows):
         if o + 1 < num_windows:
@@ -106,28 +108,35 @@ def ring_fwd(q, k, v, plan: RingPlan, kernel: LocalKernel, stats: CommStats):
             mask = plan.step_masks[o][j]
             if len(mask):
                 block_out, block_lse = kernel.fwd(q, kv[0], kv[1], mask)
-                out, lse = merge_out_lse(out, lse, block_out, block_lse)
+                out, lse = ((block_out, block_lse) if out is None
+                            else merge_out_lse(out, lse, block_out, block_lse))
             if j + 1 < window:
                 kv = kv_inner.wait()
         if o + 1 < num_windows:
             kv_outer = kv_outer_comm.wait()
+    if out is None:  # no key of the whole sequence is visible to these rows
+        out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+        lse = torch.full(q.shape[:2], -math.inf, dtype=torch.float32, device=q.device)
     return out, lse
 
 
-def _block_grads(dout, q, kv, out, lse, mask, kernel, dq):
-    """Adds this block's dq share into ``dq`` (fp32); returns its [2, Lkv, Hkv, D] fp32 dkv."""
+def _block_grads(dout, q, kv, out, lse, mask, kernel, travels: bool):
+    """(this block's dq share or None, its [2, Lkv, Hkv, D] dkv): fp32 when ``travels`` (the
+    buffer accumulates other members' grads along the ring), else in the kernel's dtype."""
     grads = kernel.bwd(dout, q, kv[0], kv[1], out, lse, mask)
     if grads is None:
-        return torch.zeros(kv.shape, dtype=torch.float32, device=kv.device)
-    dq += grads[0].float()
-    return torch.stack([grads[1], grads[2]]).float()
+        return None, torch.zeros(kv.shape, dtype=torch.float32 if travels else kv.dtype,
+                                 device=kv.device)
+    dkv = torch.stack([grads[1], grads[2]])
+    return grads[0], dkv.float() if travels else dkv
 
 
 def ring_bwd(dout, q, k, v, out, lse, plan: RingPlan, kernel: LocalKernel, stats: CommStats):
     """Gradients (dq, dk, dv) of ``ring_fwd`` in the input dtypes; ``out``, ``lse`` the merged ones."""
     kv_inner, kv_outer_comm, dkv_inner, dkv_outer = plan.comms(stats, "bwd")
     num_windows, window = plan.num_windows, plan.window_size
-    dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    travels = len(plan.ring_ranks) > 1
+    dq = None  # the first share as it comes, then an fp32 sum
     kv_outer = torch.stack([k, v])
     dkv = None
     for o in range(num_windows):
@@ -137,7 +146,10 @@ def ring_bwd(dout, q, k, v, out, lse, plan: RingPlan, kernel: LocalKernel, stats
         for j in range(window):
             if j + 1 < window:
                 kv_inner.exchange(kv, _kv_shape(plan, plan.source(o, j + 1), kv))
-            block = _block_grads(dout, q, kv, out, lse, plan.step_masks[o][j], kernel, dq)
+            share, block = _block_grads(dout, q, kv, out, lse, plan.step_masks[o][j], kernel,
+                                        travels)
+            if share is not None:
+                dq = share if dq is None else dq.float() + share
             # the buffer arriving now carries the earlier members' grads of the block in hand
             dkv = block if j == 0 else dkv_inner.wait() + block
             if window > 1:
@@ -155,7 +167,8 @@ def ring_bwd(dout, q, k, v, out, lse, plan: RingPlan, kernel: LocalKernel, stats
             kv_outer = kv_outer_comm.wait()
     if num_windows > 1:
         dkv = dkv_outer.wait()
-    return dq.to(q.dtype), dkv[0].to(k.dtype), dkv[1].to(v.dtype)
+    dq = torch.zeros_like(q) if dq is None else dq.to(q.dtype)
+    return dq, dkv[0].to(k.dtype), dkv[1].to(v.dtype)
 
 
 class RingAttnFunc(torch.autograd.Function):

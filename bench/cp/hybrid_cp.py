@@ -57,6 +57,14 @@ def place_samples(sizes: list[int], works: list[int], cp_size: int) -> list[int]
     return blocks
 
 
+def _joined(parts: list[torch.Tensor]) -> torch.Tensor:
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def _covers(rows: slice, x: torch.Tensor) -> bool:
+    return rows.start == 0 and rows.stop == x.shape[0]
+
+
 class HybridFunc(torch.autograd.Function):
     """Levels (sub-group sizes cp_size, ..., 2, 1) in a fixed order, one ring per level."""
 
@@ -67,8 +75,8 @@ class HybridFunc(torch.autograd.Function):
             o, l = ring_fwd(q[rows], k[rows], v[rows], plan, strategy.kernel, strategy.stats)
             outs.append(o)
             lses.append(l)
-        out = torch.cat(outs).to(q.dtype) if outs else torch.zeros_like(q)
-        lse = torch.cat(lses) if lses else q.new_zeros(q.shape[:2], dtype=torch.float32)
+        out = _joined(outs).to(q.dtype) if outs else torch.zeros_like(q)
+        lse = _joined(lses) if lses else q.new_zeros(q.shape[:2], dtype=torch.float32)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.strategy = strategy
         return out
@@ -77,6 +85,10 @@ class HybridFunc(torch.autograd.Function):
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
         strategy = ctx.strategy
+        if len(strategy.levels) == 1 and _covers(strategy.levels[0][0], q):  # e.g. cp 1: no copies
+            rows, plan = strategy.levels[0]
+            return (*ring_bwd(dout.contiguous(), q, k, v, out, lse, plan, strategy.kernel,
+                              strategy.stats), None)
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         for rows, plan in strategy.levels:
             dq[rows], dk[rows], dv[rows] = ring_bwd(dout[rows].contiguous(), q[rows], k[rows],

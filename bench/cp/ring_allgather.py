@@ -12,7 +12,10 @@ from .local_kernel import make_local_mask
 
 
 def allgather_fwd(q, k, v, strategy: "RingAllGather"):
-    """-> (out [Lq, Hq, D] q.dtype, lse fp32, gathered kv [2, S, Hkv, D])."""
+    """-> (out [Lq, Hq, D] q.dtype, lse fp32, gathered k, v [S, Hkv, D])."""
+    if strategy.cp_size == 1:  # nothing to gather: the kernel alone
+        out, lse = strategy.kernel.fwd(q, k, v, strategy.local_mask)
+        return out, lse, k, v
     kv = torch.cat(all_gather_uneven(torch.stack([k, v], dim=1), strategy.lengths, strategy.group,
                                      strategy.stats, "fwd"))
     k_all, v_all = kv[:, 0].contiguous(), kv[:, 1].contiguous()
@@ -25,6 +28,8 @@ def allgather_bwd(dout, q, k_all, v_all, out, lse, strategy: "RingAllGather"):
     if grads is None:
         grads = (torch.zeros_like(q), torch.zeros_like(k_all), torch.zeros_like(v_all))
     dq, dk_all, dv_all = grads
+    if strategy.cp_size == 1:
+        return dq, dk_all, dv_all
     # fp32 on the wire, as the ring variants accumulate dk, dv: a sum of cp_size bf16 partials
     dkv = reduce_scatter_uneven(torch.stack([dk_all, dv_all], dim=1).float(), strategy.lengths,
                                 strategy.cp_rank, strategy.group, strategy.stats, "bwd")

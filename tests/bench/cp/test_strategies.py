@@ -34,6 +34,9 @@ MASK_PARAMS = {
 PER_HEAD = {"block_q": 32, "block_k": 32, "num_heads_kv": PROBLEM.num_heads_kv}
 
 CONFIGS = {
+    # cp 1: the single-GPU reference, and the baselines' one-member paths (no merge, no gather)
+    1: [("single_gpu", {}), ("ulysses", {}), ("ring_p2p", {}), ("ring_allgather", {}),
+        ("hybrid_cp", {})],
     2: [("ulysses", {}), ("ring_p2p", {}), ("ring_allgather", {}), ("usp", {}),
         ("usp", {"ulysses_degree": 2}), ("loongtrain", {}),
         ("loongtrain", {"head_parallel_degree": 1, "window_size": 2}), ("hybrid_cp", {})],
@@ -90,7 +93,7 @@ def test_strategy_matches_single_device(world_size, index, mask_label):
         return
     assert row["status"] == "ok", (f"{row['cell']} (cp_size={world_size}): {row['status']}: "
                                    f"{row['message']}\n{row.get('traceback', '')}")
-    if row["strategy"] != "hybrid_cp" or row["mask"] in ("full", "causal"):
+    if world_size > 1 and (row["strategy"] != "hybrid_cp" or row["mask"] in ("full", "causal")):
         # HybridCP keeps short documents on one rank: no traffic is the right answer there
         assert row["comm_bytes"]["fwd"] > 0 and row["comm_bytes"]["bwd"] > 0, row["comm_bytes"]
 
@@ -105,7 +108,9 @@ def _mask(name="causal", **params):
     ("usp", {"ring_degree": 2, "ulysses_degree": 4}, 8, 4, "!= cp_size=4"),
     ("loongtrain", {"head_parallel_degree": 1, "window_size": 3}, 4, 4, "window_size=3"),
     ("hybrid_cp", {}, 4, 6, "power of two"),
-], ids=["ulysses-heads", "usp-degree", "usp-product", "loongtrain-window", "hybrid-cp_size"])
+    ("single_gpu", {}, 4, 2, "cp_size 1 only"),
+], ids=["ulysses-heads", "usp-degree", "usp-product", "loongtrain-window", "hybrid-cp_size",
+        "single_gpu-cp_size"])
 def test_unsupported_configurations_give_a_reason(name, knobs, num_heads_q, cp_size, expect):
     reason = load_strategy(name).supports(_mask(), num_heads_q, 2, cp_size, **knobs)
     assert isinstance(reason, str) and expect in reason, reason
