@@ -4,7 +4,7 @@ document masks (CPU only).
 
     python scripts/magi_dispatch_native.py [--seqlen-per-gpu 16384] [--cp-sizes 2 4]
 
-"auto" is evaluated as with the FA4 kernel (native_kernel=True). A rank counts as native when
+"auto" is evaluated as with the FA4 kernel (kernel="fa4"). A rank counts as native when
 every mask its kernels run (the fused one, or host and each remote stage) has a native form.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ MASKS = ("full_document", "causal_document", "block_causal_document")
 
 def rank_rows(slices, seqlen, cp_size, chunk, shape, algorithm):
     metas = [solve_magi_meta(slices, seqlen, cp_size, chunk, r, shape, algorithm,
-                             OverlapConfig(), native_kernel=True) for r in range(cp_size)]
+                             OverlapConfig(), kernel="fa4") for r in range(cp_size)]
     areas = metas[0].dispatch.bucket_areas()
     recv = metas[0].table.tokens_received()
     rows = []

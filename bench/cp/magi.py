@@ -6,8 +6,9 @@ dKV in the backward), unshard = ``undispatch``. The key (dispatch + comm meta + 
 solved once per mask in the constructor: untimed host work, like every strategy's ``_build``.
 
 Bytes sent are computed from the key's comm meta (the group collectives do not keep counters):
-forward, per stage, the k and v tokens this rank casts to other ranks; backward, the same cast
-again plus the partial dk, dv tokens it reduces back to their owners.
+forward, per stage, the k and v tokens this rank casts to other ranks; backward, the partial dk,
+dv tokens it reduces back to their owners, plus the same cast again on the staged path (the fused
+path keeps the forward's KV buffer for the backward).
 """
 from __future__ import annotations
 
@@ -144,7 +145,8 @@ class MagiAttention(CPStrategy):
         out, _ = calc_attn(q, k, v, self.key)
         if not torch.is_grad_enabled() or not out.requires_grad:
             return out
-        bwd_bytes = (self._cast_tokens + self._reduce_tokens) * token_bytes
+        recast = 0 if self.key.runtime.meta.fused is not None else self._cast_tokens
+        bwd_bytes = (recast + self._reduce_tokens) * token_bytes
         return _CountBackwardBytes.apply(out, self.stats, bwd_bytes)
 
 

@@ -107,11 +107,12 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
     if device is None:
         device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() \
             else torch.device("cpu")
-    # the kernel decides which dispatch "auto" picks (only FA4 has a native and a bitmap path)
+    # the kernel decides which dispatch "auto" picks (its cost model: FA4's native and bitmap
+    # paths, Triton's touched tiles)
     probe = lambda h: torch.empty(1, h, head_dim, dtype=dtype, device=device)  # noqa: E731
     kernel = backend_for(backend, probe(num_heads_q), probe(num_heads_kv))
     meta = solve_magi_meta(slices, total_seqlen, groups.cp_size, chunk_size, groups.cp_rank, shape,
-                           dispatch_alg, overlap, native_kernel=kernel == "fa4")
+                           dispatch_alg, overlap, kernel=kernel)
     hier_stages = hier_groups = None
     if groups.hierarchical:
         hier_stages = tuple(build_hier_cast_args(meta.table, meta.dispatch, groups.cp_rank, j,

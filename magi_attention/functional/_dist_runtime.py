@@ -142,15 +142,21 @@ class DistAttnRuntime:
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         """Local q, k, v [shard_seqlen, heads, head_dim] -> (out in q.dtype, lse fp32)."""
+        return self.forward_saving(q, k, v)[:2]
+
+    def forward_saving(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        """(out, lse, kv_all): ``forward`` plus the fused KV buffer when the fused path ran
+        (else None), which ``backward`` takes instead of casting the remote KV again."""
         self._check(q, k, v)
         backend = self.resolved_backend(q, k)
         stages = self.meta.stages
         if not stages:  # cp 1, or a rank that needs no remote KV: the local kernel alone
-            return self._fwd(q, k, v, self.meta.host, backend)
+            return (*self._fwd(q, k, v, self.meta.host, backend), None)
         if self.meta.fused is not None:
             kv_all = self._fused_kv(k, v)
             h = k.shape[1]
-            return self._fwd(q, kv_all[:, :h], kv_all[:, h:], self.meta.fused, backend)
+            return (*self._fwd(q, kv_all[:, :h], kv_all[:, h:], self.meta.fused, backend),
+                    kv_all)
         num_heads_kv = k.shape[1]
         kv = torch.cat([k, v], dim=1)
         pending = self._issue(self._cast(kv, 0))
@@ -162,10 +168,11 @@ class DistAttnRuntime:
             # partial sums stay fp32; the last merge writes q's dtype directly (one pass fewer)
             last = j + 1 == len(stages)
             out, lse = merge_out_lse(out, lse, o, l, q.dtype if last else torch.float32)
-        return out, lse
+        return out, lse, None
 
-    def backward(self, dout, q, k, v, out, lse):
-        """Gradients (dq, dk, dv) of the local shard, from the global merged out / lse."""
+    def backward(self, dout, q, k, v, out, lse, kv_all: torch.Tensor | None = None):
+        """Gradients (dq, dk, dv) of the local shard, from the global merged out / lse
+        (``kv_all``: the forward's fused KV buffer, if it kept one)."""
         backend = self.resolved_backend(q, k)
         stages = self.meta.stages
         dout = dout.contiguous()
@@ -173,7 +180,7 @@ class DistAttnRuntime:
             dq, dk, dv = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
             return (torch.zeros_like(q) if dq is None else dq), dk, dv
         if self.meta.fused is not None:
-            return self._fused_backward(dout, q, k, v, out, lse, backend)
+            return self._fused_backward(dout, q, k, v, out, lse, backend, kv_all)
         num_heads_kv = k.shape[1]
         kv = torch.cat([k, v], dim=1)
         pending = self._issue(self._cast(kv, 0))
@@ -227,12 +234,14 @@ class DistAttnRuntime:
                 kv_all[dst:dst + m] = buf[src:src + m]
         return kv_all
 
-    def _fused_backward(self, dout, q, k, v, out, lse, backend: str):
-        """One backward kernel over the fused KV; the received part's dK/dV go back to their
-        owners (group_reduce, gathered in the cast's buffer order: the forward's copies read
-        backwards) and add to the own part's (gathered in local order)."""
+    def _fused_backward(self, dout, q, k, v, out, lse, backend: str, kv_all=None):
+        """One backward kernel over the fused KV (the forward's buffer when given: no second
+        cast); the received part's dK/dV go back to their owners (group_reduce, gathered in the
+        cast's buffer order: the forward's copies read backwards) and add to the own part's
+        (gathered in local order)."""
         lay, h = self.meta.fused_layout, k.shape[1]
-        kv_all = self._fused_kv(k, v)
+        if kv_all is None:
+            kv_all = self._fused_kv(k, v)
         dq, dk_all, dv_all = self._bwd(dout, q, kv_all[:, :h], kv_all[:, h:], out, lse,
                                        self.meta.fused, backend)
         dkv_all = torch.cat([dk_all, dv_all], dim=1)

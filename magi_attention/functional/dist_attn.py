@@ -9,16 +9,17 @@ from ._dist_runtime import DistAttnRuntime
 class DistAttnFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, runtime: DistAttnRuntime):
-        out, lse = runtime.forward(q, k, v)
-        ctx.save_for_backward(q, k, v, out, lse)
+        out, lse, kv_all = runtime.forward_saving(q, k, v)
+        # the fused path's KV buffer is kept for the backward: one cast per step, not two
+        ctx.save_for_backward(q, k, v, out, lse, kv_all)
         ctx.runtime = runtime
         ctx.mark_non_differentiable(lse)
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
-        q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = ctx.runtime.backward(dout, q, k, v, out, lse)
+        q, k, v, out, lse, kv_all = ctx.saved_tensors
+        dq, dk, dv = ctx.runtime.backward(dout, q, k, v, out, lse, kv_all)
         return dq, dk, dv, None
 
 

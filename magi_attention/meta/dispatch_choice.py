@@ -13,9 +13,11 @@ global order in the buffer) and cuts the runs for balance. The cost model, per c
     predicted = exposed communication (overlap solver)
                 + (1 + bwd factor) * max over ranks of effective area / compute rate
 
-where a stage mask FA4 runs natively counts its area, and any other counts its area plus
-PARTIAL_TILE_COST full tiles per partial tile. Only the FA4 backend has two paths; for any
-other kernel "auto" is min_heap without evaluation.
+where, on FA4, a stage mask it runs natively counts its area, and any other counts its area
+plus PARTIAL_TILE_COST full tiles per partial tile; on the Triton kernel, which computes every
+tile it touches whole, a mask counts its touched 128 x 64 tiles (min_heap's 512-token pieces
+cut the causal diagonals of documents into more of them). For any other kernel (the CPU
+reference) "auto" is min_heap without evaluation.
 """
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ from .slice_array import SliceArray
 # of the area, then predicts 0.68 against the 0.60 / 0.70 measured).
 PARTIAL_TILE_COST = 1.9
 FA4_TILE = 128
+TRITON_TILE = (128, 64)  # the Triton forward's default tile (kernels/triton/configs.py)
+EVALUATED_KERNELS = ("fa4", "triton")
 CANDIDATES = ("min_heap", "sequential", "balanced_runs")
 
 
@@ -43,8 +47,12 @@ class DispatchChoice:
     predicted_us: dict[str, float]
 
 
-def effective_area(attn) -> float:
-    """A stage mask's area in full-tile-equivalent cells on the FA4 backend."""
+def effective_area(attn, kernel: str = "fa4") -> float:
+    """A stage mask's area in full-tile-equivalent cells on the ``kernel`` backend."""
+    if kernel == "triton":
+        from ..kernels.block_sparse import plan_for  # host-only tile plan, cached in the plan
+        plan = plan_for(attn.plan, *TRITON_TILE)
+        return float(plan.q_tile_kt.numel() * TRITON_TILE[0] * TRITON_TILE[1])
     from ..kernels.fa4._convert import path_cost_terms  # host-only; FA4 is not imported
     area, _, partial = path_cost_terms(attn.plan, FA4_TILE, FA4_TILE)
     return float(area + PARTIAL_TILE_COST * partial * FA4_TILE * FA4_TILE)
@@ -58,21 +66,22 @@ def rank_stage_masks(runtime) -> list:
 
 
 def predicted_us(runtimes, exposed_us: float, flops_per_cell: float,
-                 overlap: OverlapConfig) -> float:
+                 overlap: OverlapConfig, kernel: str = "fa4") -> float:
     """Prediction for one candidate from every rank's runtime meta and the exposed
     communication of its stage plan."""
-    slowest = max(sum(effective_area(a) for a in rank_stage_masks(r)) for r in runtimes)
+    slowest = max(sum(effective_area(a, kernel) for a in rank_stage_masks(r)) for r in runtimes)
     compute = (1 + BWD_COMPUTE_FACTOR) * slowest * flops_per_cell / (overlap.compute_tflops * 1e6)
     return exposed_us + compute
 
 
 def choose_and_solve(slices, total_seqlen: int, cp_size: int, chunk_size: int, shape,
-                     overlap: OverlapConfig, native_kernel: bool):
+                     overlap: OverlapConfig, kernel: str | None):
     """(DispatchChoice, (the chosen candidate's DispatchSolve, every rank's runtime meta)), the
     second None when nothing was evaluated: the candidate with the lowest prediction (min_heap
-    on ties); min_heap alone when the kernel has no native path (``native_kernel`` False)."""
+    on ties); min_heap alone when ``kernel`` (the resolved local backend) is not one the model
+    knows (``EVALUATED_KERNELS``)."""
     from .solver import solve_for_dispatch  # the solver calls here for "auto"
-    if not native_kernel or cp_size == 1:
+    if kernel not in EVALUATED_KERNELS or cp_size == 1:
         return DispatchChoice("min_heap", {}), None
     times, solves = {}, {}
     for name in CANDIDATES:
@@ -80,16 +89,16 @@ def choose_and_solve(slices, total_seqlen: int, cp_size: int, chunk_size: int, s
         solved = solve_for_dispatch(slices, dispatch, shape, overlap)
         runtimes = [solved.runtime(r) for r in range(cp_size)]
         times[name] = float(predicted_us(runtimes, solved.stage_plan.exposed_us,
-                                         shape.flops_per_cell, overlap))
+                                         shape.flops_per_cell, overlap, kernel))
         solves[name] = (solved, runtimes)
     best = min(CANDIDATES, key=lambda n: (times[n], CANDIDATES.index(n)))
     return DispatchChoice(best, times), solves[best]
 
 
 def choose_dispatch(slices, total_seqlen: int, cp_size: int, chunk_size: int, shape,
-                    overlap: OverlapConfig, native_kernel: bool) -> DispatchChoice:
+                    overlap: OverlapConfig, kernel: str | None) -> DispatchChoice:
     """The candidate "auto" runs; see ``choose_and_solve``."""
     if not isinstance(slices, SliceArray):
         slices = SliceArray.from_slices(slices)
     return choose_and_solve(slices, total_seqlen, cp_size, chunk_size, shape, overlap,
-                            native_kernel)[0]
+                            kernel)[0]

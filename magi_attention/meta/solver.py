@@ -73,11 +73,12 @@ def solve_for_dispatch(slices: SliceArray, dispatch: DispatchMeta, shape: AttnSh
 def solve_magi_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int, cp_size: int,
                     chunk_size: int, rank: int, shape: AttnShape,
                     algorithm: str | DispatchAlgorithm = "min_heap",
-                    overlap: OverlapConfig = OverlapConfig(), native_kernel: bool = False
+                    overlap: OverlapConfig = OverlapConfig(), kernel: str | None = None
                     ) -> MagiMeta:
     """``algorithm`` "auto": ``dispatch_choice.choose_dispatch`` picks among its candidates
-    (``native_kernel``: the local kernel is FA4, whose native forms the choice weighs); the
-    chosen candidate's solve is reused, not repeated."""
+    with the cost model of ``kernel``, the resolved local backend ("fa4", "triton"; any other,
+    e.g. None or "reference": min_heap unevaluated); the chosen candidate's solve is reused,
+    not repeated."""
     if not 0 <= rank < cp_size:
         raise ValueError(f"rank={rank} outside cp group of size {cp_size}")
     if not isinstance(slices, SliceArray):
@@ -85,7 +86,7 @@ def solve_magi_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int,
     choice = chosen = None
     if algorithm == "auto":
         choice, chosen = choose_and_solve(slices, total_seqlen, cp_size, chunk_size, shape,
-                                          overlap, native_kernel)
+                                          overlap, kernel)
         algorithm = choice.algorithm
     if chosen is None:
         dispatch = solve_dispatch(slices, total_seqlen, cp_size, chunk_size, algorithm)

@@ -4,10 +4,10 @@
 # fa3-fwd, FlashInfer) and Hydra (.whl, from `bash scripts/device/cp_sweep.sh wheels`).
 #
 # One call carries at most 64 MiB with the repo, so the ~210 MB of wheels travel as batches of
-# <= 46 MB, to one warm machine, back to back:
-#   here:              bash scripts/device/stage_all.sh pack         # fills .stage/1 .. .stage/5
-#   device, calls 1-4: bash scripts/device/stage_all.sh stage N      # carry [".stage/N"]
-#   device, call 5:    source scripts/device/stage_all.sh install    # carry [".stage/5"]
+# <= STAGE_MB, to one warm machine, back to back (pack prints how many):
+#   here:                bash scripts/device/stage_all.sh pack       # fills .stage/1 .. .stage/N
+#   device, calls 1..N-1: bash scripts/device/stage_all.sh stage K   # carry [".stage/K"]
+#   device, call N:      source scripts/device/stage_all.sh install  # carry [".stage/N"]
 #   later calls:       source /root/stage_env.sh                     # same machine only
 # `install` joins the split wheels, pip-installs all into $STAGE_PREFIX and writes the
 # environment (PYTHONPATH, FlashInfer's JIT cache dir) to /root/stage_env.sh.
@@ -18,19 +18,31 @@ STAGE_PREFIX=${STAGE_PREFIX:-/root/site}
 STAGE_WHEELS=${STAGE_WHEELS:-/root/stage_wh}
 STAGE_ENV=/root/stage_env.sh
 
+# A call carries the tracked repo too (~26 MB with the committed plots), so a batch is at most
+# STAGE_MB (default 34) MB: every wheel joined, cut into parts of that size, packed in order.
 stage_pack() {
-    local f
+    local f mb=${STAGE_MB:-34} tmp=.stage/.whole n=1 used=0 size
     for f in .fa4/a .fa4/b .fa4/c .peers/a .peers/b .peers/c .whl; do
         [ -d "$f" ] || { echo "missing $f: run fa4_install.sh download, peers_install.sh download, cp_sweep.sh wheels" >&2; return 1; }
     done
     grep -qx '/.stage/' .git/info/exclude || echo /.stage/ >> .git/info/exclude
-    rm -rf .stage && mkdir -p .stage/1 .stage/2 .stage/3 .stage/4 .stage/5
-    ln .fa4/a/*.part00 .stage/1/
-    ln .fa4/c/*.part01 .stage/2/ 2>/dev/null || ln .fa4/b/*.part01 .stage/2/
-    ln .peers/a/*.part00 .stage/3/
-    ln .peers/b/*.part01 .peers/b/fa3_fwd-*.whl .whl/*.whl .stage/4/
-    for f in .fa4/b/*.whl .peers/c/*.whl; do ln "$f" .stage/5/; done
+    rm -rf .stage && mkdir -p "$tmp"
+    # one copy of each file (apache_tvm_ffi sits in two folders); split wheels joined again
+    for f in .fa4/*/* .peers/*/* .whl/*.whl; do [ -e "$tmp/$(basename "$f")" ] || ln "$f" "$tmp/"; done
+    join_split_wheels "$tmp"
+    for f in "$tmp"/*.whl; do
+        size=$(stat -c %s "$f")
+        [ "$size" -le $((mb * 1000000)) ] || { split -b $((mb * 1000000)) -d -a 2 "$f" "$f.part" && rm "$f"; }
+    done
+    mkdir -p .stage/1
+    for f in $(ls -S "$tmp"); do
+        size=$(stat -c %s "$tmp/$f")
+        if [ $((used + size)) -gt $((mb * 1000000)) ]; then n=$((n + 1)); used=0; mkdir -p ".stage/$n"; fi
+        mv "$tmp/$f" ".stage/$n/" && used=$((used + size))
+    done
+    rmdir "$tmp"
     du -sh .stage/*
+    echo "$n batches: calls 1..$((n - 1)) 'stage N', call $n 'install' (carry .stage/$n)"
 }
 
 stage_copy() {
@@ -38,7 +50,8 @@ stage_copy() {
 }
 
 stage_install() {
-    stage_copy 5 >/dev/null || return 1
+    # the last batch travels with this call
+    stage_copy "$(ls .stage | sort -n | tail -1)" >/dev/null || return 1
     join_split_wheels "$STAGE_WHEELS"
     install_wheels "$STAGE_WHEELS" "$STAGE_PREFIX" || return 1
     # the cutlass dsl's .pth is not read from a --target dir

@@ -22,13 +22,13 @@ def _slices(name, seqlen=SEQLEN):
 
 def test_without_a_native_kernel_auto_is_min_heap_unevaluated():
     choice = choose_dispatch(_slices("causal_document"), SEQLEN, 2, CHUNK, SHAPE, OverlapConfig(),
-                             native_kernel=False)
+                             kernel=None)
     assert choice.algorithm == "min_heap" and choice.predicted_us == {}
 
 
 def test_explicit_algorithm_is_honoured():
     meta = solve_magi_meta(_slices("causal_document"), SEQLEN, 2, CHUNK, 0, SHAPE, "min_heap",
-                           native_kernel=True)
+                           kernel="fa4")
     assert meta.algorithm == "min_heap" and meta.choice is None
 
 
@@ -38,7 +38,7 @@ def test_cp2_documents_choose_the_native_balanced_runs(name):
     bitmap-masked; balanced_runs also balances (1.01-1.04 against sequential's 1.35), so the
     model ranks it first."""
     slices = _slices(name)
-    metas = [solve_magi_meta(slices, SEQLEN, 2, CHUNK, r, SHAPE, "auto", native_kernel=True)
+    metas = [solve_magi_meta(slices, SEQLEN, 2, CHUNK, r, SHAPE, "auto", kernel="fa4")
              for r in range(2)]
     assert {m.algorithm for m in metas} == {"balanced_runs"}  # every rank decides alike
     pred = metas[0].choice.predicted_us
@@ -51,7 +51,7 @@ def test_cp2_documents_choose_the_native_balanced_runs(name):
 def test_single_causal_sequence_keeps_min_heap():
     """One causal document: sequential's imbalance (3x at cp 2) outweighs any native gain."""
     meta = solve_magi_meta(_slices("causal"), SEQLEN, 2, CHUNK, 0, SHAPE, "auto",
-                           native_kernel=True)
+                           kernel="fa4")
     assert meta.algorithm == "min_heap"
 
 
@@ -72,7 +72,31 @@ def test_cp4_causal_documents_choose_balanced_runs():
     rank) beats both in the model."""
     slices = _slices("causal_document", SEQLEN * 4)
     choice = choose_dispatch(slices, SEQLEN * 4, 4, CHUNK, SHAPE, OverlapConfig(),
-                             native_kernel=True)
+                             kernel="fa4")
     pred = choice.predicted_us
     assert choice.algorithm == "balanced_runs"
     assert pred["balanced_runs"] < pred["min_heap"] < pred["sequential"]
+
+
+def test_triton_effective_area_counts_every_touched_tile():
+    """Triton computes each tile it touches whole: a 64-row causal mask on 128 x 64 tiles
+    touches one tile (of 2, the other is above the diagonal)."""
+    from magi_attention.meta.runtime_meta import StageAttnArgs
+    attn = StageAttnArgs(SliceArray.from_slices(build_mask("causal", 64).slices), 64, 64)
+    assert effective_area(attn, "triton") == 128 * 64
+    assert effective_area(attn, "fa4") == attn.area()  # native on FA4: its area only
+
+
+RUNS = {"sequential", "balanced_runs"}
+
+
+@pytest.mark.parametrize("name,expected", [("causal_document", RUNS), ("full_document", RUNS),
+                                           ("causal", {"min_heap"})])
+def test_triton_auto_is_evaluated(name, expected):
+    """With the Triton kernel "auto" weighs the candidates too (session 16: min_heap's cut
+    documents ran at 0.71-0.87x HybridCP on 2 H200s): runs for documents, min_heap for one
+    causal sequence."""
+    choice = choose_dispatch(_slices(name), SEQLEN, 2, CHUNK, SHAPE, OverlapConfig(),
+                             kernel="triton")
+    assert choice.algorithm in expected
+    assert set(choice.predicted_us) == {"min_heap", "sequential", "balanced_runs"}

@@ -1,0 +1,133 @@
+"""Where MagiAttention's time goes at cp > 1: calc_attn against its own pieces, per rank.
+
+For each mask (the CP benchmark's masks, GQA 64:8, head_dim 128, bf16), on every rank of a
+torchrun launch: calc_attn forward and forward+backward as the CP runner times them, and, when
+the key runs one fused kernel (``fused=True``), the pieces of that path timed alone: building
+the fused KV buffer (the group-cast of the remote KV and the block copies), the local kernel's
+forward and backward over the fused mask (the compute floor of this rank), and the group-reduce
+of the received part's dK/dV. Rank 0 also writes a torch.profiler table of three fwd+bwd steps.
+
+    torchrun --standalone --nproc-per-node 2 scripts/device/magi_profile_cp.py --out $OUT \
+        --seqlen-per-gpu 16384 --masks causal_document full_document --backend fa4
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+sys.path.append(str(Path(__file__).resolve().parents[2]))
+
+from bench.config import DataConfig, MaskChoice  # noqa: E402
+from bench.cp.local_kernel import LocalKernel  # noqa: E402
+from bench.cp.magi import MagiAttention  # noqa: E402
+from bench.metrics import time_cuda_ms  # noqa: E402
+from bench.sweep import cell_mask  # noqa: E402
+from magi_attention.functional import load_backend  # noqa: E402
+
+FIELDS = ("mask", "backend", "cp_size", "rank", "piece", "ms", "notes")
+HQ, HKV, D = 64, 8, 128
+
+
+def _pieces(strategy: MagiAttention, q, k, v, dout, warmup: int, repeat: int) -> dict[str, float]:
+    """calc_attn fwd / fwd+bwd, and the fused path's pieces when it has one."""
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+
+    def step():
+        out = strategy.attention(*leaves)
+        torch.autograd.grad(out, leaves, dout)
+
+    def fwd():
+        with torch.no_grad():
+            strategy.attention(q, k, v)
+    times = {"calc_attn_fwd": time_cuda_ms(fwd, warmup, repeat),
+             "calc_attn_fwd_bwd": time_cuda_ms(step, warmup, repeat)}
+    runtime = strategy.key.runtime
+    meta = runtime.meta
+    if meta.fused is None or not meta.stages:
+        return times
+    backend = runtime.resolved_backend(q, k)
+    mod, plan, scale, h = load_backend(backend), meta.fused.plan, D ** -0.5, HKV
+    kv_all = runtime._fused_kv(k, v)
+    out, lse, _ = mod.fwd(q, kv_all[:, :h], kv_all[:, h:], plan, scale, 0.0, False)
+    times["fused_kv"] = time_cuda_ms(lambda: runtime._fused_kv(k, v), warmup, repeat)
+    times["kernel_fwd"] = time_cuda_ms(
+        lambda: mod.fwd(q, kv_all[:, :h], kv_all[:, h:], plan, scale, 0.0, False), warmup, repeat)
+    times["kernel_bwd"] = time_cuda_ms(
+        lambda: mod.bwd(dout, q, kv_all[:, :h], kv_all[:, h:], out, lse, plan, scale, 0.0, False),
+        warmup, repeat)
+    recv = meta.stages[0].cast.recv_seqlen
+    partial = torch.randn(recv, 2 * h, D, device=q.device, dtype=q.dtype)
+    acc = torch.zeros(k.shape[0], 2 * h, D, device=q.device, dtype=torch.float32)
+    times["group_reduce"] = time_cuda_ms(lambda: runtime._reduce(partial, acc, 0).wait(),
+                                         warmup, repeat)
+    return times
+
+
+def _profile_table(strategy, q, k, v, dout) -> str:
+    from torch.profiler import ProfilerActivity, profile
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+
+    def step():
+        out = strategy.attention(*leaves)
+        torch.autograd.grad(out, leaves, dout)
+    step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=30)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--seqlen-per-gpu", type=int, default=16384)
+    p.add_argument("--masks", nargs="+", default=["causal_document", "full_document"])
+    p.add_argument("--backend", default="fa4")
+    p.add_argument("--dispatch-alg", default="auto")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=10)
+    args = p.parse_args()
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"magi_profile_cp{world}_{args.backend}_rank{rank}.csv"
+    seqlen = args.seqlen_per_gpu * world
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS)
+        writer.writeheader()
+        for name in args.masks:
+            mask = cell_mask(MaskChoice(label=name, name=name, params={}), seqlen, DataConfig(),
+                             HKV)
+            strategy = MagiAttention(mask, None, num_heads_q=HQ, num_heads_kv=HKV,
+                                     kernel=LocalKernel(args.backend),
+                                     dispatch_alg=args.dispatch_alg)
+            g = torch.Generator(device="cuda").manual_seed(0)
+            q, k, v, dout = (torch.randn(seqlen, h, D, device="cuda", generator=g).bfloat16()
+                             for h in (HQ, HKV, HKV, HQ))
+            q, k, v, dout = (strategy.shard(t) for t in (q, k, v, dout))
+            times = _pieces(strategy, q, k, v, dout, args.warmup, args.repeat)
+            for piece, ms in times.items():
+                writer.writerow(dict(mask=name, backend=args.backend, cp_size=world, rank=rank,
+                                     piece=piece, ms=f"{ms:.4f}", notes=strategy.notes))
+            f.flush()
+            print(f"rank {rank} {name}: " + ", ".join(f"{k} {v:.3f}" for k, v in times.items()),
+                  flush=True)
+            table = _profile_table(strategy, q, k, v, dout)  # collective: every rank steps
+            if rank == 0:
+                (args.out / f"magi_profile_cp{world}_{args.backend}_{name}.txt").write_text(table)
+            dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
