@@ -106,15 +106,24 @@ def _from_file(root: Path) -> Provenance | None:
     return Provenance(str(sha), bool(dirty) or edited, FILE_NAME)
 
 
+def _knows(root: Path, sha: str) -> bool:
+    """Whether the checkout's git has the commit ``sha`` (a stale copy's .git does not)."""
+    return _git(root, "cat-file", "-e", f"{sha}^{{commit}}") is not None
+
+
 def current(root: Path = ROOT) -> Provenance:
     """The recorded file when the code is exactly what it recorded (a copied tree may carry a
-    stale ``.git`` of an older commit: the device machines' copies do), else git, else the file
-    (dirty: the code changed since), else unknown (with a warning: rows will not name their
-    code)."""
+    stale ``.git`` of an older commit: the device machines' copies do), else git when it knows
+    the recorded commit (a checkout that moved on since the record), else the file (dirty: the
+    code changed since; session 16's rows took the stale .git's sha here), else unknown (with
+    a warning: rows will not name their code)."""
     recorded = _from_file(root)
     if recorded is not None and not recorded.dirty:
         return recorded
-    found = from_git(root) or recorded
+    git = from_git(root)
+    if git is not None and recorded is not None and not _knows(root, recorded.git_sha):
+        git = None  # this .git predates the recorded commit: it cannot name the code
+    found = git or recorded
     if found is None:
         log.warning("no git checkout and no %s under %s: rows get git_sha=unknown; run "
                     "scripts/provenance.sh in the checkout before copying the tree",

@@ -102,6 +102,26 @@ def test_copy_with_a_stale_git_trusts_the_recorded_file(checkout, tmp_path):
     assert current(copy).label == new
 
 
+def test_copy_with_a_stale_git_and_an_edit_names_the_recorded_commit_dirty(checkout, tmp_path):
+    """Session 16: a script edited after the record made the code hash differ, and the stale
+    .git's older HEAD was taken; the recorded commit (marked dirty) is the truth."""
+    copy = tmp_path / "copy"
+    shutil.copytree(checkout, copy)                     # .git at the old commit
+    (checkout / "bench" / "a.py").write_text("x = 6\n")
+    _git(checkout, "commit", "-qam", "two")
+    new = _git(checkout, "rev-parse", "--short=12", "HEAD")
+    record(checkout)
+    (checkout / "bench" / "b.py").write_text("y = 1\n")  # edited after the record, untracked
+    for name in ("a.py", "b.py"):
+        shutil.copy(checkout / "bench" / name, copy / "bench" / name)
+    shutil.copy(checkout / FILE_NAME, copy / FILE_NAME)
+    assert current(copy).label == f"{new}-dirty"
+    # in the checkout itself git knows the recorded commit and still decides
+    _git(checkout, "add", "-A")
+    _git(checkout, "commit", "-qm", "three")
+    assert current(checkout).label == _git(checkout, "rev-parse", "--short=12", "HEAD")
+
+
 # ---------------------------------------------------------------- committed rows and the backfill
 _COMMIT_ID = r"^[0-9a-f]{7,12}(-dirty|-inferred)?$"
 
