@@ -549,43 +549,6 @@ def triton_v3_table() -> str:
     return "\n".join(lines)
 
 
-def _cp_best(relpath: str):
-    """{(mask, cp_size, direction): (magi, best baseline, its name)} of one CP file."""
-    frame = _files((relpath,))
-    ok = frame[frame.status == "ok"]
-    out = {}
-    for (mask, cp, d), cell in ok.groupby(["mask", "cp_size", "direction"]):
-        magi = cell[cell.kernel == "magi"].tflops_per_s
-        base = cell[cell.kernel != "magi"].set_index("kernel").tflops_per_s
-        if len(magi) and len(base):
-            out[(mask, int(cp), d)] = (float(magi.iloc[0]), float(base.max()), base.idxmax())
-    return out
-
-
-def cp2_table() -> str:
-    files = {"fa4, 16k/GPU": "h200x2/cp_history/cp_h200x2__fa4_16k__7fb1b4627a14.csv",
-             "triton, 16k/GPU": "h200x2/cp_history/cp_h200x2__triton_16k__7fb1b4627a14.csv",
-             "fa4, 64k/GPU": "h200x2/cp_history/cp_h200x2__fa4_64k__7fb1b4627a14.csv"}
-    lines = ["| run | mask | cp | fwd magi / best (name) | bwd magi / best (name) |",
-             "|---|---|---|---|---|"]
-    for label, relpath in files.items():
-        best = _cp_best(relpath)
-        for mask in ("full", "causal", "full_document", "causal_document",
-                     "block_causal_document"):
-            for cp in (1, 2):
-                cells = []
-                for d in ("fwd", "bwd"):
-                    magi, base, name = best[(mask, cp, d)]
-                    cells.append(f"{magi:.0f} / {base:.0f} ({name}) = {magi / base:.2f}")
-                lines.append(f"| {label} | {mask} | {cp} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-# -- session 16: 2 H200s, with the single-GPU reference in the same run ------------------------
-CP_S16 = {"fa4, 16k/GPU": "h200x2/cp/cp_h200x2__fa4_16k.csv",
-          "triton, 16k/GPU": "h200x2/cp/cp_h200x2__triton_16k.csv",
-          "fa4, 64k/GPU": "h200x2/cp/cp_h200x2__fa4_64k.csv",
-          "triton, 64k/GPU": "h200x2/cp/cp_h200x2__triton_64k.csv"}
 NOT_BASELINES = ("magi", "single_gpu", "magi_min_heap")
 CP_MASKS = ("full", "causal", "full_document", "causal_document", "block_causal_document")
 
@@ -598,12 +561,39 @@ def _cp_cells(relpath: str):
             for (m, cp, d), cell in ok.groupby(["mask", "cp_size", "direction"])}
 
 
+def _baselines(values: dict) -> dict:
+    """The CP baselines' TFLOPs/s of one cell (magi, its variants and single_gpu left out)."""
+    return {k: v for k, v in values.items() if k not in NOT_BASELINES}
+
+
 def _vs_best(values: dict) -> str:
-    base = {k: v for k, v in values.items() if k not in NOT_BASELINES}
+    base = _baselines(values)
     if "magi" not in values or not base:
         return "not measured"
     name = max(base, key=base.get)
     return f"{values['magi']:.0f} / {base[name]:.0f} ({name}) = {values['magi'] / base[name]:.2f}"
+
+
+def cp2_table() -> str:
+    files = {"fa4, 16k/GPU": "h200x2/cp_history/cp_h200x2__fa4_16k__7fb1b4627a14.csv",
+             "triton, 16k/GPU": "h200x2/cp_history/cp_h200x2__triton_16k__7fb1b4627a14.csv",
+             "fa4, 64k/GPU": "h200x2/cp_history/cp_h200x2__fa4_64k__7fb1b4627a14.csv"}
+    lines = ["| run | mask | cp | fwd magi / best (name) | bwd magi / best (name) |",
+             "|---|---|---|---|---|"]
+    for label, relpath in files.items():
+        cells = _cp_cells(relpath)
+        for mask in CP_MASKS:
+            for cp in (1, 2):
+                values = [_vs_best(cells[(mask, cp, d)]) for d in ("fwd", "bwd")]
+                lines.append(f"| {label} | {mask} | {cp} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+# -- session 16: 2 H200s, with the single-GPU reference in the same run ------------------------
+CP_S16 = {"fa4, 16k/GPU": "h200x2/cp/cp_h200x2__fa4_16k.csv",
+          "triton, 16k/GPU": "h200x2/cp/cp_h200x2__triton_16k.csv",
+          "fa4, 64k/GPU": "h200x2/cp/cp_h200x2__fa4_64k.csv",
+          "triton, 64k/GPU": "h200x2/cp/cp_h200x2__triton_64k.csv"}
 
 
 def cp2_s16_table() -> str:
@@ -629,10 +619,10 @@ def cp2_s16_summary() -> str:
     ones = []
     for relpath in CP_S16.values():
         for (mask, cp, d), v in _cp_cells(relpath).items():
-            base = [x for k, x in v.items() if k not in NOT_BASELINES]
+            base = _baselines(v)
             if cp == 2 and "magi" in v and base:
                 total += 1
-                wins += v["magi"] >= max(base)
+                wins += v["magi"] >= max(base.values())
             if cp == 1 and {"magi", "single_gpu"} <= set(v):
                 ones.append(v["magi"] / v["single_gpu"])
     return (f"cp 1: magi / single_gpu {min(ones):.2f}-{max(ones):.2f} over {len(ones)} cells; "
@@ -649,19 +639,25 @@ def cp2_dispatch_gain() -> str:
     lines = ["| mask | dir | FA4: min_heap / auto (balanced_runs), magi / best before -> after "
              "| Triton: min_heap (before) / auto, magi / best before -> after |",
              "|---|---|---|---|"]
+    # (magi's rows before, the run whose baselines it is held to, magi's rows after, magi's label)
+    sides = ((fa4, fa4_auto, fa4_auto, "magi_min_heap"), (tri_before, tri_before, tri_after, "magi"))
+    best = lambda cells: max(_baselines(cells).values())  # noqa: E731
     for mask in ("full_document", "causal_document", "block_causal_document"):
         for d in ("fwd", "bwd"):
             key = (mask, 2, d)
             parts = []
-            for before, after, kb in ((fa4, fa4_auto, "magi_min_heap"),
-                                      (tri_before, tri_after, "magi")):
-                b, a = before[key][kb], after[key]["magi"]
-                best_b = max(x for k, x in (after if kb == "magi_min_heap" else before)[key].items()
-                             if k not in NOT_BASELINES)
-                best_a = max(x for k, x in after[key].items() if k not in NOT_BASELINES)
-                parts.append(f"{b:.0f} / {a:.0f}, {b / best_b:.2f} -> {a / best_a:.2f}")
+            for before, before_peers, after, label in sides:
+                b, a = before[key][label], after[key]["magi"]
+                parts.append(f"{b:.0f} / {a:.0f}, {b / best(before_peers[key]):.2f} -> "
+                             f"{a / best(after[key]):.2f}")
             lines.append(f"| {mask} | {d} | {parts[0]} | {parts[1]} |")
     return "\n".join(lines)
+
+
+def _profile_pieces() -> pd.DataFrame:
+    rows = pd.concat([pd.read_csv(RESULTS / f"h200x2/magi_profile/magi_profile_cp2_fa4_rank{r}.csv")
+                      for r in (0, 1)])
+    return rows.pivot_table(index=["mask", "rank"], columns="piece", values="ms", sort=False)
 
 
 def cp2_profile_table() -> str:
@@ -669,22 +665,15 @@ def cp2_profile_table() -> str:
     lines = ["| mask | rank | calc_attn fwd | kernel fwd (fused mask) | fwd: kernel / calc_attn "
              "| calc_attn bwd (fwd+bwd - fwd) | kernel bwd | bwd: kernel / calc_attn | cast + "
              "copies alone | group-reduce alone |", "|---|---|---|---|---|---|---|---|---|---|"]
-    rows = pd.concat([pd.read_csv(RESULTS / f"h200x2/magi_profile/magi_profile_cp2_fa4_rank{r}.csv")
-                      for r in (0, 1)])
-    for (mask, rank), cell in rows.groupby(["mask", "rank"], sort=False):
-        ms = dict(zip(cell.piece, cell.ms))
-        bwd = ms["calc_attn_fwd_bwd"] - ms["calc_attn_fwd"]
-        lines.append(f"| {mask} | {rank} | {ms['calc_attn_fwd']:.2f} | {ms['kernel_fwd']:.2f} | "
-                     f"{ms['kernel_fwd'] / ms['calc_attn_fwd']:.2f} | {bwd:.2f} | "
-                     f"{ms['kernel_bwd']:.2f} | {ms['kernel_bwd'] / bwd:.2f} | "
-                     f"{ms['fused_kv']:.2f} | {ms['group_reduce']:.2f} |")
+    t = _profile_pieces()
+    for mask, rank in sorted(t.index, key=lambda i: i[1]):  # rank 0's masks, then rank 1's
+        ms = t.loc[(mask, rank)]
+        bwd = ms.calc_attn_fwd_bwd - ms.calc_attn_fwd
+        lines.append(f"| {mask} | {rank} | {ms.calc_attn_fwd:.2f} | {ms.kernel_fwd:.2f} | "
+                     f"{ms.kernel_fwd / ms.calc_attn_fwd:.2f} | {bwd:.2f} | "
+                     f"{ms.kernel_bwd:.2f} | {ms.kernel_bwd / bwd:.2f} | "
+                     f"{ms.fused_kv:.2f} | {ms.group_reduce:.2f} |")
     return "\n".join(lines)
-
-
-def _profile_pieces() -> pd.DataFrame:
-    rows = pd.concat([pd.read_csv(RESULTS / f"h200x2/magi_profile/magi_profile_cp2_fa4_rank{r}.csv")
-                      for r in (0, 1)])
-    return rows.pivot_table(index=["mask", "rank"], columns="piece", values="ms")
 
 
 def cp2_profile_summary() -> str:
@@ -879,15 +868,15 @@ def block_sparse_table() -> str:
 
 
 def cp1_h200_table() -> str:
-    best = _cp_best(CP1_H200)
-    frame = _files((CP1_H200,))
+    cells = _cp_cells(CP1_H200)
     lines = ["| mask | dir | magi | ulysses | ring_allgather | magi / best |", "|---|---|---|---|---|---|"]
-    for mask in ("full", "causal", "full_document", "causal_document", "block_causal_document"):
+    for mask in CP_MASKS:
         for d in ("fwd", "bwd"):
-            v = [_tf(frame, k, mask, K16, d) for k in ("magi", "ulysses", "ring_allgather")]
-            magi, base, _ = best[(mask, 1, d)]
-            lines.append(f"| {mask} | {d} | " + " | ".join(f"{x:.0f}" for x in v)
-                         + f" | {magi / base:.2f} |")
+            v = cells[(mask, 1, d)]
+            base = max(_baselines(v).values())
+            lines.append(f"| {mask} | {d} | " + " | ".join(
+                f"{v[k]:.0f}" for k in ("magi", "ulysses", "ring_allgather"))
+                + f" | {v['magi'] / base:.2f} |")
     return "\n".join(lines)
 
 

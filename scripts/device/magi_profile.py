@@ -52,7 +52,9 @@ def _autograd_bwd(attn, q, k, v):
     return setup
 
 
-def _profile(step, path: Path) -> int:
+def profile_steps(step, path: Path) -> int:
+    """Writes the profiler tables of three calls of ``step`` (after one untimed) to ``path``;
+    returns the device-to-host syncs per call."""
     from torch.profiler import ProfilerActivity, profile
     step()
     torch.cuda.synchronize()
@@ -118,7 +120,7 @@ def main() -> None:
                             def step():
                                 out = attn(*leaves)
                                 torch.autograd.grad(out, leaves, torch.ones_like(out))
-                            syncs = _profile(step, args.out / f"prof_{args.tag}_{name}_{backend}.txt")
+                            syncs = profile_steps(step, args.out / f"prof_{args.tag}_{name}_{backend}.txt")
                         for direction, ms in (("fwd", fwd_ms), ("bwd", bwd_ms)):
                             flops = attn_flops(mask.area, hq, d, direction=direction)
                             rows.append(dict(tag=args.tag, impl=impl, backend=backend, mask=name,

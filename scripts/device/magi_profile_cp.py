@@ -5,7 +5,8 @@ torchrun launch: calc_attn forward and forward+backward as the CP runner times t
 the key runs one fused kernel (``fused=True``), the pieces of that path timed alone: building
 the fused KV buffer (the group-cast of the remote KV and the block copies), the local kernel's
 forward and backward over the fused mask (the compute floor of this rank), and the group-reduce
-of the received part's dK/dV. Rank 0 also writes a torch.profiler table of three fwd+bwd steps.
+of the received part's dK/dV. Every rank also writes torch.profiler tables of three fwd+bwd
+steps (magi_profile.py's) and prints its device-to-host syncs per step.
 
     torchrun --standalone --nproc-per-node 2 scripts/device/magi_profile_cp.py --out $OUT \
         --seqlen-per-gpu 16384 --masks causal_document full_document --backend fa4
@@ -29,24 +30,30 @@ from bench.cp.magi import MagiAttention  # noqa: E402
 from bench.metrics import time_cuda_ms  # noqa: E402
 from bench.sweep import cell_mask  # noqa: E402
 from magi_attention.functional import load_backend  # noqa: E402
+from magi_profile import profile_steps  # noqa: E402  (this script's folder is on sys.path)
 
 FIELDS = ("mask", "backend", "cp_size", "rank", "piece", "ms", "notes")
 HQ, HKV, D = 64, 8, 128
 
 
-def _pieces(strategy: MagiAttention, q, k, v, dout, warmup: int, repeat: int) -> dict[str, float]:
-    """calc_attn fwd / fwd+bwd, and the fused path's pieces when it has one."""
+def _train_step(strategy: MagiAttention, q, k, v, dout):
+    """One calc_attn forward + backward on fresh leaves, as a training step runs it."""
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
 
     def step():
         out = strategy.attention(*leaves)
         torch.autograd.grad(out, leaves, dout)
+    return step
 
+
+def _pieces(strategy: MagiAttention, q, k, v, dout, warmup: int, repeat: int) -> dict[str, float]:
+    """calc_attn fwd / fwd+bwd, and the fused path's pieces when it has one."""
     def fwd():
         with torch.no_grad():
             strategy.attention(q, k, v)
     times = {"calc_attn_fwd": time_cuda_ms(fwd, warmup, repeat),
-             "calc_attn_fwd_bwd": time_cuda_ms(step, warmup, repeat)}
+             "calc_attn_fwd_bwd": time_cuda_ms(_train_step(strategy, q, k, v, dout), warmup,
+                                               repeat)}
     runtime = strategy.key.runtime
     meta = runtime.meta
     if meta.fused is None or not meta.stages:
@@ -67,22 +74,6 @@ def _pieces(strategy: MagiAttention, q, k, v, dout, warmup: int, repeat: int) ->
     times["group_reduce"] = time_cuda_ms(lambda: runtime._reduce(partial, acc, 0).wait(),
                                          warmup, repeat)
     return times
-
-
-def _profile_table(strategy, q, k, v, dout) -> str:
-    from torch.profiler import ProfilerActivity, profile
-    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-
-    def step():
-        out = strategy.attention(*leaves)
-        torch.autograd.grad(out, leaves, dout)
-    step()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(3):
-            step()
-        torch.cuda.synchronize()
-    return prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=30)
 
 
 def main() -> None:
@@ -122,9 +113,11 @@ def main() -> None:
             f.flush()
             print(f"rank {rank} {name}: " + ", ".join(f"{k} {v:.3f}" for k, v in times.items()),
                   flush=True)
-            table = _profile_table(strategy, q, k, v, dout)  # collective: every rank steps
-            if rank == 0:
-                (args.out / f"magi_profile_cp{world}_{args.backend}_{name}.txt").write_text(table)
+            # collective: every rank steps and writes its own tables
+            suffix = "" if rank == 0 else f"_rank{rank}"
+            table = args.out / f"magi_profile_cp{world}_{args.backend}_{name}{suffix}.txt"
+            syncs = profile_steps(_train_step(strategy, q, k, v, dout), table)
+            print(f"rank {rank} {name}: {syncs} device-to-host syncs per step", flush=True)
             dist.barrier()
     dist.destroy_process_group()
 

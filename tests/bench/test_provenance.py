@@ -86,9 +86,10 @@ def test_result_rows_on_a_copy_without_git(tmp_path):
     assert out == [str(copy / "bench" / "__init__.py"), "0123456789ab"]
 
 
-def test_copy_with_a_stale_git_trusts_the_recorded_file(checkout, tmp_path):
-    """The device machines' copies carry the .git of an older commit: the file recorded for
-    exactly this code wins over that HEAD."""
+def _stale_copy(checkout, tmp_path, *edited_after_record: str):
+    """A copy whose .git stays at the checkout's commit while the checkout commits once more and
+    records it, then edits ``edited_after_record`` (files under bench/, untracked); the copy
+    gets the checkout's code and record. Returns (copy, old sha, new sha)."""
     old = _git(checkout, "rev-parse", "--short=12", "HEAD")
     copy = tmp_path / "copy"
     shutil.copytree(checkout, copy)                     # .git at the old commit
@@ -96,25 +97,26 @@ def test_copy_with_a_stale_git_trusts_the_recorded_file(checkout, tmp_path):
     _git(checkout, "commit", "-qam", "two")
     new = _git(checkout, "rev-parse", "--short=12", "HEAD")
     record(checkout)
-    shutil.copy(checkout / "bench" / "a.py", copy / "bench" / "a.py")
+    for name in edited_after_record:
+        (checkout / "bench" / name).write_text("y = 1\n")
+    for name in ("a.py", *edited_after_record):
+        shutil.copy(checkout / "bench" / name, copy / "bench" / name)
     shutil.copy(checkout / FILE_NAME, copy / FILE_NAME)
     assert old != new
+    return copy, old, new
+
+
+def test_copy_with_a_stale_git_trusts_the_recorded_file(checkout, tmp_path):
+    """The device machines' copies carry the .git of an older commit: the file recorded for
+    exactly this code wins over that HEAD."""
+    copy, _, new = _stale_copy(checkout, tmp_path)
     assert current(copy).label == new
 
 
 def test_copy_with_a_stale_git_and_an_edit_names_the_recorded_commit_dirty(checkout, tmp_path):
     """Session 16: a script edited after the record made the code hash differ, and the stale
     .git's older HEAD was taken; the recorded commit (marked dirty) is the truth."""
-    copy = tmp_path / "copy"
-    shutil.copytree(checkout, copy)                     # .git at the old commit
-    (checkout / "bench" / "a.py").write_text("x = 6\n")
-    _git(checkout, "commit", "-qam", "two")
-    new = _git(checkout, "rev-parse", "--short=12", "HEAD")
-    record(checkout)
-    (checkout / "bench" / "b.py").write_text("y = 1\n")  # edited after the record, untracked
-    for name in ("a.py", "b.py"):
-        shutil.copy(checkout / "bench" / name, copy / "bench" / name)
-    shutil.copy(checkout / FILE_NAME, copy / FILE_NAME)
+    copy, _, new = _stale_copy(checkout, tmp_path, "b.py")
     assert current(copy).label == f"{new}-dirty"
     # in the checkout itself git knows the recorded commit and still decides
     _git(checkout, "add", "-A")
