@@ -5,7 +5,8 @@ document masks (CPU only).
     python scripts/magi_dispatch_native.py [--seqlen-per-gpu 16384] [--cp-sizes 2 4]
 
 "auto" is evaluated as with the FA4 kernel (kernel="fa4"). A rank counts as native when
-every mask its kernels run (the fused one, or host and each remote stage) has a native form.
+every mask its kernels run (the fused one, or host and each remote stage) has a native form
+or native groups (one native call per block of rows).
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def rank_rows(slices, seqlen, cp_size, chunk, shape, algorithm):
     rows = []
     for r, m in enumerate(metas):
         convs = [fa4_block_sparse(a.plan, 128, 128) for a in rank_stage_masks(m.runtime)]
-        rows.append(dict(rank=r, native=all(c.native is not None for c in convs),
+        rows.append(dict(rank=r, native=all(c.native is not None or c.groups is not None
+                                             for c in convs),
                          partial=sum(c.num_partial for c in convs), area=int(areas[r]),
                          recv=int(recv[r]), fused=m.runtime.fused is not None,
                          copies=m.runtime.fused_layout.num_copies if m.runtime.fused else 0))

@@ -57,6 +57,14 @@ def place_samples(sizes: list[int], works: list[int], cp_size: int) -> list[int]
     return blocks
 
 
+def token_share_note(tokens_per_rank: list[int]) -> str:
+    """The row note when ranks hold unequal token counts (the placement balances attention
+    work, as Megatron's scheduler does, not tokens; magi and the ring family hold S / cp each,
+    and the rest of a model layer runs on whatever share a rank holds)."""
+    low, high = min(tokens_per_rank), max(tokens_per_rank)
+    return "" if low == high else f"tokens_per_rank={low}-{high}"
+
+
 def _joined(parts: list[torch.Tensor]) -> torch.Tensor:
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 
@@ -134,6 +142,7 @@ class HybridCP(CPStrategy):
                 self.layouts[r] += members[r // g][r % g]
             g //= 2
         self.levels = self._plans(level_layouts)
+        self.notes = token_share_note([layout_len(layout) for layout in self.layouts])
 
     def _plans(self, level_layouts) -> list[tuple[slice, object]]:
         """(local rows, ring plan) of each level in which this rank's sub-group has tokens."""

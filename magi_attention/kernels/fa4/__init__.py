@@ -9,7 +9,10 @@ Masks FA4 expresses itself (a staircase of q/key segments x a causal/local/full 
 causal, causal_document, full_document, sliding windows, a CP rank's part of a document mask;
 ``_native``) run on FA4's dense or varlen kernels with their arithmetic masks instead, which are
 cheaper than bitmap lookups on the diagonal tiles (measured on H200: sliding_window_causal 64k
-fwd 542 vs 360 TFLOPs/s).
+fwd 542 vs 360 TFLOPs/s). A mask with no single native form whose rows split into a few blocks
+each native on its own key span (a CP rank's two runs of causal: the later run sees the earlier
+run's keys on another diagonal) runs one native call per block, the dK/dV of shared keys added
+(``_native.native_groups``).
 ``fwd(..., native=False)`` / ``bwd(..., native=False)`` force the block-sparse path (tests,
 benchmarks).
 
@@ -33,7 +36,7 @@ import torch
 from .. import BackendUnavailable
 from ..plan import FlexAttnPlan
 from ._convert import Fa4BlockSparse, fa4_block_sparse
-from ._native import NativeForm
+from ._native import NativeForm, NativeGroup
 
 __all__ = ["INSTALL_HINT", "bwd", "check_supported", "fwd", "is_available", "prepare",
            "tile_shape", "unsupported_reason"]
@@ -126,6 +129,8 @@ def prepare(mask: FlexAttnPlan, head_dim: int, device) -> None:
     """Build (and keep in ``mask``) the conversion and FA4 arguments both directions use."""
     conv = _conversion(mask, head_dim, device)
     if conv.area and conv.native is None:
+        if conv.groups is not None:
+            _group_args(mask, conv, device)
         _kernel_args(mask, conv, device, native=False, backward=False)
         _kernel_args(mask, conv, device, native=False, backward=True)
 
@@ -152,6 +157,16 @@ def _mask_args(conv: Fa4BlockSparse, backward: bool):
     )
     return dict(mask_mod=mask_mod_for(conv.block_m, conv.block_n),
                 aux_tensors=[conv.tile_map, conv.tile_bits], block_sparse_tensors=tensors)
+
+
+def _group_args(mask: FlexAttnPlan, conv: Fa4BlockSparse, device) -> list[tuple[NativeGroup, dict]]:
+    """(group, FA4 keyword arguments) of each native group, built once per plan."""
+    key = ("fa4_group_args", conv.block_m, conv.block_n, str(device))
+    return mask.cached(key, lambda: [(g, _native_args(g.form, device)) for g in conv.groups])
+
+
+def _uses_groups(conv: Fa4BlockSparse, native: bool) -> bool:
+    return native and conv.native is None and conv.groups is not None
 
 
 def _native_args(form: NativeForm, device) -> dict:
@@ -181,6 +196,8 @@ def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
         return (torch.zeros_like(q),
                 torch.full(q.shape[:2], -math.inf, dtype=torch.float32, device=q.device), None)
     interface, _, _ = _fa4()
+    if _uses_groups(conv, native):
+        return _fwd_groups(interface, q, k, v, mask, conv, softmax_scale, softcap, return_lse)
     form, args = _kernel_args(mask, conv, q.device, native, backward=False)
     out, lse, *_ = interface._flash_attn_fwd(
         _batched(q, form), _batched(k, form), _batched(v, form), softmax_scale=softmax_scale,
@@ -202,6 +219,9 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
     if conv.area == 0:
         return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     interface, _, _ = _fa4()
+    if _uses_groups(conv, native):
+        return _bwd_groups(interface, dout, q, k, v, out, lse, mask, conv, softmax_scale, softcap,
+                           deterministic)
     if (conv.native is None or not native) and deterministic:
         # FA4's SM90 block-sparse backward has no deterministic mode (4.0.0b36 asserts
         # "Deterministic not implemented for block-sparse backward"); the Triton backend's
@@ -220,4 +240,43 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
         softmax_scale=softmax_scale, softcap=softcap, deterministic=deterministic, **args)
     if dq.dim() == 4:
         dq, dk, dv = dq[0], dk[0], dv[0]
+    return dq, dk, dv
+
+
+def _fwd_groups(interface, q, k, v, mask, conv, softmax_scale, softcap, return_lse):
+    """One native FA4 call per row group, each writing its rows of ``out`` in place; the lse of
+    the groups (FA4: [Hq, rows]) concatenated along the rows."""
+    out = torch.empty_like(q)
+    lses = []
+    for g, args in _group_args(mask, conv, q.device):
+        rows, keys = slice(g.q_start, g.q_end), slice(g.k_start, g.k_end)
+        b = lambda t: _batched(t, g.form)  # noqa: E731
+        _, lse, *_ = interface._flash_attn_fwd(
+            b(q[rows]), b(k[keys]), b(v[keys]), softmax_scale=softmax_scale, softcap=softcap,
+            return_lse=return_lse, out=b(out[rows]), **args)
+        if lse is not None:
+            lses.append(lse if lse.dim() == 2 else lse[0])
+    if not return_lse:
+        return out, None, None
+    return out, torch.cat(lses, dim=1).transpose(0, 1), None
+
+
+def _bwd_groups(interface, dout, q, k, v, out, lse, mask, conv, softmax_scale, softcap,
+                deterministic):
+    """One native FA4 backward per row group: dQ rows written in place, each group's dK/dV on
+    its key span added (groups of a rank's two causal runs share keys), in group order."""
+    out, dout = out.to(q.dtype), dout.to(q.dtype)
+    lse_fa4 = lse.float().transpose(0, 1)
+    dq = torch.empty_like(q)
+    dk, dv = torch.zeros_like(k), torch.zeros_like(v)
+    for g, args in _group_args(mask, conv, q.device):
+        rows, keys = slice(g.q_start, g.q_end), slice(g.k_start, g.k_end)
+        b = lambda t: _batched(t, g.form)  # noqa: E731
+        lse_g = lse_fa4[:, rows].contiguous()
+        _, dk_g, dv_g = interface._flash_attn_bwd(
+            b(q[rows]), b(k[keys]), b(v[keys]), b(out[rows]), b(dout[rows]),
+            lse_g if g.form.varlen else lse_g.unsqueeze(0), softmax_scale=softmax_scale,
+            softcap=softcap, deterministic=deterministic, dq=b(dq[rows]), **args)
+        dk[keys] += dk_g if dk_g.dim() == 3 else dk_g[0]
+        dv[keys] += dv_g if dv_g.dim() == 3 else dv_g[0]
     return dq, dk, dv

@@ -33,7 +33,7 @@ import torch
 from .._cache import LRUCache
 from ..block_sparse import BlockSparsePlan, plan_for, union_row_intervals
 from ..plan import FlexAttnPlan
-from ._native import NativeForm, native_form
+from ._native import NativeForm, NativeGroup, native_form, native_groups
 
 BITS_PER_WORD = 32
 # Conversions kept per process (each holds a few MB at 64k): a training loop reuses a handful.
@@ -65,6 +65,8 @@ class Fa4BlockSparse:
     tile_map: torch.Tensor
     tile_bits: torch.Tensor
     native: NativeForm | None = None  # set when FA4's dense/varlen/window kernels express the mask
+    # else, where blocks of rows are each native on their key span: one native call per block
+    groups: tuple[NativeGroup, ...] | None = None
 
     @property
     def num_partial(self) -> int:
@@ -148,9 +150,10 @@ def native_of(mask: FlexAttnPlan) -> NativeForm | None:
 
 
 def path_cost_terms(mask: FlexAttnPlan, block_m: int, block_n: int) -> tuple[int, bool, int]:
-    """(area, native, partial tiles) of the mask on the FA4 backend without building its tables
+    """(area, native, partial tiles) of the mask on the FA4 backend (native: one form or native
+    groups) without building its tables
     (bitmaps): what a cost model comparing dispatches needs; partial tiles 0 when native."""
-    if native_of(mask) is not None:
+    if native_of(mask) is not None or native_groups_of(mask) is not None:
         _, lo, hi = _intervals(mask)
         return int((hi - lo).sum()), True, 0
     plan = plan_for(mask, block_m, block_n)
@@ -174,7 +177,8 @@ def _build(mask: FlexAttnPlan, block_m: int, block_n: int) -> Fa4BlockSparse:
     # never empty: FA4 converts every aux tensor, and a zero-size one has no valid layout
     tile_bits = _to_int32_words(bits) if len(part_qt) else torch.zeros(4, dtype=torch.int32)
     return Fa4BlockSparse(seqlen_q, seqlen_k, block_m, block_n, plan.area, *fwd, *bwd,
-                          torch.from_numpy(tile_map), tile_bits, native_of(mask))
+                          torch.from_numpy(tile_map), tile_bits, native_of(mask),
+                          native_groups_of(mask))
 
 
 _CONVERSIONS = LRUCache(CONVERSION_CACHE_SIZE)
@@ -230,3 +234,13 @@ def dense_from_block_sparse(conv: Fa4BlockSparse) -> torch.Tensor:
     for qt, kt in (tile_map >= 0).nonzero().tolist():
         dense[qt * bm:(qt + 1) * bm, kt * bn:(kt + 1) * bn] = cells[int(tile_map[qt, kt])]
     return dense[:conv.seqlen_q, :conv.seqlen_k]
+
+
+def native_groups_of(mask: FlexAttnPlan) -> tuple[NativeGroup, ...] | None:
+    """Blocks of rows FA4 runs natively one call each (``_native.native_groups``) when the mask
+    has no single native form, else None; kept in the plan."""
+    def build():
+        if native_of(mask) is not None:
+            return None
+        return native_groups(*_intervals(mask), mask.seqlen_q, mask.seqlen_k)
+    return mask.cached("fa4_native_groups", build)

@@ -133,3 +133,83 @@ def native_dense(form: NativeForm, seqlen_q: int, seqlen_k: int | None = None):
             block &= j <= i + lk - lq + form.window_right
         keep[cq[b]:cq[b + 1], ck[b]:ck[b + 1]] = block
     return keep
+
+
+@dataclass(frozen=True)
+class NativeGroup:
+    """Rows [q_start, q_end) against keys [k_start, k_end): a block of rows whose mask, on that
+    key span alone, FA4 expresses as ``form`` (bounds relative to the span)."""
+
+    q_start: int
+    q_end: int
+    k_start: int
+    k_end: int
+    form: NativeForm
+
+
+# Each group is one more FA4 launch (and, in the backward, one more add of its dK/dV); a mask
+# needing more is left to the block-sparse path. Two cover a CP rank's two runs of causal.
+MAX_NATIVE_GROUPS = 4
+# Bound on the blocks tried for merging (each try is O(rows) on the host, at plan time).
+MAX_CANDIDATE_BLOCKS = 64
+
+
+def native_groups(row: np.ndarray, lo: np.ndarray, hi: np.ndarray, seqlen_q: int, seqlen_k: int,
+                  max_groups: int = MAX_NATIVE_GROUPS) -> tuple[NativeGroup, ...] | None:
+    """Disjoint blocks of rows covering all rows, each native on its own key span, fewest first
+    found greedily; None when the mask needs more than ``max_groups`` or a block is not native.
+
+    For masks no single form expresses because key segments of different rows overlap without
+    continuing one band: a CP rank holding two runs of a causal mask (its later run's rows see
+    every key its earlier run's rows see, on another diagonal). Rows are cut wherever a band
+    edge jumps (the next kept row starts a new entry or a new group), and adjacent blocks are
+    merged while the merge stays native."""
+    if seqlen_q == 0 or seqlen_k == 0 or len(row) == 0 or np.any(row[1:] == row[:-1]):
+        return None
+    step = row[1:] - row[:-1]
+    d_lo, d_hi = lo[1:] - lo[:-1], hi[1:] - hi[:-1]
+    band = ((d_lo == 0) | (d_lo == step)) & ((d_hi == 0) | (d_hi == step))
+    cuts = row[1:][~band]  # a jump: a new entry (kept inside a merged group) or a new group
+    if len(cuts) + 1 > MAX_CANDIDATE_BLOCKS:
+        return None
+    bounds = [*(int(c) for c in cuts), seqlen_q]
+    groups: list[NativeGroup] = []
+    q0 = 0
+    while q0 < seqlen_q:
+        best = None
+        for end in (b for b in bounds if b > q0):  # the longest run of whole blocks
+            merged = _group(row, lo, hi, q0, end, seqlen_k)
+            if merged is None:
+                break
+            best = merged
+        if best is None:  # the edges changed without a jump: the longest native prefix
+            best = _longest_prefix(row, lo, hi, q0, next(b for b in bounds if b > q0), seqlen_k)
+        if best is None or len(groups) == max_groups:
+            return None
+        groups.append(best)
+        q0 = best.q_end
+    return tuple(groups)
+
+
+def _longest_prefix(row, lo, hi, q0: int, q1: int, seqlen_k: int) -> NativeGroup | None:
+    """The native group [q0, r) with the largest kept-row cut r in (q0, q1), by bisection."""
+    kept = row[(row > q0) & (row < q1)]
+    best, a, b = None, 0, len(kept) - 1
+    while a <= b:
+        mid = (a + b) // 2
+        group = _group(row, lo, hi, q0, int(kept[mid]), seqlen_k)
+        if group is None:
+            b = mid - 1
+        else:
+            best, a = group, mid + 1
+    return best
+
+
+def _group(row, lo, hi, q0: int, q1: int, seqlen_k: int) -> NativeGroup | None:
+    """Rows [q0, q1) as one NativeGroup on the key span of its kept rows, or None."""
+    a, b = np.searchsorted(row, q0), np.searchsorted(row, q1)
+    if a == b:  # no kept row: cannot happen between cuts (cuts sit on kept rows)
+        return None
+    k0, k1 = int(lo[a:b].min()), int(hi[a:b].max())
+    form = native_form(row[a:b] - q0, lo[a:b] - k0, hi[a:b] - k0, q1 - q0, k1 - k0)
+    return None if form is None else NativeGroup(q0, q1, k0, k1, form)

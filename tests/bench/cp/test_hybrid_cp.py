@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.cp.hybrid_cp import place_samples, slices_by_doc, sub_group_size
+from bench.cp.hybrid_cp import place_samples, slices_by_doc, sub_group_size, token_share_note
 from bench.cp._sharding import doc_ranges
 from bench.masks import build_mask
 
@@ -46,3 +46,11 @@ def test_empty_slice_does_not_decide_support():
     assert slices_by_doc([inside, empty], docs) == [[inside], []]
     across = AttnSlice.make(5, 6, 4, 6, AttnMaskType.FULL)
     assert "across documents" in slices_by_doc([inside, across], docs)
+
+
+def test_unequal_token_shares_are_noted():
+    """Rows say when the work-balanced placement left ranks unequal token counts (one long
+    document alone on a rank, the short ones on the other): readers compare magi's equal
+    shards against it."""
+    assert token_share_note([4096, 4096]) == ""
+    assert token_share_note([8192, 24576]) == "tokens_per_rank=8192-24576"

@@ -231,3 +231,18 @@ def test_native_staircase_bottom_right(kind, seed):
     plan = FlexAttnPlan.from_slices(slices, seqlen_q, seqlen_k)
     assert fa4_block_sparse(plan, 128, 128).native is not None
     check_case(slices, seqlen_q, seqlen_k, 16, 2, 128, torch.bfloat16, seed)
+
+
+@pytest.mark.gpu
+@needs_fa4
+@pytest.mark.parametrize("quarter", [1024, 1000])
+def test_native_groups_of_two_causal_runs(quarter):
+    """A CP rank's two runs of causal (balanced_runs at cp 2, keys in global order) run as two
+    native calls (``_native.native_groups``), dK/dV of the shared keys added: equal to the
+    reference, forward and backward (1000: entries not on 128-tile bounds)."""
+    n = 4 * quarter
+    slices = [AttnSlice.make(0, quarter, 0, quarter, AttnMaskType.CAUSAL),
+              AttnSlice.make(quarter, 2 * quarter, 0, n, AttnMaskType.CAUSAL)]
+    conv = fa4_block_sparse(FlexAttnPlan.from_slices(slices, 2 * quarter, n), 128, 128)
+    assert conv.native is None and len(conv.groups) == 2
+    check_case(slices, 2 * quarter, n, 16, 2, 128, torch.bfloat16)

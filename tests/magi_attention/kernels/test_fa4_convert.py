@@ -107,5 +107,5 @@ def test_cost_terms_agree_with_the_conversion(name):
     conv = fa4_block_sparse(FlexAttnPlan.from_slices(list(mask.per_head_slices[0]), seqlen, seqlen),
                             BLOCK_M, BLOCK_N)
     area, native, partial = path_cost_terms(plan, BLOCK_M, BLOCK_N)
-    assert area == conv.area and native == (conv.native is not None)
+    assert area == conv.area and native == (conv.native is not None or conv.groups is not None)
     assert partial == (0 if native else conv.num_partial)

@@ -175,3 +175,85 @@ def test_benchmark_masks_keep_their_session_12_forms(name):
         assert form.varlen and form.cu_seqlens_q == form.cu_seqlens_k
     else:
         assert not form.varlen
+
+
+def _groups(slices, seqlen_q, seqlen_k):
+    from magi_attention.kernels.fa4._convert import native_groups_of
+    from magi_attention.kernels.plan import FlexAttnPlan
+    return native_groups_of(FlexAttnPlan.from_slices(slices, seqlen_q, seqlen_k))
+
+
+def _groups_dense(groups, seqlen_q, seqlen_k):
+    """The mask the groups' native calls compute, cell by cell from FA4's semantics."""
+    dense = np.zeros((seqlen_q, seqlen_k), dtype=bool)
+    covered = np.zeros(seqlen_q, dtype=int)
+    for g in groups:
+        block = native_dense(g.form, g.q_end - g.q_start, g.k_end - g.k_start)
+        dense[g.q_start:g.q_end, g.k_start:g.k_end] |= block
+        covered[g.q_start:g.q_end] += 1
+    assert (covered == 1).all(), "groups must partition the rows"
+    return dense
+
+
+def test_two_causal_runs_of_a_cp_rank_are_two_native_groups():
+    """A CP rank holding the first and the last quarter of a causal mask (balanced_runs at cp 2,
+    keys in global order): one form cannot express it (the later run sees the earlier run's
+    keys on another diagonal); two calls can."""
+    n, a = 400, 100
+    slices = [AttnSlice.make(0, a, 0, a, AttnMaskType.CAUSAL),
+              AttnSlice.make(a, 2 * a, 0, n, AttnMaskType.CAUSAL)]
+    assert _form(slices, 2 * a, n) is None
+    groups = _groups(slices, 2 * a, n)
+    assert [(g.q_start, g.q_end, g.k_start, g.k_end) for g in groups] == [(0, a, 0, a), (a, 2 * a, 0, n)]
+    assert all(g.form.causal for g in groups)
+    assert np.array_equal(_groups_dense(groups, 2 * a, n), to_dense(slices, 2 * a, n).numpy())
+
+
+@pytest.mark.parametrize("kind", WINDOWS)
+@pytest.mark.parametrize("seed", range(30))
+def test_stacked_staircases_on_shared_keys_round_trip(kind, seed):
+    """Up to three staircases stacked on rows whose key spans overlap: found as native groups
+    (no more than the limit), and the groups compute exactly the mask."""
+    rng = random.Random(seed)
+    slices, seqlen_q, seqlen_k = [], 0, 1
+    for _ in range(rng.randint(2, 3)):
+        part, lq, lk = random_staircase(rng, rng.randint(1, 4), 40, kind)
+        shift = rng.randrange(seqlen_k)  # overlaps the keys of the parts above
+        slices += [AttnSlice.make(s.q_range.start + seqlen_q, s.q_range.end + seqlen_q,
+                                  s.k_range.start + shift, s.k_range.end + shift, s.mask_type)
+                   for s in part]
+        seqlen_q, seqlen_k = seqlen_q + lq, max(seqlen_k, shift + lk)
+    dense = to_dense(slices, seqlen_q, seqlen_k).numpy()
+    if not dense.any() or _form(slices, seqlen_q, seqlen_k) is not None:
+        return
+    groups = _groups(slices, seqlen_q, seqlen_k)
+    assert groups is not None  # at most MAX_NATIVE_GROUPS (a greedy cut may split a part)
+    assert np.array_equal(_groups_dense(groups, seqlen_q, seqlen_k), dense)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_groups_are_exact_or_absent(seed):
+    """Any mask (random slices, some overlapping): groups, when found, compute exactly it."""
+    rng = random.Random(seed)
+    seqlen_q, seqlen_k = rng.randint(20, 80), rng.randint(20, 80)
+    slices = []
+    for _ in range(rng.randint(1, 5)):
+        q0, k0 = rng.randrange(seqlen_q), rng.randrange(seqlen_k)
+        q1, k1 = rng.randint(q0 + 1, seqlen_q), rng.randint(k0 + 1, seqlen_k)
+        slices.append(AttnSlice.make(q0, q1, k0, k1, rng.choice(list(AttnMaskType))))
+    dense = to_dense(slices, seqlen_q, seqlen_k).numpy()
+    groups = _groups(slices, seqlen_q, seqlen_k) if dense.any() else None
+    if groups is not None:
+        assert np.array_equal(_groups_dense(groups, seqlen_q, seqlen_k), dense)
+
+
+def test_scattered_causal_chunks_stay_block_sparse():
+    """min_heap's scattered chunks of causal need a group per chunk: more than the limit, so
+    the block-sparse path keeps them (one launch)."""
+    from magi_attention.kernels.fa4._native import MAX_NATIVE_GROUPS
+    chunks = [7, 2, 5, 0, 3, 6][:MAX_NATIVE_GROUPS + 2]  # global chunk order of the local rows
+    c, n = 32, 8 * 32
+    slices = [AttnSlice.make(i * c, (i + 1) * c, 0, (g + 1) * c, AttnMaskType.CAUSAL)
+              for i, g in enumerate(chunks)]
+    assert _form(slices, len(chunks) * c, n) is None
+    assert _groups(slices, len(chunks) * c, n) is None

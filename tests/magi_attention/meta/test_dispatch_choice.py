@@ -48,11 +48,16 @@ def test_cp2_documents_choose_the_native_balanced_runs(name):
             assert fa4_block_sparse(attn.plan, 128, 128).native is not None
 
 
-def test_single_causal_sequence_keeps_min_heap():
-    """One causal document: sequential's imbalance (3x at cp 2) outweighs any native gain."""
-    meta = solve_magi_meta(_slices("causal"), SEQLEN, 2, CHUNK, 0, SHAPE, "auto",
-                           kernel="fa4")
-    assert meta.algorithm == "min_heap"
+def test_single_causal_sequence_chooses_the_balanced_mirror():
+    """One causal document: sequential's imbalance (3x at cp 2) outweighs its native gain;
+    balanced_runs (the mirror: rank 1 holds the two outer runs) is as balanced as min_heap and
+    FA4 runs every rank natively, rank 1 in two calls (native groups), so it wins."""
+    metas = [solve_magi_meta(_slices("causal"), SEQLEN, 2, CHUNK, r, SHAPE, "auto", kernel="fa4")
+             for r in range(2)]
+    assert metas[0].algorithm == "balanced_runs"
+    convs = [fa4_block_sparse(m.runtime.fused.plan, 128, 128) for m in metas]
+    assert convs[0].native is not None
+    assert convs[1].native is None and len(convs[1].groups) == 2
 
 
 def test_effective_area_charges_partial_tiles_only_off_the_native_path():
