@@ -590,17 +590,23 @@ def cp2_table() -> str:
 
 
 # -- session 16: 2 H200s, with the single-GPU reference in the same run ------------------------
-CP_S16 = {"fa4, 16k/GPU": "h200x2/cp/cp_h200x2__fa4_16k.csv",
+# (the runs of session 16, moved to cp_history when session 17 measured again)
+CP_S16 = {"fa4, 16k/GPU": "h200x2/cp_history/cp_h200x2__fa4_16k__78e3bba90fea.csv",
+          "triton, 16k/GPU": "h200x2/cp_history/cp_h200x2__triton_16k__78e3bba90fea.csv",
+          "fa4, 64k/GPU": "h200x2/cp_history/cp_h200x2__fa4_64k__342cdf62bec1.csv",
+          "triton, 64k/GPU": "h200x2/cp_history/cp_h200x2__triton_64k__78e3bba90fea.csv"}
+# session 17: FA4 with native groups (causal on balanced_runs), Triton with the TMA backward
+CP_S17 = {"fa4, 16k/GPU": "h200x2/cp/cp_h200x2__fa4_16k.csv",
           "triton, 16k/GPU": "h200x2/cp/cp_h200x2__triton_16k.csv",
           "fa4, 64k/GPU": "h200x2/cp/cp_h200x2__fa4_64k.csv",
           "triton, 64k/GPU": "h200x2/cp/cp_h200x2__triton_64k.csv"}
 
 
-def cp2_s16_table() -> str:
+def cp2_s16_table(files: dict[str, str] = CP_S16) -> str:
     """magi at cp 1 against the single-GPU kernel, at cp 2 against the best baseline."""
     lines = ["| run | mask | cp 1 magi / single_gpu, fwd / bwd | cp 2 fwd magi / best (name) "
              "| cp 2 bwd magi / best (name) |", "|---|---|---|---|---|"]
-    for label, relpath in CP_S16.items():
+    for label, relpath in files.items():
         cells = _cp_cells(relpath)
         for mask in CP_MASKS:
             one = []
@@ -613,11 +619,11 @@ def cp2_s16_table() -> str:
     return "\n".join(lines)
 
 
-def cp2_s16_summary() -> str:
+def cp2_s16_summary(files: dict[str, str] = CP_S16) -> str:
     """Counts of cp 2 cells at >= 1.0x the best baseline, and the range of magi / single_gpu."""
     wins = total = 0
     ones = []
-    for relpath in CP_S16.values():
+    for relpath in files.values():
         for (mask, cp, d), v in _cp_cells(relpath).items():
             base = _baselines(v)
             if cp == 2 and "magi" in v and base:
@@ -635,7 +641,7 @@ def cp2_dispatch_gain() -> str:
     fa4 = _cp_cells("h200x2/cp/cp_h200x2__fa4_16k_min_heap.csv")
     fa4_auto = _cp_cells("h200x2/cp_history/cp_h200x2__fa4_16k__342cdf62bec1.csv")
     tri_before = _cp_cells("h200x2/cp_history/cp_h200x2__triton_16k__342cdf62bec1.csv")
-    tri_after = _cp_cells("h200x2/cp/cp_h200x2__triton_16k.csv")
+    tri_after = _cp_cells(CP_S16["triton, 16k/GPU"])
     lines = ["| mask | dir | FA4: min_heap / auto (balanced_runs), magi / best before -> after "
              "| Triton: min_heap (before) / auto, magi / best before -> after |",
              "|---|---|---|---|"]
@@ -686,16 +692,67 @@ def cp2_profile_summary() -> str:
         lambda g: pd.Series([g.kernel_fwd.max() / g.calc_attn_fwd.max(),
                              g.kernel_bwd.max() / (g.calc_attn_fwd_bwd - g.calc_attn_fwd).max()]))
     cd = t.loc["causal_document"]
-    hybrid = _files(("h200x2/cp/cp_h200x2__fa4_16k.csv",))
+    hybrid = _files((CP_S16["fa4, 16k/GPU"],))
     hyb = hybrid[(hybrid.kernel == "hybrid_cp") & (hybrid["mask"] == "causal_document")
                  & (hybrid.cp_size == 2) & (hybrid.direction == "fwd")].runtime_ms.iloc[0]
-    cell = _cp_cells("h200x2/cp/cp_h200x2__fa4_16k.csv")[("causal_document", 2, "fwd")]
+    cell = _cp_cells(CP_S16["fa4, 16k/GPU"])[("causal_document", 2, "fwd")]
     return (f"calc_attn runs at {ratios.min():.2f}-{ratios.max():.2f} of its own kernel (on the "
             f"slower rank, which sets the step: {slow.values.min():.2f}-{slow.values.max():.2f}); "
             f"the rest is the exposed cast and reduce. Where magi still loses (causal_document "
             f"at 16k, {cell['magi'] / cell['hybrid_cp']:.2f} fwd), the kernel over the slower "
             f"rank's fused mask alone ({cd.kernel_fwd.max():.2f} ms fwd) already takes longer "
             f"than HybridCP's whole step ({hyb:.2f} ms)")
+
+
+def cp2_s17_table() -> str:
+    return cp2_s16_table(CP_S17)
+
+
+def cp2_s17_summary() -> str:
+    return cp2_s16_summary(CP_S17)
+
+
+def cp2_s17_changes() -> str:
+    """magi / best baseline at cp 2, session 16's run -> session 17's, on the cells either
+    change touched: FA4 causal (balanced_runs in native groups) and every Triton backward."""
+    lines = ["| run | mask | dir | magi TFLOPs/s/GPU s16 -> s17 | magi / best s16 -> s17 |",
+             "|---|---|---|---|---|"]
+    picks = [(run, mask, d) for run in ("fa4, 16k/GPU", "fa4, 64k/GPU") for mask in ("causal",)
+             for d in ("fwd", "bwd")]
+    picks += [(run, mask, "bwd") for run in ("triton, 16k/GPU", "triton, 64k/GPU")
+              for mask in CP_MASKS]
+    for run, mask, d in picks:
+        before = _cp_cells(CP_S16[run])[(mask, 2, d)]
+        after = _cp_cells(CP_S17[run])[(mask, 2, d)]
+        ratio = lambda v: v["magi"] / max(_baselines(v).values())  # noqa: E731
+        lines.append(f"| {run} | {mask} | {d} | {before['magi']:.0f} -> {after['magi']:.0f} | "
+                     f"{ratio(before):.2f} -> {ratio(after):.2f} |")
+    return "\n".join(lines)
+
+
+FA4_GROUPS = "h200x2/fa4_groups/fa4_bench.csv"
+
+
+def fa4_groups_table() -> str:
+    """ffa_fa4 (native groups) against its block-sparse path, same run (H200, one GPU)."""
+    f = pd.read_csv(RESULTS / FA4_GROUPS, comment="#")
+    f = f[f.status == "ok"]
+    t = f.pivot_table(index=["mask", "seqlen", "direction"], columns="impl", values="tflops",
+                      sort=False)
+    lines = ["| mask | S | dir | native groups | block-sparse | groups / block-sparse |",
+             "|---|---|---|---|---|---|"]
+    for (mask, seqlen, d), v in t.iterrows():
+        lines.append(f"| {mask} | {seqlen // 1024}k | {d} | {v.ffa_fa4:.0f} | {v.ffa_fa4_bs:.0f} "
+                     f"| {v.ffa_fa4 / v.ffa_fa4_bs:.2f} |")
+    return "\n".join(lines)
+
+
+def pytest_fa4_groups() -> str:
+    return _pytest_counts("h200x2/fa4_groups/pytest_groups.log")
+
+
+def pytest_triton_s17() -> str:
+    return _summed_counts("h200x2/tests/pytest_gpu_triton_f581334a1415.log")
 
 
 def cp_gpu_check_2() -> str:
@@ -992,6 +1049,12 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.cp2_table": cp2_table,
     "h200x2.cp2_s16_table": cp2_s16_table,
     "h200x2.cp2_s16_summary": cp2_s16_summary,
+    "h200x2.cp2_s17_table": cp2_s17_table,
+    "h200x2.cp2_s17_summary": cp2_s17_summary,
+    "h200x2.cp2_s17_changes": cp2_s17_changes,
+    "h200x2.fa4_groups_table": fa4_groups_table,
+    "h200x2.pytest_fa4_groups": pytest_fa4_groups,
+    "h200x2.pytest_triton_s17": pytest_triton_s17,
     "h200x2.cp2_dispatch_gain": cp2_dispatch_gain,
     "h200x2.cp2_profile_table": cp2_profile_table,
     "h200x2.cp_gpu_check": cp_gpu_check_2,
