@@ -79,7 +79,8 @@ def bwd_config(head_dim: int) -> BwdConfig:
     # 64/128/128/64 w8 s3 p1: 332/345/210; the tutorial's 32/128/128/32 w4: 143/130 (sweep v1).
     # session 17 (results/h200/ffa_triton/s17_sweep.csv, one run, 16k | 64k, full/causal/
     # causal_document/block_causal_document): TMA loads in the dk/dv programs 379/370/255/295 |
-    # 360/380/352/358 against pointer loads 359/357/249/289 | 335/360/342/345: best on all 8
-    # cells (+2 to +7%); s2 (fewer spills) and 32-row q steps (none) lose. Default since.
+    # 360/380/352/358 against pointer loads 359/357/249/289 | 335/360/342/345: ahead on all 8
+    # cells (+2 to +8%); s2 (fewer spills) wins only causal_document 16k (259), 32-row q steps
+    # (no spills) lose everywhere. Default since.
     return BwdConfig(block_m1=64, block_n1=64, block_m2=64, block_n2=64, num_warps=4,
                      num_stages=3, partial_stages=2, use_tma=True)
