@@ -735,7 +735,7 @@ FA4_GROUPS = "h200x2/fa4_groups/fa4_bench.csv"
 
 def fa4_groups_table() -> str:
     """ffa_fa4 (native groups) against its block-sparse path, same run (H200, one GPU)."""
-    f = pd.read_csv(RESULTS / FA4_GROUPS, comment="#")
+    f = _helper(FA4_GROUPS)  # fa4_check.py's file, as the helper runs above
     f = f[f.status == "ok"]
     t = f.pivot_table(index=["mask", "seqlen", "direction"], columns="impl", values="tflops",
                       sort=False)

@@ -129,8 +129,9 @@ def prepare(mask: FlexAttnPlan, head_dim: int, device) -> None:
     """Build (and keep in ``mask``) the conversion and FA4 arguments both directions use."""
     conv = _conversion(mask, head_dim, device)
     if conv.area and conv.native is None:
-        if conv.groups is not None:
+        if conv.groups is not None:  # the path calls take; block-sparse only when forced
             _group_args(mask, conv, device)
+            return
         _kernel_args(mask, conv, device, native=False, backward=False)
         _kernel_args(mask, conv, device, native=False, backward=True)
 
@@ -182,6 +183,10 @@ def _batched(t, form):  # varlen FA4 takes [total, H, D]; dense takes [batch, S,
     return t if form is not None and form.varlen else t.unsqueeze(0)
 
 
+def _unbatched(t, form):  # FA4's outputs follow its inputs: back to [S, ...]
+    return t if form is not None and form.varlen else t[0]
+
+
 def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
         return_max_logits: bool = False, native: bool = True, return_lse: bool = True):
     """(out [Sq, Hq, D] q.dtype, lse [Sq, Hq] fp32 natural log (a transposed view of FA4's
@@ -202,14 +207,13 @@ def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
     out, lse, *_ = interface._flash_attn_fwd(
         _batched(q, form), _batched(k, form), _batched(v, form), softmax_scale=softmax_scale,
         softcap=softcap, return_lse=return_lse, **args)
-    out = out if out.dim() == 3 else out[0]
+    out = _unbatched(out, form)
     if lse is None:
         return out, None, None
     # FA4: out [1, Sq, Hq, D] / [Sq, Hq, D], lse [1, Hq, Sq] / [Hq, Sq] (natural log, -inf on
     # rows with no key)
-    lse = lse if lse.dim() == 2 else lse[0]
     # a transposed view, no copy: the backward transposes it back for FA4 for free
-    return out, lse.transpose(0, 1), None
+    return out, _unbatched(lse, form).transpose(0, 1), None
 
 
 def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
@@ -233,14 +237,11 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
     form, args = _kernel_args(mask, conv, q.device, native, backward=True)
     # FA4 wants out and dout in q's dtype (a merged CP out arrives in fp32), lse [(1,) Hq, Sq]
     lse_fa4 = lse.float().transpose(0, 1).contiguous()
-    lse_fa4 = lse_fa4 if form is not None and form.varlen else lse_fa4.unsqueeze(0)
     b = lambda t: _batched(t, form)  # noqa: E731
     dq, dk, dv = interface._flash_attn_bwd(
-        b(q), b(k), b(v), b(out.to(q.dtype)), b(dout.to(q.dtype)), lse_fa4,
+        b(q), b(k), b(v), b(out.to(q.dtype)), b(dout.to(q.dtype)), b(lse_fa4),
         softmax_scale=softmax_scale, softcap=softcap, deterministic=deterministic, **args)
-    if dq.dim() == 4:
-        dq, dk, dv = dq[0], dk[0], dv[0]
-    return dq, dk, dv
+    return _unbatched(dq, form), _unbatched(dk, form), _unbatched(dv, form)
 
 
 def _fwd_groups(interface, q, k, v, mask, conv, softmax_scale, softcap, return_lse):
@@ -255,7 +256,7 @@ def _fwd_groups(interface, q, k, v, mask, conv, softmax_scale, softcap, return_l
             b(q[rows]), b(k[keys]), b(v[keys]), softmax_scale=softmax_scale, softcap=softcap,
             return_lse=return_lse, out=b(out[rows]), **args)
         if lse is not None:
-            lses.append(lse if lse.dim() == 2 else lse[0])
+            lses.append(_unbatched(lse, g.form))
     if not return_lse:
         return out, None, None
     return out, torch.cat(lses, dim=1).transpose(0, 1), None
@@ -272,11 +273,10 @@ def _bwd_groups(interface, dout, q, k, v, out, lse, mask, conv, softmax_scale, s
     for g, args in _group_args(mask, conv, q.device):
         rows, keys = slice(g.q_start, g.q_end), slice(g.k_start, g.k_end)
         b = lambda t: _batched(t, g.form)  # noqa: E731
-        lse_g = lse_fa4[:, rows].contiguous()
         _, dk_g, dv_g = interface._flash_attn_bwd(
             b(q[rows]), b(k[keys]), b(v[keys]), b(out[rows]), b(dout[rows]),
-            lse_g if g.form.varlen else lse_g.unsqueeze(0), softmax_scale=softmax_scale,
-            softcap=softcap, deterministic=deterministic, dq=b(dq[rows]), **args)
-        dk[keys] += dk_g if dk_g.dim() == 3 else dk_g[0]
-        dv[keys] += dv_g if dv_g.dim() == 3 else dv_g[0]
+            b(lse_fa4[:, rows].contiguous()), softmax_scale=softmax_scale, softcap=softcap,
+            deterministic=deterministic, dq=b(dq[rows]), **args)
+        dk[keys] += _unbatched(dk_g, g.form)
+        dv[keys] += _unbatched(dv_g, g.form)
     return dq, dk, dv

@@ -1,6 +1,7 @@
-"""The FA4 backend's native-group path (one native call per block of rows, dK/dV of shared keys
-added) on CPU: FA4's interface is replaced by a stand-in that computes FA4's native semantics
-(``native_dense``: varlen entries, bottom-right windows) with dense torch attention, so what is
+"""The FA4 backend's native calls on CPU: the native-group path (one native call per block of
+rows, dK/dV of shared keys added) and the single dense / varlen form. FA4's interface is
+replaced by a stand-in that computes FA4's native semantics (``native_dense``: varlen entries,
+bottom-right windows) with dense torch attention, so what is
 checked is the glue (row/key slicing, in-place out and dQ, the lse concatenation, the dK/dV
 sums) against the reference backend on the whole mask. The real kernels: test_fa4.py (GPU)."""
 import math
@@ -34,8 +35,9 @@ class FakeInterface:
     def _unbatch(t):
         return (t[0], True) if t.dim() == 4 else (t, False)
 
-    def _flash_attn_fwd(self, q, k, v, softmax_scale, softcap, return_lse, out, **kw):
+    def _flash_attn_fwd(self, q, k, v, softmax_scale, softcap, return_lse, out=None, **kw):
         FakeInterface.calls += 1
+        out = torch.empty_like(q) if out is None else out
         (q, batched), (k, _), (v, _) = self._unbatch(q), self._unbatch(k), self._unbatch(v)
         o, lse = dense_attention(q, k, v, _form(kw, q.shape[0], k.shape[0]), softmax_scale, softcap)
         (out[0] if batched else out).copy_(o)
@@ -43,7 +45,8 @@ class FakeInterface:
         return out, (lse[None] if batched else lse) if return_lse else None
 
     def _flash_attn_bwd(self, q, k, v, out, dout, lse, softmax_scale, softcap, deterministic,
-                        dq, **kw):
+                        dq=None, **kw):
+        dq = torch.empty_like(q) if dq is None else dq
         (q, batched), (k, _), (v, _) = self._unbatch(q), self._unbatch(k), self._unbatch(v)
         dout, _ = self._unbatch(dout)
         qc, kc, vc = (t.double().requires_grad_() for t in (q, k, v))
@@ -65,7 +68,7 @@ def _two_runs(n, a):  # a CP rank's first and last quarter of causal, keys in gl
             AttnSlice.make(a, 2 * a, 0, n, AttnMaskType.CAUSAL)], 2 * a, n
 
 
-def _three_blocks():  # full, then a causal staircase on shared keys, then a window of documents
+def _four_blocks():  # full; causal on shared keys; causal; full (no two share a window: 4 calls)
     slices = [AttnSlice.make(0, 20, 10, 50),
               AttnSlice.make(20, 45, 0, 60, AttnMaskType.CAUSAL),
               AttnSlice.make(45, 60, 5, 25, AttnMaskType.CAUSAL),
@@ -73,19 +76,33 @@ def _three_blocks():  # full, then a causal staircase on shared keys, then a win
     return slices, 70, 60
 
 
-@pytest.mark.parametrize("case", [_two_runs(96, 24), _three_blocks()], ids=["two-runs", "three"])
+def _one_causal():  # one native form, FA4's dense kernel
+    return [AttnSlice.make(0, 40, 0, 60, AttnMaskType.CAUSAL)], 40, 60
+
+
+def _documents():  # one native form, FA4's varlen kernel
+    return [AttnSlice.make(0, 30, 0, 30, AttnMaskType.CAUSAL),
+            AttnSlice.make(30, 70, 30, 70, AttnMaskType.CAUSAL)], 70, 70
+
+
+CASES = {"two-runs": (_two_runs(96, 24), 2), "four": (_four_blocks(), 4),
+         "dense": (_one_causal(), 1), "varlen": (_documents(), 1)}
+
+
+@pytest.mark.parametrize("case,calls", CASES.values(), ids=CASES.keys())
 @pytest.mark.parametrize("return_lse", [True, False])
-def test_groups_match_the_reference(fake_fa4, case, return_lse):
+def test_native_calls_match_the_reference(fake_fa4, case, calls, return_lse):
+    """Groups (one call each) and single native forms (dense and varlen) alike."""
     slices, seqlen_q, seqlen_k = case
     plan = FlexAttnPlan.from_slices(slices, seqlen_q, seqlen_k)
     conv = fa4._conversion(plan, 16, "cpu")
-    assert conv.native is None and conv.groups is not None and len(conv.groups) >= 2
+    assert len(conv.groups) == calls if calls > 1 else conv.native is not None
     g = torch.Generator().manual_seed(0)
     q, dout = (torch.randn(seqlen_q, 4, 16, generator=g, dtype=torch.float64) for _ in range(2))
     k, v = (torch.randn(seqlen_k, 2, 16, generator=g, dtype=torch.float64) for _ in range(2))
     scale = 16 ** -0.5
     out, lse, _ = fa4.fwd(q, k, v, plan, scale, return_lse=return_lse)
-    assert FakeInterface.calls == len(conv.groups)
+    assert FakeInterface.calls == calls
     ro, rl, _ = reference.fwd(q, k, v, plan, scale)
     torch.testing.assert_close(out, ro, **TOL)
     if not return_lse:
