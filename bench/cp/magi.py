@@ -13,6 +13,7 @@ path keeps the forward's KV buffer for the backward).
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 
 from bench.masks.convert import to_slices_tensors
 from magi_attention.api import calc_attn, dispatch, magi_attn_flex_key, undispatch
@@ -109,20 +110,28 @@ class MagiAttention(CPStrategy):
         stages = self.key.runtime.meta.stages
         self._cast_tokens = _sent_tokens(stages, self.cp_rank, reduce=False)
         self._reduce_tokens = _sent_tokens(stages, self.cp_rank, reduce=True)
+        # set_overlap must answer alike on every rank (it decides whether all time again)
+        splits = [None] * self.cp_size
+        dist.all_gather_object(splits, self.key.runtime.meta.fused_split is not None,
+                               group=self.group)
+        self._any_split = any(splits)
         plan = self.key.meta.stage_plan
         # the overlap solver's prediction for the slowest rank (fwd + bwd); not a measurement
         self.notes = (f"chunk_size={chunk}; dispatch={self.key.meta.algorithm}; "
                       f"num_stages={self.key.num_stages}; "
                       f"fused={self.key.runtime.meta.fused is not None}; "
+                      f"split_blocks={_split_blocks(self.key.runtime.meta)}; "
                       f"pred_comm_us={plan.comm_us:.0f}; pred_hidden_us={plan.hidden_us:.0f}; "
                       f"local={self.key.backend}; imbalance={meta.imbalance():.3f}")
 
     def set_overlap(self, enabled: bool) -> bool:
         """Turn the stages' comm/compute overlap on or off; False when there is nothing to
-        overlap (no remote stage, or the fused stage, whose communication is exposed anyway).
-        The CP runner times both to report the communication time the stages hide."""
+        overlap (no remote stage, or the fused stage run whole, whose communication is exposed
+        anyway; cut by rows, its local rows' kernel hides it). The CP runner times both to
+        report the communication time the stages hide."""
         runtime = self.key.runtime
-        if not runtime.meta.stages or runtime.meta.fused is not None:
+        meta = runtime.meta
+        if not meta.stages or (meta.fused is not None and not self._any_split):
             return False
         runtime.overlap = enabled
         return True
@@ -152,3 +161,7 @@ class MagiAttention(CPStrategy):
 
 __all__ = ["MagiAttention", "default_chunk_size", "DISPATCH_ALGS"]
 
+
+def _split_blocks(meta) -> str:
+    """Remote blocks of the fused stage cut by rows on this rank, "-" when it runs whole."""
+    return "-" if meta.fused_split is None else str(len(meta.fused_split.blocks))

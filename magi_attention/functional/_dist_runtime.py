@@ -88,7 +88,8 @@ class DistAttnRuntime:
         name = self.resolved_backend(probe_q, probe_k)
         module = load_backend(name)
         fused = (self.meta.fused,) if self.meta.fused is not None else ()
-        for attn in (self.meta.host, *(stage.attn for stage in self.meta.stages), *fused):
+        split = self.meta.fused_split.stage_args() if self.meta.fused_split is not None else ()
+        for attn in (self.meta.host, *(stage.attn for stage in self.meta.stages), *fused, *split):
             attn.plan.tensors(device)
             if attn.num_slices and hasattr(module, "prepare"):
                 module.prepare(attn.plan, head_dim, torch.device(device))
@@ -152,6 +153,8 @@ class DistAttnRuntime:
         stages = self.meta.stages
         if not stages:  # cp 1, or a rank that needs no remote KV: the local kernel alone
             return (*self._fwd(q, k, v, self.meta.host, backend), None)
+        if self.meta.fused_split is not None:
+            return self._split_forward(q, k, v, backend)
         if self.meta.fused is not None:
             kv_all = self._fused_kv(k, v)
             h = k.shape[1]
@@ -179,6 +182,8 @@ class DistAttnRuntime:
         if not stages:
             dq, dk, dv = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
             return (torch.zeros_like(q) if dq is None else dq), dk, dv
+        if self.meta.fused_split is not None:
+            return self._split_backward(dout, q, k, v, out, lse, backend, kv_all)
         if self.meta.fused is not None:
             return self._fused_backward(dout, q, k, v, out, lse, backend, kv_all)
         num_heads_kv = k.shape[1]
@@ -210,10 +215,18 @@ class DistAttnRuntime:
         return handle if self.overlap else _Done(handle.wait())
 
     def _fused_kv(self, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """The fused KV buffer [size, 2 * Hkv, D] as ``meta.fused_layout`` places it: the own
-        shard written in place when it is one piece there (the cast then sends from it), else
-        k|v stacked once and each own run copied; the cast writes in place when its pieces
-        land in one region, else into its own buffer and each piece is copied."""
+        """The fused KV buffer, own part and received part in place."""
+        kv_all, landing = self._fused_kv_start(k, v)
+        landing()
+        return kv_all
+
+    def _fused_kv_start(self, k: torch.Tensor, v: torch.Tensor):
+        """(buffer, landing): the fused KV buffer [size, 2 * Hkv, D] as ``meta.fused_layout``
+        places it, with its own part written and the cast in flight; ``landing()`` waits for
+        the cast and puts the received part in place. The own shard is written in place when
+        it is one piece there (the cast then sends from it), else k|v are stacked once and each
+        own run copied; the cast writes in place when its pieces land in one region, else into
+        its own buffer and each piece is copied."""
         lay, h = self.meta.fused_layout, k.shape[1]
         recv = self.meta.stages[0].cast.recv_seqlen
         kv_all = torch.empty((lay.size, 2 * h, k.shape[2]), dtype=k.dtype, device=k.device)
@@ -224,15 +237,77 @@ class DistAttnRuntime:
             kv[:, h:] = v
         else:
             kv = torch.cat([k, v], dim=1)
-        pending = self._cast(kv, 0, out=None if recv_at is None else kv_all[recv_at:recv_at + recv])
+        if self.meta.fused_split is not None:
+            # the local rows' kernel runs before the received keys land: its tiles that straddle
+            # them must read zeros there, not uninitialised memory (0 * NaN is NaN in P @ V)
+            for _, dst, m in lay.recv_copies:
+                kv_all[dst:dst + m].zero_()
+        pending = self._issue(self._cast(
+            kv, 0, out=None if recv_at is None else kv_all[recv_at:recv_at + recv]))
         if own_at is None:  # while the cast is in flight
             for src, dst, m in lay.own_copies:
                 kv_all[dst:dst + m] = kv[src:src + m]
-        buf = pending.wait()
-        if recv_at is None:
-            for src, dst, m in lay.recv_copies:
-                kv_all[dst:dst + m] = buf[src:src + m]
-        return kv_all
+
+        def landing() -> None:
+            buf = pending.wait()
+            if recv_at is None:
+                for src, dst, m in lay.recv_copies:
+                    kv_all[dst:dst + m] = buf[src:src + m]
+
+        return kv_all, landing
+
+    def _split_forward(self, q, k, v, backend: str):
+        """The fused stage cut by rows (``meta.fused_split``): the local rows' kernel runs while
+        the cast is in flight, then each remote block's, its rows written over the local
+        call's (which kept none of them)."""
+        split, h = self.meta.fused_split, k.shape[1]
+        kv_all, landing = self._fused_kv_start(k, v)
+        out, lse = self._fwd(q, kv_all[:, :h], kv_all[:, h:], split.local, backend)
+        landing()
+        for block in split.blocks:
+            g = block.geometry
+            kv = kv_all[g.k_start:g.k_end]
+            o, l = self._fwd(q[g.q_start:g.q_end], kv[:, :h], kv[:, h:], block.attn, backend)
+            out[g.q_start:g.q_end] = o
+            lse[g.q_start:g.q_end] = l
+        return out, lse, kv_all
+
+    def _split_backward(self, dout, q, k, v, out, lse, backend: str, kv_all=None):
+        """The blocks first: the received keys' dK/dV come from them alone, so their reduce to
+        the owners runs while the local rows' kernel does; the own keys' dK/dV are the local
+        call's plus the blocks' own pieces."""
+        split, lay, h = self.meta.fused_split, self.meta.fused_layout, k.shape[1]
+        if kv_all is None:
+            kv_all = self._fused_kv(k, v)
+        recv = self.meta.stages[0].cast.recv_seqlen
+        partial = torch.zeros((recv, 2 * h, k.shape[2]), dtype=k.dtype, device=k.device)
+        block_grads = []
+        for block in split.blocks:
+            g = block.geometry
+            rows, kv = slice(g.q_start, g.q_end), kv_all[g.k_start:g.k_end]
+            dq_b, dk_b, dv_b = self._bwd(dout[rows], q[rows], kv[:, :h], kv[:, h:], out[rows],
+                                         lse[rows], block.attn, backend)
+            dkv_b = torch.cat([dk_b, dv_b], dim=1)
+            for at, src, m in g.recv_pieces:
+                partial[src:src + m] += dkv_b[at:at + m]
+            block_grads.append((g, dq_b, dkv_b))
+        dkv = torch.empty((k.shape[0], 2 * h, k.shape[2]), dtype=torch.float32, device=k.device)
+        # the reduce adds into dkv when waited for, so with overlap off it starts once dkv holds
+        # the own keys' gradients
+        reducing = self._reduce(partial, dkv, 0) if self.overlap else None
+        dq, dk_all, dv_all = self._bwd(dout, q, kv_all[:, :h], kv_all[:, h:], out, lse,
+                                       split.local, backend)
+        dq = torch.zeros_like(q) if dq is None else dq
+        for src, dst, m in lay.own_copies:
+            dkv[src:src + m, :h] = dk_all[dst:dst + m]
+            dkv[src:src + m, h:] = dv_all[dst:dst + m]
+        for g, dq_b, dkv_b in block_grads:
+            if dq_b is not None:
+                dq[g.q_start:g.q_end] = dq_b
+            for at, loc, m in g.own_pieces:
+                dkv[loc:loc + m] += dkv_b[at:at + m]
+        (reducing or self._reduce(partial, dkv, 0)).wait()
+        return dq, dkv[:, :h].to(k.dtype), dkv[:, h:].to(v.dtype)
 
     def _fused_backward(self, dout, q, k, v, out, lse, backend: str, kv_all=None):
         """One backward kernel over the fused KV (the forward's buffer when given: no second

@@ -2,9 +2,11 @@
 
 Two ways to run a rank's remote keys (one cost model, per rank, forward + backward):
 
-- fused: one stage; the rank waits for its remote KV, then ONE kernel runs over
-  ``[own KV | received KV]``. Communication is fully exposed, but there is no partial-result
-  merge: the right choice when the link is fast and the cast small (NVLink, cp 2).
+- fused: one stage; ONE kernel runs over ``[own KV | received KV]``, with no partial-result
+  merge: the right choice when the link is fast and the cast small (NVLink, cp 2). The backward
+  reuses the forward's buffer (no second cast). Cut by rows (``fused_split``), the kernel of the
+  rows that read no received key runs while the cast is in flight (forward) and while the
+  remote dK/dV go back (backward), hiding up to its own time; else the communication is exposed.
 - staged (``num_stages`` >= 1): the host stage computes while stage 1's KV arrives; stage j + 1
   is prefetched while stage j computes; each stage's partial output is merged by lse (forward)
   and its dq added (backward), a pass over q-sized tensors that is not free (~10 bytes per
@@ -16,6 +18,8 @@ preferring fused, then fewer stages, within ``tolerance``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .fused_split import MIN_LOCAL_SHARE
 
 BWD_COMPUTE_FACTOR = 2.5   # backward FLOPs / forward FLOPs (FlashAttention: 2.5x)
 MERGE_BYTES_PER_Q_BYTE = 5.0  # fp32 acc read + write and a bf16 partial read, per bf16 q byte
@@ -52,13 +56,15 @@ class OverlapConfig:
 
 @dataclass(frozen=True)
 class RankCost:
-    """One rank's work: host-stage area, remote-stage area (cells), remote KV bytes and the
-    bytes of its q shard (what a merge pass reads and writes)."""
+    """One rank's work: host-stage area, remote-stage area (cells), remote KV bytes, the
+    bytes of its q shard (what a merge pass reads and writes) and the area of its rows that
+    read no remote key (what the fused stage cut by rows runs while communicating)."""
 
     host_area: float
     remote_area: float
     remote_bytes: float
     q_bytes: float = 0.0
+    local_rows_area: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -85,13 +91,16 @@ def _rates(cost: RankCost, flops_per_cell: float, config: OverlapConfig):
 
 def predicted_fused_us(cost: RankCost, flops_per_cell: float, config: OverlapConfig
                        ) -> tuple[float, float, float]:
-    """(time, comm, exposed) of the fused single stage: cast, one kernel; backward: cast, one
-    kernel, reduce of the remote dK/dV."""
+    """(time, comm, exposed) of the fused single stage: cast, one kernel; backward: one kernel
+    on the forward's buffer, reduce of the remote dK/dV; the local rows' kernel (where the
+    split pays: ``fused_split.MIN_LOCAL_SHARE``) hides each up to its own time."""
     compute, comm, _ = _rates(cost, flops_per_cell, config)
     area = cost.host_area + cost.remote_area
-    total_comm = 3 * comm  # fwd cast, bwd cast, bwd reduce
-    time = total_comm + (1 + BWD_COMPUTE_FACTOR) * compute(area) + 3 * config.stage_overhead_us
-    return time, total_comm, total_comm
+    local = cost.local_rows_area if cost.local_rows_area >= MIN_LOCAL_SHARE * area else 0.0
+    exposed = sum(max(0.0, comm - factor * compute(local)) for factor in (1.0, BWD_COMPUTE_FACTOR))
+    calls = 2 if local else 1  # kernels per direction (the local rows' call and at least one)
+    time = exposed + (1 + BWD_COMPUTE_FACTOR) * compute(area) + 2 * calls * config.stage_overhead_us
+    return time, 2 * comm, exposed
 
 
 def predicted_time_us(cost: RankCost, num_stages: int, flops_per_cell: float,

@@ -12,6 +12,7 @@ from .attn_meta import host_runs, local_row_pieces, map_keys, merge_adjacent
 from .comm_meta import RowPieces, TransferTable, cast_args
 from .dispatch import DispatchMeta
 from .fused_layout import FusedLayout, plan_fused_layout
+from .fused_split import BlockGeometry, split_rows
 from .slice_array import SliceArray
 
 
@@ -47,6 +48,26 @@ class RemoteStage:
 
 
 @dataclass(frozen=True)
+class RemoteBlock:
+    """One remote block of the fused split (``fused_split``): its geometry and kernel args."""
+
+    geometry: BlockGeometry
+    attn: StageAttnArgs
+
+
+@dataclass(frozen=True)
+class FusedSplit:
+    """The fused stage cut by rows: ``local`` (every row reading no received key, on the whole
+    fused buffer) runs while the cast is in flight, then each block over its rows and keys."""
+
+    local: StageAttnArgs
+    blocks: tuple[RemoteBlock, ...]
+
+    def stage_args(self) -> tuple[StageAttnArgs, ...]:
+        return (self.local, *(b.attn for b in self.blocks))
+
+
+@dataclass(frozen=True)
 class DistAttnRuntimeMeta:
     """``fused``: set when the one remote stage runs together with the host stage in one
     kernel over one KV buffer holding the own runs and the received ranges, placed as
@@ -60,6 +81,7 @@ class DistAttnRuntimeMeta:
     stages: tuple[RemoteStage, ...]
     fused: StageAttnArgs | None = None
     fused_layout: FusedLayout | None = None
+    fused_split: FusedSplit | None = None
 
     @property
     def num_stages(self) -> int:
@@ -67,7 +89,8 @@ class DistAttnRuntimeMeta:
 
 
 def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferTable, rank: int,
-                       fused: bool = False) -> DistAttnRuntimeMeta:
+                       fused: bool = False, split: bool = True) -> DistAttnRuntimeMeta:
+    """``split``: cut the fused stage by rows where that pays (``fused_split``)."""
     pieces = local_row_pieces(rows, dispatch, rank)
     n = dispatch.shard_seqlen
     own = host_runs(dispatch, rank)
@@ -78,12 +101,23 @@ def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferT
         attn = StageAttnArgs(merge_adjacent(map_keys(pieces, recv_runs)), n, args.recv_seqlen)
         stages.append(RemoteStage(args, attn))
         recv.append(recv_runs)
-    both = layout = None
+    both = layout = cut = None
     if fused and len(stages) == 1:
         cast = stages[0].cast
         bounds = np.cumsum(cast.recv_split_sizes)
         src = np.searchsorted(bounds, recv[0][:, 2], side="right")  # the cast's source order
         layout = plan_fused_layout(own, recv[0], src, rank)
         both = StageAttnArgs(merge_adjacent(map_keys(pieces, layout.runs)), n, layout.size)
+        if split:
+            cut = _fused_split(both, layout, n)
     return DistAttnRuntimeMeta(rank, dispatch.cp_size, dispatch.shard_seqlen, host, tuple(stages),
-                               both, layout)
+                               both, layout, cut)
+
+
+def _fused_split(both: StageAttnArgs, layout: FusedLayout, n: int) -> FusedSplit | None:
+    rows = split_rows(both.slices, n, layout.recv_copies, layout.own_copies)
+    if rows is None:
+        return None
+    blocks = tuple(RemoteBlock(g, StageAttnArgs(merge_adjacent(g.slices), g.q_end - g.q_start,
+                                                g.k_end - g.k_start)) for g in rows.blocks)
+    return FusedSplit(StageAttnArgs(merge_adjacent(rows.local), n, layout.size), blocks)

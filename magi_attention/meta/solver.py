@@ -8,8 +8,9 @@ import numpy as np
 
 from ..common import AttnSlice
 from .algorithms import DispatchAlgorithm
-from .comm_meta import (RowPieces, TransferTable, build_transfer_table, needed_ranges,
-                        remote_ranges, row_pieces)
+from .attn_meta import host_runs
+from .comm_meta import (RowPieces, TransferTable, build_transfer_table, merge_ranges,
+                        needed_ranges, remote_ranges, row_pieces)
 from .dispatch import DispatchMeta, solve_dispatch
 from .dispatch_choice import DispatchChoice, choose_and_solve
 from .overlap_solver import OverlapConfig, RankCost, StagePlan, choose_stage_plan
@@ -109,5 +110,26 @@ def rank_costs(rows: RowPieces, dispatch: DispatchMeta, shape: AttnShape) -> lis
     areas = dispatch.bucket_areas().astype(np.float64)
     frac = np.divide(remote, needed, out=np.zeros_like(remote), where=needed > 0)
     q_bytes = dispatch.shard_seqlen * shape.num_heads_q * shape.head_dim * shape.element_size
-    return [RankCost(a * (1 - f), a * f, float(t) * shape.kv_bytes_per_token, q_bytes)
-            for a, f, t in zip(areas, frac, remote)]
+    local = local_rows_areas(rows, dispatch)
+    return [RankCost(a * (1 - f), a * f, float(t) * shape.kv_bytes_per_token, q_bytes, lo)
+            for a, f, t, lo in zip(areas, frac, remote, local)]
+
+
+def local_rows_areas(rows: RowPieces, dispatch: DispatchMeta) -> np.ndarray:
+    """Per rank, the area of the row pieces on rows that read only the rank's own keys (no
+    piece on the same rows reaches a key another rank holds): float64 [cp_size]."""
+    out = np.zeros(dispatch.cp_size)
+    for rank in range(dispatch.cp_size):
+        mine = rows.pieces.take(np.flatnonzero(rows.rank == rank))
+        if len(mine) == 0:
+            continue
+        runs = host_runs(dispatch, rank)  # sorted by global start
+        at = np.searchsorted(runs[:, 0], mine.k_start, side="right") - 1
+        own = (at >= 0) & (mine.k_end <= runs[np.maximum(at, 0), 1])
+        _, lo, hi = merge_ranges(np.zeros(int((~own).sum()), dtype=np.int64),
+                                 mine.q_start[~own], mine.q_end[~own])
+        i = np.searchsorted(hi, mine.q_start, side="right")  # first remote range ending after
+        safe = np.minimum(i, max(len(lo) - 1, 0))
+        shares_rows = (i < len(lo)) & (lo[safe] < mine.q_end) if len(lo) else np.zeros(len(mine), bool)
+        out[rank] = float(mine.areas()[~shares_rows].sum())
+    return out
