@@ -105,6 +105,7 @@ class MagiAttention(CPStrategy):
             num_stages=num_stages, softmax_scale=kernel.softmax_scale, softcap=kernel.softcap,
             backend=kernel.backend, dtype=getattr(torch, dtype))
         meta = self.key.meta.dispatch
+        chunk = meta.chunk_size  # "auto" may cut balanced_runs finer than asked
         self.layouts = [[AttnRange(c * chunk, (c + 1) * chunk) for c in meta.chunks_of(r)]
                         for r in range(self.cp_size)]
         stages = self.key.runtime.meta.stages

@@ -122,7 +122,8 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
     runtime = DistAttnRuntime(meta.runtime, groups.cp_group, softmax_scale, softcap, backend,
                               hier_stages=hier_stages, hier_groups=hier_groups)
     resolved = runtime.prepare(device, head_dim, dtype, num_heads_q, num_heads_kv)
-    return DistAttnKey(total_seqlen, chunk_size, groups, meta, runtime, resolved)
+    # "auto" may cut balanced_runs on finer chunks than asked (dispatch_choice.refine_cut)
+    return DistAttnKey(total_seqlen, meta.dispatch.chunk_size, groups, meta, runtime, resolved)
 
 
 def magi_attn_varlen_key(cu_seqlens: Sequence[int] | torch.Tensor, num_heads_q: int,

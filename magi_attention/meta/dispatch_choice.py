@@ -18,11 +18,21 @@ plus PARTIAL_TILE_COST full tiles per partial tile; on the Triton kernel, which 
 tile it touches whole, a mask counts its touched 128 x 64 tiles (min_heap's 512-token pieces
 cut the causal diagonals of documents into more of them). For any other kernel (the CPU
 reference) "auto" is min_heap without evaluation.
+
+balanced_runs cuts for equal area, but a kernel's time is not its area: FA4 pays per 128 x 128
+tile it visits (a short causal document's diagonal tiles are half empty) and per q tile (loading
+Q, the pipeline fill, writing O), ~3.2 tiles' worth (notes/magi_cp.md, session 17: 1.52 / 1.62
+ms of kernel on the two ranks of causal_document at 32k, equal area). At cp 2 the cut is
+therefore moved by up to ``REFINE_CHUNKS`` chunks to the one whose slower rank the tile model
+predicts fastest (Triton: its touched tiles), on chunks of half the size where the sequence
+allows (a cut is a dispatch boundary only: ranks still hold two runs each; the key then reports
+the finer chunk_size).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .algorithms import DispatchAlgorithm
 from .dispatch import solve_dispatch
 from .overlap_solver import BWD_COMPUTE_FACTOR, OverlapConfig
 from .slice_array import SliceArray
@@ -37,6 +47,11 @@ FA4_TILE = 128
 TRITON_TILE = (128, 64)  # the Triton forward's default tile (kernels/triton/configs.py)
 EVALUATED_KERNELS = ("fa4", "triton")
 CANDIDATES = ("min_heap", "sequential", "balanced_runs")
+# FA4 forward on an H200 (64 q heads, head_dim 128), fit to the kernel alone on both ranks of
+# causal_document 32k at cp 2 (notes/magi_cp.md, session 17): time = a * key tiles + b * q tiles
+FA4_US_PER_TILE = 0.68
+FA4_US_PER_Q_TILE = 2.2
+REFINE_CHUNKS = 4  # balanced_runs' cut is tried this many chunks either way (cp 2)
 
 
 @dataclass(frozen=True)
@@ -59,10 +74,90 @@ def effective_area(attn, kernel: str = "fa4") -> float:
 
 
 def rank_stage_masks(runtime) -> list:
-    """The masks a rank's kernels run: the fused one, or the host and every remote stage."""
+    """The masks a rank's kernels run: the fused one (its row split's parts where it is cut),
+    or the host and every remote stage."""
+    if runtime.fused_split is not None:
+        return list(runtime.fused_split.stage_args())
     if runtime.fused is not None:
         return [runtime.fused]
     return [runtime.host, *(stage.attn for stage in runtime.stages)]
+
+
+def tile_time(attn, kernel: str) -> float | None:
+    """The tile model's time of one stage mask (FA4: us, only where FA4 runs it natively, else
+    None; Triton: its touched tiles, a relative count)."""
+    if kernel == "triton":
+        return effective_area(attn, "triton")
+    from ..kernels.fa4._convert import native_groups_of, native_of
+    from ..kernels.fa4._native import native_tiles
+    plan = attn.plan
+    form = native_of(plan)
+    if form is not None:
+        parts = [(form, plan.seqlen_q, plan.seqlen_k)]
+    else:
+        groups = native_groups_of(plan)
+        if groups is None:
+            return None
+        parts = [(g.form, g.q_end - g.q_start, g.k_end - g.k_start) for g in groups]
+    total = 0.0
+    for form, sq, sk in parts:
+        tiles, q_tiles = native_tiles(form, sq, sk, FA4_TILE, FA4_TILE)
+        total += FA4_US_PER_TILE * tiles + FA4_US_PER_Q_TILE * q_tiles
+    return total
+
+
+def slowest_tile_time(runtimes, kernel: str) -> float | None:
+    """The tile model's time of the slowest rank (None where a mask is outside the model)."""
+    worst = 0.0
+    for runtime in runtimes:
+        times = [tile_time(a, kernel) for a in rank_stage_masks(runtime) if a.num_slices]
+        if any(t is None for t in times):
+            return None
+        worst = max(worst, sum(times))
+    return worst
+
+
+class _FixedBuckets(DispatchAlgorithm):
+    """A given bucket assignment (a moved cut of balanced_runs)."""
+
+    name = "balanced_runs"
+
+    def __init__(self, buckets) -> None:
+        self.buckets = buckets
+
+    def _solve(self, areas, num_buckets, per_bucket):
+        return [list(b) for b in self.buckets]
+
+
+def refine_cut(slices, total_seqlen: int, chunk_size: int, shape, overlap: OverlapConfig,
+               kernel: str, solved, runtimes):
+    """At cp 2, balanced_runs' mirror (rank 0: chunks [a, a + n); rank 1 the rest) with ``a``
+    moved by up to ``REFINE_CHUNKS`` chunks, in steps of half a chunk where the sequence allows,
+    to the cut of the fastest slower rank by the tile model; (solved, runtimes) of the best (the
+    given ones when nothing beats them)."""
+    from .solver import solve_for_dispatch
+    dispatch = solved.dispatch
+    own = dispatch.chunks_of(0)
+    n = len(own)
+    best = slowest_tile_time(runtimes, kernel)
+    if dispatch.cp_size != 2 or best is None or list(own) != list(range(own[0], own[0] + n)):
+        return solved, runtimes
+    step = 2 if chunk_size % 2 == 0 and chunk_size // 2 >= FA4_TILE else 1
+    chunk, a0, n = chunk_size // step, own[0] * step, n * step
+    total = total_seqlen // chunk
+    for a in range(max(0, a0 - REFINE_CHUNKS * step),
+                   min(total - n, a0 + REFINE_CHUNKS * step) + 1):
+        if a == a0:
+            continue
+        middle = list(range(a, a + n))
+        outer = list(range(a)) + list(range(a + n, total))
+        moved = solve_dispatch(slices, total_seqlen, 2, chunk, _FixedBuckets([middle, outer]))
+        cand = solve_for_dispatch(slices, moved, shape, overlap)
+        cand_runtimes = [cand.runtime(r) for r in range(2)]
+        t = slowest_tile_time(cand_runtimes, kernel)
+        if t is not None and t < best:
+            best, solved, runtimes = t, cand, cand_runtimes
+    return solved, runtimes
 
 
 def predicted_us(runtimes, exposed_us: float, flops_per_cell: float,
@@ -88,6 +183,9 @@ def choose_and_solve(slices, total_seqlen: int, cp_size: int, chunk_size: int, s
         dispatch = solve_dispatch(slices, total_seqlen, cp_size, chunk_size, name)
         solved = solve_for_dispatch(slices, dispatch, shape, overlap)
         runtimes = [solved.runtime(r) for r in range(cp_size)]
+        if name == "balanced_runs":
+            solved, runtimes = refine_cut(slices, total_seqlen, chunk_size, shape, overlap,
+                                          kernel, solved, runtimes)
         times[name] = float(predicted_us(runtimes, solved.stage_plan.exposed_us,
                                          shape.flops_per_cell, overlap, kernel))
         solves[name] = (solved, runtimes)

@@ -213,3 +213,26 @@ def _group(row, lo, hi, q0: int, q1: int, seqlen_k: int) -> NativeGroup | None:
     k0, k1 = int(lo[a:b].min()), int(hi[a:b].max())
     form = native_form(row[a:b] - q0, lo[a:b] - k0, hi[a:b] - k0, q1 - q0, k1 - k0)
     return None if form is None else NativeGroup(q0, q1, k0, k1, form)
+
+
+def native_tiles(form: NativeForm, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int
+                 ) -> tuple[int, int]:
+    """(key tiles, q tiles) FA4 runs for ``form``: each entry tiled from its own start, each q
+    tile visiting the key tiles between its first row's first kept key and its last row's last
+    (causal and window tiles past the band are skipped). Entries without keys still run their
+    q tiles (they write out 0)."""
+    cq = np.asarray(form.cu_seqlens_q or (0, seqlen_q), dtype=np.int64)
+    ck = np.asarray(form.cu_seqlens_k or (0, seqlen_k), dtype=np.int64)
+    lq, lk = np.diff(cq), np.diff(ck)
+    n_qt = -(-lq // block_m)
+    entry = np.repeat(np.arange(len(lq)), n_qt)
+    t = np.arange(len(entry)) - np.repeat(np.cumsum(n_qt) - n_qt, n_qt)
+    first = t * block_m
+    last = np.minimum(first + block_m, lq[entry]) - 1
+    shift = lk[entry] - lq[entry]  # bottom-right alignment: row i's diagonal is key i + shift
+    lo = np.zeros(len(entry), dtype=np.int64) if form.window_left is None else \
+        np.maximum(0, first + shift - form.window_left)
+    hi = lk[entry] if form.window_right is None else \
+        np.minimum(lk[entry], last + shift + form.window_right + 1)
+    tiles = np.where(hi > lo, -(-hi // block_n) - lo // block_n, 0)
+    return int(tiles.sum()), int(len(entry))

@@ -106,3 +106,61 @@ def test_triton_auto_is_evaluated(name, expected):
                              kernel="triton")
     assert choice.algorithm in expected
     assert set(choice.predicted_us) == {"min_heap", "sequential", "balanced_runs"}
+
+
+def test_refined_cut_balances_the_fa4_tile_model():
+    """causal_document at 32k (the bench's documents), cp 2: cut for equal area, the rank with
+    the short documents has ~8% more tile time (their diagonal tiles are half empty); "auto"
+    moves balanced_runs' cut, on half chunks, to within 1% between the ranks."""
+    from magi_attention.meta.dispatch import solve_dispatch
+    from magi_attention.meta.dispatch_choice import choose_and_solve, slowest_tile_time
+    from magi_attention.meta.solver import solve_for_dispatch
+    seqlen = 32768
+    slices = SliceArray.from_slices(build_mask(
+        "causal_document", seqlen, doc_lens=sample_doc_lens(seqlen, seed=0, cap_ratio=0.25),
+        seed=0).slices)
+    plain = solve_for_dispatch(slices, solve_dispatch(slices, seqlen, 2, CHUNK, "balanced_runs"),
+                               SHAPE, OverlapConfig())
+    plain_runtimes = [plain.runtime(r) for r in range(2)]
+    choice, (solved, runtimes) = choose_and_solve(slices, seqlen, 2, CHUNK, SHAPE,
+                                                  OverlapConfig(), "fa4")
+    assert choice.algorithm == "balanced_runs" and solved.dispatch.chunk_size == CHUNK // 2
+    per_rank = [slowest_tile_time([rt], "fa4") for rt in runtimes]
+    assert max(per_rank) / min(per_rank) < 1.01
+    assert max(per_rank) < 0.97 * slowest_tile_time(plain_runtimes, "fa4")
+
+
+def _form_tiles_by_cells(form, seqlen_q, seqlen_k, bm, bn):
+    """Tiles of each entry's own grid holding a kept cell, and q tiles, from FA4's varlen rule
+    applied cell by cell."""
+    cq = form.cu_seqlens_q or (0, seqlen_q)
+    ck = form.cu_seqlens_k or (0, seqlen_k)
+    tiles = q_tiles = 0
+    for b in range(len(cq) - 1):
+        lq, lk = cq[b + 1] - cq[b], ck[b + 1] - ck[b]
+        i = np.arange(lq)[:, None]
+        j = np.arange(lk)[None, :]
+        keep = np.ones((lq, lk), dtype=bool)
+        if form.window_left is not None:
+            keep &= j >= i + lk - lq - form.window_left
+        if form.window_right is not None:
+            keep &= j <= i + lk - lq + form.window_right
+        q_tiles += -(-lq // bm)
+        for t in range(0, lq, bm):
+            cols = np.flatnonzero(keep[t:t + bm].any(axis=0))
+            tiles += len(np.unique(cols // bn))
+    return tiles, q_tiles
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_native_tiles_count_the_tiles_with_kept_cells(seed):
+    from magi_attention.kernels.fa4._native import NativeForm, native_tiles
+    rng = np.random.default_rng(seed)
+    lens_q = rng.integers(0, 300, size=4)
+    lens_k = lens_q + rng.integers(0, 100, size=4) * (seed % 2)
+    cq, ck = tuple(int(x) for x in np.cumsum([0, *lens_q])), tuple(int(x) for x in np.cumsum([0, *lens_k]))
+    left = [None, 0, 50][seed % 3]
+    right = [0, None, 30][seed % 3] if left is not None else 0
+    form = NativeForm(cq, ck, left, right)
+    assert native_tiles(form, cq[-1], ck[-1], 64, 32) == \
+        _form_tiles_by_cells(form, cq[-1], ck[-1], 64, 32)
