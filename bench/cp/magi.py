@@ -18,6 +18,7 @@ import torch.distributed as dist
 from bench.masks.convert import to_slices_tensors
 from magi_attention.api import calc_attn, dispatch, magi_attn_flex_key, undispatch
 from magi_attention.common import AttnRange
+from magi_attention.meta import OverlapConfig
 
 from ._stats import CommStats
 from .base import CPStrategy
@@ -70,17 +71,20 @@ class MagiAttention(CPStrategy):
             "sorted_sequential" or "balanced_runs".
         head_dim, dtype: of q, k, v, for the overlap solver's cost model only (the runner fills
             them from the problem; defaults 128, "bfloat16").
+        fused_split: cut the fused stage by rows so the local rows' kernel hides the cast
+            (``magi_attention.meta.fused_split``; off by default, see OverlapConfig.split).
 
     The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
     no counterpart in the key and is ignored.
     """
 
     name = "magi"
-    knob_names = ("chunk_size", "num_stages", "dispatch_alg", "head_dim", "dtype")
+    knob_names = ("chunk_size", "num_stages", "dispatch_alg", "head_dim", "dtype",
+                  "fused_split")
 
     @classmethod
     def _check(cls, mask, num_heads_q, num_heads_kv, cp_size, chunk_size=None, num_stages=None,
-               dispatch_alg="auto", head_dim=128, dtype="bfloat16"):
+               dispatch_alg="auto", head_dim=128, dtype="bfloat16", fused_split=False):
         if dispatch_alg not in DISPATCH_ALGS:
             raise ValueError(f"magi: dispatch_alg must be one of {DISPATCH_ALGS}, "
                              f"got {dispatch_alg!r}")
@@ -95,14 +99,15 @@ class MagiAttention(CPStrategy):
         return None
 
     def _build(self, chunk_size=None, num_stages=None, dispatch_alg="auto", head_dim=128,
-               dtype="bfloat16") -> None:
+               dtype="bfloat16", fused_split=False) -> None:
         seqlen = self.mask.seqlen
         chunk = chunk_size if chunk_size is not None else default_chunk_size(seqlen, self.cp_size)
         kernel = self.kernel
         self.key = magi_attn_flex_key(
             *to_slices_tensors(self.mask, "cpu"), seqlen, self.num_heads_q, self.num_heads_kv,
             head_dim, self.group, chunk_size=chunk, dispatch_alg=dispatch_alg,
-            num_stages=num_stages, softmax_scale=kernel.softmax_scale, softcap=kernel.softcap,
+            num_stages=num_stages, overlap=OverlapConfig(split=bool(fused_split)),
+            softmax_scale=kernel.softmax_scale, softcap=kernel.softcap,
             backend=kernel.backend, dtype=getattr(torch, dtype))
         meta = self.key.meta.dispatch
         chunk = meta.chunk_size  # "auto" may cut balanced_runs finer than asked

@@ -36,6 +36,9 @@ class OverlapConfig:
     num_stages: int | None = None
     max_stages: int = 8
     fused: bool | None = None
+    # cut the fused stage by rows (fused_split). Off by default: on 2 H200s (session 18) the
+    # extra launches cost more than the 20-400 us of cast they hid (notes/magi_cp.md)
+    split: bool = False
     compute_tflops: float = 450.0        # attention forward throughput, TFLOPs/s
     comm_gb_per_s: float = 150.0         # per-rank all-to-all bandwidth, GB/s
     hbm_gb_per_s: float = 3000.0         # memory bandwidth of elementwise passes, GB/s
@@ -76,6 +79,7 @@ class StagePlan:
     predicted_us: float = 0.0
     comm_us: float = 0.0      # communication time of fwd + bwd (casts and reduces)
     exposed_us: float = 0.0   # of which not hidden behind computation
+    split: bool = False       # the fused stage is cut by rows where that pays (fused_split)
 
     @property
     def hidden_us(self) -> float:
@@ -96,7 +100,8 @@ def predicted_fused_us(cost: RankCost, flops_per_cell: float, config: OverlapCon
     split pays: ``fused_split.MIN_LOCAL_SHARE``) hides each up to its own time."""
     compute, comm, _ = _rates(cost, flops_per_cell, config)
     area = cost.host_area + cost.remote_area
-    local = cost.local_rows_area if cost.local_rows_area >= MIN_LOCAL_SHARE * area else 0.0
+    local = cost.local_rows_area if (config.split and
+                                     cost.local_rows_area >= MIN_LOCAL_SHARE * area) else 0.0
     exposed = sum(max(0.0, comm - factor * compute(local)) for factor in (1.0, BWD_COMPUTE_FACTOR))
     calls = 2 if local else 1  # kernels per direction (the local rows' call and at least one)
     time = exposed + (1 + BWD_COMPUTE_FACTOR) * compute(area) + 2 * calls * config.stage_overhead_us
@@ -140,7 +145,7 @@ def choose_stage_plan(costs: list[RankCost], flops_per_cell: float, config: Over
     options: list[StagePlan] = []  # in order of preference
     if config.fused is not False and config.num_stages in (None, 1):
         t, c, e = worst(lambda cost: predicted_fused_us(cost, flops_per_cell, config))
-        options.append(StagePlan(1, True, t, c, e))
+        options.append(StagePlan(1, True, t, c, e, split=config.split))
     if not config.fused:
         counts = [config.num_stages] if config.num_stages else range(1, config.max_stages + 1)
         for n in counts:

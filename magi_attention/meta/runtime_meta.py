@@ -89,7 +89,7 @@ class DistAttnRuntimeMeta:
 
 
 def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferTable, rank: int,
-                       fused: bool = False, split: bool = True) -> DistAttnRuntimeMeta:
+                       fused: bool = False, split: bool = False) -> DistAttnRuntimeMeta:
     """``split``: cut the fused stage by rows where that pays (``fused_split``)."""
     pieces = local_row_pieces(rows, dispatch, rank)
     n = dispatch.shard_seqlen

@@ -61,7 +61,7 @@ class DispatchSolve:
 
     def runtime(self, rank: int) -> DistAttnRuntimeMeta:
         return build_runtime_meta(self.rows, self.dispatch, self.table, rank,
-                                  fused=self.stage_plan.fused)
+                                  fused=self.stage_plan.fused, split=self.stage_plan.split)
 
 
 def solve_for_dispatch(slices: SliceArray, dispatch: DispatchMeta, shape: AttnShape,

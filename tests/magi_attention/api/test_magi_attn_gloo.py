@@ -33,7 +33,7 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shap
 
     # num_stages: a count, None (the solver chooses), "fused" (one kernel over own + received
     # KV) or "staged1" (one overlapped stage with a merge)
-    overlap = {"fused": OverlapConfig(fused=True),
+    overlap = {"fused": OverlapConfig(fused=True, split=True),
                "staged1": OverlapConfig(fused=False, num_stages=1)}.get(num_stages)
     stages = None if isinstance(num_stages, str) else num_stages
 

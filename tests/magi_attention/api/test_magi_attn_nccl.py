@@ -55,7 +55,7 @@ def _worker(rank, port, out_dir, backend, device="cuda", seqlen=SEQLEN):
             key = magi_attn_flex_key(*convert.to_slices_tensors(mask, "cpu"), seqlen, *HEADS,
                                      HEAD_DIM, dist.group.WORLD, chunk_size=512,
                                      dispatch_alg="balanced_runs", backend=backend,
-                                     overlap=OverlapConfig(fused=True))
+                                     overlap=OverlapConfig(fused=True, split=True))
             split = key.runtime.meta.fused_split is not None
             local = [dispatch(t.bfloat16(), key).requires_grad_() for t in (q, k, v)]
             dout_local = dispatch(dout.bfloat16(), key)

@@ -110,8 +110,8 @@ def test_triton_auto_is_evaluated(name, expected):
 
 def test_refined_cut_balances_the_fa4_tile_model():
     """causal_document at 32k (the bench's documents), cp 2: cut for equal area, the rank with
-    the short documents has ~8% more tile time (their diagonal tiles are half empty); "auto"
-    moves balanced_runs' cut, on half chunks, to within 1% between the ranks."""
+    the short documents has ~4% more tile time (their diagonal tiles are half empty); "auto"
+    moves balanced_runs' cut, on half chunks, to within 2% between the ranks."""
     from magi_attention.meta.dispatch import solve_dispatch
     from magi_attention.meta.dispatch_choice import choose_and_solve, slowest_tile_time
     from magi_attention.meta.solver import solve_for_dispatch
@@ -126,8 +126,8 @@ def test_refined_cut_balances_the_fa4_tile_model():
                                                   OverlapConfig(), "fa4")
     assert choice.algorithm == "balanced_runs" and solved.dispatch.chunk_size == CHUNK // 2
     per_rank = [slowest_tile_time([rt], "fa4") for rt in runtimes]
-    assert max(per_rank) / min(per_rank) < 1.01
-    assert max(per_rank) < 0.97 * slowest_tile_time(plain_runtimes, "fa4")
+    assert max(per_rank) / min(per_rank) < 1.02
+    assert max(per_rank) < 0.98 * slowest_tile_time(plain_runtimes, "fa4")
 
 
 def _form_tiles_by_cells(form, seqlen_q, seqlen_k, bm, bn):

@@ -24,7 +24,7 @@ def _metas(name, cp_size, algorithm):
     mask = build_mask(name, SEQLEN, doc_lens=DOC_LENS, seed=1)
     slices = SliceArray.from_slices(mask.slices)
     return slices, [solve_magi_meta(slices, SEQLEN, cp_size, 32, r, SHAPE, algorithm,
-                                    OverlapConfig(fused=True)) for r in range(cp_size)]
+                                    OverlapConfig(fused=True, split=True)) for r in range(cp_size)]
 
 
 CASES = [(name, cp, alg) for name in ("causal_document", "full_document",
