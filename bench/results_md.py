@@ -596,10 +596,19 @@ CP_S16 = {"fa4, 16k/GPU": "h200x2/cp_history/cp_h200x2__fa4_16k__78e3bba90fea.cs
           "fa4, 64k/GPU": "h200x2/cp_history/cp_h200x2__fa4_64k__342cdf62bec1.csv",
           "triton, 64k/GPU": "h200x2/cp_history/cp_h200x2__triton_64k__78e3bba90fea.csv"}
 # session 17: FA4 with native groups (causal on balanced_runs), Triton with the TMA backward
-CP_S17 = {"fa4, 16k/GPU": "h200x2/cp/cp_h200x2__fa4_16k.csv",
-          "triton, 16k/GPU": "h200x2/cp/cp_h200x2__triton_16k.csv",
+# (its 16k runs moved to cp_history when session 18 measured 16k again)
+CP_S17 = {"fa4, 16k/GPU": "h200x2/cp_history/cp_h200x2__fa4_16k__ad557dfca2fe.csv",
+          "triton, 16k/GPU": "h200x2/cp_history/cp_h200x2__triton_16k__f581334a1415.csv",
           "fa4, 64k/GPU": "h200x2/cp/cp_h200x2__fa4_64k.csv",
           "triton, 64k/GPU": "h200x2/cp/cp_h200x2__triton_64k.csv"}
+# session 18: the tile-model cut of balanced_runs (16k, repeat 10); 64k not rerun at this code
+CP_S18 = {"fa4, 16k/GPU": "h200x2/cp/cp_h200x2__fa4_16k.csv",
+          "triton, 16k/GPU": "h200x2/cp/cp_h200x2__triton_16k.csv",
+          "fa4, 64k/GPU": CP_S17["fa4, 64k/GPU"],
+          "triton, 64k/GPU": CP_S17["triton, 64k/GPU"]}
+# session 18, the fused stage cut by rows on (the runs before it was turned off)
+CP_S18_SPLIT = {run: f"h200x2/cp_split/cp_h200x2__{run.split(',')[0]}_{run.split(' ')[1][:3]}"
+                     "__split.csv" for run in CP_S18}
 
 
 def cp2_s16_table(files: dict[str, str] = CP_S16) -> str:
@@ -728,6 +737,37 @@ def cp2_s17_changes() -> str:
         lines.append(f"| {run} | {mask} | {d} | {before['magi']:.0f} -> {after['magi']:.0f} | "
                      f"{ratio(before):.2f} -> {ratio(after):.2f} |")
     return "\n".join(lines)
+
+
+def cp2_s18_table() -> str:
+    return cp2_s16_table(CP_S18)
+
+
+def cp2_s18_summary() -> str:
+    return cp2_s16_summary(CP_S18)
+
+
+def cp2_s18_changes() -> str:
+    """magi at cp 2 on the masks either change of session 18 touches, TFLOPs/s/GPU and magi /
+    best baseline of its own run: session 17, the fused stage cut by rows (with the moved cut),
+    the moved cut alone (the default); at 64k only the first two were run."""
+    lines = ["| run | mask | dir | magi s17 / split / default now | magi / best s17 / split / "
+             "default now |", "|---|---|---|---|---|"]
+    ratio = lambda v: v["magi"] / max(_baselines(v).values())  # noqa: E731
+    for run in CP_S18:
+        now = CP_S18[run] if CP_S18[run] != CP_S17[run] else None
+        for mask in ("causal", "full_document", "causal_document", "block_causal_document"):
+            for d in ("fwd", "bwd"):
+                cells = [_cp_cells(f)[(mask, 2, d)] for f in (CP_S17[run], CP_S18_SPLIT[run])]
+                cells.append(_cp_cells(now)[(mask, 2, d)] if now else None)
+                tf = " / ".join(f"{c['magi']:.0f}" if c else "-" for c in cells)
+                rr = " / ".join(f"{ratio(c):.2f}" if c else "-" for c in cells)
+                lines.append(f"| {run} | {mask} | {d} | {tf} | {rr} |")
+    return "\n".join(lines)
+
+
+def pytest_nccl_split() -> str:
+    return _pytest_counts("h200x2/tests/pytest_nccl_split_0d26ef42cf48.log")
 
 
 FA4_GROUPS = "h200x2/fa4_groups/fa4_bench.csv"
@@ -1052,6 +1092,10 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.cp2_s17_table": cp2_s17_table,
     "h200x2.cp2_s17_summary": cp2_s17_summary,
     "h200x2.cp2_s17_changes": cp2_s17_changes,
+    "h200x2.cp2_s18_table": cp2_s18_table,
+    "h200x2.cp2_s18_summary": cp2_s18_summary,
+    "h200x2.cp2_s18_changes": cp2_s18_changes,
+    "h200x2.pytest_nccl_split": pytest_nccl_split,
     "h200x2.fa4_groups_table": fa4_groups_table,
     "h200x2.pytest_fa4_groups": pytest_fa4_groups,
     "h200x2.pytest_triton_s17": pytest_triton_s17,
