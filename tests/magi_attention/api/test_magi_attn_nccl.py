@@ -47,6 +47,7 @@ def _worker(rank, port, out_dir, backend, device="cuda", seqlen=SEQLEN):
         from magi_attention.common import slices_to_tensors
         from magi_attention.functional import flex_flash_attn_func
         from magi_attention.meta import OverlapConfig
+        from magi_attention.testing import assert_no_sync
         g = torch.Generator(device=device).manual_seed(0)
         make = lambda h: torch.randn(seqlen, h, HEAD_DIM, device=device, generator=g)  # noqa: E731
         q, k, v, dout = make(HEADS[0]), make(HEADS[1]), make(HEADS[1]), make(HEADS[0])
@@ -66,13 +67,7 @@ def _worker(rank, port, out_dir, backend, device="cuda", seqlen=SEQLEN):
 
             out, grads = step()
             if cuda:
-                torch.cuda.synchronize()
-                torch.cuda.set_sync_debug_mode("error")
-                try:
-                    step()
-                finally:
-                    torch.cuda.set_sync_debug_mode("default")
-                torch.cuda.synchronize()
+                assert_no_sync(step)
             got = [undispatch(t, key).float() for t in (out, *grads)]
             # the oracle: the reference kernel in fp32; the baseline error: the backend alone
             qr, kr, vr = (t.bfloat16().float().requires_grad_() for t in (q, k, v))

@@ -16,7 +16,7 @@ from magi_attention.common import to_dense
 from magi_attention.functional import (FlexAttnPlan, backend_reason, flex_flash_attn_func,
                                       resolve_backend)
 from magi_attention.kernels import reference
-from magi_attention.testing import dense_attention, random_slices
+from magi_attention.testing import assert_no_sync, dense_attention, random_slices
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
@@ -84,18 +84,6 @@ def test_issue_examples(backend):
                      AttnSlice.make(5, 30, 60, 80)], 64, 80, (4, 2), 64, 1)
 
 
-def _assert_no_sync(fn):
-    """Run fn under torch's sync debug mode set to error: a device-to-host copy or a stream
-    synchronisation inside raises RuntimeError."""
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        fn()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    torch.cuda.synchronize()
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mask_name", ["causal_document", "block_causal_document"])
 @pytest.mark.parametrize("form", ["plan", "tensors"])
@@ -116,7 +104,7 @@ def test_steady_state_call_does_not_synchronise(backend, mask_name, form):
         torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
 
     step()  # first call: plans, compiles
-    _assert_no_sync(step)
+    assert_no_sync(step)
 
 
 def test_auto_picks_the_fastest_installed_backend():
@@ -152,7 +140,7 @@ def test_calc_attn_does_not_synchronise(one_rank_group, mask_name):
         torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
 
     step()
-    _assert_no_sync(step)
+    assert_no_sync(step)
     assert key.backend == resolve_backend("auto", q, k, v)
 
 
