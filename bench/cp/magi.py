@@ -116,11 +116,14 @@ class MagiAttention(CPStrategy):
         stages = self.key.runtime.meta.stages
         self._cast_tokens = _sent_tokens(stages, self.cp_rank, reduce=False)
         self._reduce_tokens = _sent_tokens(stages, self.cp_rank, reduce=True)
-        # set_overlap must answer alike on every rank (it decides whether all time again)
-        splits = [None] * self.cp_size
-        dist.all_gather_object(splits, self.key.runtime.meta.fused_split is not None,
-                               group=self.group)
-        self._any_split = any(splits)
+        # set_overlap must answer alike on every rank (it decides whether all time again);
+        # the split is per rank, so the ranks agree on it (only where it was asked for)
+        self._any_split = False
+        if fused_split:
+            splits = [None] * self.cp_size
+            dist.all_gather_object(splits, self.key.runtime.meta.fused_split is not None,
+                                   group=self.group)
+            self._any_split = any(splits)
         plan = self.key.meta.stage_plan
         # the overlap solver's prediction for the slowest rank (fwd + bwd); not a measurement
         self.notes = (f"chunk_size={chunk}; dispatch={self.key.meta.algorithm}; "

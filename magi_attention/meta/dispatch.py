@@ -74,7 +74,13 @@ def solve_dispatch(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int, 
     if not isinstance(slices, SliceArray):
         slices = SliceArray.from_slices(slices)
     areas = chunk_areas(slices, total_seqlen, chunk_size)
-    solution = get_dispatch_algorithm(algorithm).solve(areas, cp_size)
+    return dispatch_meta(areas, total_seqlen, cp_size, chunk_size,
+                         get_dispatch_algorithm(algorithm).solve(areas, cp_size))
+
+
+def dispatch_meta(areas: np.ndarray, total_seqlen: int, cp_size: int, chunk_size: int,
+                  solution: DispatchSolution) -> DispatchMeta:
+    """The DispatchMeta of a bucket assignment of chunks weighing ``areas``."""
     owner = solution.owner(len(areas))
     local_offset = np.zeros(len(areas), dtype=np.int64)
     for bucket in solution.buckets:

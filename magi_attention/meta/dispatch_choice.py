@@ -32,10 +32,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .algorithms import DispatchAlgorithm
-from .dispatch import solve_dispatch
+from .algorithms import DispatchSolution
+from .dispatch import dispatch_meta, solve_dispatch
 from .overlap_solver import BWD_COMPUTE_FACTOR, OverlapConfig
-from .slice_array import SliceArray
+from .slice_array import SliceArray, chunk_areas
 
 # The native and the block-sparse (bitmap) FA4 path differ only on partial tiles. notes/fa4.md,
 # H200 16k causal_document: block-sparse / native throughput 0.56 fwd, 0.58 bwd, with partial
@@ -117,18 +117,6 @@ def slowest_tile_time(runtimes, kernel: str) -> float | None:
     return worst
 
 
-class _FixedBuckets(DispatchAlgorithm):
-    """A given bucket assignment (a moved cut of balanced_runs)."""
-
-    name = "balanced_runs"
-
-    def __init__(self, buckets) -> None:
-        self.buckets = buckets
-
-    def _solve(self, areas, num_buckets, per_bucket):
-        return [list(b) for b in self.buckets]
-
-
 def refine_cut(slices, total_seqlen: int, chunk_size: int, shape, overlap: OverlapConfig,
                kernel: str, solved, runtimes):
     """At cp 2, balanced_runs' mirror (rank 0: chunks [a, a + n); rank 1 the rest) with ``a``
@@ -145,13 +133,14 @@ def refine_cut(slices, total_seqlen: int, chunk_size: int, shape, overlap: Overl
     step = 2 if chunk_size % 2 == 0 and chunk_size // 2 >= FA4_TILE else 1
     chunk, a0, n = chunk_size // step, own[0] * step, n * step
     total = total_seqlen // chunk
+    areas = chunk_areas(slices, total_seqlen, chunk)  # one weighing for every moved cut
     for a in range(max(0, a0 - REFINE_CHUNKS * step),
                    min(total - n, a0 + REFINE_CHUNKS * step) + 1):
         if a == a0:
             continue
-        middle = list(range(a, a + n))
-        outer = list(range(a)) + list(range(a + n, total))
-        moved = solve_dispatch(slices, total_seqlen, 2, chunk, _FixedBuckets([middle, outer]))
+        middle = tuple(range(a, a + n))
+        outer = tuple(range(a)) + tuple(range(a + n, total))
+        moved = dispatch_meta(areas, total_seqlen, 2, chunk, DispatchSolution((middle, outer)))
         cand = solve_for_dispatch(slices, moved, shape, overlap)
         cand_runtimes = [cand.runtime(r) for r in range(2)]
         t = slowest_tile_time(cand_runtimes, kernel)

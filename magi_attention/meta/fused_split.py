@@ -54,16 +54,21 @@ class RowSplit:
     blocks: tuple[BlockGeometry, ...]
 
 
-def touches(slices: SliceArray, regions: np.ndarray) -> np.ndarray:
-    """Whether each slice's key range meets one of the disjoint ``regions`` [(start, end)]."""
+def meets(start: np.ndarray, end: np.ndarray, regions: np.ndarray) -> np.ndarray:
+    """Whether each non-empty range [start, end) meets one of the disjoint ``regions``
+    [(start, end)]."""
     regions = np.asarray(regions, dtype=np.int64).reshape(-1, 2)
     regions = regions[np.argsort(regions[:, 0], kind="stable")]
-    if len(regions) == 0 or len(slices) == 0:
-        return np.zeros(len(slices), dtype=bool)
-    first = np.searchsorted(regions[:, 1], slices.k_start, side="right")  # first ending after
+    if len(regions) == 0 or len(start) == 0:
+        return np.zeros(len(start), dtype=bool)
+    first = np.searchsorted(regions[:, 1], start, side="right")  # first region ending after
     safe = np.minimum(first, len(regions) - 1)
-    return (first < len(regions)) & (regions[safe, 0] < slices.k_end) & \
-        (slices.k_end > slices.k_start)
+    return (first < len(regions)) & (regions[safe, 0] < end) & (end > start)
+
+
+def touches(slices: SliceArray, regions: np.ndarray) -> np.ndarray:
+    """Whether each slice's key range meets one of the disjoint ``regions`` [(start, end)]."""
+    return meets(slices.k_start, slices.k_end, regions)
 
 
 def split_rows(slices: SliceArray, seqlen_q: int, recv_copies, own_copies

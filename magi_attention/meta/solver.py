@@ -13,6 +13,7 @@ from .comm_meta import (RowPieces, TransferTable, build_transfer_table, merge_ra
                         needed_ranges, remote_ranges, row_pieces)
 from .dispatch import DispatchMeta, solve_dispatch
 from .dispatch_choice import DispatchChoice, choose_and_solve
+from .fused_split import meets
 from .overlap_solver import OverlapConfig, RankCost, StagePlan, choose_stage_plan
 from .runtime_meta import DistAttnRuntimeMeta, build_runtime_meta
 from .slice_array import SliceArray
@@ -67,7 +68,8 @@ class DispatchSolve:
 def solve_for_dispatch(slices: SliceArray, dispatch: DispatchMeta, shape: AttnShape,
                        overlap: OverlapConfig) -> DispatchSolve:
     rows = row_pieces(slices, dispatch)
-    plan = choose_stage_plan(rank_costs(rows, dispatch, shape), shape.flops_per_cell, overlap)
+    plan = choose_stage_plan(rank_costs(rows, dispatch, shape, local_rows=overlap.split),
+                             shape.flops_per_cell, overlap)
     return DispatchSolve(dispatch, rows, plan, build_transfer_table(rows, dispatch, plan.num_stages))
 
 
@@ -100,8 +102,11 @@ def solve_magi_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int,
     return MagiMeta(solved.dispatch, solved.table, runtime, solved.stage_plan, name, choice)
 
 
-def rank_costs(rows: RowPieces, dispatch: DispatchMeta, shape: AttnShape) -> list[RankCost]:
-    """Per rank: area split into host / remote in proportion to the keys it needs from each."""
+def rank_costs(rows: RowPieces, dispatch: DispatchMeta, shape: AttnShape,
+               local_rows: bool = False) -> list[RankCost]:
+    """Per rank: area split into host / remote in proportion to the keys it needs from each;
+    ``local_rows``: also the area of the rows reading no remote key (only the fused stage cut
+    by rows uses it)."""
     dst, start, end = needed_ranges(rows, dispatch.cp_size)
     needed = np.bincount(dst, weights=end - start, minlength=dispatch.cp_size).astype(np.float64)
     r_dst, _, r_start, r_end = remote_ranges(dst, start, end, dispatch)
@@ -110,7 +115,7 @@ def rank_costs(rows: RowPieces, dispatch: DispatchMeta, shape: AttnShape) -> lis
     areas = dispatch.bucket_areas().astype(np.float64)
     frac = np.divide(remote, needed, out=np.zeros_like(remote), where=needed > 0)
     q_bytes = dispatch.shard_seqlen * shape.num_heads_q * shape.head_dim * shape.element_size
-    local = local_rows_areas(rows, dispatch)
+    local = local_rows_areas(rows, dispatch) if local_rows else np.zeros(dispatch.cp_size)
     return [RankCost(a * (1 - f), a * f, float(t) * shape.kv_bytes_per_token, q_bytes, lo)
             for a, f, t, lo in zip(areas, frac, remote, local)]
 
@@ -128,8 +133,6 @@ def local_rows_areas(rows: RowPieces, dispatch: DispatchMeta) -> np.ndarray:
         own = (at >= 0) & (mine.k_end <= runs[np.maximum(at, 0), 1])
         _, lo, hi = merge_ranges(np.zeros(int((~own).sum()), dtype=np.int64),
                                  mine.q_start[~own], mine.q_end[~own])
-        i = np.searchsorted(hi, mine.q_start, side="right")  # first remote range ending after
-        safe = np.minimum(i, max(len(lo) - 1, 0))
-        shares_rows = (i < len(lo)) & (lo[safe] < mine.q_end) if len(lo) else np.zeros(len(mine), bool)
+        shares_rows = meets(mine.q_start, mine.q_end, np.stack([lo, hi], axis=1))
         out[rank] = float(mine.areas()[~shares_rows].sum())
     return out
