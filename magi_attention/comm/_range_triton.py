@@ -1,4 +1,9 @@
-"""Triton kernels for range gather / scatter-add: one program per (row, block of the row)."""
+"""Triton kernels for range gather / scatter-add: one program per (row, block of the row).
+
+A row is the contiguous block of one token (``x[i]``); the row strides of the source and the
+output are arguments, so a column slice of a wider buffer (k's heads of a stacked k|v buffer)
+is read or written in place.
+"""
 from __future__ import annotations
 
 import torch
@@ -9,13 +14,14 @@ BLOCK = 1024  # elements of a row per program; a KV row is 2 * num_heads_kv * he
 
 
 @triton.jit
-def _gather_rows_kernel(x_ptr, out_ptr, index_ptr, row_numel, BLOCK_SIZE: tl.constexpr):
+def _gather_rows_kernel(x_ptr, out_ptr, index_ptr, row_numel, x_stride, out_stride,
+                        BLOCK_SIZE: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     keep = cols < row_numel
     src_row = tl.load(index_ptr + row).to(tl.int64)
-    vals = tl.load(x_ptr + src_row * row_numel + cols, mask=keep)
-    tl.store(out_ptr + row.to(tl.int64) * row_numel + cols, vals, mask=keep)
+    vals = tl.load(x_ptr + src_row * x_stride + cols, mask=keep)
+    tl.store(out_ptr + row.to(tl.int64) * out_stride + cols, vals, mask=keep)
 
 
 @triton.jit
@@ -29,17 +35,39 @@ def _scatter_add_rows_kernel(out_ptr, src_ptr, index_ptr, row_numel, BLOCK_SIZE:
     tl.atomic_add(out_ptr + dst_row * row_numel + cols, vals.to(out_ptr.dtype.element_ty), mask=keep)
 
 
+@triton.jit
+def _add_rows_kernel(out_ptr, src_ptr, index_ptr, row_numel, out_stride, src_stride,
+                     BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    keep = cols < row_numel
+    dst = out_ptr + tl.load(index_ptr + row).to(tl.int64) * out_stride + cols
+    vals = tl.load(src_ptr + row.to(tl.int64) * src_stride + cols, mask=keep).to(tl.float32)
+    # distinct destination rows: a plain read-add-write, summed in fp32 and rounded once
+    total = tl.load(dst, mask=keep).to(tl.float32) + vals
+    tl.store(dst, total.to(out_ptr.dtype.element_ty), mask=keep)
+
+
 def _grid(num_rows: int, row_numel: int):
     return (num_rows, triton.cdiv(row_numel, BLOCK))
 
 
-def gather_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    x = x.contiguous()
-    out = x.new_empty((index.shape[0],) + tuple(x.shape[1:]))
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    """``x`` itself when each token's row is one contiguous block (any row stride), else a
+    contiguous copy."""
+    return x if x.shape[0] == 0 or x[0].is_contiguous() else x.contiguous()
+
+
+def gather_rows(x: torch.Tensor, index: torch.Tensor, out: torch.Tensor | None = None
+                ) -> torch.Tensor:
+    """x[index] into a new tensor, or into ``out`` (rows of ``x``'s row shape, any row stride)."""
+    x = _rows(x)
+    if out is None:
+        out = x.new_empty((index.shape[0],) + tuple(x.shape[1:]))
     row_numel = x[0].numel() if x.shape[0] else 0
     if index.shape[0] and row_numel:
-        _gather_rows_kernel[_grid(index.shape[0], row_numel)](x, out, index, row_numel,
-                                                               BLOCK_SIZE=BLOCK)
+        _gather_rows_kernel[_grid(index.shape[0], row_numel)](
+            x, out, index, row_numel, x.stride(0), out.stride(0), BLOCK_SIZE=BLOCK)
     return out
 
 
@@ -51,4 +79,16 @@ def scatter_add_rows_(out: torch.Tensor, index: torch.Tensor, src: torch.Tensor)
     if index.shape[0] and row_numel:
         _scatter_add_rows_kernel[_grid(index.shape[0], row_numel)](out, src, index, row_numel,
                                                                     BLOCK_SIZE=BLOCK)
+    return out
+
+
+def add_rows_(out: torch.Tensor, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """out[index[i]] += src[i] for distinct ``index`` values (any row strides of both)."""
+    if _rows(out) is not out:
+        raise ValueError("add_rows_ needs each row of the output contiguous")
+    src = _rows(src)
+    row_numel = out[0].numel() if out.shape[0] else 0
+    if index.shape[0] and row_numel:
+        _add_rows_kernel[_grid(index.shape[0], row_numel)](
+            out, src, index, row_numel, out.stride(0), src.stride(0), BLOCK_SIZE=BLOCK)
     return out

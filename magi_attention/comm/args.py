@@ -41,6 +41,16 @@ class GroupCollectiveArgs:
     def recv_seqlen(self) -> int:
         return sum(self.recv_split_sizes)
 
+    @property
+    def sends_each_token_once(self) -> bool:
+        """No local token is in two send ranges (so group_reduce adds at most one partial into
+        each row: a plain add, no atomics, no fp32 accumulator needed)."""
+        if "once" not in self._index_cache:
+            r = self.send_ranges[np.argsort(self.send_ranges[:, 0], kind="stable")] \
+                if len(self.send_ranges) else self.send_ranges.reshape(0, 2)
+            self._index_cache["once"] = bool(np.all(r[1:, 0] >= r[:-1, 1]))
+        return self._index_cache["once"]
+
     def send_index(self, device) -> torch.Tensor:
         """Local token index of each sent token, int64 [send_seqlen], built once per device."""
         key = str(device)

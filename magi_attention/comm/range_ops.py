@@ -5,6 +5,8 @@ per device), so each is one pass over the moved rows.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 
 BACKENDS = ("auto", "torch", "triton")
@@ -32,6 +34,25 @@ def range_gather(x: torch.Tensor, index: torch.Tensor, backend: str = "auto") ->
     return x.index_select(0, index)
 
 
+def range_gather_stacked(xs: Sequence[torch.Tensor], index: torch.Tensor,
+                         backend: str = "auto") -> torch.Tensor:
+    """xs [seqlen, h_i, ...] -> [len(index), sum h_i, ...]: the rows ``index`` of each, side by
+    side along dim 1 (k and v gathered straight into a k|v send buffer, with no k|v copy of
+    the whole shard first)."""
+    x0 = xs[0]
+    out = x0.new_empty((index.shape[0], sum(x.shape[1] for x in xs)) + tuple(x0.shape[2:]))
+    at = 0
+    for x in xs:
+        part = out[:, at:at + x.shape[1]]
+        if _use_triton(x, backend):
+            from ._range_triton import gather_rows
+            gather_rows(x, index, out=part)
+        else:
+            part.copy_(x.index_select(0, index))
+        at += x.shape[1]
+    return out
+
+
 def range_scatter_add_(out: torch.Tensor, index: torch.Tensor, src: torch.Tensor,
                        backend: str = "auto") -> torch.Tensor:
     """out[index[i]] += src[i] for every row i (repeated indices accumulate); returns out."""
@@ -41,3 +62,18 @@ def range_scatter_add_(out: torch.Tensor, index: torch.Tensor, src: torch.Tensor
         from ._range_triton import scatter_add_rows_
         return scatter_add_rows_(out, index, src)
     return out.index_add_(0, index, src.to(out.dtype))
+
+
+def range_add_(out: torch.Tensor, index: torch.Tensor, src: torch.Tensor,
+               backend: str = "auto") -> torch.Tensor:
+    """out[index[i]] += src[i] for *distinct* indices, summed in fp32 and rounded once to
+    out's dtype (as an fp32 accumulator converted back would give); ``out`` and ``src`` may be
+    column slices of wider buffers. Returns out."""
+    if src.shape[0] != index.shape[0]:
+        raise ValueError(f"src has {src.shape[0]} rows, index {index.shape[0]}")
+    if _use_triton(out, backend) and out.dtype != torch.float64:
+        from ._range_triton import add_rows_
+        return add_rows_(out, index, src)
+    acc = torch.promote_types(out.dtype, torch.float32)
+    out[index] = (out[index].to(acc) + src.to(acc)).to(out.dtype)
+    return out

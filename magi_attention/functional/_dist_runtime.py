@@ -103,23 +103,38 @@ class DistAttnRuntime:
             self._streams[key] = torch.cuda.Stream(device=device)
         return self._streams[key]
 
-    def _cast(self, kv: torch.Tensor, stage: int, out: torch.Tensor | None = None):
+    def _cast(self, kv, stage: int, out: torch.Tensor | None = None):
+        """Group-cast stage ``stage``'s remote ranges of ``kv``: a tensor, or (k, v), gathered
+        straight into one k|v send buffer."""
         if self.hier_stages is not None:
+            if not isinstance(kv, torch.Tensor):  # the two-hop cast sends a stacked buffer
+                kv = torch.cat(kv, dim=1)
             if out is not None:  # the two-hop cast allocates its own buffer
                 buf = hier_group_cast(kv, self.hier_stages[stage], *self.hier_groups,
                                       self._stream(kv.device))
                 return _CopyInto(buf, out)
             return hier_group_cast(kv, self.hier_stages[stage], *self.hier_groups,
                                    self._stream(kv.device))
-        return group_cast(kv, self.meta.stages[stage].cast, self.group, self._stream(kv.device),
+        device = kv.device if isinstance(kv, torch.Tensor) else kv[0].device
+        return group_cast(kv, self.meta.stages[stage].cast, self.group, self._stream(device),
                           out=out)
 
-    def _reduce(self, partial: torch.Tensor, out: torch.Tensor, stage: int):
+    def _reduce(self, partial: torch.Tensor, out, stage: int):
+        """Group-reduce stage ``stage``'s ``partial`` into ``out``: one accumulator, or
+        (dk, dv) where the plain group_reduce can add into them (``reduces_in_place``)."""
         if self.hier_stages is not None:
             return hier_group_reduce(partial, out, self.hier_stages[stage], *self.hier_groups,
                                      self._stream(out.device))
+        device = out.device if isinstance(out, torch.Tensor) else out[0].device
         return group_reduce(partial, out, self.meta.stages[stage].cast, self.group,
-                            self._stream(out.device))
+                            self._stream(device))
+
+    @property
+    def reduces_in_place(self) -> bool:
+        """Whether the fused backward may add the returned partial dK/dV straight into the own
+        part's dk, dv (each own token sent to one rank: one partial a row, rounded once, as the
+        fp32 accumulator path gives), instead of an fp32 copy of the own part and back."""
+        return self.hier_stages is None and self.meta.stages[0].cast.sends_each_token_once
 
     def _scale(self, q: torch.Tensor) -> float:
         return 1.0 / math.sqrt(q.shape[-1]) if self.softmax_scale is None else self.softmax_scale
@@ -161,7 +176,7 @@ class DistAttnRuntime:
             return (*self._fwd(q, kv_all[:, :h], kv_all[:, h:], self.meta.fused, backend),
                     kv_all)
         num_heads_kv = k.shape[1]
-        kv = torch.cat([k, v], dim=1)
+        kv = (k, v)
         pending = self._issue(self._cast(kv, 0))
         out, lse = self._fwd(q, k, v, self.meta.host, backend)
         for j, stage in enumerate(stages):
@@ -187,7 +202,7 @@ class DistAttnRuntime:
         if self.meta.fused is not None:
             return self._fused_backward(dout, q, k, v, out, lse, backend, kv_all)
         num_heads_kv = k.shape[1]
-        kv = torch.cat([k, v], dim=1)
+        kv = (k, v)
         pending = self._issue(self._cast(kv, 0))
         dq_h, dk_h, dv_h = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
         # fp32 accumulators, started from the host stage's result (no zero fill + add pass)
@@ -223,30 +238,24 @@ class DistAttnRuntime:
     def _fused_kv_start(self, k: torch.Tensor, v: torch.Tensor):
         """(buffer, landing): the fused KV buffer [size, 2 * Hkv, D] as ``meta.fused_layout``
         places it, with its own part written and the cast in flight; ``landing()`` waits for
-        the cast and puts the received part in place. The own shard is written in place when
-        it is one piece there (the cast then sends from it), else k|v are stacked once and each
-        own run copied; the cast writes in place when its pieces land in one region, else into
-        its own buffer and each piece is copied."""
+        the cast and puts the received part in place. The cast is issued first, gathering its
+        send buffer straight from k and v, so the own part's copies into the buffer run while
+        it is in flight; it writes in place when its pieces land in one region, else into its
+        own buffer and each piece is copied."""
         lay, h = self.meta.fused_layout, k.shape[1]
         recv = self.meta.stages[0].cast.recv_seqlen
         kv_all = torch.empty((lay.size, 2 * h, k.shape[2]), dtype=k.dtype, device=k.device)
-        own_at, recv_at = lay.own_at, lay.recv_at
-        if own_at is not None:
-            kv = kv_all[own_at:own_at + k.shape[0]]
-            kv[:, :h] = k
-            kv[:, h:] = v
-        else:
-            kv = torch.cat([k, v], dim=1)
+        recv_at = lay.recv_at
         if self.meta.fused_split is not None:
             # the local rows' kernel runs before the received keys land: its tiles that straddle
             # them must read zeros there, not uninitialised memory (0 * NaN is NaN in P @ V)
             for _, dst, m in lay.recv_copies:
                 kv_all[dst:dst + m].zero_()
         pending = self._issue(self._cast(
-            kv, 0, out=None if recv_at is None else kv_all[recv_at:recv_at + recv]))
-        if own_at is None:  # while the cast is in flight
-            for src, dst, m in lay.own_copies:
-                kv_all[dst:dst + m] = kv[src:src + m]
+            (k, v), 0, out=None if recv_at is None else kv_all[recv_at:recv_at + recv]))
+        for src, dst, m in lay.own_copies:  # while the cast is in flight
+            kv_all[dst:dst + m, :h] = k[src:src + m]
+            kv_all[dst:dst + m, h:] = v[src:src + m]
 
         def landing() -> None:
             buf = pending.wait()
@@ -313,16 +322,24 @@ class DistAttnRuntime:
         """One backward kernel over the fused KV (the forward's buffer when given: no second
         cast); the received part's dK/dV go back to their owners (group_reduce, gathered in the
         cast's buffer order: the forward's copies read backwards) and add to the own part's
-        (gathered in local order)."""
+        (gathered in local order): straight into the kernel's dk, dv where each own token went
+        to one rank, else through an fp32 accumulator."""
         lay, h = self.meta.fused_layout, k.shape[1]
         if kv_all is None:
             kv_all = self._fused_kv(k, v)
         dq, dk_all, dv_all = self._bwd(dout, q, kv_all[:, :h], kv_all[:, h:], out, lse,
                                        self.meta.fused, backend)
-        dkv_all = torch.cat([dk_all, dv_all], dim=1)
-        dkv = _gather(dkv_all, lay.own_copies).float()
-        self._reduce(_gather(dkv_all, lay.recv_copies), dkv, 0).wait()
         dq = torch.zeros_like(q) if dq is None else dq
+        partial = torch.cat([_gather(dk_all, lay.recv_copies), _gather(dv_all, lay.recv_copies)],
+                            dim=1)
+        if self.reduces_in_place:
+            # the own part is read where the kernel wrote it (a view when it is one piece)
+            dk, dv = _gather(dk_all, lay.own_copies), _gather(dv_all, lay.own_copies)
+            self._reduce(partial, (dk, dv), 0).wait()
+            return dq, dk, dv
+        dkv = torch.cat([_gather(dk_all, lay.own_copies), _gather(dv_all, lay.own_copies)],
+                        dim=1).float()
+        self._reduce(partial, dkv, 0).wait()
         return dq, dkv[:, :h].to(k.dtype), dkv[:, h:].to(v.dtype)
 
     def _check(self, q, k, v) -> None:

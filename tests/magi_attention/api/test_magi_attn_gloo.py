@@ -88,6 +88,10 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shap
                                 "num_stages": key.num_stages,
                                 "fused": key.runtime.meta.fused is not None,
                                 "split": split,
+                                # the fused backward's reduce: into dk, dv (one partial a row)
+                                # or through an fp32 accumulator
+                                "reduce_in_place": bool(key.runtime.meta.stages)
+                                and key.runtime.reduces_in_place,
                                 "hierarchical": key.groups.hierarchical})
             except Exception:
                 results.append({"case": case, "ok": False, "error": traceback.format_exc()})
@@ -130,6 +134,11 @@ def test_magi_attn_equals_dense_attention_fwd_bwd_every_mask_and_algorithm(cp_si
         # the fused stage ran cut by rows (local rows first) on some cases, whole on others
         splits = {res["split"] for results in per_rank for res in results if res["fused"]}
         assert splits == {True, False}
+        # the whole fused stage's backward reduced into dk, dv directly at cp 2, and through the
+        # fp32 accumulator where a token went to several ranks (cp 4)
+        whole = {res["reduce_in_place"] for results in per_rank for res in results
+                 if res["fused"] and not res["split"]}
+        assert whole == ({True} if cp_size == 2 else {True, False})
     if num_stages == "staged1":
         assert not any(res["fused"] for res in per_rank[0])
 

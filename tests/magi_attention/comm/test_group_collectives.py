@@ -12,7 +12,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from magi_attention.comm import GroupCollectiveArgs, range_gather, range_scatter_add_, ranges_to_index
+from magi_attention.comm import (GroupCollectiveArgs, range_add_, range_gather,
+                                  range_gather_stacked, range_scatter_add_, ranges_to_index)
 
 WORLD = 3
 SEQLEN = 10
@@ -67,6 +68,29 @@ def _worker(rank, init_file, out_file):
             count[a:b] += 1
     if not torch.equal(out, count[:, None].expand(-1, 2)):
         errors.append(f"rank {rank}: group_reduce got {out[:, 0].tolist()} expected {count.tolist()}")
+    # the (k, v) forms: cast gathered from two tensors side by side, reduce into both
+    k, v = _local(rank)[:, :1], _local(rank)[:, 1:] * -1
+    got = group_cast((k, v), args).wait()
+    expect_kv = torch.cat([torch.cat([_local(src)[a:b, :1], -_local(src)[a:b, 1:]], dim=1)
+                           for src in range(WORLD) for a, b in plan[src][rank]]
+                          or [torch.zeros(0, 2)])
+    if not torch.equal(got, expect_kv):
+        errors.append(f"rank {rank}: group_cast((k, v)) got {got.tolist()}")
+    partial = torch.arange(args.recv_seqlen * 2, dtype=torch.float32).reshape(-1, 2)
+    dense = torch.zeros(SEQLEN, 2)
+    group_reduce(partial, dense, args).wait()
+    # every rank takes part in the second reduce (ranks differ in which form they may use)
+    dk, dv = torch.zeros(SEQLEN, 1), torch.zeros(SEQLEN, 1)
+    again = torch.zeros(SEQLEN, 2)
+    group_reduce(partial, (dk, dv) if args.sends_each_token_once else again, args).wait()
+    if args.sends_each_token_once and not torch.equal(torch.cat([dk, dv], dim=1), dense):
+        errors.append(f"rank {rank}: group_reduce into (dk, dv) != into one accumulator")
+    if not args.sends_each_token_once:
+        try:  # refused before any collective is issued
+            group_reduce(partial, (dk, dv), args)
+            errors.append(f"rank {rank}: group_reduce into (dk, dv) with repeated tokens ran")
+        except ValueError:
+            pass
     with open(f"{out_file}.{rank}", "w") as f:
         f.write("\n".join(errors))
     dist.destroy_process_group()
@@ -94,6 +118,30 @@ def test_range_ops_torch():
     assert out[:, 0].tolist() == [1, 0, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0]
 
 
+def test_sends_each_token_once():
+    once = GroupCollectiveArgs(np.array([[4, 6], [0, 2]]), (2, 2), (0, 0))
+    twice = GroupCollectiveArgs(np.array([[0, 3], [2, 5]]), (3, 3), (0, 0))
+    touching = GroupCollectiveArgs(np.array([[0, 3], [3, 5]]), (3, 2), (0, 0))
+    empty = GroupCollectiveArgs(np.zeros((0, 2), dtype=np.int64), (0, 0), (0, 0))
+    assert once.sends_each_token_once and touching.sends_each_token_once
+    assert empty.sends_each_token_once and not twice.sends_each_token_once
+
+
+def test_range_gather_stacked_and_add_torch():
+    k, v = torch.randn(12, 2, 3), torch.randn(12, 1, 3)
+    index = torch.tensor([5, 0, 11, 3])
+    torch.testing.assert_close(range_gather_stacked((k, v), index),
+                               torch.cat([k[index], v[index]], dim=1), rtol=0, atol=0)
+    # distinct rows, bf16: summed in fp32 and rounded once, like an fp32 accumulator
+    out = torch.randn(12, 4, dtype=torch.bfloat16)
+    src = torch.randn(8, 4, dtype=torch.bfloat16)[::2]  # a strided source
+    expect = out.float().index_add_(0, index, src.float()).to(torch.bfloat16)
+    assert torch.equal(range_add_(out, index, src), expect)
+    wide = torch.zeros(12, 2, 4)  # a column slice of a wider buffer, written in place
+    range_add_(wide[:, 1], index, torch.ones(4, 4))
+    assert wide[:, 1].sum().item() == 16 and wide[:, 0].abs().sum().item() == 0
+
+
 def test_range_ops_triton_interpreter_equal_torch():
     pytest.importorskip("triton", reason="triton is not installed (torch CPU wheels lack it)")
     code = textwrap.dedent("""
@@ -106,6 +154,17 @@ def test_range_ops_triton_interpreter_equal_torch():
         src = torch.randn(6, 3, 5)
         rt.scatter_add_rows_(out, index, src)
         torch.testing.assert_close(out, torch.zeros(40, 3, 5).index_add_(0, index, src))
+        # into / from column slices of wider buffers (k's heads of a k|v buffer)
+        wide = torch.zeros(6, 7, 5)
+        rt.gather_rows(x, index, out=wide[:, 2:5])
+        assert torch.equal(wide[:, 2:5], x[index]) and wide[:, :2].abs().sum() == 0
+        distinct = torch.tensor([7, 8, 9, 0, 39], dtype=torch.int64)
+        base = torch.randn(40, 7, 5)
+        got = base.clone()
+        rt.add_rows_(got[:, 1:4], distinct, wide[:5, 2:5])
+        expect = base.clone()
+        expect[distinct, 1:4] += x[index][:5]
+        torch.testing.assert_close(got, expect)
         print("ok")
     """)
     env = {**os.environ, "TRITON_INTERPRET": "1"}
