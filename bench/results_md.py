@@ -596,16 +596,19 @@ CP_S16 = {"fa4, 16k/GPU": "h200x2/cp_history/cp_h200x2__fa4_16k__78e3bba90fea.cs
           "fa4, 64k/GPU": "h200x2/cp_history/cp_h200x2__fa4_64k__342cdf62bec1.csv",
           "triton, 64k/GPU": "h200x2/cp_history/cp_h200x2__triton_64k__78e3bba90fea.csv"}
 # session 17: FA4 with native groups (causal on balanced_runs), Triton with the TMA backward
-# (its 16k runs moved to cp_history when session 18 measured 16k again)
+# (its 16k runs moved to cp_history when session 18 measured 16k again, its 64k in session 19)
 CP_S17 = {"fa4, 16k/GPU": "h200x2/cp_history/cp_h200x2__fa4_16k__ad557dfca2fe.csv",
           "triton, 16k/GPU": "h200x2/cp_history/cp_h200x2__triton_16k__f581334a1415.csv",
-          "fa4, 64k/GPU": "h200x2/cp/cp_h200x2__fa4_64k.csv",
-          "triton, 64k/GPU": "h200x2/cp/cp_h200x2__triton_64k.csv"}
+          "fa4, 64k/GPU": "h200x2/cp_history/cp_h200x2__fa4_64k__ad557dfca2fe.csv",
+          "triton, 64k/GPU": "h200x2/cp_history/cp_h200x2__triton_64k__f581334a1415.csv"}
 # session 18: the tile-model cut of balanced_runs (16k, repeat 10); 64k not rerun at this code
-CP_S18 = {"fa4, 16k/GPU": "h200x2/cp/cp_h200x2__fa4_16k.csv",
-          "triton, 16k/GPU": "h200x2/cp/cp_h200x2__triton_16k.csv",
+CP_S18 = {"fa4, 16k/GPU": "h200x2/cp_history/cp_h200x2__fa4_16k__946e08914a0a.csv",
+          "triton, 16k/GPU": "h200x2/cp_history/cp_h200x2__triton_16k__946e08914a0a.csv",
           "fa4, 64k/GPU": CP_S17["fa4, 64k/GPU"],
           "triton, 64k/GPU": CP_S17["triton, 64k/GPU"]}
+# session 19: the fused path without its whole-buffer passes (16k at repeat 10, 64k at 3)
+CP_S19 = {run: f"h200x2/cp/cp_h200x2__{run.split(',')[0]}_{run.split(' ')[1][:3]}.csv"
+          for run in CP_S18}
 # session 18, the fused stage cut by rows on (the runs before it was turned off)
 CP_S18_SPLIT = {run: f"h200x2/cp_split/cp_h200x2__{run.split(',')[0]}_{run.split(' ')[1][:3]}"
                      "__split.csv" for run in CP_S18}
@@ -768,6 +771,86 @@ def cp2_s18_changes() -> str:
 
 def pytest_nccl_split() -> str:
     return _pytest_counts("h200x2/tests/pytest_nccl_split_0d26ef42cf48.log")
+
+
+def cp2_s19_table() -> str:
+    return cp2_s16_table(CP_S19)
+
+
+def cp2_s19_summary() -> str:
+    return cp2_s16_summary(CP_S19)
+
+
+def cp2_s19_changes() -> str:
+    """magi at cp 2 on every mask, the previous default's run (session 18 at 16k, 17 at 64k)
+    against session 19's: TFLOPs/s/GPU and magi / best baseline of its own run."""
+    lines = ["| run | mask | fwd magi before -> after (/ best) | bwd magi before -> after (/ best) |",
+             "|---|---|---|---|"]
+    ratio = lambda v: v["magi"] / max(_baselines(v).values())  # noqa: E731
+    for run in CP_S19:
+        before, after = _cp_cells(CP_S18[run]), _cp_cells(CP_S19[run])
+        for mask in CP_MASKS:
+            parts = []
+            for d in ("fwd", "bwd"):
+                b, a = before[(mask, 2, d)], after[(mask, 2, d)]
+                parts.append(f"{b['magi']:.0f} -> {a['magi']:.0f} ({ratio(b):.2f} -> "
+                             f"{ratio(a):.2f})")
+            lines.append(f"| {run} | {mask} | {parts[0]} | {parts[1]} |")
+    return "\n".join(lines)
+
+
+PROFILE_S19 = "h200x2/magi_profile_s19"
+def _profile_kernels(side: str, mask: str, rank: int) -> dict[str, float]:
+    """CUDA ms per fwd + bwd step (the table holds 3) of one rank's torch.profiler table, by
+    kind of device kernel: FA4's, NCCL's (its time includes waiting for the other rank) and
+    the memory passes around them (torch's copies, casts, cats, fills and the range kernels)."""
+    suffix = "" if rank == 0 else f"_rank{rank}"
+    text = (RESULTS / PROFILE_S19 / side / f"magi_profile_cp2_fa4_{mask}{suffix}.txt").read_text()
+    sums = {"fa4": 0.0, "nccl": 0.0, "passes": 0.0}
+    for line in text.splitlines():
+        cols = re.split(r"\s{2,}", line.strip())
+        if len(cols) != 11 or not cols[-1].isdigit():
+            continue
+        name, total = cols[0], cols[8]
+        ms = float(total[:-2]) / 1000 if total.endswith("us") else float(total[:-2])
+        if name.startswith("kernel_cutlass"):
+            sums["fa4"] += ms
+        elif name.startswith("ncclDevKernel"):
+            sums["nccl"] += ms
+        elif name.startswith(("void at::native", "Memcpy DtoD")) or name.endswith("_rows_kernel"):
+            sums["passes"] += ms
+    return {kind: ms / 3 for kind, ms in sums.items()}
+
+
+def cp2_s19_profile() -> str:
+    """Per fwd + bwd step and rank, CUDA ms of FA4's kernels, of the memory passes around
+    them and of NCCL, before -> after the change."""
+    lines = ["| mask | rank | FA4 kernels | memory passes | NCCL (incl. waiting) |",
+             "|---|---|---|---|---|"]
+    for mask in ("causal_document", "full_document", "block_causal_document"):
+        for rank in (0, 1):
+            b, a = (_profile_kernels(side, mask, rank) for side in ("before", "after"))
+            lines.append(f"| {mask} | {rank} | " + " | ".join(
+                f"{b[k]:.2f} -> {a[k]:.2f}" for k in ("fa4", "passes", "nccl")) + " |")
+    return "\n".join(lines)
+
+
+def cp2_s19_below() -> str:
+    """The cp 2 cells of session 19 where magi is below the best baseline: run, mask,
+    direction, magi / best (the best's name)."""
+    out = []
+    for run, relpath in CP_S19.items():
+        for (mask, cp, d), v in sorted(_cp_cells(relpath).items()):
+            base = _baselines(v)
+            if cp == 2 and "magi" in v and base and v["magi"] < max(base.values()):
+                name = max(base, key=base.get)
+                out.append(f"{run.replace('/GPU', '')} {mask} {d} "
+                           f"{v['magi'] / base[name]:.2f} ({name})")
+    return "; ".join(out)
+
+
+def pytest_nccl_s19() -> str:
+    return _pytest_counts("h200x2/tests/pytest_nccl_b469163b3783.log")
 
 
 FA4_GROUPS = "h200x2/fa4_groups/fa4_bench.csv"
@@ -1095,6 +1178,12 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.cp2_s18_table": cp2_s18_table,
     "h200x2.cp2_s18_summary": cp2_s18_summary,
     "h200x2.cp2_s18_changes": cp2_s18_changes,
+    "h200x2.cp2_s19_table": cp2_s19_table,
+    "h200x2.cp2_s19_summary": cp2_s19_summary,
+    "h200x2.cp2_s19_changes": cp2_s19_changes,
+    "h200x2.cp2_s19_profile": cp2_s19_profile,
+    "h200x2.pytest_nccl_s19": pytest_nccl_s19,
+    "h200x2.cp2_s19_below": cp2_s19_below,
     "h200x2.pytest_nccl_split": pytest_nccl_split,
     "h200x2.fa4_groups_table": fa4_groups_table,
     "h200x2.pytest_fa4_groups": pytest_fa4_groups,
