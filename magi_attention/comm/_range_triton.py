@@ -14,23 +14,25 @@ BLOCK = 1024  # elements of a row per program; a KV row is 2 * num_heads_kv * he
 
 
 @triton.jit
-def _gather_rows_kernel(x_ptr, out_ptr, index_ptr, row_numel, x_stride, out_stride,
-                        BLOCK_SIZE: tl.constexpr):
+def _program_rows(index_ptr, row_numel, BLOCK_SIZE: tl.constexpr):
+    """This program's (moved row, indexed row, its columns, their mask)."""
     row = tl.program_id(0)
     cols = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    keep = cols < row_numel
-    src_row = tl.load(index_ptr + row).to(tl.int64)
+    return row.to(tl.int64), tl.load(index_ptr + row).to(tl.int64), cols, cols < row_numel
+
+
+@triton.jit
+def _gather_rows_kernel(x_ptr, out_ptr, index_ptr, row_numel, x_stride, out_stride,
+                        BLOCK_SIZE: tl.constexpr):
+    row, src_row, cols, keep = _program_rows(index_ptr, row_numel, BLOCK_SIZE)
     vals = tl.load(x_ptr + src_row * x_stride + cols, mask=keep)
-    tl.store(out_ptr + row.to(tl.int64) * out_stride + cols, vals, mask=keep)
+    tl.store(out_ptr + row * out_stride + cols, vals, mask=keep)
 
 
 @triton.jit
 def _scatter_add_rows_kernel(out_ptr, src_ptr, index_ptr, row_numel, BLOCK_SIZE: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    keep = cols < row_numel
-    dst_row = tl.load(index_ptr + row).to(tl.int64)
-    vals = tl.load(src_ptr + row.to(tl.int64) * row_numel + cols, mask=keep)
+    row, dst_row, cols, keep = _program_rows(index_ptr, row_numel, BLOCK_SIZE)
+    vals = tl.load(src_ptr + row * row_numel + cols, mask=keep)
     # repeated destination rows (a KV range needed by several ranks) must accumulate
     tl.atomic_add(out_ptr + dst_row * row_numel + cols, vals.to(out_ptr.dtype.element_ty), mask=keep)
 
@@ -38,11 +40,9 @@ def _scatter_add_rows_kernel(out_ptr, src_ptr, index_ptr, row_numel, BLOCK_SIZE:
 @triton.jit
 def _add_rows_kernel(out_ptr, src_ptr, index_ptr, row_numel, out_stride, src_stride,
                      BLOCK_SIZE: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    keep = cols < row_numel
-    dst = out_ptr + tl.load(index_ptr + row).to(tl.int64) * out_stride + cols
-    vals = tl.load(src_ptr + row.to(tl.int64) * src_stride + cols, mask=keep).to(tl.float32)
+    row, dst_row, cols, keep = _program_rows(index_ptr, row_numel, BLOCK_SIZE)
+    dst = out_ptr + dst_row * out_stride + cols
+    vals = tl.load(src_ptr + row * src_stride + cols, mask=keep).to(tl.float32)
     # distinct destination rows: a plain read-add-write, summed in fp32 and rounded once
     total = tl.load(dst, mask=keep).to(tl.float32) + vals
     tl.store(dst, total.to(out_ptr.dtype.element_ty), mask=keep)
