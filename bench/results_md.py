@@ -853,6 +853,11 @@ def pytest_nccl_s19() -> str:
     return _pytest_counts("h200x2/tests/pytest_nccl_b469163b3783.log")
 
 
+def pytest_nccl_s19_kernels() -> str:
+    """The Triton cases again after the range kernels' shared prologue (eeb474c)."""
+    return _pytest_counts("h200x2/tests/pytest_nccl_triton_eeb474c08cc9.log")
+
+
 FA4_GROUPS = "h200x2/fa4_groups/fa4_bench.csv"
 
 
@@ -1183,6 +1188,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.cp2_s19_changes": cp2_s19_changes,
     "h200x2.cp2_s19_profile": cp2_s19_profile,
     "h200x2.pytest_nccl_s19": pytest_nccl_s19,
+    "h200x2.pytest_nccl_s19_kernels": pytest_nccl_s19_kernels,
     "h200x2.cp2_s19_below": cp2_s19_below,
     "h200x2.pytest_nccl_split": pytest_nccl_split,
     "h200x2.fa4_groups_table": fa4_groups_table,
