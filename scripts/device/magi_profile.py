@@ -31,7 +31,8 @@ from magi_attention.functional import flex_flash_attn_func  # noqa: E402
 
 FIELDS = ("tag", "impl", "backend", "mask", "seqlen", "direction", "runtime_ms", "tflops",
           "syncs_per_step", "code")
-SYNC_EVENTS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy ", "aten::item",
+# blocking calls only, by exact name: cudaMemcpyAsync (a device-to-device copy_) does not wait
+SYNC_EVENTS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy", "aten::item",
                "aten::_local_scalar_dense")
 
 
@@ -65,8 +66,8 @@ def profile_steps(step, path: Path) -> int:
     events = prof.key_averages()
     path.write_text(events.table(sort_by="self_cpu_time_total", row_limit=40) + "\n\n"
                     + events.table(sort_by="self_cuda_time_total", row_limit=25))
-    syncs = sum(e.count for e in events if any(e.key.startswith(s.strip()) for s in SYNC_EVENTS))
-    return syncs // 3
+    syncs = sum(e.count for e in events if e.key in SYNC_EVENTS)
+    return (syncs - 1) // 3  # less the one synchronize above that closes the profiled calls
 
 
 def main() -> None:
