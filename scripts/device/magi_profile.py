@@ -67,7 +67,7 @@ def profile_steps(step, path: Path) -> int:
     path.write_text(events.table(sort_by="self_cpu_time_total", row_limit=40) + "\n\n"
                     + events.table(sort_by="self_cuda_time_total", row_limit=25))
     syncs = sum(e.count for e in events if e.key in SYNC_EVENTS)
-    return (syncs - 1) // 3  # less the one synchronize above that closes the profiled calls
+    return max(0, syncs - 1) // 3  # less the one synchronize above that closes the calls
 
 
 def main() -> None:
