@@ -566,6 +566,11 @@ def _baselines(values: dict) -> dict:
     return {k: v for k, v in values.items() if k not in NOT_BASELINES}
 
 
+def _magi_over_best(values: dict) -> float:
+    """magi / the best baseline of one cell."""
+    return values["magi"] / max(_baselines(values).values())
+
+
 def _vs_best(values: dict) -> str:
     base = _baselines(values)
     if "magi" not in values or not base:
@@ -736,9 +741,8 @@ def cp2_s17_changes() -> str:
     for run, mask, d in picks:
         before = _cp_cells(CP_S16[run])[(mask, 2, d)]
         after = _cp_cells(CP_S17[run])[(mask, 2, d)]
-        ratio = lambda v: v["magi"] / max(_baselines(v).values())  # noqa: E731
         lines.append(f"| {run} | {mask} | {d} | {before['magi']:.0f} -> {after['magi']:.0f} | "
-                     f"{ratio(before):.2f} -> {ratio(after):.2f} |")
+                     f"{_magi_over_best(before):.2f} -> {_magi_over_best(after):.2f} |")
     return "\n".join(lines)
 
 
@@ -756,7 +760,6 @@ def cp2_s18_changes() -> str:
     the moved cut alone (the default); at 64k only the first two were run."""
     lines = ["| run | mask | dir | magi s17 / split / default now | magi / best s17 / split / "
              "default now |", "|---|---|---|---|---|"]
-    ratio = lambda v: v["magi"] / max(_baselines(v).values())  # noqa: E731
     for run in CP_S18:
         now = CP_S18[run] if CP_S18[run] != CP_S17[run] else None
         for mask in ("causal", "full_document", "causal_document", "block_causal_document"):
@@ -764,7 +767,7 @@ def cp2_s18_changes() -> str:
                 cells = [_cp_cells(f)[(mask, 2, d)] for f in (CP_S17[run], CP_S18_SPLIT[run])]
                 cells.append(_cp_cells(now)[(mask, 2, d)] if now else None)
                 tf = " / ".join(f"{c['magi']:.0f}" if c else "-" for c in cells)
-                rr = " / ".join(f"{ratio(c):.2f}" if c else "-" for c in cells)
+                rr = " / ".join(f"{_magi_over_best(c):.2f}" if c else "-" for c in cells)
                 lines.append(f"| {run} | {mask} | {d} | {tf} | {rr} |")
     return "\n".join(lines)
 
@@ -786,20 +789,21 @@ def cp2_s19_changes() -> str:
     against session 19's: TFLOPs/s/GPU and magi / best baseline of its own run."""
     lines = ["| run | mask | fwd magi before -> after (/ best) | bwd magi before -> after (/ best) |",
              "|---|---|---|---|"]
-    ratio = lambda v: v["magi"] / max(_baselines(v).values())  # noqa: E731
     for run in CP_S19:
         before, after = _cp_cells(CP_S18[run]), _cp_cells(CP_S19[run])
         for mask in CP_MASKS:
             parts = []
             for d in ("fwd", "bwd"):
                 b, a = before[(mask, 2, d)], after[(mask, 2, d)]
-                parts.append(f"{b['magi']:.0f} -> {a['magi']:.0f} ({ratio(b):.2f} -> "
-                             f"{ratio(a):.2f})")
+                parts.append(f"{b['magi']:.0f} -> {a['magi']:.0f} ({_magi_over_best(b):.2f} -> "
+                             f"{_magi_over_best(a):.2f})")
             lines.append(f"| {run} | {mask} | {parts[0]} | {parts[1]} |")
     return "\n".join(lines)
 
 
 PROFILE_S19 = "h200x2/magi_profile_s19"
+
+
 def _profile_kernels(side: str, mask: str, rank: int) -> dict[str, float]:
     """CUDA ms per fwd + bwd step (the table holds 3) of one rank's torch.profiler table, by
     kind of device kernel: FA4's, NCCL's (its time includes waiting for the other rank) and
@@ -843,9 +847,8 @@ def cp2_s19_below() -> str:
         for (mask, cp, d), v in sorted(_cp_cells(relpath).items()):
             base = _baselines(v)
             if cp == 2 and "magi" in v and base and v["magi"] < max(base.values()):
-                name = max(base, key=base.get)
                 out.append(f"{run.replace('/GPU', '')} {mask} {d} "
-                           f"{v['magi'] / base[name]:.2f} ({name})")
+                           f"{_magi_over_best(v):.2f} ({max(base, key=base.get)})")
     return "; ".join(out)
 
 

@@ -25,8 +25,9 @@ class FusedLayout:
     """``own_copies``: local shard -> buffer, by local offset; ``recv_copies``: the cast's
     buffer -> buffer, by received offset (both cover their source once, in order, so the
     backward reads the same lists to gather dK/dV back). ``own_at`` / ``recv_at``: the offset
-    where that side is one piece in source order (no copy: the cast writes or sends in place),
-    else None. ``runs``: the buffer's key runs (global start, global end, buffer offset) sorted
+    where that side is one piece in source order, else None: the cast then writes the received
+    part in place, and the backward reads the own part's dK/dV as a view (the forward writes
+    k and v into the own runs either way, while the cast is in flight). ``runs``: the buffer's key runs (global start, global end, buffer offset) sorted
     by global start, for mapping slices onto it."""
 
     size: int
@@ -44,7 +45,9 @@ class FusedLayout:
 
     @property
     def num_copies(self) -> int:
-        """Block copies a forward call makes (the sides not written in place)."""
+        """Block copies a step makes beyond one write per side: the own runs' where the own part
+        is not one piece (the backward gathers their dK/dV back), the received pieces' where the
+        cast does not land in one region."""
         return sum(len(c) for c in (self.own_copies, self.recv_copies) if _in_place(c, 0) is None)
 
 

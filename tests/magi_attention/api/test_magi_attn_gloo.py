@@ -82,7 +82,8 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shap
                 ok = all(e < ATOL for e in errs.values())
                 layout = key.runtime.meta.fused_layout
                 results.append({"case": case, "ok": ok, "errs": errs,
-                                # which fused-buffer paths ran: own / received written in place
+                                # which fused-buffer paths ran: own part one piece (its
+                                # dK/dV read as a view) / received written in place
                                 "in_place": None if layout is None else
                                 [layout.own_at is not None, layout.recv_at is not None],
                                 "num_stages": key.num_stages,
