@@ -73,6 +73,9 @@ class MagiAttention(CPStrategy):
             them from the problem; defaults 128, "bfloat16").
         fused_split: cut the fused stage by rows so the local rows' kernel hides the cast
             (``magi_attention.meta.fused_split``; off by default, see OverlapConfig.split).
+        fused: True forces the fused single stage, False the staged overlap (the cast of each
+            stage hidden behind the previous stage's kernel, partial outputs merged); None
+            (default) lets the overlap solver choose (``OverlapConfig.fused``).
 
     The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
     no counterpart in the key and is ignored.
@@ -80,11 +83,16 @@ class MagiAttention(CPStrategy):
 
     name = "magi"
     knob_names = ("chunk_size", "num_stages", "dispatch_alg", "head_dim", "dtype",
-                  "fused_split")
+                  "fused_split", "fused")
 
     @classmethod
     def _check(cls, mask, num_heads_q, num_heads_kv, cp_size, chunk_size=None, num_stages=None,
-               dispatch_alg="auto", head_dim=128, dtype="bfloat16", fused_split=False):
+               dispatch_alg="auto", head_dim=128, dtype="bfloat16", fused_split=False,
+               fused=None):
+        if fused not in (None, True, False):
+            raise ValueError(f"magi: fused must be true, false or null, got {fused!r}")
+        if fused and num_stages not in (None, 1):
+            raise ValueError(f"magi: fused runs one stage, got num_stages={num_stages}")
         if dispatch_alg not in DISPATCH_ALGS:
             raise ValueError(f"magi: dispatch_alg must be one of {DISPATCH_ALGS}, "
                              f"got {dispatch_alg!r}")
@@ -99,14 +107,14 @@ class MagiAttention(CPStrategy):
         return None
 
     def _build(self, chunk_size=None, num_stages=None, dispatch_alg="auto", head_dim=128,
-               dtype="bfloat16", fused_split=False) -> None:
+               dtype="bfloat16", fused_split=False, fused=None) -> None:
         seqlen = self.mask.seqlen
         chunk = chunk_size if chunk_size is not None else default_chunk_size(seqlen, self.cp_size)
         kernel = self.kernel
         self.key = magi_attn_flex_key(
             *to_slices_tensors(self.mask, "cpu"), seqlen, self.num_heads_q, self.num_heads_kv,
             head_dim, self.group, chunk_size=chunk, dispatch_alg=dispatch_alg,
-            num_stages=num_stages, overlap=OverlapConfig(split=bool(fused_split)),
+            num_stages=num_stages, overlap=OverlapConfig(split=bool(fused_split), fused=fused),
             softmax_scale=kernel.softmax_scale, softcap=kernel.softcap,
             backend=kernel.backend, dtype=getattr(torch, dtype))
         meta = self.key.meta.dispatch

@@ -135,6 +135,8 @@ def test_supports_names_the_divisibility(seqlen, cp_size, chunk_size, reason):
 @pytest.mark.parametrize("knobs,match", [
     pytest.param({"dispatch_alg": "greedy"}, "dispatch_alg", id="dispatch_alg"),
     pytest.param({"num_stages": 0}, "num_stages", id="num_stages"),
+    pytest.param({"fused": "yes"}, "fused", id="fused"),
+    pytest.param({"fused": True, "num_stages": 2}, "one stage", id="fused-stages"),
 ])
 def test_bad_knob_values_raise_value_error(knobs, match):
     with pytest.raises(ValueError, match=match):

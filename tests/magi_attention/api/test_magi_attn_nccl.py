@@ -1,7 +1,8 @@
 """2 GPUs (NCCL): MagiAttention's fused stage, whole (the default: one kernel over own and
 received KV, the backward's partial dK/dV added straight into the own part's dk, dv) and cut by
-rows (``fused_split``: the local rows' kernel runs while the cast is in flight), is exact in bf16 against the reference kernel in fp32
-over the same inputs, and a steady-state step (calc_attn forward + backward) neither copies to
+rows (``fused_split``: the local rows' kernel runs while the cast is in flight), and the staged
+overlap (two remote stages, partial outputs merged by lse), is exact in bf16 against the
+reference kernel in fp32 over the same inputs, and a steady-state step (calc_attn forward + backward) neither copies to
 the host nor synchronises (torch's sync debug mode turns either into an error).
 
 Tolerance as in the kernel tests: 2x the error of the local backend alone over the whole mask
@@ -33,7 +34,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank, port, out_dir, backend, split_rows=True, device="cuda", seqlen=SEQLEN):
+OVERLAPS = {"whole": dict(fused=True), "split": dict(fused=True, split=True),
+            "staged": dict(fused=False, num_stages=2)}
+
+
+def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SEQLEN):
     """device "cpu" (gloo, the reference kernel): a smoke test of this worker itself."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     cuda = device == "cuda"
@@ -57,8 +62,10 @@ def _worker(rank, port, out_dir, backend, split_rows=True, device="cuda", seqlen
             key = magi_attn_flex_key(*convert.to_slices_tensors(mask, "cpu"), seqlen, *HEADS,
                                      HEAD_DIM, dist.group.WORLD, chunk_size=512,
                                      dispatch_alg="balanced_runs", backend=backend,
-                                     overlap=OverlapConfig(fused=True, split=split_rows))
+                                     overlap=OverlapConfig(**OVERLAPS[mode]))
             split = key.runtime.meta.fused_split is not None
+            if mode == "staged":
+                assert key.runtime.meta.fused is None and key.num_stages == 2, key.num_stages
             local = [dispatch(t.bfloat16(), key).requires_grad_() for t in (q, k, v)]
             dout_local = dispatch(dout.bfloat16(), key)
 
@@ -91,19 +98,19 @@ def _worker(rank, port, out_dir, backend, split_rows=True, device="cuda", seqlen
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("split_rows", [False, True], ids=["whole", "split"])
+@pytest.mark.parametrize("mode", list(OVERLAPS))
 @pytest.mark.parametrize("backend", ["triton", "fa4"])
-def test_fused_stage_is_exact_and_does_not_synchronise(backend, split_rows):
+def test_fused_stage_is_exact_and_does_not_synchronise(backend, mode):
     from magi_attention.functional import backend_reason
     reason = backend_reason(backend, torch.empty(1, HEADS[0], HEAD_DIM, device="cuda",
                                                  dtype=torch.bfloat16))
     if reason is not None:
         pytest.skip(reason)
     with tempfile.TemporaryDirectory() as out_dir:
-        mp.spawn(_worker, args=(_free_port(), out_dir, backend, split_rows), nprocs=2, join=True)
+        mp.spawn(_worker, args=(_free_port(), out_dir, backend, mode), nprocs=2, join=True)
         lines = [line for r in range(2)
                  for line in open(os.path.join(out_dir, f"rank{r}.txt")).read().splitlines()]
     print("\n".join(lines))
     assert lines and not any(line.startswith("ERROR") or line.endswith("FAIL") for line in lines)
     # the cut path ran where asked for; never where not
-    assert any("split=True" in line for line in lines) == split_rows
+    assert any("split=True" in line for line in lines) == (mode == "split")
