@@ -132,23 +132,28 @@ class MagiAttention(CPStrategy):
             dist.all_gather_object(splits, self.key.runtime.meta.fused_split is not None,
                                    group=self.group)
             self._any_split = any(splits)
+        # the timed cut is agreed by all ranks at key time, so this is the same on every rank
+        self._any_cut_fwd = "fwd" in self.key.runtime.cut
         plan = self.key.meta.stage_plan
         # the overlap solver's prediction for the slowest rank (fwd + bwd); not a measurement
         self.notes = (f"chunk_size={chunk}; dispatch={self.key.meta.algorithm}; "
                       f"num_stages={self.key.num_stages}; "
                       f"fused={self.key.runtime.meta.fused is not None}; "
                       f"split_blocks={_split_blocks(self.key.runtime.meta)}; "
+                      f"cut={','.join(sorted(self.key.runtime.cut)) or '-'}; "
                       f"pred_comm_us={plan.comm_us:.0f}; pred_hidden_us={plan.hidden_us:.0f}; "
                       f"local={self.key.backend}; imbalance={meta.imbalance():.3f}")
 
     def set_overlap(self, enabled: bool) -> bool:
         """Turn the stages' comm/compute overlap on or off; False when there is nothing to
         overlap (no remote stage, or the fused stage run whole, whose communication is exposed
-        anyway; cut by rows, its local rows' kernel hides it). The CP runner times both to
-        report the communication time the stages hide."""
+        anyway; cut by rows, its local rows' kernel hides it, and cut by keys in the forward,
+        its own keys' kernel). The CP runner times both to report the communication time the
+        stages hide."""
         runtime = self.key.runtime
         meta = runtime.meta
-        if not meta.stages or (meta.fused is not None and not self._any_split):
+        hides = self._any_split or self._any_cut_fwd
+        if not meta.stages or (meta.fused is not None and not hides):
             return False
         runtime.overlap = enabled
         return True

@@ -14,6 +14,7 @@ from ..functional._dist_runtime import DistAttnRuntime
 from ..meta.hier_comm_meta import build_hier_cast_args
 from ..meta import AttnShape, DispatchMeta, MagiMeta, OverlapConfig, SliceArray, solve_magi_meta
 from ._groups import CpGroups, resolve_cp_groups
+from ._tune_cut import resolve_cut
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,10 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
             balance).
         num_stages: fixed number of remote KV stages; None lets the overlap solver choose.
         overlap: full OverlapConfig (cost model rates); its num_stages is overridden by
-            ``num_stages`` when that is given.
+            ``num_stages`` when that is given. Its ``cut`` ("auto") times the fused stage
+            whole and cut by keys, per direction, once here on CUDA (a few forward and
+            backward steps on random tensors of the key's shapes) and keeps the faster;
+            ``key.runtime.cut`` names the directions cut.
         softmax_scale, softcap, backend: passed to the local FFA kernel ("auto": FA4 on Hopper
             where flash-attn-4 is installed, else Triton on CUDA, the reference kernel on CPU;
             the policy of ``magi_attention.functional.resolve_backend``).
@@ -122,6 +126,8 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
     runtime = DistAttnRuntime(meta.runtime, groups.cp_group, softmax_scale, softcap, backend,
                               hier_stages=hier_stages, hier_groups=hier_groups)
     resolved = runtime.prepare(device, head_dim, dtype, num_heads_q, num_heads_kv)
+    runtime.cut = resolve_cut(overlap, runtime, torch.device(device), num_heads_q,
+                              num_heads_kv, head_dim, dtype)
     # "auto" may cut balanced_runs on finer chunks than asked (dispatch_choice.refine_cut)
     return DistAttnKey(total_seqlen, meta.dispatch.chunk_size, groups, meta, runtime, resolved)
 

@@ -72,6 +72,10 @@ class DistAttnRuntime:
         # False: every collective is waited for as soon as it is issued (nothing overlaps);
         # a benchmark times both to measure how much communication the stages hide
         self.overlap = True
+        # directions ("fwd", "bwd") whose fused stage runs cut by keys: one kernel over the own
+        # keys (the forward's while the cast is in flight), one over the received keys, merged
+        # (OverlapConfig.cut; chosen at key time, see magi_attention.api._tune_cut)
+        self.cut: frozenset[str] = frozenset()
         self._streams: dict = {}
 
     def resolved_backend(self, q: torch.Tensor, k: torch.Tensor | None = None) -> str:
@@ -161,8 +165,9 @@ class DistAttnRuntime:
         return self.forward_saving(q, k, v)[:2]
 
     def forward_saving(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-        """(out, lse, kv_all): ``forward`` plus the fused KV buffer when the fused path ran
-        (else None), which ``backward`` takes instead of casting the remote KV again."""
+        """(out, lse, kv_saved): ``forward`` plus, where the fused stage ran, what ``backward``
+        takes instead of casting the remote KV again: the fused KV buffer, or the received KV
+        alone where the backward is cut by keys (else None)."""
         self._check(q, k, v)
         backend = self.resolved_backend(q, k)
         stages = self.meta.stages
@@ -171,10 +176,7 @@ class DistAttnRuntime:
         if self.meta.fused_split is not None:
             return self._split_forward(q, k, v, backend)
         if self.meta.fused is not None:
-            kv_all = self._fused_kv(k, v)
-            h = k.shape[1]
-            return (*self._fwd(q, kv_all[:, :h], kv_all[:, h:], self.meta.fused, backend),
-                    kv_all)
+            return self._fused_forward(q, k, v, backend)
         num_heads_kv = k.shape[1]
         kv = (k, v)
         pending = self._issue(self._cast(kv, 0))
@@ -199,6 +201,8 @@ class DistAttnRuntime:
             return (torch.zeros_like(q) if dq is None else dq), dk, dv
         if self.meta.fused_split is not None:
             return self._split_backward(dout, q, k, v, out, lse, backend, kv_all)
+        if self.meta.fused is not None and "bwd" in self.cut:
+            return self._cut_backward(dout, q, k, v, out, lse, backend, kv_all)
         if self.meta.fused is not None:
             return self._fused_backward(dout, q, k, v, out, lse, backend, kv_all)
         num_heads_kv = k.shape[1]
@@ -235,10 +239,55 @@ class DistAttnRuntime:
         landing()
         return kv_all
 
+    def _fused_forward(self, q, k, v, backend: str):
+        """The fused stage's forward: one kernel over the fused KV buffer, or, cut by keys, the
+        own keys' kernel while the cast is in flight, then the received keys', merged by lse."""
+        h, cut = k.shape[1], self.cut
+        if cut >= {"fwd", "bwd"}:  # no fused buffer needed at all
+            pending = self._issue(self._cast((k, v), 0))
+            out, lse = self._fwd(q, k, v, self.meta.host, backend)
+            recv = pending.wait()
+            kv_all = None
+        else:
+            kv_all, landing = self._fused_kv_start(k, v)
+            if "fwd" in cut:
+                out, lse = self._fwd(q, k, v, self.meta.host, backend)
+            recv = landing()
+        if "fwd" in cut:
+            o, l = self._fwd(q, recv[:, :h], recv[:, h:], self.meta.stages[0].attn, backend)
+            out, lse = merge_out_lse(out, lse, o, l, q.dtype)
+        else:
+            out, lse = self._fwd(q, kv_all[:, :h], kv_all[:, h:], self.meta.fused, backend)
+        return out, lse, (recv if "bwd" in cut else kv_all)
+
+    def _cut_backward(self, dout, q, k, v, out, lse, backend: str, recv=None):
+        """The fused stage's backward cut by keys: the own keys' kernel, the received keys'
+        (``recv``: the forward's received KV, in the cast's order), dq summed, the received
+        keys' dK/dV reduced to their owners (added straight into dk, dv as in
+        ``_fused_backward``). Two bf16 partials summed once round as an fp32 sum would."""
+        h = k.shape[1]
+        if recv is None:
+            recv = self._issue(self._cast((k, v), 0)).wait()
+        dq, dk, dv = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
+        dq_r, dk_r, dv_r = self._bwd(dout, q, recv[:, :h], recv[:, h:], out, lse,
+                                     self.meta.stages[0].attn, backend)
+        if dq is None:
+            dq = torch.zeros_like(q) if dq_r is None else dq_r
+        elif dq_r is not None:
+            dq.add_(dq_r)
+        partial = torch.cat([dk_r, dv_r], dim=1)
+        if self.reduces_in_place:
+            self._reduce(partial, (dk, dv), 0).wait()
+            return dq, dk, dv
+        dkv = torch.cat([dk, dv], dim=1).float()
+        self._reduce(partial, dkv, 0).wait()
+        return dq, dkv[:, :h].to(k.dtype), dkv[:, h:].to(v.dtype)
+
     def _fused_kv_start(self, k: torch.Tensor, v: torch.Tensor):
         """(buffer, landing): the fused KV buffer [size, 2 * Hkv, D] as ``meta.fused_layout``
         places it, with its own part written and the cast in flight; ``landing()`` waits for
-        the cast and puts the received part in place. The cast is issued first, gathering its
+        the cast, puts the received part in place and returns the received KV in the cast's
+        order (a view of the buffer where it landed in one region). The cast is issued first, gathering its
         send buffer straight from k and v, so the own part's copies into the buffer run while
         it is in flight; it writes in place when its pieces land in one region, else into its
         own buffer and each piece is copied."""
@@ -257,11 +306,12 @@ class DistAttnRuntime:
             kv_all[dst:dst + m, :h] = k[src:src + m]
             kv_all[dst:dst + m, h:] = v[src:src + m]
 
-        def landing() -> None:
+        def landing() -> torch.Tensor:
             buf = pending.wait()
             if recv_at is None:
                 for src, dst, m in lay.recv_copies:
                     kv_all[dst:dst + m] = buf[src:src + m]
+            return buf
 
         return kv_all, landing
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from .fused_split import MIN_LOCAL_SHARE
 
+CUT_CHOICES = ("auto", "none", "fwd", "bwd", "both")
 BWD_COMPUTE_FACTOR = 2.5   # backward FLOPs / forward FLOPs (FlashAttention: 2.5x)
 MERGE_BYTES_PER_Q_BYTE = 5.0  # fp32 acc read + write and a bf16 partial read, per bf16 q byte
 
@@ -39,6 +40,10 @@ class OverlapConfig:
     # cut the fused stage by rows (fused_split). Off by default: on 2 H200s (session 18) the
     # extra launches cost more than the 20-400 us of cast they hid (notes/magi_cp.md)
     split: bool = False
+    # the fused stage cut by keys, per direction (own keys' kernel, then the received keys',
+    # merged): "auto" times both ways of each direction once at key time on CUDA and keeps the
+    # faster (magi_attention.api._tune_cut; whole on CPU), or "none", "fwd", "bwd", "both"
+    cut: str = "auto"
     compute_tflops: float = 450.0        # attention forward throughput, TFLOPs/s
     comm_gb_per_s: float = 150.0         # per-rank all-to-all bandwidth, GB/s
     hbm_gb_per_s: float = 3000.0         # memory bandwidth of elementwise passes, GB/s
@@ -50,6 +55,8 @@ class OverlapConfig:
             raise ValueError(f"num_stages must be >= 1 or None, got {self.num_stages}")
         if self.max_stages < 1:
             raise ValueError(f"max_stages must be >= 1, got {self.max_stages}")
+        if self.cut not in CUT_CHOICES:
+            raise ValueError(f"cut must be one of {CUT_CHOICES}, got {self.cut!r}")
         if self.fused and self.num_stages not in (None, 1):
             raise ValueError(f"fused runs one stage; got num_stages={self.num_stages}")
         for name in ("compute_tflops", "comm_gb_per_s", "hbm_gb_per_s"):

@@ -32,9 +32,12 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shap
     from magi_attention.testing import dense_attention, random_qkv
 
     # num_stages: a count, None (the solver chooses), "fused" (one kernel over own + received
-    # KV) or "staged1" (one overlapped stage with a merge)
+    # KV), "staged1" (one overlapped stage with a merge) or "cut_<fwd|bwd|both>" (the fused
+    # stage cut by keys in those directions: own keys' kernel, received keys', merged)
     overlap = {"fused": OverlapConfig(fused=True, split=True),
                "staged1": OverlapConfig(fused=False, num_stages=1)}.get(num_stages)
+    if isinstance(num_stages, str) and num_stages.startswith("cut_"):
+        overlap = OverlapConfig(fused=True, cut=num_stages[4:])
     stages = None if isinstance(num_stages, str) else num_stages
 
     torch.set_num_threads(1)
@@ -89,6 +92,7 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shap
                                 "num_stages": key.num_stages,
                                 "fused": key.runtime.meta.fused is not None,
                                 "split": split,
+                                "cut": sorted(key.runtime.cut),
                                 # the fused backward's reduce: into dk, dv (one partial a row)
                                 # or through an fp32 accumulator
                                 "reduce_in_place": bool(key.runtime.meta.stages)
@@ -113,9 +117,11 @@ def run_group(cp_size, chunk_size, num_stages, mesh_shape=None, mask_names=None)
 
 @pytest.mark.parametrize("cp_size,chunk_size,num_stages",
                          [(2, 32, None), (4, 16, 2), (2, 32, "fused"), (4, 16, "fused"),
-                          (2, 32, "staged1")],
+                          (2, 32, "staged1"), (2, 32, "cut_fwd"), (4, 16, "cut_bwd"),
+                          (2, 32, "cut_both")],
                          ids=["cp2-chunk32-auto_stages", "cp4-chunk16-2_stages", "cp2-fused",
-                              "cp4-fused", "cp2-staged1"])
+                              "cp4-fused", "cp2-staged1", "cp2-cut_fwd", "cp4-cut_bwd",
+                              "cp2-cut_both"])
 def test_magi_attn_equals_dense_attention_fwd_bwd_every_mask_and_algorithm(cp_size, chunk_size,
                                                                            num_stages):
     per_rank = run_group(cp_size, chunk_size, num_stages)
@@ -142,6 +148,11 @@ def test_magi_attn_equals_dense_attention_fwd_bwd_every_mask_and_algorithm(cp_si
         assert whole == ({True} if cp_size == 2 else {True, False})
     if num_stages == "staged1":
         assert not any(res["fused"] for res in per_rank[0])
+    if isinstance(num_stages, str) and num_stages.startswith("cut_"):
+        # every fused case ran cut as asked (the CPU "auto" would have cut nothing)
+        want = ["bwd", "fwd"] if num_stages == "cut_both" else [num_stages[4:]]
+        cuts = [res["cut"] for results in per_rank for res in results if res["fused"]]
+        assert cuts and all(c == want for c in cuts)
 
 
 HIER_MASKS = ["causal", "causal_document", "sliding_window", "global_sliding_window",

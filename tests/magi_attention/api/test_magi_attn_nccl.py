@@ -1,9 +1,11 @@
 """2 GPUs (NCCL): MagiAttention's fused stage, whole (the default: one kernel over own and
-received KV, the backward's partial dK/dV added straight into the own part's dk, dv) and cut by
-rows (``fused_split``: the local rows' kernel runs while the cast is in flight), and the staged
-overlap (two remote stages, partial outputs merged by lse), is exact in bf16 against the
-reference kernel in fp32 over the same inputs, and a steady-state step (calc_attn forward + backward) neither copies to
-the host nor synchronises (torch's sync debug mode turns either into an error).
+received KV, the backward's partial dK/dV added straight into the own part's dk, dv), cut by
+rows (``fused_split``: the local rows' kernel runs while the cast is in flight) and cut by keys
+(own keys' kernel, then the received keys', merged; in one direction, or as the key's timing
+chose), and the staged overlap (two remote stages, partial outputs merged by lse), is exact in
+bf16 against the reference kernel in fp32 over the same inputs, and a steady-state step
+(calc_attn forward + backward) neither copies to the host nor synchronises (torch's sync debug
+mode turns either into an error).
 
 Tolerance as in the kernel tests: 2x the error of the local backend alone over the whole mask
 on one GPU, plus 1e-3 * max|oracle| + 1e-4.
@@ -34,8 +36,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-OVERLAPS = {"whole": dict(fused=True), "split": dict(fused=True, split=True),
-            "staged": dict(fused=False, num_stages=2)}
+OVERLAPS = {"whole": dict(fused=True, cut="none"), "split": dict(fused=True, split=True),
+            "staged": dict(fused=False, num_stages=2),
+            # the fused stage cut by keys in one direction (the other whole), and as timed
+            "cut_fwd": dict(fused=True, cut="fwd"), "cut_bwd": dict(fused=True, cut="bwd"),
+            "cut_auto": dict(fused=True, cut="auto")}
 
 
 def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SEQLEN):
@@ -66,6 +71,9 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
             split = key.runtime.meta.fused_split is not None
             if mode == "staged":
                 assert key.runtime.meta.fused is None and key.num_stages == 2, key.num_stages
+            if mode.startswith("cut_") and mode != "cut_auto":
+                assert key.runtime.cut == {mode[4:]}, key.runtime.cut
+            cut = ",".join(sorted(key.runtime.cut)) or "-"
             local = [dispatch(t.bfloat16(), key).requires_grad_() for t in (q, k, v)]
             dout_local = dispatch(dout.bfloat16(), key)
 
@@ -88,7 +96,7 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
             for label, a, r, b in zip(("out", "dq", "dk", "dv"), got, ref, base):
                 err = (a - r).abs().max().item()
                 tol = 2 * (b.float() - r).abs().max().item() + 1e-3 * r.abs().max().item() + 1e-4
-                lines.append(f"{name} {label} split={split} err={err:.3e} tol={tol:.3e} "
+                lines.append(f"{name} {label} split={split} cut={cut} err={err:.3e} tol={tol:.3e} "
                              f"{'ok' if err <= tol else 'FAIL'}")
     except Exception:
         lines.append("ERROR " + traceback.format_exc())

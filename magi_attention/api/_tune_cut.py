@@ -1,0 +1,88 @@
+"""Which directions of the fused stage run cut by keys, decided once at key time.
+
+Cut by keys, a direction runs one kernel over the rank's own keys (the forward's while the KV
+cast is in flight) and one over the received keys, merged by lse (forward) or summed (dq);
+whole, it runs one kernel over the fused buffer of both. Which is faster depends on the kernel,
+not on the communication the cost model sees: on 2 H200s (notes/magi_cp.md, session 20) the cut
+forward was 3% faster with FA4 on full at 64k tokens a rank and 6% with Triton on causal, the
+cut backward 6% faster with Triton on full at 16k and 3-5% slower on causal. So each direction is
+timed both ways on the key's own shapes, and every rank keeps the choice of the slowest rank.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from ..functional._dist_runtime import DistAttnRuntime
+from ..meta import OverlapConfig
+
+CUTS = {"none": frozenset(), "fwd": frozenset({"fwd"}), "bwd": frozenset({"bwd"}),
+        "both": frozenset({"fwd", "bwd"})}
+# keep the whole kernel unless the cut is faster by more than this (timing noise)
+MIN_GAIN = 0.005
+
+
+def resolve_cut(overlap: OverlapConfig, runtime: DistAttnRuntime, device: torch.device,
+                num_heads_q: int, num_heads_kv: int, head_dim: int, dtype: torch.dtype,
+                iters: int = 2) -> frozenset[str]:
+    """The directions to cut: ``overlap.cut`` itself, or for "auto" the timed choice (on CUDA);
+    nothing where there is no fused stage or it is cut by rows. Every rank decides alike (the
+    fused stage is chosen for the group; the row cut, which is per rank, only where
+    ``overlap.split`` asks for it), so the timing's collectives match."""
+    if runtime.meta.fused is None or overlap.split:
+        return frozenset()
+    if overlap.cut != "auto":
+        return CUTS[overlap.cut]
+    if device.type != "cuda":
+        return frozenset()  # no timer worth trusting: the fused stage runs whole
+    return _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype, iters)
+
+
+def _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype, iters):
+    n = runtime.meta.shard_seqlen
+    g = torch.Generator(device=device).manual_seed(0)
+    make = lambda h: torch.randn(n, h, head_dim, device=device, dtype=dtype,  # noqa: E731
+                                 generator=g)
+    q, k, v, dout = make(num_heads_q), make(num_heads_kv), make(num_heads_kv), make(num_heads_q)
+    times = {}
+    try:
+        # whole: both directions; "fwd": the cut forward (fused buffer still built for a whole
+        # backward); "bwd": the cut backward
+        for name, timed in (("none", ("fwd", "bwd")), ("fwd", ("fwd",)), ("bwd", ("bwd",))):
+            runtime.cut = CUTS[name]
+            fwd = lambda: runtime.forward_saving(q, k, v)  # noqa: E731
+            out, lse, saved = fwd()
+            bwd = lambda: runtime.backward(dout, q, k, v, out, lse, saved)  # noqa: E731
+            for d in timed:
+                times[name, d] = _seconds(fwd if d == "fwd" else bwd, iters)
+            del out, lse, saved
+    finally:
+        runtime.cut = frozenset()
+    keys = sorted(times)
+    t = torch.tensor([times[key] for key in keys], dtype=torch.float64,
+                     device=device if _nccl(runtime) else "cpu")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=runtime.group)
+    times = dict(zip(keys, t.tolist()))
+    return choose_cut({d: (times["none", d], times[d, d]) for d in ("fwd", "bwd")})
+
+
+def choose_cut(seconds: dict[str, tuple[float, float]]) -> frozenset[str]:
+    """The directions whose cut time beats the whole one by more than MIN_GAIN, from
+    ``{direction: (whole, cut)}``."""
+    return frozenset(d for d, (whole, cut) in seconds.items() if cut < whole * (1 - MIN_GAIN))
+
+
+def _seconds(fn, iters: int) -> float:
+    fn()  # warm: compiles, allocator
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / iters
+
+
+def _nccl(runtime: DistAttnRuntime) -> bool:
+    return dist.get_backend(runtime.group) == "nccl"
