@@ -10,6 +10,7 @@ timed both ways on the key's own shapes, and every rank keeps the choice of the 
 """
 from __future__ import annotations
 
+import math
 import time
 
 import torch
@@ -46,6 +47,7 @@ def _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype, iter
     make = lambda h: torch.randn(n, h, head_dim, device=device, dtype=dtype,  # noqa: E731
                                  generator=g)
     q, k, v, dout = make(num_heads_q), make(num_heads_kv), make(num_heads_kv), make(num_heads_q)
+    clock = _Clock(runtime.group, device, iters)
     times = {}
     try:
         # whole: both directions; "fwd": the cut forward (fused buffer still built for a whole
@@ -56,15 +58,10 @@ def _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype, iter
             out, lse, saved = fwd()
             bwd = lambda: runtime.backward(dout, q, k, v, out, lse, saved)  # noqa: E731
             for d in timed:
-                times[name, d] = _seconds(fwd if d == "fwd" else bwd, iters)
+                times[name, d] = clock.seconds(fwd if d == "fwd" else bwd)
             del out, lse, saved
     finally:
         runtime.cut = frozenset()
-    keys = sorted(times)
-    t = torch.tensor([times[key] for key in keys], dtype=torch.float64,
-                     device=device if _nccl(runtime) else "cpu")
-    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=runtime.group)
-    times = dict(zip(keys, t.tolist()))
     return choose_cut({d: (times["none", d], times[d, d]) for d in ("fwd", "bwd")})
 
 
@@ -74,15 +71,41 @@ def choose_cut(seconds: dict[str, tuple[float, float]]) -> frozenset[str]:
     return frozenset(d for d, (whole, cut) in seconds.items() if cut < whole * (1 - MIN_GAIN))
 
 
-def _seconds(fn, iters: int) -> float:
-    fn()  # warm: compiles, allocator
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / iters
+class _Clock:
+    """Seconds per call of a collective step, the same on every rank (the slowest rank's).
+    The ranks start each timing together (a barrier after the warm call, whose compiles may
+    finish at different times on different ranks: a rank that starts early would time its
+    wait for the other), and every rank runs the same number of calls (collectives must
+    match): enough for ``MIN_SECONDS`` by a first estimate, at least ``min_iters``."""
 
+    MIN_SECONDS = 0.05
+    MAX_ITERS = 50
 
-def _nccl(runtime: DistAttnRuntime) -> bool:
-    return dist.get_backend(runtime.group) == "nccl"
+    def __init__(self, group, device: torch.device, min_iters: int) -> None:
+        self.group, self.device, self.min_iters = group, device, min_iters
+
+    def seconds(self, fn) -> float:
+        fn()  # warm: compiles, allocator
+        estimate = self._max(self._timed(fn, 1))
+        n = max(self.min_iters, min(self.MAX_ITERS, math.ceil(self.MIN_SECONDS / max(estimate, 1e-6))))
+        return self._max(self._timed(fn, n))
+
+    def _timed(self, fn, n: int) -> float:
+        self._sync()
+        dist.barrier(group=self.group)
+        self._sync()
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        self._sync()
+        return (time.perf_counter() - start) / n
+
+    def _max(self, value: float) -> float:
+        on = self.device if dist.get_backend(self.group) == "nccl" else "cpu"
+        t = torch.tensor([value], dtype=torch.float64, device=on)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group)
+        return t.item()
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)

@@ -43,3 +43,41 @@ def test_timed_rule_keeps_whole_within_noise():
 def test_unknown_cut_is_a_value_error():
     with pytest.raises(ValueError, match="cut must be one of"):
         OverlapConfig(cut="sideways")
+
+
+def _timing_worker(rank, init_file, out_file):
+    import torch.distributed as dist
+    from bench.masks import build_mask
+    from magi_attention.api import magi_attn_flex_key
+    from magi_attention.api._tune_cut import _timed_cut
+    from magi_attention.common import slices_to_tensors
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        mask = build_mask("causal", 256)
+        key = magi_attn_flex_key(*slices_to_tensors(mask.slices), 256, 4, 2, 16, dist.group.WORLD,
+                                 chunk_size=32, overlap=OverlapConfig(fused=True, cut="none"),
+                                 backend="reference", dtype=torch.float32)
+        got = _timed_cut(key.runtime, torch.device("cpu"), 4, 2, 16, torch.float32, 2)
+        result = f"{sorted(got)} {sorted(key.runtime.cut)}"
+    except Exception as e:  # noqa: BLE001 - reported to the test
+        result = f"ERROR {e!r}"
+    with open(f"{out_file}.{rank}", "w") as f:
+        f.write(result)
+    dist.destroy_process_group()
+
+
+def test_timing_agrees_on_every_rank_and_leaves_the_runtime_whole():
+    """The timing's collectives match on 2 gloo ranks (no hang), both ranks take the same
+    choice (the slowest rank's times), and the runtime is left uncut for the key to set."""
+    import os
+    import tempfile
+
+    import torch.multiprocessing as mp
+    with tempfile.TemporaryDirectory() as d:
+        mp.spawn(_timing_worker, args=(os.path.join(d, "store"), os.path.join(d, "out")),
+                 nprocs=2)
+        results = [open(os.path.join(d, f"out.{r}")).read() for r in range(2)]
+    assert not any(r.startswith("ERROR") for r in results), results
+    assert results[0] == results[1] and results[0].endswith(" []"), results
