@@ -549,7 +549,8 @@ def triton_v3_table() -> str:
     return "\n".join(lines)
 
 
-NOT_BASELINES = ("magi", "single_gpu", "magi_min_heap")
+# magi and its measured variants (magi_min_heap, magi_staged, magi_balanced_runs), the kernel
+NOT_BASELINES = ("single_gpu",)
 CP_MASKS = ("full", "causal", "full_document", "causal_document", "block_causal_document")
 
 
@@ -563,7 +564,7 @@ def _cp_cells(relpath: str):
 
 def _baselines(values: dict) -> dict:
     """The CP baselines' TFLOPs/s of one cell (magi, its variants and single_gpu left out)."""
-    return {k: v for k, v in values.items() if k not in NOT_BASELINES}
+    return {k: v for k, v in values.items() if k not in NOT_BASELINES and not k.startswith("magi")}
 
 
 def _magi_over_best(values: dict) -> float:
@@ -859,6 +860,117 @@ def pytest_nccl_s19() -> str:
 def pytest_nccl_s19_kernels() -> str:
     """The Triton cases again after the range kernels' shared prologue (eeb474c)."""
     return _pytest_counts("h200x2/tests/pytest_nccl_triton_eeb474c08cc9.log")
+
+
+# session 20: the fused stage cut by keys per direction, timed at key time (cp 2 only; 64k on
+# full and causal only: the document masks' 64k cells stay session 19's)
+CP_S20 = {run: f"h200x2/cp_s20/cp_h200x2__{run.split(',')[0]}_{run.split(' ')[1][:3]}.csv"
+          for run in CP_S18}
+CP_AB_S20 = {run: f"h200x2/cp_ab_s20/cp_ab__{run.split(',')[0]}_{run.split(' ')[1][:3]}.csv"
+             for run in CP_S18}
+
+
+def _magi_notes(relpath: str) -> dict[tuple[str, str], str]:
+    """{(mask, direction): "cut=...; hidden_comm_ms=..."} of magi's cp 2 rows."""
+    frame = _files((relpath,))
+    rows = frame[(frame.kernel == "magi") & (frame.cp_size == 2) & (frame.status == "ok")]
+    out = {}
+    for _, r in rows.iterrows():
+        notes = [m.group(0) for m in re.finditer(r"(cut|hidden_comm_ms)=[^;]*", r.message)]
+        out[r["mask"], r.direction] = "; ".join(notes)
+    return out
+
+
+def cp_ab_s20_table() -> str:
+    """The A/B before the change: magi (fused), magi_staged, magi_balanced_runs and the best
+    baseline at cp 2, TFLOPs/s/GPU, on full and causal."""
+    lines = ["| run | mask | dir | magi | magi_staged | magi_balanced_runs | best baseline (name) |",
+             "|---|---|---|---|---|---|---|"]
+    for run, relpath in CP_AB_S20.items():
+        for (mask, cp, d), v in sorted(_cp_cells(relpath).items()):
+            base = _baselines(v)
+            best = max(base, key=base.get)
+            cols = [f"{v[k]:.0f}" if k in v else "-"
+                    for k in ("magi", "magi_staged", "magi_balanced_runs")]
+            lines.append(f"| {run} | {mask} | {d} | {' | '.join(cols)} | {base[best]:.0f} "
+                         f"({best}) |")
+    return "\n".join(lines)
+
+
+def _s20_cells() -> dict:
+    """{(run, mask, direction): (cell values, session)} of the 40 cp 2 cells: session 20's
+    rows where it measured them, else session 19's (the 64k document masks)."""
+    out = {}
+    for run in CP_S20:
+        new, old = _cp_cells(CP_S20[run]), _cp_cells(CP_S19[run])
+        for mask in CP_MASKS:
+            for d in ("fwd", "bwd"):
+                cell = new.get((mask, 2, d))
+                out[run, mask, d] = (cell, 20) if cell else (old[(mask, 2, d)], 19)
+    return out
+
+
+def cp2_s20_table() -> str:
+    """magi at cp 2 on every cell: session 19's magi / best -> session 20's (where measured),
+    TFLOPs/s/GPU now, and the cut the key chose with the communication it hid."""
+    lines = ["| run | mask | dir | magi TFLOPs/s/GPU s19 -> s20 | magi / best s19 -> s20 (name) "
+             "| cut chosen; hidden_comm_ms |", "|---|---|---|---|---|---|"]
+    for run in CP_S20:
+        before, notes = _cp_cells(CP_S19[run]), _magi_notes(CP_S20[run])
+        after = _cp_cells(CP_S20[run])
+        for mask in CP_MASKS:
+            for d in ("fwd", "bwd"):
+                b, a = before[(mask, 2, d)], after.get((mask, 2, d))
+                if a is None:
+                    continue
+                base = _baselines(a)
+                lines.append(f"| {run} | {mask} | {d} | {b['magi']:.0f} -> {a['magi']:.0f} | "
+                             f"{_magi_over_best(b):.2f} -> {_magi_over_best(a):.2f} "
+                             f"({max(base, key=base.get)}) | {notes.get((mask, d), '-')} |")
+    return "\n".join(lines)
+
+
+def cp2_s20_cut_cells() -> str:
+    """The cells whose direction the key cut: run, mask, direction, magi / best session 19 ->
+    session 20, and the communication hidden."""
+    out = []
+    for run in CP_S20:
+        before, after, notes = (_cp_cells(CP_S19[run]), _cp_cells(CP_S20[run]),
+                                _magi_notes(CP_S20[run]))
+        for (mask, d), note in sorted(notes.items()):
+            cut = re.search(r"cut=([^;]*)", note).group(1)
+            if d not in cut.split(","):
+                continue
+            hidden = re.search(r"hidden_comm_ms=([^;]*)", note)
+            out.append(f"{run.replace('/GPU', '')} {mask} {d} "
+                       f"{_magi_over_best(before[(mask, 2, d)]):.2f} -> "
+                       f"{_magi_over_best(after[(mask, 2, d)]):.2f}"
+                       + (f" (hidden {hidden.group(1)} ms)" if hidden and d == "fwd" else ""))
+    return "; ".join(out)
+
+
+def cp2_s20_summary() -> str:
+    cells = _s20_cells()
+    won = sum(_magi_over_best(v) >= 1.0 for v, _ in cells.values())
+    measured = sum(session == 20 for _, session in cells.values())
+    return (f"{won} of {len(cells)} cells at >= 1.0x the best baseline ({measured} measured "
+            f"this session, {len(cells) - measured} from session 19's runs)")
+
+
+def cp2_s20_below() -> str:
+    """The cp 2 cells below the best baseline after session 20 (session 19's rows where
+    session 20 did not measure the cell)."""
+    out = []
+    for (run, mask, d), (v, session) in _s20_cells().items():
+        base = _baselines(v)
+        if v["magi"] < max(base.values()):
+            out.append(f"{run.replace('/GPU', '')} {mask} {d} {_magi_over_best(v):.3f} "
+                       f"({max(base, key=base.get)}; s{session})")
+    return "; ".join(out)
+
+
+def pytest_nccl_s20() -> str:
+    return _pytest_counts("h200x2/tests/pytest_nccl_cut_5dcc1b589a2b.log")
 
 
 FA4_GROUPS = "h200x2/fa4_groups/fa4_bench.csv"
@@ -1193,6 +1305,12 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.pytest_nccl_s19": pytest_nccl_s19,
     "h200x2.pytest_nccl_s19_kernels": pytest_nccl_s19_kernels,
     "h200x2.cp2_s19_below": cp2_s19_below,
+    "h200x2.cp_ab_s20_table": cp_ab_s20_table,
+    "h200x2.cp2_s20_table": cp2_s20_table,
+    "h200x2.cp2_s20_summary": cp2_s20_summary,
+    "h200x2.cp2_s20_cut_cells": cp2_s20_cut_cells,
+    "h200x2.cp2_s20_below": cp2_s20_below,
+    "h200x2.pytest_nccl_s20": pytest_nccl_s20,
     "h200x2.pytest_nccl_split": pytest_nccl_split,
     "h200x2.fa4_groups_table": fa4_groups_table,
     "h200x2.pytest_fa4_groups": pytest_fa4_groups,

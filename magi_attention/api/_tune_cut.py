@@ -21,8 +21,9 @@ from ..meta import OverlapConfig
 
 CUTS = {"none": frozenset(), "fwd": frozenset({"fwd"}), "bwd": frozenset({"bwd"}),
         "both": frozenset({"fwd", "bwd"})}
-# keep the whole kernel unless the cut is faster by more than this (timing noise)
-MIN_GAIN = 0.005
+# keep the whole kernel unless the cut is faster by more than this: timing noise, and the
+# gains that chose the cut on 2 H200s were 3-6% (notes/magi_cp.md, session 20)
+MIN_GAIN = 0.02
 
 
 def resolve_cut(overlap: OverlapConfig, runtime: DistAttnRuntime, device: torch.device,
