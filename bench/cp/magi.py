@@ -19,6 +19,7 @@ from bench.masks.convert import to_slices_tensors
 from magi_attention.api import calc_attn, dispatch, magi_attn_flex_key, undispatch
 from magi_attention.common import AttnRange
 from magi_attention.meta import OverlapConfig
+from magi_attention.meta.overlap_solver import CUT_CHOICES
 
 from ._stats import CommStats
 from .base import CPStrategy
@@ -76,6 +77,9 @@ class MagiAttention(CPStrategy):
         fused: True forces the fused single stage, False the staged overlap (the cast of each
             stage hidden behind the previous stage's kernel, partial outputs merged); None
             (default) lets the overlap solver choose (``OverlapConfig.fused``).
+        cut: the fused stage cut by keys per direction (``OverlapConfig.cut``): "auto"
+            (default here: the key times it whole and cut on the GPU and keeps the faster,
+            untimed like the rest of the key), "none", "fwd", "bwd" or "both".
 
     The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
     no counterpart in the key and is ignored.
@@ -83,12 +87,14 @@ class MagiAttention(CPStrategy):
 
     name = "magi"
     knob_names = ("chunk_size", "num_stages", "dispatch_alg", "head_dim", "dtype",
-                  "fused_split", "fused")
+                  "fused_split", "fused", "cut")
 
     @classmethod
     def _check(cls, mask, num_heads_q, num_heads_kv, cp_size, chunk_size=None, num_stages=None,
                dispatch_alg="auto", head_dim=128, dtype="bfloat16", fused_split=False,
-               fused=None):
+               fused=None, cut="auto"):
+        if cut not in CUT_CHOICES:
+            raise ValueError(f"magi: cut must be one of {CUT_CHOICES}, got {cut!r}")
         if fused not in (None, True, False):
             raise ValueError(f"magi: fused must be true, false or null, got {fused!r}")
         if fused and num_stages not in (None, 1):
@@ -107,14 +113,14 @@ class MagiAttention(CPStrategy):
         return None
 
     def _build(self, chunk_size=None, num_stages=None, dispatch_alg="auto", head_dim=128,
-               dtype="bfloat16", fused_split=False, fused=None) -> None:
+               dtype="bfloat16", fused_split=False, fused=None, cut="auto") -> None:
         seqlen = self.mask.seqlen
         chunk = chunk_size if chunk_size is not None else default_chunk_size(seqlen, self.cp_size)
         kernel = self.kernel
         self.key = magi_attn_flex_key(
             *to_slices_tensors(self.mask, "cpu"), seqlen, self.num_heads_q, self.num_heads_kv,
             head_dim, self.group, chunk_size=chunk, dispatch_alg=dispatch_alg,
-            num_stages=num_stages, overlap=OverlapConfig(split=bool(fused_split), fused=fused),
+            num_stages=num_stages, overlap=OverlapConfig(split=bool(fused_split), fused=fused, cut=cut),
             softmax_scale=kernel.softmax_scale, softcap=kernel.softcap,
             backend=kernel.backend, dtype=getattr(torch, dtype))
         meta = self.key.meta.dispatch

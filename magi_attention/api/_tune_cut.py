@@ -7,6 +7,12 @@ not on the communication the cost model sees: on 2 H200s (notes/magi_cp.md, sess
 forward was 3% faster with FA4 on full at 64k tokens a rank and 6% with Triton on causal, the
 cut backward 6% faster with Triton on full at 16k and 3-5% slower on causal. So each direction is
 timed both ways on the key's own shapes, and every rank keeps the choice of the slowest rank.
+
+The timing costs a few forward and backward steps (about a second at 16k tokens a rank, tens of
+seconds at 64k), so it is asked for (``OverlapConfig(cut="auto")``), not the default, and its
+choice is kept per process for the same mask and shapes: a key built again for a mask already
+timed costs nothing more. Where every batch brings a new mask, time one representative key and
+pass its ``key.runtime.cut`` on as a fixed choice.
 """
 from __future__ import annotations
 
@@ -24,22 +30,33 @@ CUTS = {"none": frozenset(), "fwd": frozenset({"fwd"}), "bwd": frozenset({"bwd"}
 # keep the whole kernel unless the cut is faster by more than this: timing noise, and the
 # gains that chose the cut on 2 H200s were 3-6% (notes/magi_cp.md, session 20)
 MIN_GAIN = 0.02
+# timed choices by signature (mask, shapes, group, backend); every rank builds the same keys in
+# the same order, so every rank hits or misses alike (a lone miss would hang the timing)
+_CHOSEN: dict[tuple, frozenset[str]] = {}
+MAX_CHOSEN = 256
 
 
 def resolve_cut(overlap: OverlapConfig, runtime: DistAttnRuntime, device: torch.device,
                 num_heads_q: int, num_heads_kv: int, head_dim: int, dtype: torch.dtype,
-                iters: int = 2) -> frozenset[str]:
-    """The directions to cut: ``overlap.cut`` itself, or for "auto" the timed choice (on CUDA);
-    nothing where there is no fused stage or it is cut by rows. Every rank decides alike (the
-    fused stage is chosen for the group; the row cut, which is per rank, only where
-    ``overlap.split`` asks for it), so the timing's collectives match."""
+                signature: tuple = (), iters: int = 2) -> frozenset[str]:
+    """The directions to cut: ``overlap.cut`` itself, or for "auto" the timed choice (on CUDA;
+    kept under ``signature``, which must name the mask and everything else the key was built
+    from, alike on every rank); nothing where there is no fused stage or it is cut by rows.
+    Every rank decides alike (the fused stage is chosen for the group; the row cut, which is
+    per rank, only where ``overlap.split`` asks for it), so the timing's collectives match."""
     if runtime.meta.fused is None or overlap.split:
         return frozenset()
     if overlap.cut != "auto":
         return CUTS[overlap.cut]
     if device.type != "cuda":
         return frozenset()  # no timer worth trusting: the fused stage runs whole
-    return _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype, iters)
+    key = (signature, str(device), dtype, num_heads_q, num_heads_kv, head_dim)
+    if key not in _CHOSEN:
+        if len(_CHOSEN) >= MAX_CHOSEN:
+            del _CHOSEN[next(iter(_CHOSEN))]  # oldest first: the same on every rank
+        _CHOSEN[key] = _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype,
+                                  iters)
+    return _CHOSEN[key]
 
 
 def _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype, iters):

@@ -1,6 +1,7 @@
 """magi_attn_flex_key / magi_attn_varlen_key: solve the dispatch and comm meta once per mask."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -75,9 +76,10 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
             balance).
         num_stages: fixed number of remote KV stages; None lets the overlap solver choose.
         overlap: full OverlapConfig (cost model rates); its num_stages is overridden by
-            ``num_stages`` when that is given. Its ``cut`` ("auto") times the fused stage
-            whole and cut by keys, per direction, once here on CUDA (a few forward and
-            backward steps on random tensors of the key's shapes) and keeps the faster;
+            ``num_stages`` when that is given. Its ``cut`` runs the fused stage cut by keys
+            in the directions named; "auto" times it whole and cut, per direction, here on
+            CUDA (a few forward and backward steps on random tensors of the key's shapes;
+            kept per process for the same mask and shapes) and keeps the faster.
             ``key.runtime.cut`` names the directions cut.
         softmax_scale, softcap, backend: passed to the local FFA kernel ("auto": FA4 on Hopper
             where flash-attn-4 is installed, else Triton on CUDA, the reference kernel on CPU;
@@ -126,8 +128,10 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
     runtime = DistAttnRuntime(meta.runtime, groups.cp_group, softmax_scale, softcap, backend,
                               hier_stages=hier_stages, hier_groups=hier_groups)
     resolved = runtime.prepare(device, head_dim, dtype, num_heads_q, num_heads_kv)
+    signature = (_slices_digest(slices), total_seqlen, chunk_size, dispatch_alg, overlap,
+                 groups.cp_size, kernel, softmax_scale, softcap, groups.hierarchical)
     runtime.cut = resolve_cut(overlap, runtime, torch.device(device), num_heads_q,
-                              num_heads_kv, head_dim, dtype)
+                              num_heads_kv, head_dim, dtype, signature)
     # "auto" may cut balanced_runs on finer chunks than asked (dispatch_choice.refine_cut)
     return DistAttnKey(total_seqlen, meta.dispatch.chunk_size, groups, meta, runtime, resolved)
 
@@ -147,6 +151,14 @@ def magi_attn_varlen_key(cu_seqlens: Sequence[int] | torch.Tensor, num_heads_q: 
     mask_type = AttnMaskType.CAUSAL if causal else AttnMaskType.FULL
     return magi_attn_flex_key(docs, docs, [mask_type] * len(docs), cu[-1], num_heads_q,
                               num_heads_kv, head_dim, cp_group_or_mesh, chunk_size, **kwargs)
+
+
+def _slices_digest(slices: SliceArray) -> str:
+    """A digest of the global mask, the same on every rank (the cut timing's cache key)."""
+    h = hashlib.sha1()
+    for column in (slices.q_start, slices.q_end, slices.k_start, slices.k_end, slices.mask_type):
+        h.update(np.ascontiguousarray(column, dtype=np.int64).tobytes())
+    return h.hexdigest()
 
 
 def _slices_from_args(q_ranges, k_ranges, attn_type_map, total_seqlen: int) -> SliceArray:

@@ -41,9 +41,10 @@ class OverlapConfig:
     # extra launches cost more than the 20-400 us of cast they hid (notes/magi_cp.md)
     split: bool = False
     # the fused stage cut by keys, per direction (own keys' kernel, then the received keys',
-    # merged): "auto" times both ways of each direction once at key time on CUDA and keeps the
-    # faster (magi_attention.api._tune_cut; whole on CPU), or "none", "fwd", "bwd", "both"
-    cut: str = "auto"
+    # merged): "none", "fwd", "bwd", "both", or "auto": time both ways of each direction at key
+    # time on CUDA and keep the faster (magi_attention.api._tune_cut: seconds per new mask, so
+    # asked for, not the default; whole on CPU)
+    cut: str = "none"
     compute_tflops: float = 450.0        # attention forward throughput, TFLOPs/s
     comm_gb_per_s: float = 150.0         # per-rank all-to-all bandwidth, GB/s
     hbm_gb_per_s: float = 3000.0         # memory bandwidth of elementwise passes, GB/s

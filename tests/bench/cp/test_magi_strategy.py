@@ -136,6 +136,7 @@ def test_supports_names_the_divisibility(seqlen, cp_size, chunk_size, reason):
     pytest.param({"dispatch_alg": "greedy"}, "dispatch_alg", id="dispatch_alg"),
     pytest.param({"num_stages": 0}, "num_stages", id="num_stages"),
     pytest.param({"fused": "yes"}, "fused", id="fused"),
+    pytest.param({"cut": "sideways"}, "cut", id="cut"),
     pytest.param({"fused": True, "num_stages": 2}, "one stage", id="fused-stages"),
 ])
 def test_bad_knob_values_raise_value_error(knobs, match):

@@ -1,6 +1,7 @@
 """Which directions of the fused stage run cut by keys (magi_attention.api._tune_cut): the
 fixed choices, where nothing is cut whatever was asked, and the timed rule (the timing itself
-runs on the GPU machine: tests/magi_attention/api/test_magi_attn_nccl.py, mode cut_auto)."""
+runs on the GPU machine: tests/magi_attention/api/test_magi_attn_nccl.py, mode cut_auto), and
+its cache."""
 from types import SimpleNamespace
 
 import pytest
@@ -24,8 +25,23 @@ def test_fixed_choices(cut, want):
     assert _resolve(OverlapConfig(cut=cut)) == want
 
 
-def test_auto_cuts_nothing_on_cpu():
-    assert _resolve(OverlapConfig()) == set()
+def test_auto_cuts_nothing_on_cpu_and_nothing_is_cut_by_default():
+    assert _resolve(OverlapConfig(cut="auto")) == set()
+    assert OverlapConfig().cut == "none"
+
+
+def test_auto_times_once_per_signature(monkeypatch):
+    """A key built again for the same mask and shapes reuses the timed choice."""
+    import magi_attention.api._tune_cut as tune
+    calls = []
+    monkeypatch.setattr(tune, "_CHOSEN", {})
+    monkeypatch.setattr(tune, "_timed_cut", lambda *a: calls.append(a) or frozenset({"fwd"}))
+    cuda = torch.device("cuda", 0)  # never touched: the timing is replaced
+    for signature in ("mask a", "mask a", "mask b", "mask a"):
+        got = resolve_cut(OverlapConfig(cut="auto"), _runtime(True), cuda, 4, 2, 16,
+                          torch.bfloat16, signature)
+        assert got == {"fwd"}
+    assert len(calls) == 2
 
 
 @pytest.mark.parametrize("overlap,fused", [(OverlapConfig(cut="both"), False),
