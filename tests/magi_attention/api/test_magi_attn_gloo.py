@@ -159,7 +159,7 @@ HIER_MASKS = ["causal", "causal_document", "sliding_window", "global_sliding_win
               "block_sparse"]
 
 
-@pytest.mark.parametrize("num_stages", [2, "fused"])
+@pytest.mark.parametrize("num_stages", [2, "fused", "cut_both"])
 def test_hierarchical_2x2_mesh_equals_dense_attention(num_stages):
     per_rank = run_group(4, 16, num_stages, mesh_shape=(2, 2), mask_names=HIER_MASKS)
     from magi_attention.meta import DISPATCH_ALGORITHMS
