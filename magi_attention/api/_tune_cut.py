@@ -30,10 +30,11 @@ CUTS = {"none": frozenset(), "fwd": frozenset({"fwd"}), "bwd": frozenset({"bwd"}
 # keep the whole kernel unless the cut is faster by more than this: timing noise, and the
 # gains that chose the cut on 2 H200s were 3-6% (notes/magi_cp.md, session 20)
 MIN_GAIN = 0.02
-# timed choices by signature (mask, shapes, group, backend); every rank builds the same keys in
-# the same order, so every rank hits or misses alike (a lone miss would hang the timing)
-_CHOSEN: dict[tuple, frozenset[str]] = {}
-MAX_CHOSEN = 256
+# timed choices per process group (its global ranks), by signature (mask, shapes, backend):
+# every rank of a group builds the group's keys in the same order, so all hit or miss alike and
+# evict alike (a lone miss would hang the timing's collectives)
+_CHOSEN: dict[tuple, dict[tuple, frozenset[str]]] = {}
+MAX_CHOSEN = 256  # per group
 
 
 def resolve_cut(overlap: OverlapConfig, runtime: DistAttnRuntime, device: torch.device,
@@ -50,13 +51,20 @@ def resolve_cut(overlap: OverlapConfig, runtime: DistAttnRuntime, device: torch.
         return CUTS[overlap.cut]
     if device.type != "cuda":
         return frozenset()  # no timer worth trusting: the fused stage runs whole
+    chosen = _CHOSEN.setdefault(_group_ranks(runtime.group), {})
     key = (signature, str(device), dtype, num_heads_q, num_heads_kv, head_dim)
-    if key not in _CHOSEN:
-        if len(_CHOSEN) >= MAX_CHOSEN:
-            del _CHOSEN[next(iter(_CHOSEN))]  # oldest first: the same on every rank
-        _CHOSEN[key] = _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype,
-                                  iters)
-    return _CHOSEN[key]
+    if key not in chosen:
+        if len(chosen) >= MAX_CHOSEN:
+            del chosen[next(iter(chosen))]  # oldest first: the same on every rank of the group
+        chosen[key] = _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype,
+                                 iters)
+    return chosen[key]
+
+
+def _group_ranks(group) -> tuple[int, ...]:
+    if not dist.is_initialized():
+        return ()
+    return tuple(dist.get_process_group_ranks(group or dist.group.WORLD))
 
 
 def _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype, iters):

@@ -12,7 +12,7 @@ from magi_attention.meta import OverlapConfig
 
 
 def _runtime(fused: bool):
-    return SimpleNamespace(meta=SimpleNamespace(fused=object() if fused else None))
+    return SimpleNamespace(meta=SimpleNamespace(fused=object() if fused else None), group=None)
 
 
 def _resolve(overlap, fused=True, device="cpu"):
