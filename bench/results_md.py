@@ -843,13 +843,20 @@ def cp2_s19_profile() -> str:
 def cp2_s19_below() -> str:
     """The cp 2 cells of session 19 where magi is below the best baseline: run, mask,
     direction, magi / best (the best's name)."""
+    return _below_best((run, mask, d, v, "") for run, relpath in CP_S19.items()
+                       for (mask, cp, d), v in sorted(_cp_cells(relpath).items())
+                       if cp == 2 and "magi" in v and _baselines(v))
+
+
+def _below_best(cells, digits: int = 2) -> str:
+    """"run mask dir magi/best (best's name[; tag])" of the cells (run, mask, direction,
+    values, tag) where magi is below the best baseline, joined by "; "."""
     out = []
-    for run, relpath in CP_S19.items():
-        for (mask, cp, d), v in sorted(_cp_cells(relpath).items()):
-            base = _baselines(v)
-            if cp == 2 and "magi" in v and base and v["magi"] < max(base.values()):
-                out.append(f"{run.replace('/GPU', '')} {mask} {d} "
-                           f"{_magi_over_best(v):.2f} ({max(base, key=base.get)})")
+    for run, mask, d, v, tag in cells:
+        base = _baselines(v)
+        if v["magi"] < max(base.values()):
+            out.append(f"{run.replace('/GPU', '')} {mask} {d} {_magi_over_best(v):.{digits}f} "
+                       f"({max(base, key=base.get)}{tag})")
     return "; ".join(out)
 
 
@@ -870,15 +877,17 @@ CP_AB_S20 = {run: f"h200x2/cp_ab_s20/cp_ab__{run.split(',')[0]}_{run.split(' ')[
              for run in CP_S18}
 
 
-def _magi_notes(relpath: str) -> dict[tuple[str, str], str]:
-    """{(mask, direction): "cut=...; hidden_comm_ms=..."} of magi's cp 2 rows."""
+def _magi_notes(relpath: str) -> dict[tuple[str, str], dict[str, str]]:
+    """{(mask, direction): {"cut": ..., "hidden_comm_ms": ... (where the row has it)}} of
+    magi's cp 2 rows, in the order of the row's message."""
     frame = _files((relpath,))
     rows = frame[(frame.kernel == "magi") & (frame.cp_size == 2) & (frame.status == "ok")]
-    out = {}
-    for _, r in rows.iterrows():
-        notes = [m.group(0) for m in re.finditer(r"(cut|hidden_comm_ms)=[^;]*", r.message)]
-        out[r["mask"], r.direction] = "; ".join(notes)
-    return out
+    return {(r["mask"], r.direction): dict(re.findall(r"(cut|hidden_comm_ms)=([^;]*)", r.message))
+            for _, r in rows.iterrows()}
+
+
+def _joined(note: dict[str, str] | None) -> str:
+    return "; ".join(f"{k}={v}" for k, v in note.items()) if note else "-"
 
 
 def cp_ab_s20_table() -> str:
@@ -926,7 +935,7 @@ def cp2_s20_table() -> str:
                 base = _baselines(a)
                 lines.append(f"| {run} | {mask} | {d} | {b['magi']:.0f} -> {a['magi']:.0f} | "
                              f"{_magi_over_best(b):.2f} -> {_magi_over_best(a):.2f} "
-                             f"({max(base, key=base.get)}) | {notes.get((mask, d), '-')} |")
+                             f"({max(base, key=base.get)}) | {_joined(notes.get((mask, d)))} |")
     return "\n".join(lines)
 
 
@@ -938,14 +947,13 @@ def cp2_s20_cut_cells() -> str:
         before, after, notes = (_cp_cells(CP_S19[run]), _cp_cells(CP_S20[run]),
                                 _magi_notes(CP_S20[run]))
         for (mask, d), note in sorted(notes.items()):
-            cut = re.search(r"cut=([^;]*)", note).group(1)
-            if d not in cut.split(","):
+            if d not in note["cut"].split(","):
                 continue
-            hidden = re.search(r"hidden_comm_ms=([^;]*)", note)
+            hidden = note.get("hidden_comm_ms") if d == "fwd" else None
             out.append(f"{run.replace('/GPU', '')} {mask} {d} "
                        f"{_magi_over_best(before[(mask, 2, d)]):.2f} -> "
                        f"{_magi_over_best(after[(mask, 2, d)]):.2f}"
-                       + (f" (hidden {hidden.group(1)} ms)" if hidden and d == "fwd" else ""))
+                       + (f" (hidden {hidden} ms)" if hidden else ""))
     return "; ".join(out)
 
 
@@ -960,13 +968,8 @@ def cp2_s20_summary() -> str:
 def cp2_s20_below() -> str:
     """The cp 2 cells below the best baseline after session 20 (session 19's rows where
     session 20 did not measure the cell)."""
-    out = []
-    for (run, mask, d), (v, session) in _s20_cells().items():
-        base = _baselines(v)
-        if v["magi"] < max(base.values()):
-            out.append(f"{run.replace('/GPU', '')} {mask} {d} {_magi_over_best(v):.3f} "
-                       f"({max(base, key=base.get)}; s{session})")
-    return "; ".join(out)
+    return _below_best(((run, mask, d, v, f"; s{session}")
+                        for (run, mask, d), (v, session) in _s20_cells().items()), digits=3)
 
 
 def pytest_nccl_s20() -> str:

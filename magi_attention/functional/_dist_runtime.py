@@ -275,22 +275,16 @@ class DistAttnRuntime:
             dq = torch.zeros_like(q) if dq_r is None else dq_r
         elif dq_r is not None:
             dq.add_(dq_r)
-        partial = torch.cat([dk_r, dv_r], dim=1)
-        if self.reduces_in_place:
-            self._reduce(partial, (dk, dv), 0).wait()
-            return dq, dk, dv
-        dkv = torch.cat([dk, dv], dim=1).float()
-        self._reduce(partial, dkv, 0).wait()
-        return dq, dkv[:, :h].to(k.dtype), dkv[:, h:].to(v.dtype)
+        return (dq, *self._reduce_into_own(torch.cat([dk_r, dv_r], dim=1), dk, dv))
 
     def _fused_kv_start(self, k: torch.Tensor, v: torch.Tensor):
         """(buffer, landing): the fused KV buffer [size, 2 * Hkv, D] as ``meta.fused_layout``
         places it, with its own part written and the cast in flight; ``landing()`` waits for
         the cast, puts the received part in place and returns the received KV in the cast's
-        order (a view of the buffer where it landed in one region). The cast is issued first, gathering its
-        send buffer straight from k and v, so the own part's copies into the buffer run while
-        it is in flight; it writes in place when its pieces land in one region, else into its
-        own buffer and each piece is copied."""
+        order (a view of the buffer where it landed in one region). The cast is issued first,
+        gathering its send buffer straight from k and v, so the own part's copies into the
+        buffer run while it is in flight; it writes in place when its pieces land in one
+        region, else into its own buffer and each piece is copied."""
         lay, h = self.meta.fused_layout, k.shape[1]
         recv = self.meta.stages[0].cast.recv_seqlen
         kv_all = torch.empty((lay.size, 2 * h, k.shape[2]), dtype=k.dtype, device=k.device)
@@ -382,15 +376,21 @@ class DistAttnRuntime:
         dq = torch.zeros_like(q) if dq is None else dq
         partial = torch.cat([_gather(dk_all, lay.recv_copies), _gather(dv_all, lay.recv_copies)],
                             dim=1)
+        # the own part is read where the kernel wrote it (a view when it is one piece)
+        return (dq, *self._reduce_into_own(partial, _gather(dk_all, lay.own_copies),
+                                            _gather(dv_all, lay.own_copies)))
+
+    def _reduce_into_own(self, partial: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor):
+        """(dk, dv) of the own keys plus the received keys' ``partial`` dK|dV of the other
+        ranks (stage 0's reduce): added straight into dk, dv where each own token went to one
+        rank (``reduces_in_place``), else through an fp32 accumulator rounded back once."""
         if self.reduces_in_place:
-            # the own part is read where the kernel wrote it (a view when it is one piece)
-            dk, dv = _gather(dk_all, lay.own_copies), _gather(dv_all, lay.own_copies)
             self._reduce(partial, (dk, dv), 0).wait()
-            return dq, dk, dv
-        dkv = torch.cat([_gather(dk_all, lay.own_copies), _gather(dv_all, lay.own_copies)],
-                        dim=1).float()
+            return dk, dv
+        h = dk.shape[1]
+        dkv = torch.cat([dk, dv], dim=1).float()
         self._reduce(partial, dkv, 0).wait()
-        return dq, dkv[:, :h].to(k.dtype), dkv[:, h:].to(v.dtype)
+        return dkv[:, :h].to(dk.dtype), dkv[:, h:].to(dv.dtype)
 
     def _check(self, q, k, v) -> None:
         n = self.meta.shard_seqlen

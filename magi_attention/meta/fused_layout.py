@@ -27,8 +27,9 @@ class FusedLayout:
     backward reads the same lists to gather dK/dV back). ``own_at`` / ``recv_at``: the offset
     where that side is one piece in source order, else None: the cast then writes the received
     part in place, and the backward reads the own part's dK/dV as a view (the forward writes
-    k and v into the own runs either way, while the cast is in flight). ``runs``: the buffer's key runs (global start, global end, buffer offset) sorted
-    by global start, for mapping slices onto it."""
+    k and v into the own runs either way, while the cast is in flight). ``runs``: the buffer's
+    key runs (global start, global end, buffer offset) sorted by global start, for mapping
+    slices onto it."""
 
     size: int
     own_copies: tuple[Copy, ...]
