@@ -53,6 +53,18 @@ FWD_VARIANTS = {
     # capped at 128 it compiles without spills: 2 programs of 8 warps per SM
     "fwd_tma_128x64_w8_s3_p2_r128": FwdConfig(128, 64, 8, 3, 2, use_tma=True, max_registers=128),
     "fwd_tma_128x64_w8_s2_p2_r128": FwdConfig(128, 64, 8, 2, 2, use_tma=True, max_registers=128),
+    # session 21: conditional rescaling (rs8: only when a row max grows by > 8 log2 units) and
+    # the next tile's QK^T issued before this tile's softmax (pf)
+    "fwd_tma_rs8_128x64_w4_s3_p2": FwdConfig(128, 64, 4, 3, 2, use_tma=True, rescale_threshold=8.0),
+    "fwd_tma_rs8_128x64_w8_s3_p2_r128": FwdConfig(128, 64, 8, 3, 2, use_tma=True, max_registers=128,
+                                                  rescale_threshold=8.0),
+    "fwd_tma_pf_128x64_w4_s3_p2": FwdConfig(128, 64, 4, 3, 2, use_tma=True, prefetch_qk=True),
+    "fwd_tma_pf_128x64_w8_s3_p2": FwdConfig(128, 64, 8, 3, 2, use_tma=True, prefetch_qk=True),
+    "fwd_tma_pf_128x128_w8_s2_p2": FwdConfig(128, 128, 8, 2, 2, use_tma=True, prefetch_qk=True),
+    "fwd_tma_pf_rs8_128x64_w8_s3_p2": FwdConfig(128, 64, 8, 3, 2, use_tma=True, prefetch_qk=True,
+                                                rescale_threshold=8.0),
+    "fwd_tma_pf_rs8_128x128_w8_s2_p2": FwdConfig(128, 128, 8, 2, 2, use_tma=True,
+                                                 prefetch_qk=True, rescale_threshold=8.0),
 }
 # Backward variants: name -> (BwdConfig(block_m1, block_n1, block_m2, block_n2, warps, stages,
 # partial_stages), deterministic). block_m1 = q rows per step, block_n1 = keys per program.

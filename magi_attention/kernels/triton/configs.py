@@ -26,6 +26,11 @@ class FwdConfig:
     # rows with more key intervals than this mask partial tiles from the slice list instead of
     # the per-row interval table (block_sparse.MAX_TABLE_INTERVALS; -1 forces the slice list)
     max_table_intervals: int = 8
+    # > 0: rescale acc only when a row max grows by more than this many log2 units (unmasked
+    # tiles; not when max logits are asked for, which need the exact running max)
+    rescale_threshold: float = 0.0
+    # issue the next unmasked tile's QK^T before this tile's softmax (one more score tile live)
+    prefetch_qk: bool = False
 
 
 @dataclass(frozen=True)

@@ -22,61 +22,99 @@ from .configs import FwdConfig, launch_options
 
 
 @triton.jit
+def _load_tile(X, desc_x, kv_off, kv_col, k_lo, offs_n, offs_d, stride_xm,
+               USE_TMA: tl.constexpr):
+    """An unmasked K or V tile (every row inside the sequence)."""
+    if USE_TMA:
+        x = desc_x.load([k_lo, kv_col])
+    else:
+        x = tl.load(X + kv_off + (k_lo + offs_n)[:, None] * stride_xm + offs_d[None, :])
+    return x
+
+
+@triton.jit
+def _fwd_softmax_pv(acc, l_i, m_i, qk, v, qk_scale, RESCALE_THRESHOLD: tl.constexpr):
+    """Online softmax of an unmasked, uncapped score tile, then acc += P V.
+
+    RESCALE_THRESHOLD > 0 (log2 units): the running max m_i moves, and acc and l_i are rescaled,
+    only when some row's max grows by more than the threshold (FlashAttention-4's conditional
+    rescaling). Until then P may reach 2^threshold, which fp32 and bf16 hold; out = acc / l and
+    lse = m + log2(l) stay exact because acc and l share the stale m."""
+    m_tile = tl.max(qk, 1) * qk_scale
+    if RESCALE_THRESHOLD > 0:
+        if tl.max(m_tile - m_i, 0) > RESCALE_THRESHOLD:  # one branch for the whole program
+            m_new = tl.maximum(m_i, m_tile)
+            alpha = tl.exp2(m_i - m_new)
+            acc = acc * alpha[:, None]
+            l_i = l_i * alpha
+            m_i = m_new
+        p = tl.exp2(qk * qk_scale - m_i[:, None])
+        l_i = l_i + tl.sum(p, 1)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+    else:
+        m_new = tl.maximum(m_i, m_tile)
+        p = tl.exp2(qk * qk_scale - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])  # accumulate inside the MMA
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
 def _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, k_tile, offs_m, offs_n,
               offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap,
               slice_bounds, slice_idx, slice_lo, slice_hi, q_tile_lo, q_tile_hi,
               row_lo, row_hi, seqlen_q,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr,
-              ROW_INTERVALS: tl.constexpr, USE_TMA: tl.constexpr):
+              ROW_INTERVALS: tl.constexpr, USE_TMA: tl.constexpr,
+              RESCALE_THRESHOLD: tl.constexpr):
     k_lo = k_tile * BLOCK_N
     offs_k = k_lo + offs_n
-    k_ptrs = K + kv_off + offs_k[:, None] * stride_km + offs_d[None, :]
-    v_ptrs = V + kv_off + offs_k[:, None] * stride_vm + offs_d[None, :]
-    if USE_TMA:
-        k = desc_k.load([k_lo, kv_col])
-    elif MASKED:
-        k = tl.load(k_ptrs, mask=offs_k[:, None] < seqlen_k, other=0.0)
+    if not MASKED and not SOFTCAP:
+        k = _load_tile(K, desc_k, kv_off, kv_col, k_lo, offs_n, offs_d, stride_km, USE_TMA)
+        qk = tl.dot(q, tl.trans(k))
+        v = _load_tile(V, desc_v, kv_off, kv_col, k_lo, offs_n, offs_d, stride_vm, USE_TMA)
+        acc, l_i, m_i = _fwd_softmax_pv(acc, l_i, m_i, qk, v, sm_scale * LOG2E, RESCALE_THRESHOLD)
     else:
-        k = tl.load(k_ptrs)
-    qk = tl.dot(q, tl.trans(k))
-    if SOFTCAP:
-        s = tanh(qk * (sm_scale / softcap)) * (softcap * LOG2E)
-    else:
-        s = qk
-    if MASKED:
-        if not SOFTCAP:
-            s = qk * (sm_scale * LOG2E)
-        if ROW_INTERVALS > 0:
-            keep = row_table_mask(offs_m[:, None], offs_k[None, :], row_lo, row_hi, seqlen_q,
-                                  ROW_INTERVALS)
+        k_ptrs = K + kv_off + offs_k[:, None] * stride_km + offs_d[None, :]
+        v_ptrs = V + kv_off + offs_k[:, None] * stride_vm + offs_d[None, :]
+        if USE_TMA:
+            k = desc_k.load([k_lo, kv_col])
+        elif MASKED:
+            k = tl.load(k_ptrs, mask=offs_k[:, None] < seqlen_k, other=0.0)
         else:
-            keep = union_mask(offs_m[:, None], offs_k[None, :], slice_bounds, slice_idx, slice_lo,
-                              slice_hi, q_tile_lo, q_tile_hi, k_lo, k_lo + BLOCK_N)
-        s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with nothing kept yet
+            k = tl.load(k_ptrs)
+        qk = tl.dot(q, tl.trans(k))
+        if SOFTCAP:
+            s = tanh(qk * (sm_scale / softcap)) * (softcap * LOG2E)
+        else:
+            s = qk * (sm_scale * LOG2E)
+        if MASKED:
+            if ROW_INTERVALS > 0:
+                keep = row_table_mask(offs_m[:, None], offs_k[None, :], row_lo, row_hi, seqlen_q,
+                                      ROW_INTERVALS)
+            else:
+                keep = union_mask(offs_m[:, None], offs_k[None, :], slice_bounds, slice_idx, slice_lo,
+                                  slice_hi, q_tile_lo, q_tile_hi, k_lo, k_lo + BLOCK_N)
+            s = tl.where(keep, s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with nothing kept yet
+        else:
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_use = m_new
         p = tl.exp2(s - m_use[:, None])
-    elif SOFTCAP:
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_use = m_new
-        p = tl.exp2(s - m_use[:, None])
-    else:
-        # scale folded into one FMA per element (as the Triton tutorial): max(qk) * c equals
-        # max(qk * c) exactly for c > 0
-        qk_scale = sm_scale * LOG2E
-        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-        m_use = m_new
-        p = tl.exp2(qk * qk_scale - m_use[:, None])
-    alpha = tl.exp2(m_i - m_use)
-    l_i = l_i * alpha + tl.sum(p, 1)
-    if USE_TMA:
-        v = desc_v.load([k_lo, kv_col])
-    elif MASKED:
-        v = tl.load(v_ptrs, mask=offs_k[:, None] < seqlen_k, other=0.0)
-    else:
-        v = tl.load(v_ptrs)
-    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])  # accumulate inside the MMA
-    return acc, l_i, m_new
+        alpha = tl.exp2(m_i - m_use)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if USE_TMA:
+            v = desc_v.load([k_lo, kv_col])
+        elif MASKED:
+            v = tl.load(v_ptrs, mask=offs_k[:, None] < seqlen_k, other=0.0)
+        else:
+            v = tl.load(v_ptrs)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])  # accumulate inside the MMA
+        m_i = m_new
+    return acc, l_i, m_i
 
 
 @triton.jit
@@ -84,7 +122,8 @@ def _fwd_full_tiles(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_ti
                     first_kt, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale,
                     softcap, row_lo, row_hi, seqlen_q,
                     BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, USE_TMA: tl.constexpr,
-                    WARP_SPECIALIZE: tl.constexpr, FROM_RUN: tl.constexpr):
+                    WARP_SPECIALIZE: tl.constexpr, FROM_RUN: tl.constexpr,
+                    RESCALE_THRESHOLD: tl.constexpr):
     """The unmasked key tiles start..mid of the plan's list; FROM_RUN: they are the run
     first_kt, first_kt + 1, ... (no index load per tile)."""
     for t in tl.range(start, mid, warp_specialize=WARP_SPECIALIZE):
@@ -95,7 +134,37 @@ def _fwd_full_tiles(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_ti
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, k_tile,
                                   offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k,
                                   sm_scale, softcap, 0, 0, 0, 0, 0, 0, row_lo, row_hi, seqlen_q,
-                                  BLOCK_N, False, SOFTCAP, 0, USE_TMA)
+                                  BLOCK_N, False, SOFTCAP, 0, USE_TMA, RESCALE_THRESHOLD)
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _fwd_full_tiles_prefetch(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt,
+                             start, mid, offs_n, offs_d, stride_km, stride_vm, sm_scale,
+                             BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
+                             RESCALE_THRESHOLD: tl.constexpr):
+    """The unmasked tiles with the next tile's QK^T issued before this tile's softmax, so the
+    tensor cores have work while the softmax runs (FlashAttention-3's intra-warpgroup overlap);
+    costs one more score tile of registers."""
+    qk_scale = sm_scale * LOG2E
+    if mid > start:
+        k_tile = tl.load(q_tile_kt + start)
+        k = _load_tile(K, desc_k, kv_off, kv_col, k_tile * BLOCK_N, offs_n, offs_d,
+                       stride_km, USE_TMA)
+        qk = tl.dot(q, tl.trans(k))
+        for t in range(start + 1, mid):
+            next_tile = tl.load(q_tile_kt + t)
+            k = _load_tile(K, desc_k, kv_off, kv_col, next_tile * BLOCK_N, offs_n,
+                           offs_d, stride_km, USE_TMA)
+            qk_next = tl.dot(q, tl.trans(k))
+            v = _load_tile(V, desc_v, kv_off, kv_col, k_tile * BLOCK_N, offs_n, offs_d,
+                           stride_vm, USE_TMA)
+            acc, l_i, m_i = _fwd_softmax_pv(acc, l_i, m_i, qk, v, qk_scale, RESCALE_THRESHOLD)
+            qk = qk_next
+            k_tile = next_tile
+        v = _load_tile(V, desc_v, kv_off, kv_col, k_tile * BLOCK_N, offs_n, offs_d,
+                       stride_vm, USE_TMA)
+        acc, l_i, m_i = _fwd_softmax_pv(acc, l_i, m_i, qk, v, qk_scale, RESCALE_THRESHOLD)
     return acc, l_i, m_i
 
 
@@ -110,7 +179,8 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit, desc_q, desc_k, desc_v, desc_o,
                 BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, RETURN_MAX: tl.constexpr,
                 ROW_INTERVALS: tl.constexpr, PARTIAL_STAGES: tl.constexpr,
                 USE_TMA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
-                CONTIGUOUS_FULL: tl.constexpr):
+                CONTIGUOUS_FULL: tl.constexpr, RESCALE_THRESHOLD: tl.constexpr,
+                PREFETCH_QK: tl.constexpr):
     tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
     tl.static_assert(BLOCK_M % 16 == 0 and BLOCK_N % 16 == 0)
     q_tile = tl.load(q_tile_order + tl.program_id(0))
@@ -137,7 +207,11 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit, desc_q, desc_k, desc_v, desc_o,
     slice_lo = tl.load(q_tile_slice_ptr + q_tile)
     slice_hi = tl.load(q_tile_slice_ptr + q_tile + 1)
     q_tile_hi = q_tile_lo + BLOCK_M
-    if CONTIGUOUS_FULL:
+    if PREFETCH_QK and not SOFTCAP:
+        acc, l_i, m_i = _fwd_full_tiles_prefetch(
+            acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid, offs_n,
+            offs_d, stride_km, stride_vm, sm_scale, BLOCK_N, USE_TMA, RESCALE_THRESHOLD)
+    elif CONTIGUOUS_FULL:
         # most masks' full tiles of a q tile are one run of consecutive key tiles (full, causal,
         # documents, bands): then iterate it without loading each index
         has_full = mid > start
@@ -147,24 +221,27 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit, desc_q, desc_k, desc_v, desc_o,
             acc, l_i, m_i = _fwd_full_tiles(
                 acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid,
                 first_kt, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap,
-                row_lo, row_hi, seqlen_q, BLOCK_N, SOFTCAP, USE_TMA, WARP_SPECIALIZE, True)
+                row_lo, row_hi, seqlen_q, BLOCK_N, SOFTCAP, USE_TMA, WARP_SPECIALIZE, True,
+                RESCALE_THRESHOLD)
         else:
             acc, l_i, m_i = _fwd_full_tiles(
                 acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid,
                 first_kt, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap,
-                row_lo, row_hi, seqlen_q, BLOCK_N, SOFTCAP, USE_TMA, WARP_SPECIALIZE, False)
+                row_lo, row_hi, seqlen_q, BLOCK_N, SOFTCAP, USE_TMA, WARP_SPECIALIZE, False,
+                RESCALE_THRESHOLD)
     else:
         acc, l_i, m_i = _fwd_full_tiles(
             acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid,
             0, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap,
-            row_lo, row_hi, seqlen_q, BLOCK_N, SOFTCAP, USE_TMA, WARP_SPECIALIZE, False)
+            row_lo, row_hi, seqlen_q, BLOCK_N, SOFTCAP, USE_TMA, WARP_SPECIALIZE, False,
+            RESCALE_THRESHOLD)
     for t in tl.range(mid, end, num_stages=PARTIAL_STAGES):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col,
                                   tl.load(q_tile_kt + t),
                                   offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k,
                                   sm_scale, softcap, slice_bounds, q_tile_slice_idx, slice_lo,
                                   slice_hi, q_tile_lo, q_tile_hi, row_lo, row_hi, seqlen_q,
-                                  BLOCK_N, True, SOFTCAP, ROW_INTERVALS, USE_TMA)
+                                  BLOCK_N, True, SOFTCAP, ROW_INTERVALS, USE_TMA, 0.0)
 
     has_keys = l_i > 0.0
     l_safe = tl.where(has_keys, l_i, 1.0)
@@ -211,6 +288,9 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
             ROW_INTERVALS=plan.row_lo.shape[1], PARTIAL_STAGES=config.partial_stages,
             USE_TMA=use_tma, WARP_SPECIALIZE=config.warp_specialize,
             CONTIGUOUS_FULL=config.contiguous_full,
+            # the max logit is the running max, which conditional rescaling lets lag behind
+            RESCALE_THRESHOLD=0.0 if return_max_logits else config.rescale_threshold,
+            PREFETCH_QK=config.prefetch_qk,
             **launch_options(config))
     max_logits = None
     if return_max_logits:

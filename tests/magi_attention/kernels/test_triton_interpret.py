@@ -5,7 +5,8 @@ The interpreter must be switched on before triton.jit decorates the kernels, so 
 one subprocess (about 15 s for all cases) that reports max errors as JSON; each case asserts on
 its own. Both masking paths run: the per-row interval table and, with the table disabled, the
 OR over the q tile's slice list; both backward paths: the one-pass kernel with atomic dq and the
-deterministic two-kernel path (also as one fused launch, with pointer and TMA loads); the forward (with the contiguous_full run loop) and the one-pass backward also with tensor descriptors (use_tma; the interpreter's missing
+deterministic two-kernel path (also as one fused launch, with pointer and TMA loads); the forward (with the contiguous_full run loop, and with conditional rescaling and the early
+QK^T) and the one-pass backward also with tensor descriptors (use_tma; the interpreter's missing
 TMA reduce-add is emulated). Tolerance for fp16 inputs (P and dS rounded to fp16 before the
 matmuls): max abs error <= 1e-2 * max|ref| + 2e-3.
 """
@@ -63,6 +64,12 @@ SCRIPT = textwrap.dedent('''
             out, lse, mx = launch_fwd(q, k, v, plan(32, 16), fc, scale, cap, True)
             tma = FwdConfig(32, 16, 4, 2, use_tma=True, warp_specialize=True, contiguous_full=True)
             out_tma, lse_tma, _ = launch_fwd(q, k, v, plan(32, 16), tma, scale, cap, False)
+            # conditional rescaling with the next QK^T issued early; keys scaled up along the
+            # sequence so that some later tiles raise the row max past the threshold and others
+            # do not (both branches run)
+            ramp = (1.0 + 3.0 * torch.arange(sk) / sk).half()[:, None, None]
+            lazy = FwdConfig(32, 16, 4, 2, use_tma=True, rescale_threshold=2.0, prefetch_qk=True)
+            out_lazy, lse_lazy, _ = launch_fwd(q, k * ramp, v, plan(32, 16), lazy, scale, cap, False)
             dq, dk, dv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), None, bc, scale, cap)
             bt = BwdConfig(16, 32, 32, 16, 4, 1, use_tma=True)
             tdq, tdk, tdv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), None, bt, scale, cap)
@@ -96,6 +103,10 @@ SCRIPT = textwrap.dedent('''
             res["out_tma"] = [(f(out_tma) - ro).abs().max().item(), ro.abs().max().item()]
             res["lse_tma"] = [(lse_tma[~empty] - rl[~empty]).abs().max().item(), 1.0]
             res["lse_inf_match"] &= bool(torch.isinf(lse_tma[empty]).all() and (out_tma[empty] == 0).all())
+            rlo, rll, _ = reference.fwd(f(q), f(k * ramp), f(v), mask, scale, cap, True)
+            res["out_lazy_rescale"] = [(f(out_lazy) - rlo).abs().max().item(), rlo.abs().max().item()]
+            res["lse_lazy_rescale"] = [(lse_lazy[~empty] - rll[~empty]).abs().max().item(), 1.0]
+            res["lse_inf_match"] &= bool(torch.isinf(lse_lazy[empty]).all() and (out_lazy[empty] == 0).all())
             ok = torch.isfinite(rm)
             res["max_logits"] = [(mx[ok] - rm[ok]).abs().max().item(), 1.0]
             results[f"{name}-{'table' if table else 'slices'}"] = res
