@@ -49,6 +49,11 @@ def check_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise BackendUnavailable(reason)
 
 
+def plan_tiles_per_q_tile(plan) -> float:
+    """Listed key tiles per q tile of a forward plan (tensor sizes only: no device sync)."""
+    return plan.q_tile_kt.numel() / max(plan.num_q_tiles, 1)
+
+
 def _dense_last(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()
 
@@ -70,8 +75,11 @@ def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
 
     check_supported(q, k, v)
     q, k, v = (_dense_last(t) for t in (q, k, v))
-    config = config or fwd_config(q.shape[-1])
-    plan = plan_for(mask, config.block_m, config.block_n, q.device, config.max_table_intervals)
+    chosen = config or fwd_config(q.shape[-1])
+    plan = plan_for(mask, chosen.block_m, chosen.block_n, q.device, chosen.max_table_intervals)
+    if config is None:  # the short-row variant shares the default's tiles, so the same plan
+        chosen = fwd_config(q.shape[-1], plan_tiles_per_q_tile(plan))
+    config = chosen
     return launch_fwd(q, k, v, plan, config, float(softmax_scale), float(softcap), return_max_logits)
 
 

@@ -62,7 +62,20 @@ def launch_options(config: FwdConfig | BwdConfig) -> dict:
     return options
 
 
-def fwd_config(head_dim: int) -> FwdConfig:
+# q tiles that list fewer key tiles than this on average (short rows: documents, windows) run
+# the forward at 8 warps capped to 128 registers (two programs per SM, no spills): H200, GQA
+# 64:8, d128, 128x64 tiles, TFLOPs/s default -> short-row config (s17 | s21 sweeps,
+# results/h200/ffa_triton/): causal_document 16k (16 tiles per q tile) 322 -> 342 | 330 -> 354,
+# block_causal_document 16k (29) 367 -> 388 | 386 -> 393, sliding_window_causal 16k (17) 339 ->
+# 344, 64k (18) 367 -> 372; at 83-97 tiles (64k documents) -1 to +2%, on full and causal
+# (129-1024) -1 to -3%: those keep the default.
+SHORT_ROW_TILES = 64
+
+
+def fwd_config(head_dim: int, tiles_per_q_tile: float | None = None) -> FwdConfig:
+    """The forward config; ``tiles_per_q_tile`` (the plan's listed key tiles per q tile, known
+    once the plan is built at the default tiles) picks the short-row variant below
+    SHORT_ROW_TILES."""
     # H200, bf16, GQA 64:8, d128, S=16k; TFLOPs/s full/causal/causal_document (sweep v2 in
     # notes/ffa_triton.md): 128x64 w4 s3 p2: 475/453/304 (best on documents, ~2% off on full);
     # p1: 485/458/251; p3: 363/375/227 (smem: 1 CTA/SM); s2 p2: 422/433/294;
@@ -71,6 +84,11 @@ def fwd_config(head_dim: int) -> FwdConfig:
     # TMA loads at these tiles 512/499/331 | 517/517/470 against pointer loads 479/487/304 |
     # 471/491/448: best on every cell of the five masks; warp specialisation (128x128 w8 s2)
     # 427/432/281 and the contiguous run loop 438/424/245 lose.
+    # session 21 (s21_sweep.csv): conditional rescaling (rescale_threshold=8) 0.90-0.99x and the
+    # early QK^T (prefetch_qk, 128x128 w8) 0.81-0.91x of this default on every cell: both off.
+    if tiles_per_q_tile is not None and tiles_per_q_tile < SHORT_ROW_TILES:
+        return FwdConfig(block_m=128, block_n=64, num_warps=8, num_stages=3, partial_stages=2,
+                         use_tma=True, max_registers=128)
     return FwdConfig(block_m=128, block_n=64, num_warps=4, num_stages=3, partial_stages=2,
                      use_tma=True)
 

@@ -142,6 +142,11 @@ FWD_VARIANTS = {"tma": dict(use_tma=True),
                 "tma_ws": dict(use_tma=True, warp_specialize=True, block_m=128, block_n=128,
                                num_warps=8, num_stages=2),
                 "tma_128x128_w8": dict(use_tma=True, block_m=128, block_n=128, num_warps=8),
+                # configs.fwd_config's short-row choice; the default (w4) is "tma"
+                "short_rows_w8_r128": dict(use_tma=True, num_warps=8, max_registers=128),
+                "lazy_rescale": dict(use_tma=True, rescale_threshold=8.0),
+                "early_qk_128x128_w8": dict(use_tma=True, block_m=128, block_n=128, num_warps=8,
+                                            num_stages=2, prefetch_qk=True),
                 "ptr_run": dict(contiguous_full=True),
                 "tma_ws_run": dict(use_tma=True, warp_specialize=True, contiguous_full=True)}
 

@@ -56,3 +56,16 @@ def test_a_forward_config_compiles_for_sm90_and_its_register_cap_holds(tool):
     assert capped["registers"] <= 96 < free["registers"]
     # 8 warps at <= 96 registers: the register file holds two programs where it held one
     assert capped["programs_per_sm"] >= 2 * (free["programs_per_sm"] if free["registers"] > 128 else 1)
+
+
+def test_the_two_forward_configs_fit_two_programs_per_sm_without_spills(tool):
+    """The default and the short-row forward (configs.fwd_config) as they compile for sm90: the
+    short-row one at 8 warps and 128 registers must not spill and must keep two programs per SM
+    (what its measured gain on documents rests on)."""
+    from magi_attention.kernels.triton.configs import SHORT_ROW_TILES, fwd_config
+    default, short = fwd_config(128), fwd_config(128, SHORT_ROW_TILES - 1)
+    assert (short.block_m, short.block_n) == (default.block_m, default.block_n)  # one plan
+    res = _compile_fwd(tool, short)
+    assert res["num_warps"] == 8 and res["registers"] <= 128
+    assert res["spill_stores"] == 0 and res["programs_per_sm"] == 2
+    assert _compile_fwd(tool, default)["programs_per_sm"] == 2

@@ -1,0 +1,46 @@
+"""The Triton forward's config choice: the plan's listed key tiles per q tile pick the short-row
+config (8 warps, 128 registers) for documents and windows and keep the default for full and
+causal masks, on the planner's real tile lists (no GPU: the plans are built on the CPU)."""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from magi_attention.common import AttnSlice  # noqa: E402
+from magi_attention.kernels.block_sparse import plan_block_sparse  # noqa: E402
+from magi_attention.kernels.triton import plan_tiles_per_q_tile  # noqa: E402
+from magi_attention.kernels.triton.configs import SHORT_ROW_TILES, fwd_config  # noqa: E402
+
+S = 16384
+
+
+def _docs(lens, causal):
+    slices, start = [], 0
+    for n in lens:
+        slices.append(AttnSlice.make(start, start + n, start, start + n, 1 if causal else 0))
+        start += n
+    return slices
+
+
+@pytest.mark.parametrize("name, slices, short", [
+    ("full", [AttnSlice.make(0, S, 0, S, 0)], False),
+    ("causal", [AttnSlice.make(0, S, 0, S, 1)], False),
+    ("causal_documents_of_1k", _docs([1024] * 16, True), True),
+    ("full_documents_of_2k", _docs([2048] * 8, False), True),
+    ("one_document_of_12k_and_4_of_1k", _docs([12288] + [1024] * 4, True), False),
+])
+def test_short_rows_pick_the_short_row_config(name, slices, short):
+    default = fwd_config(128)
+    plan = plan_block_sparse(slices, S, S, default.block_m, default.block_n)
+    tiles = plan_tiles_per_q_tile(plan)
+    assert (tiles < SHORT_ROW_TILES) == short, f"{name}: {tiles:.1f} tiles per q tile"
+    config = fwd_config(128, tiles)
+    if short:
+        assert (config.num_warps, config.max_registers) == (8, 128)
+    else:
+        assert config == default
+    assert (config.block_m, config.block_n) == (plan.block_m, plan.block_n)
+
+
+def test_empty_plan_counts_zero_tiles():
+    plan = plan_block_sparse([], 0, 0, 128, 64)
+    assert plan_tiles_per_q_tile(plan) == 0.0
