@@ -1245,6 +1245,88 @@ def dense_windows_table() -> str:
     return dense_more_table(DENSE_WINDOWS, ("sdpa", "cudnn", "fa4", "flex", "ffa", "ffa_fa4"))
 
 
+# session 21 (issue 14): the forward options measured, the Gluon proof of concept, and one
+# bench run of FFA's Triton kernel against FA4 and compiled FlexAttention
+S21_SWEEP = "h200/ffa_triton/s21_sweep.csv"
+S21_GLUON = ("h200/ffa_triton/s21_gluon_poc_a.csv", "h200/ffa_triton/s21_gluon_poc_b.csv")
+S21_KERNELS = "h200/kernels/kernel_masks__ffa_fa4_flex_16k_64k_s21.csv"
+S21_VARIANTS = {"fwd_tma_128x64_w4_s3_p2": "default (w4)",
+                "fwd_tma_128x64_w8_s3_p2_r128": "short-row (w8 r128)",
+                "fwd_tma_rs8_128x64_w4_s3_p2": "lazy rescale w4",
+                "fwd_tma_rs8_128x64_w8_s3_p2_r128": "lazy rescale w8 r128",
+                "fwd_tma_pf_rs8_128x128_w8_s2_p2": "early QK^T + lazy, 128x128 w8"}
+
+
+def triton_s21_variants() -> str:
+    """Forward TFLOPs/s per variant and FA4's in the same run (s21 sweep)."""
+    f = pd.read_csv(RESULTS / S21_SWEEP)
+    f = f[(f.status == "ok") & (f.direction == "fwd")]
+    lines = ["| mask | S | " + " | ".join(S21_VARIANTS.values()) + " | fa4 |",
+             "|" + "---|" * (len(S21_VARIANTS) + 3)]
+    for (mask, seqlen), cell in f.groupby(["mask", "seqlen"], sort=False):
+        tf = {r.variant: r.tflops_per_s for r in cell.itertuples()}
+        vals = [tf.get(v) for v in (*S21_VARIANTS, "fa4")]
+        lines.append(f"| {mask} | {_k(seqlen)} | "
+                     + " | ".join("X" if v is None else f"{v:.0f}" for v in vals) + " |")
+    return "\n".join(lines)
+
+
+def gluon_poc_table() -> str:
+    """The Gluon forward (full mask) against FFA's Triton kernel and FA4, per run."""
+    lines = ["| run | S | kernel / variant | TFLOPs/s | / Triton default |", "|---|---|---|---|---|"]
+    for run, relpath in zip("ab", S21_GLUON):
+        f = pd.read_csv(RESULTS / relpath)
+        f = f[f.status == "ok"]
+        for seqlen, cell in f.groupby("seqlen"):
+            base = cell[cell.kernel == "ffa_triton"].tflops_per_s
+            for r in cell.itertuples():
+                ratio = f"{r.tflops_per_s / base.iloc[0]:.2f}" if len(base) else "-"
+                lines.append(f"| {run} | {_k(seqlen)} | {r.kernel} / {r.variant} | "
+                             f"{r.tflops_per_s:.0f} | {ratio} |")
+    return "\n".join(lines)
+
+
+def gluon_poc_checks() -> str:
+    f = pd.concat([pd.read_csv(RESULTS / r) for r in S21_GLUON])
+    checks = f[f.status.str.startswith("check")]
+    return ", ".join(f"S={s}: {int((c.status == 'check_ok').sum())} of {len(c)} ok"
+                     for s, c in checks.groupby("seqlen"))
+
+
+def pytest_triton_s21() -> str:
+    return _summed_counts("h200/tests/pytest_triton_gpu_6d26a3647c93.log")
+
+
+def triton_s21_table() -> str:
+    """FFA's Triton kernel (bench adapter "ffa", the config chosen per plan) against FA4 and
+    compiled Flex, one bench run."""
+    frame = _files((S21_KERNELS,))
+    lines = ["| mask | S | dir | ffa | fa4 | flex | ffa/fa4 | ffa/flex |", "|" + "---|" * 8]
+    for mask in KERNEL_MASKS:
+        for seqlen in (K16, K64):
+            for d in ("fwd", "bwd"):
+                ffa, fa4, flex = (_tf(frame, k, mask, seqlen, d) for k in ("ffa", "fa4", "flex"))
+                ratio = lambda b: "-" if ffa is None or b is None else f"{ffa / b:.2f}"  # noqa: E731
+                cells = ["X" if v is None else f"{v:.0f}" for v in (ffa, fa4, flex)]
+                lines.append(f"| {mask} | {_k(seqlen)} | {d} | " + " | ".join(cells)
+                             + f" | {ratio(fa4)} | {ratio(flex)} |")
+    return "\n".join(lines)
+
+
+def triton_s21_goals() -> str:
+    """Issue 14's must-show cells in the s21 bench run."""
+    frame = _files((S21_KERNELS,))
+    out = []
+    for d, goal in (("fwd", 0.85), ("bwd", 0.75)):
+        r = [p for (m, _, dd), p in _pairs(frame, "ffa", "fa4", ("full", "causal")) if dd == d]
+        out.append(f"{d} / fa4 on full and causal {_span(r)} (goal {goal}: {_verdict(r, goal)})")
+    for d in ("fwd", "bwd"):
+        r = [p for (_, _, dd), p in _pairs(frame, "ffa", "flex") if dd == d]
+        low = sum(x < 1.2 for x in r)
+        out.append(f"{d} / flex {_span(r)}, {len(r) - low} of {len(r)} cells at >= 1.2")
+    return "; ".join(out)
+
+
 def triton_v4_table() -> str:
     """The v4 backward variants on full 16k, with FA4's backward of the same run."""
     f = pd.read_csv(RESULTS / TRITON_V4)
@@ -1269,6 +1351,12 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h100.ffa_vs_fa4": h100_ffa_vs_fa4,
     "h200.dense_windows_table": dense_windows_table,
     "h200.triton_v4_table": triton_v4_table,
+    "h200.triton_s21_variants": triton_s21_variants,
+    "h200.gluon_poc_table": gluon_poc_table,
+    "h200.gluon_poc_checks": gluon_poc_checks,
+    "h200.triton_s21_table": triton_s21_table,
+    "h200.triton_s21_goals": triton_s21_goals,
+    "h200.pytest_triton_s21": pytest_triton_s21,
     "h200.pytest_gpu_all": pytest_gpu_all,
     "h200.pytest_gpu_failed_tests": pytest_gpu_failed_tests,
     "h200.pytest_flashinfer": pytest_flashinfer,
