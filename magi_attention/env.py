@@ -5,6 +5,9 @@ MAGI_ATTENTION_FA4_BACKEND (default 1)
     kernel) may pick the FA4 backend: with 1 it runs FA4 where flash-attn-4 is installed and
     supports the inputs (Hopper, bf16/fp16, head_dim <= 128), else Triton; 0 keeps "auto" on
     Triton.
+MAGI_ATTENTION_GLUON_FWD (default 1)
+    Whether the Triton backend's forward runs its Gluon kernel (kernels.triton.gluon_forward,
+    warp-specialised, sm90 only) where the inputs allow; 0 keeps the Triton forward everywhere.
 MAGI_ATTENTION_LOG_LEVEL
     Level of the ``magi_attention`` logger, a ``logging`` level name (default WARNING); set on
     that logger when this module is first imported (``magi_attention.functional`` imports it).
@@ -23,6 +26,7 @@ def _flag(name: str, default: bool) -> bool:
 
 
 PREFER_FA4_BACKEND: bool = _flag("MAGI_ATTENTION_FA4_BACKEND", default=True)
+PREFER_GLUON_FWD: bool = _flag("MAGI_ATTENTION_GLUON_FWD", default=True)
 LOG_LEVEL: str = os.environ.get("MAGI_ATTENTION_LOG_LEVEL", "WARNING").strip().upper()
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import torch
 
+from ... import env
 from .. import BackendUnavailable
-from ..block_sparse import plan_for
+from ..block_sparse import MAX_TABLE_INTERVALS, plan_for
 from ..plan import FlexAttnPlan
 from .configs import SUPPORTED_HEAD_DIMS, bwd_config, fwd_config
 
@@ -58,9 +59,29 @@ def _dense_last(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
+def _gluon_reason(q, k, softcap: float, return_max_logits: bool) -> str | None:
+    """Why the Gluon forward does not run here (then the Triton forward does), or None."""
+    if not env.PREFER_GLUON_FWD:
+        return "MAGI_ATTENTION_GLUON_FWD=0"
+    try:
+        from . import gluon_forward
+    except ImportError as e:  # a Triton without Gluon
+        return f"no Gluon: {e}"
+    return gluon_forward.unsupported_reason(q, k, softcap, return_max_logits)
+
+
+def _gluon_plan(mask: FlexAttnPlan, device):
+    """The Gluon forward's plan, or None when the mask has no row interval table there."""
+    from .gluon_forward import BLOCK_M, BLOCK_N
+    plan = plan_for(mask, BLOCK_M, BLOCK_N, device, MAX_TABLE_INTERVALS)
+    return plan if plan.row_lo.shape[1] > 0 else None
+
+
 def prepare(mask: FlexAttnPlan, head_dim: int, device) -> None:
     """Build (and keep in ``mask``) the tile plans the forward and backward will use."""
     fcfg, bcfg = fwd_config(head_dim), bwd_config(head_dim)
+    if env.PREFER_GLUON_FWD and torch.device(device).type == "cuda":
+        _gluon_plan(mask, device)
     plan_for(mask, fcfg.block_m, fcfg.block_n, device, fcfg.max_table_intervals)
     plan_for(mask, bcfg.block_m1, bcfg.block_n1, device, bcfg.max_table_intervals)
     plan_for(mask, bcfg.block_m2, bcfg.block_n2, device, bcfg.max_table_intervals)
@@ -75,6 +96,11 @@ def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
 
     check_supported(q, k, v)
     q, k, v = (_dense_last(t) for t in (q, k, v))
+    if config is None and _gluon_reason(q, k, softcap, return_max_logits) is None:
+        plan = _gluon_plan(mask, q.device)
+        if plan is not None:
+            from .gluon_forward import launch_fwd as launch_gluon
+            return launch_gluon(q, k, v, plan, float(softmax_scale))
     chosen = config or fwd_config(q.shape[-1])
     plan = plan_for(mask, chosen.block_m, chosen.block_n, q.device, chosen.max_table_intervals)
     if config is None:  # the short-row variant shares the default's tiles, so the same plan

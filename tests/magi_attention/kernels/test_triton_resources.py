@@ -69,3 +69,29 @@ def test_the_two_forward_configs_fit_two_programs_per_sm_without_spills(tool):
     assert res["num_warps"] == 8 and res["registers"] <= 128
     assert res["spill_stores"] == 0 and res["programs_per_sm"] == 2
     assert _compile_fwd(tool, default)["programs_per_sm"] == 2
+
+
+@pytest.mark.parametrize("head_dim", [128, 64])
+def test_the_gluon_forward_compiles_for_sm90_with_its_register_split(tool, head_dim):
+    """kernels.triton.gluon_forward built for sm90 on the CPU: 12 warps (two consumer
+    warpgroups and the producer's), no spills, its K/V ring in shared memory, and setmaxnreg
+    moving registers to the consumers; masks with one and with two intervals per row."""
+    from magi_attention.common import AttnSlice
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.triton import gluon_forward as gf
+    for slices in ([AttnSlice.make(0, 1531, 0, 1531, 1)],
+                   [AttnSlice.make(0, 700, 0, 700, 1), AttnSlice.make(700, 1531, 700, 1531, 1),
+                    AttnSlice.make(700, 1531, 0, 100, 0)]):
+        q, k, v, _ = tool._inputs(1531, hq=8, hk=2, d=head_dim)
+        plan = plan_block_sparse(slices, 1531, 1531, gf.BLOCK_M, gf.BLOCK_N)
+        with tool.CompileRecorder() as rec:
+            gf.launch_fwd(q, k, v, plan, head_dim ** -0.5)
+        (name, kernel), = rec.compiled
+        res = tool.resources(kernel)
+        assert name == "_fwd_kernel" and res["num_warps"] == 12
+        assert res["spill_stores"] == 0 and res["spill_loads"] == 0
+        ring = 2 * gf.NUM_BUF * gf.BLOCK_N * head_dim * 2 + gf.BLOCK_M * head_dim * 2
+        assert ring / 1024 <= res["shared_kb"] <= 227
+        ptx = kernel.asm["ptx"]
+        assert f"setmaxnreg.inc.sync.aligned.u32 \t{gf.CONSUMER_REGS}" in ptx
+        assert f"setmaxnreg.dec.sync.aligned.u32 \t{gf.PRODUCER_REGS}" in ptx

@@ -1,0 +1,310 @@
+"""FFA's forward on Hopper written in Gluon (Triton's explicit dialect), FlashAttention-3's
+structure over the block-sparse plan.
+
+One program per (q tile of 128 rows, q head), in three partitions:
+- a producer warp issues every TMA load: the two 64-row halves of Q, then K and V of each key
+  tile the plan lists for this q tile (full tiles, then partial ones) into a NUM_BUF-slot ring;
+- two consumer warpgroups own one half of the rows each and take turns on the tensor cores
+  (ping-pong, ordered by two mbarriers): in its turn a consumer issues S_j = Q K_j^T and
+  O += P_{j-1} V_{j-1}, hands the turn over, then runs the softmax of S_j while the other
+  consumer's MMAs run. Partial tiles are masked from the plan's per-row interval table.
+Registers move from the producer (24) to the consumers (240) with setmaxnreg.
+
+Measured (H200, GQA 64:8, d128, bf16, full mask): 629/631 TFLOPs/s at 16k/64k, 0.92-0.94x FA4
+and 1.21-1.23x the Triton forward in the same run (notes/ffa_triton.md, session 21). Used by
+kernels.triton.fwd on sm90 when the inputs allow (unsupported_reason); otherwise the Triton
+forward runs.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
+                                                              warpgroup_mma, warpgroup_mma_wait)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from ..block_sparse import BlockSparsePlan
+
+BLOCK_M = 128  # two consumer warpgroups of HALF_M rows
+HALF_M = 64
+BLOCK_N = 128
+NUM_BUF = 3  # K/V ring slots: 2 was 0.78-0.92x of 3 at d128 (s21 rows d-e)
+CONSUMER_REGS, PRODUCER_REGS = 240, 24
+MAXNREG = 168  # 12 warps x 32 x 168 <= 64K registers; setmaxnreg redistributes by partition
+HEAD_DIMS = (64, 128)
+LOG2E = 1.4426950408889634
+
+
+def unsupported_reason(q: torch.Tensor, k: torch.Tensor, softcap: float,
+                       return_max_logits: bool) -> str | None:
+    """Why this forward cannot run these inputs (the Triton forward then does), or None."""
+    if not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] != 9:
+        return "the Gluon forward is written for sm90 (Hopper)"
+    if q.dtype not in (torch.bfloat16, torch.float16):
+        return f"the Gluon forward takes bf16/fp16, got {q.dtype}"
+    if q.shape[-1] not in HEAD_DIMS:
+        return f"the Gluon forward takes head_dim {HEAD_DIMS}, got {q.shape[-1]}"
+    if softcap > 0 or return_max_logits:
+        return "softcap and max logits run on the Triton forward"
+    if q.shape[0] == 0 or k.shape[0] == 0:
+        return "empty sequence"
+    return None
+
+
+@gluon.jit
+def _softmax(s, m_i, l_i, qk_scale, row_o: gl.constexpr):
+    """Online softmax of one score tile (masked cells -inf): P, the new row max and sum, and O's
+    rescale factor in O's row layout. Rows with nothing kept yet keep P = 0 and alpha = 0."""
+    m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
+    alpha = gl.exp2(m_i - m_use)
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    return p, m_new, l_i, gl.convert_layout(alpha, row_o)
+
+
+@gluon.jit
+def _masked(s, t, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s: gl.constexpr,
+            BLOCK_N: gl.constexpr, ROW_INTERVALS: gl.constexpr):
+    """S with the cells outside the union at -inf when list position t is a partial tile."""
+    if t >= mid:
+        cols = gl.load(q_tile_kt + t) * BLOCK_N + gl.arange(0, BLOCK_N, layout=col_s)
+        row_ok = rows < seqlen_q
+        c2 = gl.expand_dims(cols, 0)
+        keep = (c2 < 0) & gl.expand_dims(rows < 0, 1)  # all False, [rows, cols]
+        for r in gl.static_range(ROW_INTERVALS):
+            lo = gl.load(row_lo + rows * ROW_INTERVALS + r, mask=row_ok, other=0)
+            hi = gl.load(row_hi + rows * ROW_INTERVALS + r, mask=row_ok, other=0)
+            keep = keep | ((c2 >= gl.expand_dims(lo, 1)) & (c2 < gl.expand_dims(hi, 1)))
+        s = gl.where(keep, s, float("-inf"))
+    return s
+
+
+@gluon.jit
+def _turn_wait(turn, c: gl.constexpr, k):
+    """Wait for consumer c's k-th turn; consumer 0 starts (a fresh barrier's phase 1 passes)."""
+    if c == 0:
+        mbarrier.wait(turn.index(0), (k & 1) ^ 1)
+    else:
+        mbarrier.wait(turn.index(1), k & 1)
+
+
+@gluon.jit
+def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, seqlen_q, start,
+              mid, end, num_heads_q, qk_scale, q_row, q_col, kv_col, q_smem, k_smem, v_smem,
+              q_bars, k_ready, v_ready, kv_empty, turn, tag):
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    NUM_BUF: gl.constexpr = k_smem.type.shape[0]
+    HALF_M: gl.constexpr = q_desc.block_type.shape[0]
+    for c in gl.static_range(2):
+        mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [q_row + c * HALF_M, q_col], q_bars.index(c),
+                                        q_smem.index(c))
+    for j in range(end - start):
+        slot = j % NUM_BUF
+        k_lo = gl.load(q_tile_kt + start + j) * BLOCK_N
+        mbarrier.wait(kv_empty.index(slot), ((j // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
+        mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [k_lo, kv_col], k_ready.index(slot),
+                                        k_smem.index(slot))
+        mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(v_desc, [k_lo, kv_col], v_ready.index(slot),
+                                        v_smem.index(slot))
+
+
+@gluon.jit
+def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_tile_kt, row_lo,
+                   row_hi, rows, seqlen_q, start, mid, n_tiles, qk_scale, m_i, l_i, acc,
+                   c: gl.constexpr, s_layout: gl.constexpr, p_layout: gl.constexpr,
+                   ROW_INTERVALS: gl.constexpr):
+    """This consumer's rows over the q tile's n_tiles (>= 1) listed key tiles."""
+    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+    NUM_BUF: gl.constexpr = k_smem.type.shape[0]
+    HALF_M: gl.constexpr = q_tile.type.shape[0]
+    dtype: gl.constexpr = q_tile.dtype
+    col_s: gl.constexpr = gl.SliceLayout(0, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, p_layout.parent)
+    other: gl.constexpr = 1 - c
+    s_zero = gl.zeros([HALF_M, BLOCK_N], gl.float32, s_layout)
+
+    # tile 0: S_0 in this consumer's first turn
+    mbarrier.wait(k_ready.index(0), 0)
+    _turn_wait(turn, c, 0)
+    s = warpgroup_mma(q_tile, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
+                      is_async=True)
+    mbarrier.arrive(turn.index(other), count=1)
+    s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+    s = _masked(s, start, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s, BLOCK_N,
+                ROW_INTERVALS)
+    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
+    p = gl.convert_layout(p.to(dtype), p_layout)
+
+    for j in range(1, n_tiles):
+        slot = j % NUM_BUF
+        prev = (j - 1) % NUM_BUF
+        mbarrier.wait(k_ready.index(slot), (j // NUM_BUF) & 1)
+        mbarrier.wait(v_ready.index(prev), ((j - 1) // NUM_BUF) & 1)
+        _turn_wait(turn, c, j)
+        s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
+                          is_async=True)
+        acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
+        mbarrier.arrive(turn.index(other), count=1)
+        s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))  # S_j done, PV_{j-1} may run
+        s = _masked(s, start + j, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s,
+                    BLOCK_N, ROW_INTERVALS)
+        p_new, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
+        acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
+        mbarrier.arrive(kv_empty.index(prev), count=1)  # tile j-1's K and V are read
+        acc = acc * gl.expand_dims(alpha, 1)
+        p = gl.convert_layout(p_new.to(dtype), p_layout)
+
+    last = (n_tiles - 1) % NUM_BUF
+    mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // NUM_BUF) & 1)
+    _turn_wait(turn, c, n_tiles)
+    acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
+    mbarrier.arrive(turn.index(other), count=1)
+    acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
+    mbarrier.arrive(kv_empty.index(last), count=1)
+    return acc, m_i, l_i
+
+
+@gluon.jit
+def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, seqlen_q, start,
+              mid, end, num_heads_q, qk_scale, q_row, q_col, kv_col, q_smem, k_smem, v_smem,
+              q_bars, k_ready, v_ready, kv_empty, turn, tag, c: gl.constexpr):
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    HALF_M: gl.constexpr = q_desc.block_type.shape[0]
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
+    ROW_INTERVALS: gl.constexpr = tag.type.shape[0] - 1
+    dtype: gl.constexpr = q_desc.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    q_tile = q_smem.index(c)
+    row0 = q_row + c * HALF_M
+    rows = row0 + gl.arange(0, HALF_M, layout=row_s)
+
+    m_i = gl.full([HALF_M], float("-inf"), gl.float32, row_s)
+    l_i = gl.zeros([HALF_M], gl.float32, row_s)
+    acc = gl.zeros([HALF_M, HEAD_DIM], gl.float32, o_layout)
+    mbarrier.wait(q_bars.index(c), 0)
+    if end > start:
+        acc, m_i, l_i = _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn,
+                                       q_tile_kt, row_lo, row_hi, rows, seqlen_q, start, mid,
+                                       end - start, qk_scale, m_i, l_i, acc, c, s_layout,
+                                       p_layout, ROW_INTERVALS)
+
+    has_keys = l_i > 0.0
+    l_o = gl.convert_layout(gl.where(has_keys, l_i, 1.0), row_o)
+    out = acc / gl.expand_dims(l_o, 1)
+    q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)  # clipped at seqlen_q
+    lse = gl.where(has_keys, (m_i + gl.log2(gl.where(has_keys, l_i, 1.0))) * 0.6931471805599453,
+                   float("-inf"))
+    gl.store(Lse + rows.to(gl.int64) * num_heads_q + (q_col // HEAD_DIM), lse, mask=rows < seqlen_q)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _consumer0(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, seqlen_q, start,
+               mid, end, num_heads_q, qk_scale, q_row, q_col, kv_col, q_smem, k_smem, v_smem,
+               q_bars, k_ready, v_ready, kv_empty, turn, tag):
+    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, seqlen_q, start,
+              mid, end, num_heads_q, qk_scale, q_row, q_col, kv_col, q_smem, k_smem, v_smem,
+              q_bars, k_ready, v_ready, kv_empty, turn, tag, 0)
+
+
+@gluon.jit
+def _consumer1(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, seqlen_q, start,
+               mid, end, num_heads_q, qk_scale, q_row, q_col, kv_col, q_smem, k_smem, v_smem,
+               q_bars, k_ready, v_ready, kv_empty, turn, tag):
+    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, seqlen_q, start,
+              mid, end, num_heads_q, qk_scale, q_row, q_col, kv_col, q_smem, k_smem, v_smem,
+              q_bars, k_ready, v_ready, kv_empty, turn, tag, 1)
+
+
+@gluon.jit
+def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale,
+                GROUP: gl.constexpr, NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                num_warps: gl.constexpr):
+    HALF_M: gl.constexpr = q_desc.block_type.shape[0]
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    dtype: gl.constexpr = q_desc.dtype
+    q_tile = gl.load(q_tile_order + gl.program_id(0))  # heaviest q tiles first
+    head = gl.program_id(1)
+    q_row = q_tile * 2 * HALF_M
+    q_col = head * HEAD_DIM
+    kv_col = (head // GROUP) * HEAD_DIM
+    start = gl.load(q_tile_ptr + q_tile)
+    end = gl.load(q_tile_ptr + q_tile + 1)
+    mid = start + gl.load(q_tile_num_full + q_tile)
+
+    q_smem = gl.allocate_shared_memory(dtype, [2, HALF_M, HEAD_DIM], q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, HEAD_DIM], v_desc.layout)
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    # worker partitions take no constexpr arguments: the interval count travels as the shape
+    # of this (unused) buffer's type
+    tag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
+                                    gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    for i in gl.static_range(2):
+        mbarrier.init(q_bars.index(i), count=1)
+        mbarrier.init(turn.index(i), count=1)
+    for i in gl.static_range(NUM_BUF):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(kv_empty.index(i), count=2)  # both consumers release a tile
+    fence_async_shared()
+    args = (q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, seqlen_q, start, mid,
+            end, num_heads_q, qk_scale, q_row, q_col, kv_col, q_smem, k_smem, v_smem, q_bars,
+            k_ready, v_ready, kv_empty, turn, tag)
+    gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
+                       [CONSUMER_REGS, PRODUCER_REGS])
+
+
+def _descriptor(t: torch.Tensor, block_rows: int) -> TensorDescriptor:
+    """[S, H, D] as a 2-D [S, H * D] TMA view, one head per column block of D."""
+    rows, _, head_dim = t.shape
+    view = t.view(rows, -1)
+    gdt = gl.bfloat16 if t.dtype == torch.bfloat16 else gl.float16
+    layout = gl.NVMMASharedLayout.get_default_for([block_rows, head_dim], gdt)
+    return TensorDescriptor(view, list(view.shape), list(view.stride()), [block_rows, head_dim],
+                            layout)
+
+
+def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSparsePlan,
+               softmax_scale: float):
+    """q [Sq, Hq, D], k/v [Sk, Hkv, D] (contiguous) over a BLOCK_M x BLOCK_N plan with a row
+    interval table -> (out, lse [Sq, Hq] fp32, None)."""
+    seqlen_q, num_heads_q, _ = q.shape
+    if (plan.block_m, plan.block_n) != (BLOCK_M, BLOCK_N):
+        raise ValueError(f"plan tiles {(plan.block_m, plan.block_n)} != {(BLOCK_M, BLOCK_N)}")
+    if plan.row_lo.shape[1] == 0:
+        raise ValueError("the Gluon forward masks partial tiles from the row interval table; "
+                         "this plan has none (too many intervals per row)")
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    out = torch.empty_like(q)
+    lse = torch.empty(seqlen_q, num_heads_q, dtype=torch.float32, device=q.device)
+    if plan.num_q_tiles > 0:
+        _fwd_kernel[(plan.num_q_tiles, num_heads_q)](
+            _descriptor(q, HALF_M), _descriptor(k, BLOCK_N), _descriptor(v, BLOCK_N),
+            _descriptor(out, HALF_M), lse, plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full,
+            plan.q_tile_order, plan.row_lo, plan.row_hi, seqlen_q, num_heads_q,
+            float(softmax_scale) * LOG2E, GROUP=num_heads_q // k.shape[1], NUM_BUF=NUM_BUF,
+            ROW_INTERVALS=plan.row_lo.shape[1], CONSUMER_REGS=CONSUMER_REGS,
+            PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+    return out, lse, None
