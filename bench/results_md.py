@@ -1250,6 +1250,8 @@ def dense_windows_table() -> str:
 S21_SWEEP = "h200/ffa_triton/s21_sweep.csv"
 S21_GLUON = ("h200/ffa_triton/s21_gluon_poc_a.csv", "h200/ffa_triton/s21_gluon_poc_b.csv")
 S21_KERNELS = "h200/kernels/kernel_masks__ffa_fa4_flex_16k_64k_s21.csv"
+S21_GLUON_KERNELS = "h200/kernels/kernel_masks__gluon_fwd_16k_64k_s21.csv"
+S21_GLUON_WS = "h200/ffa_triton/s21_gluon_poc_e.csv"
 S21_VARIANTS = {"fwd_tma_128x64_w4_s3_p2": "default (w4)",
                 "fwd_tma_128x64_w8_s3_p2_r128": "short-row (w8 r128)",
                 "fwd_tma_rs8_128x64_w4_s3_p2": "lazy rescale w4",
@@ -1271,10 +1273,10 @@ def triton_s21_variants() -> str:
     return "\n".join(lines)
 
 
-def gluon_poc_table() -> str:
+def gluon_poc_table(runs: tuple[str, ...] = S21_GLUON, labels: str = "ab") -> str:
     """The Gluon forward (full mask) against FFA's Triton kernel and FA4, per run."""
     lines = ["| run | S | kernel / variant | TFLOPs/s | / Triton default |", "|---|---|---|---|---|"]
-    for run, relpath in zip("ab", S21_GLUON):
+    for run, relpath in zip(labels, runs):
         f = pd.read_csv(RESULTS / relpath)
         f = f[f.status == "ok"]
         for seqlen, cell in f.groupby("seqlen"):
@@ -1293,14 +1295,21 @@ def gluon_poc_checks() -> str:
                      for s, c in checks.groupby("seqlen"))
 
 
+def pytest_gpu_s21() -> str:
+    return _summed_counts("h200/tests/pytest_gpu_d19533480c0e_6workers.log")
+
+
 def pytest_triton_s21() -> str:
     return _summed_counts("h200/tests/pytest_triton_gpu_6d26a3647c93.log")
 
 
-def triton_s21_table() -> str:
-    """FFA's Triton kernel (bench adapter "ffa", the config chosen per plan) against FA4 and
-    compiled Flex, one bench run."""
-    frame = _files((S21_KERNELS,))
+def gluon_ws_table() -> str:
+    return gluon_poc_table(("h200/ffa_triton/s21_gluon_poc_d.csv", S21_GLUON_WS), "de")
+
+
+def triton_s21_table(relpath: str = S21_KERNELS) -> str:
+    """FFA's Triton backend (bench adapter "ffa") against FA4 and compiled Flex, one bench run."""
+    frame = _files((relpath,))
     lines = ["| mask | S | dir | ffa | fa4 | flex | ffa/fa4 | ffa/flex |", "|" + "---|" * 8]
     for mask in KERNEL_MASKS:
         for seqlen in (K16, K64):
@@ -1313,9 +1322,17 @@ def triton_s21_table() -> str:
     return "\n".join(lines)
 
 
-def triton_s21_goals() -> str:
-    """Issue 14's must-show cells in the s21 bench run."""
-    frame = _files((S21_KERNELS,))
+def gluon_s21_table() -> str:
+    return triton_s21_table(S21_GLUON_KERNELS)
+
+
+def gluon_s21_goals() -> str:
+    return triton_s21_goals(S21_GLUON_KERNELS)
+
+
+def triton_s21_goals(relpath: str = S21_KERNELS) -> str:
+    """Issue 14's must-show cells in one s21 bench run."""
+    frame = _files((relpath,))
     out = []
     for d, goal in (("fwd", 0.85), ("bwd", 0.75)):
         r = [p for (m, _, dd), p in _pairs(frame, "ffa", "fa4", ("full", "causal")) if dd == d]
@@ -1356,6 +1373,10 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.gluon_poc_checks": gluon_poc_checks,
     "h200.triton_s21_table": triton_s21_table,
     "h200.triton_s21_goals": triton_s21_goals,
+    "h200.gluon_ws_table": gluon_ws_table,
+    "h200.gluon_s21_table": gluon_s21_table,
+    "h200.gluon_s21_goals": gluon_s21_goals,
+    "h200.pytest_gpu_s21": pytest_gpu_s21,
     "h200.pytest_triton_s21": pytest_triton_s21,
     "h200.pytest_gpu_all": pytest_gpu_all,
     "h200.pytest_gpu_failed_tests": pytest_gpu_failed_tests,
