@@ -1,0 +1,84 @@
+"""The Triton backend's two forwards on the same plans: the Gluon kernel (the default on sm90)
+against the Triton kernel (what runs with MAGI_ATTENTION_GLUON_FWD=0), every bench mask of the
+kernel figures, from 1k to 64k tokens, so that the default is known to win where it is chosen.
+
+    python scripts/dev/gluon_vs_triton_fwd.py --out $OUT      # on the GPU; rows in gluon_vs_triton.csv
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from ffa_triton_sweep import _mask  # noqa: E402  (documents from the reference distribution)
+from bench.metrics import attn_flops  # noqa: E402
+from magi_attention.functional import FlexAttnPlan  # noqa: E402
+from magi_attention.kernels.block_sparse import plan_for  # noqa: E402
+from magi_attention.kernels import triton as tk  # noqa: E402
+from magi_attention.kernels.triton.configs import fwd_config  # noqa: E402
+
+MASKS = ("full", "causal", "full_document", "causal_document", "sliding_window_causal",
+         "block_causal_document")
+
+
+def time_ms(fn, iters: int = 20) -> float:
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(iters):
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument("--seqlens", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384, 65536])
+    args = p.parse_args()
+    hq, hk, d = 64, 8, 128
+    path = os.path.join(args.out, "gluon_vs_triton.csv")
+    with open(path, "w", newline="") as f:
+        from bench.provenance import current
+        sha = current().label
+        w = csv.DictWriter(f, ["mask", "seqlen", "kernel", "runtime_ms", "tflops_per_s", "gpu_name",
+                               "git_sha"])
+        w.writeheader()
+        for seqlen in args.seqlens:
+            q, k, v = (torch.randn(seqlen, h, d, device="cuda", dtype=torch.bfloat16)
+                       for h in (hq, hk, hk))
+            for name in MASKS:
+                try:
+                    mask = _mask(name, seqlen)
+                except ValueError as e:  # a pattern that does not fit this length
+                    print(f"{name} S={seqlen}: {e}", flush=True)
+                    continue
+                plan = FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen)
+                flops = attn_flops(mask.area, hq, d, direction="fwd")
+                triton_cfg = fwd_config(d)  # an explicit config keeps the Triton kernel
+                base = plan_for(plan, triton_cfg.block_m, triton_cfg.block_n, q.device)
+                triton_cfg = fwd_config(d, tk.plan_tiles_per_q_tile(base))
+                for kernel, fn in (("gluon", lambda: tk.fwd(q, k, v, plan, d ** -0.5)),
+                                   ("triton", lambda: tk.fwd(q, k, v, plan, d ** -0.5,
+                                                             config=triton_cfg))):
+                    ms = time_ms(fn)
+                    row = dict(mask=name, seqlen=seqlen, kernel=kernel, runtime_ms=ms,
+                               tflops_per_s=flops / (ms * 1e-3) / 1e12,
+                               gpu_name=torch.cuda.get_device_name(), git_sha=sha)
+                    w.writerow(row)
+                    f.flush()
+                    print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()
