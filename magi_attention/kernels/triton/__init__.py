@@ -71,10 +71,11 @@ def _gluon_reason(q, k, softcap: float, return_max_logits: bool) -> str | None:
 
 
 def _gluon_plan(mask: FlexAttnPlan, device):
-    """The Gluon forward's plan, or None when the mask has no row interval table there."""
-    from .gluon_forward import BLOCK_M, BLOCK_N
+    """The Gluon forward's plan, or None where the Triton forward should run this mask (no row
+    interval table, or rows too short: gluon_forward.plan_suits)."""
+    from .gluon_forward import BLOCK_M, BLOCK_N, plan_suits
     plan = plan_for(mask, BLOCK_M, BLOCK_N, device, MAX_TABLE_INTERVALS)
-    return plan if plan.row_lo.shape[1] > 0 else None
+    return plan if plan_suits(plan) else None
 
 
 def prepare(mask: FlexAttnPlan, head_dim: int, device) -> None:

@@ -35,6 +35,19 @@ CONSUMER_REGS, PRODUCER_REGS = 240, 24
 MAXNREG = 168  # 12 warps x 32 x 168 <= 64K registers; setmaxnreg redistributes by partition
 HEAD_DIMS = (64, 128)
 LOG2E = 1.4426950408889634
+# Below this many listed key tiles per q tile (at BLOCK_M x BLOCK_N) the Triton forward is
+# faster: its 128x64 tiles waste less on short rows and it runs two programs per SM. H200,
+# GQA 64:8, d128 (results/h200/ffa_triton/s21_gluon_vs_triton_fwd.csv, Gluon / Triton by
+# tiles per q tile): 1.8-6.1 tiles: 0.69-0.97 (documents at 1k-8k, causal and windows at 1k);
+# 6.8-8.5: 0.99-1.17; from 11: 1.06-1.25.
+MIN_TILES_PER_Q_TILE = 6.5
+
+
+def plan_suits(plan: BlockSparsePlan) -> bool:
+    """Whether this plan's rows are long enough for the Gluon forward to beat the Triton one
+    (tensor sizes only: no device sync)."""
+    return (plan.row_lo.shape[1] > 0
+            and plan.q_tile_kt.numel() >= MIN_TILES_PER_Q_TILE * max(plan.num_q_tiles, 1))
 
 
 def unsupported_reason(q: torch.Tensor, k: torch.Tensor, softcap: float,

@@ -44,3 +44,18 @@ def test_short_rows_pick_the_short_row_config(name, slices, short):
 def test_empty_plan_counts_zero_tiles():
     plan = plan_block_sparse([], 0, 0, 128, 64)
     assert plan_tiles_per_q_tile(plan) == 0.0
+
+
+@pytest.mark.parametrize("name, slices, seqlen, gluon", [
+    ("full_1k", [AttnSlice.make(0, 1024, 0, 1024, 0)], 1024, True),  # 8 tiles per q tile
+    ("causal_1k", [AttnSlice.make(0, 1024, 0, 1024, 1)], 1024, False),  # 4.5
+    ("causal_2k", [AttnSlice.make(0, 2048, 0, 2048, 1)], 2048, True),  # 8.5
+    ("causal_documents_of_512", _docs([512] * 16, True), 8192, False),
+    ("causal_documents_of_4k", _docs([4096] * 4, True), 16384, True),
+])
+def test_short_rows_keep_the_triton_forward(name, slices, seqlen, gluon):
+    """gluon_forward.plan_suits on the 128x128 plan: where its measured ratio to the Triton
+    forward is below 1 (few key tiles per q tile) the Triton forward runs."""
+    gf = pytest.importorskip("magi_attention.kernels.triton.gluon_forward")
+    plan = plan_block_sparse(slices, seqlen, seqlen, gf.BLOCK_M, gf.BLOCK_N)
+    assert gf.plan_suits(plan) == gluon, name
