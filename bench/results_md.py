@@ -1303,6 +1303,20 @@ def pytest_triton_s21() -> str:
     return _summed_counts("h200/tests/pytest_triton_gpu_6d26a3647c93.log")
 
 
+def gluon_vs_triton_table() -> str:
+    """Gluon forward / Triton forward per (mask, seqlen), same plans, one run."""
+    f = pd.read_csv(RESULTS / "h200/ffa_triton/s21_gluon_vs_triton_fwd.csv")
+    g = f[f.kernel == "gluon"].set_index(["mask", "seqlen"]).tflops_per_s
+    tr = f[f.kernel == "triton"].set_index(["mask", "seqlen"]).tflops_per_s
+    seqlens = sorted(f.seqlen.unique())
+    lines = ["| mask | " + " | ".join(_k(s) for s in seqlens) + " |", "|" + "---|" * (len(seqlens) + 1)]
+    for mask in dict.fromkeys(f["mask"]):  # the run's order
+        cells = [f"{g[(mask, s)] / tr[(mask, s)]:.2f}" if (mask, s) in g.index else "-"
+                 for s in seqlens]
+        lines.append(f"| {mask} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def gluon_ws_table() -> str:
     return gluon_poc_table(("h200/ffa_triton/s21_gluon_poc_d.csv", S21_GLUON_WS), "de")
 
@@ -1374,6 +1388,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.triton_s21_table": triton_s21_table,
     "h200.triton_s21_goals": triton_s21_goals,
     "h200.gluon_ws_table": gluon_ws_table,
+    "h200.gluon_vs_triton_table": gluon_vs_triton_table,
     "h200.gluon_s21_table": gluon_s21_table,
     "h200.gluon_s21_goals": gluon_s21_goals,
     "h200.pytest_gpu_s21": pytest_gpu_s21,
