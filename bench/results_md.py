@@ -1317,6 +1317,22 @@ def gluon_vs_triton_table() -> str:
     return "\n".join(lines)
 
 
+CP1_TRITON_S21 = "h200/cp/cp1_triton_16k_64k_s21.csv"
+
+
+def cp1_triton_s21() -> str:
+    """magi / single_gpu at cp 1 with the Triton local kernel (forward: Gluon on long rows)."""
+    frame = _files((CP1_TRITON_S21,))
+    pairs = []
+    for mask in CP_MASKS:
+        for seqlen in (K16, K64):
+            for d in ("fwd", "bwd"):
+                a, b = _tf(frame, "magi", mask, seqlen, d), _tf(frame, "single_gpu", mask, seqlen, d)
+                if a is not None and b is not None:
+                    pairs.append(((mask, seqlen, d), a / b))
+    return _low_cells(pairs, 0.95)
+
+
 def gluon_ws_table() -> str:
     return gluon_poc_table(("h200/ffa_triton/s21_gluon_poc_d.csv", S21_GLUON_WS), "de")
 
@@ -1388,6 +1404,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.triton_s21_table": triton_s21_table,
     "h200.triton_s21_goals": triton_s21_goals,
     "h200.gluon_ws_table": gluon_ws_table,
+    "h200.cp1_triton_s21": cp1_triton_s21,
     "h200.gluon_vs_triton_table": gluon_vs_triton_table,
     "h200.gluon_s21_table": gluon_s21_table,
     "h200.gluon_s21_goals": gluon_s21_goals,
