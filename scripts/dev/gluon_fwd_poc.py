@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import os
 import sys
-import time
 
 import torch
 import triton
@@ -29,6 +27,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma, warpgroup_mma_init,
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ffa_triton_sweep import time_ms  # noqa: E402
 
 LOG2E = 1.4426950408889634
 
@@ -155,188 +157,17 @@ def _attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, seqlen_q, seqlen_k, nu
         mbarrier.invalidate(v_bars.index(i))
 
 
-# -- the warp-specialised version: FlashAttention-3's full structure --------------------------
-# One producer warp issues every TMA load; two consumer warpgroups own 64 rows each of the
-# 128-row q tile and take turns on the tensor cores (ping-pong, ordered by two mbarriers): each
-# issues S_j = Q K_j^T and PV_{j-1} in its turn, hands the turn over, then runs softmax(S_j) while
-# the other's MMAs run. Registers move from the producer (24) to the consumers (240).
-
-
-@gluon.jit
-def _ws_producer(q_desc, k_desc, v_desc, o_desc, Lse, seqlen_q, n_tiles, num_heads_q, qk_scale,
-                 q_row, q_col, kv_col, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty,
-                 turn):
-    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    NUM_BUF: gl.constexpr = k_smem.type.shape[0]
-    HALF_M: gl.constexpr = q_desc.block_type.shape[0]
-    for c in gl.static_range(2):
-        mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [q_row + c * HALF_M, q_col], q_bars.index(c),
-                                        q_smem.index(c))
-    for j in range(n_tiles):
-        slot = j % NUM_BUF
-        mbarrier.wait(kv_empty.index(slot), ((j // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
-        mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [j * BLOCK_N, kv_col], k_ready.index(slot),
-                                        k_smem.index(slot))
-        mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [j * BLOCK_N, kv_col], v_ready.index(slot),
-                                        v_smem.index(slot))
-
-
-@gluon.jit
-def _ws_turn_wait(turn, c: gl.constexpr, k):
-    """Wait for consumer c's k-th turn; consumer 0 starts (a fresh barrier's phase 1 passes)."""
-    if c == 0:
-        mbarrier.wait(turn.index(0), (k & 1) ^ 1)
-    else:
-        mbarrier.wait(turn.index(1), k & 1)
-
-
-@gluon.jit
-def _ws_consumer(q_desc, k_desc, v_desc, o_desc, Lse, seqlen_q, n_tiles, num_heads_q, qk_scale,
-                 q_row, q_col, kv_col, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty,
-                 turn, c: gl.constexpr):
-    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    NUM_BUF: gl.constexpr = k_smem.type.shape[0]
-    HALF_M: gl.constexpr = q_desc.block_type.shape[0]
-    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
-    dtype: gl.constexpr = q_desc.dtype
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_N, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, HEAD_DIM, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    other: gl.constexpr = 1 - c
-    q_tile = q_smem.index(c)
-    s_zero = gl.zeros([HALF_M, BLOCK_N], gl.float32, s_layout)
-
-    mbarrier.wait(q_bars.index(c), 0)
-    m_i = gl.full([HALF_M], float("-inf"), gl.float32, row_s)
-    l_i = gl.zeros([HALF_M], gl.float32, row_s)
-    acc = gl.zeros([HALF_M, HEAD_DIM], gl.float32, o_layout)
-
-    # tile 0: S_0 in this consumer's first turn
-    mbarrier.wait(k_ready.index(0), 0)
-    _ws_turn_wait(turn, c, 0)
-    s = warpgroup_mma(q_tile, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
-                      is_async=True)
-    mbarrier.arrive(turn.index(other), count=1)
-    s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
-    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
-    p = gl.convert_layout(p.to(dtype), p_layout)
-
-    for j in range(1, n_tiles):
-        slot = j % NUM_BUF
-        prev = (j - 1) % NUM_BUF
-        mbarrier.wait(k_ready.index(slot), (j // NUM_BUF) & 1)
-        mbarrier.wait(v_ready.index(prev), ((j - 1) // NUM_BUF) & 1)
-        _ws_turn_wait(turn, c, j)
-        s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
-                          is_async=True)
-        acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
-        mbarrier.arrive(turn.index(other), count=1)
-        s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))  # S_j done, PV_{j-1} may run
-        p_new, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
-        acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
-        mbarrier.arrive(kv_empty.index(prev), count=1)  # tile j-1's K and V are read
-        acc = acc * gl.expand_dims(alpha, 1)
-        p = gl.convert_layout(p_new.to(dtype), p_layout)
-
-    last = n_tiles - 1
-    mbarrier.wait(v_ready.index(last % NUM_BUF), (last // NUM_BUF) & 1)
-    _ws_turn_wait(turn, c, n_tiles)
-    acc = warpgroup_mma(p, v_smem.index(last % NUM_BUF), acc, is_async=True)
-    mbarrier.arrive(turn.index(other), count=1)
-    acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
-    mbarrier.arrive(kv_empty.index(last % NUM_BUF), count=1)
-
-    l_o = gl.convert_layout(l_i, row_o)
-    out = acc / gl.expand_dims(l_o, 1)
-    q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
-    fence_async_shared()
-    row0 = q_row + c * HALF_M
-    tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)
-    rows = row0 + gl.arange(0, HALF_M, layout=row_o)
-    lse = (gl.convert_layout(m_i, row_o) + gl.log2(l_o)) * 0.6931471805599453
-    gl.store(Lse + rows.to(gl.int64) * num_heads_q + (q_col // HEAD_DIM), lse, mask=rows < seqlen_q)
-    tma.store_wait(pendings=0)
-
-
-@gluon.jit
-def _ws_consumer0(q_desc, k_desc, v_desc, o_desc, Lse, seqlen_q, n_tiles, num_heads_q, qk_scale,
-                  q_row, q_col, kv_col, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready,
-                  kv_empty, turn):
-    _ws_consumer(q_desc, k_desc, v_desc, o_desc, Lse, seqlen_q, n_tiles, num_heads_q, qk_scale,
-                 q_row, q_col, kv_col, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty,
-                 turn, 0)
-
-
-@gluon.jit
-def _ws_consumer1(q_desc, k_desc, v_desc, o_desc, Lse, seqlen_q, n_tiles, num_heads_q, qk_scale,
-                  q_row, q_col, kv_col, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready,
-                  kv_empty, turn):
-    _ws_consumer(q_desc, k_desc, v_desc, o_desc, Lse, seqlen_q, n_tiles, num_heads_q, qk_scale,
-                 q_row, q_col, kv_col, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty,
-                 turn, 1)
-
-
-@gluon.jit
-def _attn_fwd_ws_kernel(q_desc, k_desc, v_desc, o_desc, Lse, seqlen_q, seqlen_k, num_heads_q,
-                        qk_scale, GROUP: gl.constexpr, BLOCK_N: gl.constexpr,
-                        NUM_BUF: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                        num_warps: gl.constexpr):
-    HALF_M: gl.constexpr = q_desc.block_type.shape[0]
-    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
-    dtype: gl.constexpr = q_desc.dtype
-    head = gl.program_id(1)
-    q_row = gl.program_id(0) * 2 * HALF_M
-    q_col = head * HEAD_DIM
-    kv_col = (head // GROUP) * HEAD_DIM
-    n_tiles = gl.cdiv(seqlen_k, BLOCK_N)
-    q_smem = gl.allocate_shared_memory(dtype, [2, HALF_M, HEAD_DIM], q_desc.layout)
-    k_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, HEAD_DIM], k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, HEAD_DIM], v_desc.layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
-    v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
-    kv_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(2):
-        mbarrier.init(q_bars.index(i), count=1)
-        mbarrier.init(turn.index(i), count=1)
-    for i in gl.static_range(NUM_BUF):
-        mbarrier.init(k_ready.index(i), count=1)
-        mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(kv_empty.index(i), count=2)  # both consumers release a tile
-    fence_async_shared()
-    args = (q_desc, k_desc, v_desc, o_desc, Lse, seqlen_q, n_tiles, num_heads_q, qk_scale, q_row,
-            q_col, kv_col, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty, turn)
-    gl.warp_specialize([(_ws_consumer0, args), (_ws_consumer1, args), (_ws_producer, args)],
-                       [4, 1], [CONSUMER_REGS, 24])
-
-
-def attn_fwd_ws(q, k, v, softmax_scale, block_n=128, num_buf=2, consumer_regs=240, maxnreg=168):
-    """As attn_fwd, warp-specialised: 128-row q tiles as two 64-row consumer warpgroups."""
-    sq, hq, d = q.shape
-    sk, hk, _ = k.shape
-    out = torch.empty_like(q)
-    lse = torch.empty(sq, hq, dtype=torch.float32, device=q.device)
-    gdt = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
-
-    def desc(t, rows, block_rows):
-        t2 = t.view(rows, -1)
-        layout = gl.NVMMASharedLayout.get_default_for([block_rows, d], gdt)
-        return TensorDescriptor(t2, list(t2.shape), list(t2.stride()), [block_rows, d], layout)
-
-    grid = (triton.cdiv(sq, 128), hq)
-    _attn_fwd_ws_kernel[grid](desc(q, sq, 64), desc(k, sk, block_n), desc(v, sk, block_n),
-                              desc(out, sq, 64), lse, sq, sk, hq, softmax_scale * LOG2E,
-                              GROUP=hq // hk, BLOCK_N=block_n, NUM_BUF=num_buf,
-                              CONSUMER_REGS=consumer_regs, num_warps=4, maxnreg=maxnreg)
-    return out, lse
+def attn_fwd_ws(q, k, v, softmax_scale, block_n=128, num_buf=2):
+    """The warp-specialised structure (FlashAttention-3's: producer warp, two ping-pong consumer
+    warpgroups): first written here, now kernels/triton/gluon_forward.py, run on the full mask's
+    plan at 128 x block_n with a num_buf-slot ring. (Rows of runs c-e were measured with this
+    file's own copy of that kernel, commits 6d26a36..d195334, which the module took over.)"""
+    from magi_attention.common import AttnSlice
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.triton import gluon_forward
+    plan = plan_block_sparse([AttnSlice.make(0, q.shape[0], 0, k.shape[0], 0)], q.shape[0],
+                             k.shape[0], gluon_forward.BLOCK_M, block_n, device=q.device)
+    return gluon_forward.launch_fwd(q, k, v, plan, softmax_scale, num_buf)[:2]
 
 
 def attn_fwd(q, k, v, softmax_scale, block_m=128, block_n=128, num_buf=2, num_warps=8,
@@ -371,20 +202,6 @@ def _reference(q, k, v, scale):
     return (torch.softmax(s, -1) @ vf).transpose(0, 1), lse.transpose(0, 1)
 
 
-def _time_ms(fn, iters=30):
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(iters):
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
-
-
 WS_VARIANTS = {"ws_128x128_b2": dict(block_n=128, num_buf=2),
                "ws_128x128_b3": dict(block_n=128, num_buf=3),
                "ws_128x64_b3": dict(block_n=64, num_buf=3),
@@ -414,7 +231,6 @@ def main():
     p.add_argument("--variants", nargs="*", default=[*WS_VARIANTS, "g_128x128_b2_w8"])
     p.add_argument("--peers", nargs="*", default=["triton", "fa4"])
     args = p.parse_args()
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     hq, hk, d = 64, 8, 128
     scale = d ** -0.5
     rows = []
@@ -479,7 +295,7 @@ def main():
                 row(kernel="fa4", variant="dense", seqlen=seqlen, status="unavailable", message=str(e)[:200])
         for (kernel, variant), fn in fns.items():
             try:
-                ms = _time_ms(fn)
+                ms = time_ms(fn, 150.0)
                 row(kernel=kernel, variant=variant, seqlen=seqlen, runtime_ms=ms,
                     tflops_per_s=flops / (ms * 1e-3) / 1e12, status="ok")
             except Exception as e:  # noqa: BLE001

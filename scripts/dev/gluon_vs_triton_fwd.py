@@ -16,7 +16,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ffa_triton_sweep import _mask  # noqa: E402  (documents from the reference distribution)
+from ffa_triton_sweep import _mask, time_ms  # noqa: E402  (documents: the reference distribution)
 from bench.metrics import attn_flops  # noqa: E402
 from magi_attention.functional import FlexAttnPlan  # noqa: E402
 from magi_attention.kernels.block_sparse import plan_for  # noqa: E402
@@ -25,20 +25,6 @@ from magi_attention.kernels.triton.configs import fwd_config  # noqa: E402
 
 MASKS = ("full", "causal", "full_document", "causal_document", "sliding_window_causal",
          "block_causal_document")
-
-
-def time_ms(fn, iters: int = 20) -> float:
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(iters):
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
 
 
 def main() -> None:
@@ -71,7 +57,7 @@ def main() -> None:
                 for kernel, fn in (("gluon", lambda: tk.fwd(q, k, v, plan, d ** -0.5)),
                                    ("triton", lambda: tk.fwd(q, k, v, plan, d ** -0.5,
                                                              config=triton_cfg))):
-                    ms = time_ms(fn)
+                    ms = time_ms(fn, 150.0)
                     row = dict(mask=name, seqlen=seqlen, kernel=kernel, runtime_ms=ms,
                                tflops_per_s=flops / (ms * 1e-3) / 1e12,
                                gpu_name=torch.cuda.get_device_name(), git_sha=sha)

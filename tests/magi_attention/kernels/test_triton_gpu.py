@@ -269,8 +269,9 @@ def test_global_lse_gives_cp_share(deterministic):
 
 
 # -- the Gluon forward (kernels.triton.gluon_forward): the default forward on sm90 when no max
-# logits and no softcap are asked for, so these cases run it end to end (its out and lse feed
-# the Triton backward)
+# logits and no softcap are asked for and the rows are long enough (gluon_forward.plan_suits).
+# The kernel itself on every mask, and flex_flash_attn_func end to end with whichever forward
+# the rule picks (its out and lse feed the Triton backward)
 def _gluon_runs_here():
     from magi_attention.kernels.triton import gluon_forward
     q = torch.empty(128, 1, 128, device="cuda", dtype=torch.bfloat16)
@@ -281,17 +282,23 @@ GLUON_CASES = [(1024, 0, torch.bfloat16, (8, 2, 128)), (1531, 0, torch.bfloat16,
                (2048, 1, torch.float16, (4, 1, 64)), (4096, 0, torch.bfloat16, (8, 8, 128))]
 
 
-@pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
-def test_gluon_forward_every_mask(name, case):
+def _gluon_mask(name, case):
+    """The bench mask of a Gluon case, skipping where the kernel or the mask cannot run."""
     reason = _gluon_runs_here()
     if reason is not None:
         pytest.skip(reason)
-    seqlen, seed, dtype, (hq, hk, d) = case
+    seqlen, seed = case[:2]
     try:
-        mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
+        return bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
     except ValueError as e:
         pytest.skip(f"{name} at S={seqlen}: {e}")
+
+
+@pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
+@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+def test_gluon_forward_every_mask(name, case):
+    mask = _gluon_mask(name, case)
+    seqlen, seed, dtype, (hq, hk, d) = case
     check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, dtype, seed, max_logits=False)
 
 
@@ -300,16 +307,10 @@ def test_gluon_forward_every_mask(name, case):
 def test_gluon_kernel_every_mask(name, case):
     """The Gluon kernel itself (whatever the default picks at this size) against the fp32
     reference: out and lse, rows without keys give out 0 and lse -inf."""
-    reason = _gluon_runs_here()
-    if reason is not None:
-        pytest.skip(reason)
     from magi_attention.kernels.block_sparse import plan_for
     from magi_attention.kernels.triton import gluon_forward
+    mask = _gluon_mask(name, case)
     seqlen, seed, dtype, (hq, hk, d) = case
-    try:
-        mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
-    except ValueError as e:
-        pytest.skip(f"{name} at S={seqlen}: {e}")
     plan = FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen)
     tiles = plan_for(plan, gluon_forward.BLOCK_M, gluon_forward.BLOCK_N, "cuda")
     if tiles.row_lo.shape[1] == 0:
