@@ -50,9 +50,22 @@ def plan_suits(plan: BlockSparsePlan) -> bool:
             and plan.q_tile_kt.numel() >= MIN_TILES_PER_Q_TILE * max(plan.num_q_tiles, 1))
 
 
+# Gluon is experimental and its API moves between releases (warp_specialize's signature changed
+# in 3.6): written and tested against this one
+TRITON_VERSION = (3, 6)
+
+
+def _triton_version() -> tuple[int, int]:
+    major, minor = triton.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
 def unsupported_reason(q: torch.Tensor, k: torch.Tensor, softcap: float,
                        return_max_logits: bool) -> str | None:
     """Why this forward cannot run these inputs (the Triton forward then does), or None."""
+    if _triton_version() != TRITON_VERSION:
+        return (f"the Gluon forward is written for Triton {'.'.join(map(str, TRITON_VERSION))}, "
+                f"this is {triton.__version__}")
     if not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] != 9:
         return "the Gluon forward is written for sm90 (Hopper)"
     if q.dtype not in (torch.bfloat16, torch.float16):

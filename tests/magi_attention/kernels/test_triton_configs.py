@@ -59,3 +59,13 @@ def test_short_rows_keep_the_triton_forward(name, slices, seqlen, gluon):
     gf = pytest.importorskip("magi_attention.kernels.triton.gluon_forward")
     plan = plan_block_sparse(slices, seqlen, seqlen, gf.BLOCK_M, gf.BLOCK_N)
     assert gf.plan_suits(plan) == gluon, name
+
+
+def test_gluon_forward_names_why_it_does_not_run(monkeypatch):
+    """Off Hopper and on another Triton release (Gluon's API moves) the reason is given and the
+    Triton forward runs instead."""
+    gf = pytest.importorskip("magi_attention.kernels.triton.gluon_forward")
+    q = torch.zeros(128, 2, 128, dtype=torch.bfloat16)
+    assert "sm90" in gf.unsupported_reason(q, q, 0.0, False)  # a CPU tensor
+    monkeypatch.setattr(gf.triton, "__version__", "3.5.1")
+    assert "Triton 3.6" in gf.unsupported_reason(q, q, 0.0, False)
