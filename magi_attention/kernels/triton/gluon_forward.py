@@ -10,10 +10,11 @@ One program per (q tile of 128 rows, q head), in three partitions:
   consumer's MMAs run. Partial tiles are masked from the plan's per-row interval table.
 Registers move from the producer (24) to the consumers (240) with setmaxnreg.
 
-Measured (H200, GQA 64:8, d128, bf16, full mask): 629/631 TFLOPs/s at 16k/64k, 0.92-0.94x FA4
-and 1.21-1.23x the Triton forward in the same run (notes/ffa_triton.md, session 21). Used by
-kernels.triton.fwd on sm90 when the inputs allow (unsupported_reason); otherwise the Triton
-forward runs.
+Measured (H200, GQA 64:8, d128, bf16; RESULTS.md, session 21): 0.91-0.96x FA4 on full and
+causal at 16k and 64k, 1.40-1.55x compiled FlexAttention on the six kernel masks, 1.05-1.25x the
+Triton forward from 8k on. Used by kernels.triton.fwd on sm90 where the inputs allow
+(unsupported_reason) and the rows are long enough (plan_suits); otherwise the Triton forward
+runs.
 """
 from __future__ import annotations
 
@@ -50,8 +51,8 @@ def plan_suits(plan: BlockSparsePlan) -> bool:
             and plan.q_tile_kt.numel() >= MIN_TILES_PER_Q_TILE * max(plan.num_q_tiles, 1))
 
 
-# Gluon is experimental and its API moves between releases (warp_specialize's signature changed
-# in 3.6): written and tested against this one
+# Gluon is experimental and its API moves between releases (warp_specialize's signature, for
+# one): written and tested against this one
 TRITON_VERSION = (3, 6)
 
 
