@@ -81,7 +81,9 @@ def _gluon_plan(mask: FlexAttnPlan, device):
 def prepare(mask: FlexAttnPlan, head_dim: int, device) -> None:
     """Build (and keep in ``mask``) the tile plans the forward and backward will use."""
     fcfg, bcfg = fwd_config(head_dim), bwd_config(head_dim)
-    if env.PREFER_GLUON_FWD and torch.device(device).type == "cuda":
+    device = torch.device(device)
+    if (env.PREFER_GLUON_FWD and device.type == "cuda"
+            and torch.cuda.get_device_capability(device)[0] == 9):  # where the Gluon forward runs
         _gluon_plan(mask, device)
     plan_for(mask, fcfg.block_m, fcfg.block_n, device, fcfg.max_table_intervals)
     plan_for(mask, bcfg.block_m1, bcfg.block_n1, device, bcfg.max_table_intervals)
