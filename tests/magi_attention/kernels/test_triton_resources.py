@@ -95,3 +95,20 @@ def test_the_gluon_forward_compiles_for_sm90_with_its_register_split(tool, head_
         ptx = kernel.asm["ptx"]
         assert f"setmaxnreg.inc.sync.aligned.u32 \t{gf.CONSUMER_REGS}" in ptx
         assert f"setmaxnreg.dec.sync.aligned.u32 \t{gf.PRODUCER_REGS}" in ptx
+
+
+def test_the_gluon_backward_proof_of_concept_compiles_for_sm90(tool):
+    """scripts/dev/gluon_bwd_poc.py (written before any GPU run): it builds for sm90 with its
+    12 warps, no spills and the consumers' dQ atomics, so the device call that first runs it
+    tests numbers, not syntax."""
+    spec = importlib.util.spec_from_file_location("gluon_bwd_poc",
+                                                  ROOT / "scripts" / "dev" / "gluon_bwd_poc.py")
+    poc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(poc)
+    q, k, v, do = tool._inputs(1024, hq=8, hk=2, d=128)
+    with tool.CompileRecorder() as rec:
+        poc.attn_bwd(do, q, k, v, q, torch.zeros(1024, 8), 128 ** -0.5)
+    (name, kernel), = rec.compiled
+    res = tool.resources(kernel)
+    assert name == "_bwd_kernel" and res["num_warps"] == 12 and res["spill_stores"] == 0
+    assert "red.global" in kernel.asm["ptx"] or "atom.global" in kernel.asm["ptx"]
