@@ -29,10 +29,11 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                               warpgroup_mma, warpgroup_mma_wait)
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from magi_attention.kernels.triton.gluon_forward import _descriptor  # noqa: E402
 
 LOG2E = 1.4426950408889634
 HALF_N = 64  # keys per consumer warpgroup
@@ -201,15 +202,6 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, DQ, DK, DV, Lse2, Delta, seqlen
             ds_smem, DK, DV)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer_w, args)], [4, 1],
                        [240, 24])
-
-
-def _descriptor(t: torch.Tensor, block_rows: int) -> TensorDescriptor:
-    rows, _, head_dim = t.shape
-    view = t.view(rows, -1)
-    gdt = gl.bfloat16 if t.dtype == torch.bfloat16 else gl.float16
-    layout = gl.NVMMASharedLayout.get_default_for([block_rows, head_dim], gdt)
-    return TensorDescriptor(view, list(view.shape), list(view.stride()), [block_rows, head_dim],
-                            layout)
 
 
 def attn_bwd(do, q, k, v, out, lse, softmax_scale, num_buf=2):

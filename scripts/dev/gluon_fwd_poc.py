@@ -26,11 +26,11 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                               warpgroup_mma, warpgroup_mma_init,
                                                               warpgroup_mma_wait)
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ffa_triton_sweep import time_ms  # noqa: E402
+from magi_attention.kernels.triton.gluon_forward import _descriptor  # noqa: E402
 
 LOG2E = 1.4426950408889634
 
@@ -177,16 +177,10 @@ def attn_fwd(q, k, v, softmax_scale, block_m=128, block_n=128, num_buf=2, num_wa
     sk, hk, _ = k.shape
     out = torch.empty_like(q)
     lse = torch.empty(sq, hq, dtype=torch.float32, device=q.device)
-    gdt = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
-
-    def desc(t, rows, block_rows):
-        t2 = t.view(rows, -1)
-        layout = gl.NVMMASharedLayout.get_default_for([block_rows, d], gdt)
-        return TensorDescriptor(t2, list(t2.shape), list(t2.stride()), [block_rows, d], layout)
 
     grid = (triton.cdiv(sq, block_m), hq)
-    _attn_fwd_kernel[grid](desc(q, sq, block_m), desc(k, sk, block_n), desc(v, sk, block_n),
-                           desc(out, sq, block_m), lse, sq, sk, hq, softmax_scale * LOG2E,
+    _attn_fwd_kernel[grid](_descriptor(q, block_m), _descriptor(k, block_n), _descriptor(v, block_n),
+                           _descriptor(out, block_m), lse, sq, sk, hq, softmax_scale * LOG2E,
                            GROUP=hq // hk, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n,
                            NUM_BUF=num_buf, num_warps=num_warps,
                            **({"maxnreg": maxnreg} if maxnreg else {}))

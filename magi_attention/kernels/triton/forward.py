@@ -22,13 +22,18 @@ from .configs import FwdConfig, launch_options
 
 
 @triton.jit
-def _load_tile(X, desc_x, kv_off, kv_col, k_lo, offs_n, offs_d, stride_xm,
-               USE_TMA: tl.constexpr):
-    """An unmasked K or V tile (every row inside the sequence)."""
+def _load_tile(X, desc_x, kv_off, kv_col, k_lo, offs_n, offs_d, stride_xm, seqlen_k,
+               MASKED: tl.constexpr, USE_TMA: tl.constexpr):
+    """A K or V tile; MASKED: rows past seqlen_k read as zero (TMA zero-fills them itself)."""
     if USE_TMA:
         x = desc_x.load([k_lo, kv_col])
     else:
-        x = tl.load(X + kv_off + (k_lo + offs_n)[:, None] * stride_xm + offs_d[None, :])
+        offs_k = k_lo + offs_n
+        ptrs = X + kv_off + offs_k[:, None] * stride_xm + offs_d[None, :]
+        if MASKED:
+            x = tl.load(ptrs, mask=offs_k[:, None] < seqlen_k, other=0.0)
+        else:
+            x = tl.load(ptrs)
     return x
 
 
@@ -72,19 +77,15 @@ def _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, k_tile, of
     k_lo = k_tile * BLOCK_N
     offs_k = k_lo + offs_n
     if not MASKED and not SOFTCAP:
-        k = _load_tile(K, desc_k, kv_off, kv_col, k_lo, offs_n, offs_d, stride_km, USE_TMA)
+        k = _load_tile(K, desc_k, kv_off, kv_col, k_lo, offs_n, offs_d, stride_km, seqlen_k,
+                       False, USE_TMA)
         qk = tl.dot(q, tl.trans(k))
-        v = _load_tile(V, desc_v, kv_off, kv_col, k_lo, offs_n, offs_d, stride_vm, USE_TMA)
+        v = _load_tile(V, desc_v, kv_off, kv_col, k_lo, offs_n, offs_d, stride_vm, seqlen_k,
+                       False, USE_TMA)
         acc, l_i, m_i = _fwd_softmax_pv(acc, l_i, m_i, qk, v, sm_scale * LOG2E, RESCALE_THRESHOLD)
     else:
-        k_ptrs = K + kv_off + offs_k[:, None] * stride_km + offs_d[None, :]
-        v_ptrs = V + kv_off + offs_k[:, None] * stride_vm + offs_d[None, :]
-        if USE_TMA:
-            k = desc_k.load([k_lo, kv_col])
-        elif MASKED:
-            k = tl.load(k_ptrs, mask=offs_k[:, None] < seqlen_k, other=0.0)
-        else:
-            k = tl.load(k_ptrs)
+        k = _load_tile(K, desc_k, kv_off, kv_col, k_lo, offs_n, offs_d, stride_km, seqlen_k,
+                       MASKED, USE_TMA)
         qk = tl.dot(q, tl.trans(k))
         if SOFTCAP:
             s = tanh(qk * (sm_scale / softcap)) * (softcap * LOG2E)
@@ -106,12 +107,8 @@ def _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, k_tile, of
         p = tl.exp2(s - m_use[:, None])
         alpha = tl.exp2(m_i - m_use)
         l_i = l_i * alpha + tl.sum(p, 1)
-        if USE_TMA:
-            v = desc_v.load([k_lo, kv_col])
-        elif MASKED:
-            v = tl.load(v_ptrs, mask=offs_k[:, None] < seqlen_k, other=0.0)
-        else:
-            v = tl.load(v_ptrs)
+        v = _load_tile(V, desc_v, kv_off, kv_col, k_lo, offs_n, offs_d, stride_vm, seqlen_k,
+                       MASKED, USE_TMA)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])  # accumulate inside the MMA
         m_i = m_new
     return acc, l_i, m_i
@@ -150,20 +147,20 @@ def _fwd_full_tiles_prefetch(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_
     if mid > start:
         k_tile = tl.load(q_tile_kt + start)
         k = _load_tile(K, desc_k, kv_off, kv_col, k_tile * BLOCK_N, offs_n, offs_d,
-                       stride_km, USE_TMA)
+                       stride_km, 0, False, USE_TMA)
         qk = tl.dot(q, tl.trans(k))
         for t in range(start + 1, mid):
             next_tile = tl.load(q_tile_kt + t)
             k = _load_tile(K, desc_k, kv_off, kv_col, next_tile * BLOCK_N, offs_n,
-                           offs_d, stride_km, USE_TMA)
+                           offs_d, stride_km, 0, False, USE_TMA)
             qk_next = tl.dot(q, tl.trans(k))
             v = _load_tile(V, desc_v, kv_off, kv_col, k_tile * BLOCK_N, offs_n, offs_d,
-                           stride_vm, USE_TMA)
+                           stride_vm, 0, False, USE_TMA)
             acc, l_i, m_i = _fwd_softmax_pv(acc, l_i, m_i, qk, v, qk_scale, RESCALE_THRESHOLD)
             qk = qk_next
             k_tile = next_tile
         v = _load_tile(V, desc_v, kv_off, kv_col, k_tile * BLOCK_N, offs_n, offs_d,
-                       stride_vm, USE_TMA)
+                       stride_vm, 0, False, USE_TMA)
         acc, l_i, m_i = _fwd_softmax_pv(acc, l_i, m_i, qk, v, qk_scale, RESCALE_THRESHOLD)
     return acc, l_i, m_i
 

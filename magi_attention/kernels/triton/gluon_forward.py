@@ -239,6 +239,8 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, se
     tma.store_wait(pendings=0)
 
 
+# one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
+# half (c) is fixed by which of the two it runs
 @gluon.jit
 def _consumer0(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, seqlen_q, start,
                mid, end, num_heads_q, qk_scale, q_row, q_col, kv_col, q_smem, k_smem, v_smem,
