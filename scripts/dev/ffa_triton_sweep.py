@@ -92,6 +92,15 @@ BWD_VARIANTS = {
     "bwd_det_tma_64x64_w4_s2_p2": (BwdConfig(64, 64, 64, 64, 4, 2, 2, use_tma=True), True),
     "bwd_det_tma_32x64_w4_s3_p2": (BwdConfig(32, 64, 64, 64, 4, 3, 2, use_tma=True), True),
 }
+# session 22: the Gluon one-pass backward (kernels/triton/gluon_backward.py, 64x128 tiles):
+# name -> (dq mode, Q/dO ring slots); dq mode "none" skips dQ (a timing bound: dq stays zero)
+GLUON_BWD_VARIANTS = {
+    "bwd_gluon_tma_b2": ("tma", 2),
+    "bwd_gluon_tma_b3": ("tma", 3),
+    "bwd_gluon_atomic_b2": ("atomic", 2),
+    "bwd_gluon_none_b2": ("none", 2),
+    "bwd_gluon_own_b2": ("own", 2),  # no dS swap: each consumer adds its keys' share of dQ
+}
 CHECK_SEQLEN = 2048
 CHECK_TIMEOUT_S = 60  # per variant; a hung compile marks its variant crashed and the rest go on
 DEVICE = "cuda"  # --device cpu: a dry run of the whole flow under TRITON_INTERPRET=1 (tiny sizes)
@@ -163,6 +172,19 @@ def time_ms(fn, budget_ms: float) -> float:
     return times[len(times) // 2]
 
 
+def _gluon_bwd(variant, slices, seqlen, args):
+    """(plan, call) of a Gluon backward variant: call(do, q, k, v, out, lse) -> grads."""
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.triton import gluon_backward as gb
+    mode, num_buf = GLUON_BWD_VARIANTS[variant]
+    dq_mode = {"tma": gb.DQ_TMA, "atomic": gb.DQ_ATOMIC, "none": gb.DQ_NONE,
+               "own": gb.DQ_TMA_OWN}[mode]
+    plan = plan_block_sparse(slices, seqlen, seqlen, gb.BLOCK_M, gb.BLOCK_N, device=DEVICE)
+    scale = args[0]
+    return plan, lambda do, q, k, v, out, lse: gb.launch_bwd(do, q, k, v, out, lse, plan, scale,
+                                                              dq_mode=dq_mode, num_buf=num_buf)
+
+
 # ---- stage 1: correctness (child process) ----
 
 def _rel(a, b) -> float:
@@ -201,6 +223,13 @@ def check_variants(names: list[str], progress_path: str, head_dim: int, seqlen: 
                         ok = torch.isfinite(rl)
                         errs[name] = {"out": _rel(out, ro), "lse": _rel(lse[ok], rl[ok])}
                         bad = errs[name]["out"] > FWD_TOL or errs[name]["lse"] > FWD_TOL
+                    elif variant in GLUON_BWD_VARIANTS:
+                        _, call = _gluon_bwd(variant, slices, seqlen, (scale,))
+                        grads = call(do, q, k, v, ro.to(q.dtype), rl)
+                        keys = ("dk", "dv") if GLUON_BWD_VARIANTS[variant][0] == "none" else ("dq", "dk", "dv")
+                        errs[name] = {key: _rel(a, b) for key, a, b in zip(("dq", "dk", "dv"), grads, rg)
+                                      if key in keys}
+                        bad = max(errs[name].values()) > BWD_TOL
                     else:
                         cfg, det = BWD_VARIANTS[variant]
                         plan_kv, plan_q = _plans(slices, seqlen, bcfg=cfg, deterministic=det)
@@ -335,6 +364,10 @@ def time_cell(name, seqlen, args, variants, writer):
         record("ffa", variant, json.dumps({**asdict(cfg), "deterministic": det}), "bwd",
                lambda: launch_bwd(do, q, k, v, ref_out, ref_lse, plan_kv, plan_q, cfg, scale, 0.0,
                                   deterministic=det))
+    for variant in (v_ for v_ in GLUON_BWD_VARIANTS if v_ in variants):
+        _, call = _gluon_bwd(variant, slices, seqlen, (scale,))
+        record("ffa", variant, json.dumps({"gluon": GLUON_BWD_VARIANTS[variant]}), "bwd",
+               lambda: call(do, q, k, v, ref_out, ref_lse))
     q = k = v = do = ref_out = ref_lse = None  # free the inputs before the peers allocate theirs
     if DEVICE == "cuda":
         torch.cuda.empty_cache()
@@ -439,7 +472,7 @@ def main() -> None:
     t0 = time.time()
     os.makedirs(args.out, exist_ok=True)
     import triton
-    names = [n for n in (*FWD_VARIANTS, *BWD_VARIANTS)
+    names = [n for n in (*FWD_VARIANTS, *BWD_VARIANTS, *GLUON_BWD_VARIANTS)
              if args.variants is None or any(s in n for s in args.variants)]
     if args.skip_check:
         passing = names

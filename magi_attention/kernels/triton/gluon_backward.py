@@ -1,0 +1,390 @@
+"""FFA's backward on Hopper written in Gluon: one pass over the block-sparse plan,
+FlashAttention-3's structure.
+
+One program per (key tile of 128, kv head), in three partitions:
+- a producer warp loads the tile's K and V once (two 64-key halves), then Q_i and dO_i (64 q rows)
+  of every q tile the plan lists for this key tile, for every q head of the group, into a
+  NUM_BUF-slot ring;
+- two consumer warpgroups own 64 keys each and keep their dK, dV in registers (fp32). Per step:
+  S^T = K_c Q_i^T, dP^T = V_c dO_i^T, P^T = exp2(S^T scale - lse_i) (masked from the plan's row
+  table on partial tiles), dV_c += P^T dO_i, dS^T = P^T (dP^T - delta_i), dK_c += dS^T Q_i;
+- dQ_i = dS_i K (over all 128 keys) is split by columns: the consumers swap their dS^T halves
+  through shared memory (two mbarriers per buffer), each computes 64 of dQ_i's columns and adds
+  them to an fp32 dQ buffer by one TMA reduce-add (DQ_TMA) or by element atomics (DQ_ATOMIC).
+  At head_dim 64 a consumer's half cannot be cut at 32 columns of a 128-byte swizzle, so each
+  consumer adds its own 64 keys' share of all columns instead (twice the reduce traffic).
+5 MMAs per step where the ordered two-kernel Triton path needs 7.
+
+lse2 = lse * log2(e) and delta = rowsum(O * dO) come from the Triton backward's preprocess kernel;
+the fp32 dQ is rounded to q's dtype at the end.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+from triton._C.libtriton import ir
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
+                                                              warpgroup_mma, warpgroup_mma_wait)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from ..block_sparse import BlockSparsePlan
+from .gluon_forward import CONSUMER_REGS, MAXNREG, PRODUCER_REGS, _descriptor, _triton_version
+
+BLOCK_M = 64  # q rows per step
+BLOCK_N = 128  # keys per program: two consumer warpgroups of HALF_N
+HALF_N = 64
+NUM_BUF = 2  # Q/dO ring slots
+HEAD_DIMS = (64, 128)
+TRITON_VERSION = (3, 6)
+# DQ_NONE leaves dq at zero (a timing bound only); DQ_ATOMIC / DQ_TMA: the consumers swap dS
+# halves and each adds 64 of dQ's columns; DQ_TMA_OWN: each adds its own keys' share of all
+# columns (no swap, twice the reduce traffic)
+DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_TMA_OWN = 0, 1, 2, 3
+
+
+@builtin
+def _tma_reduce_add(tensor_desc, coord, src, _semantic=None):
+    """Bulk tensor reduce-add of a shared-memory tile into global memory (TMA, fp32 adds in L2).
+    Gluon 3.6 builds the op but does not export it in its hopper.tma module."""
+    coord = _semantic._convert_to_ir_values(coord, require_i64=False)
+    _semantic.builder.create_async_tma_reduce(ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle,
+                                              coord, src.handle)
+
+
+def unsupported_reason(q: torch.Tensor, k: torch.Tensor, softcap: float,
+                       deterministic: bool) -> str | None:
+    """Why this backward cannot run these inputs (the Triton backward then does), or None."""
+    if _triton_version() != TRITON_VERSION:
+        return (f"the Gluon backward is written for Triton {'.'.join(map(str, TRITON_VERSION))}, "
+                f"this is {triton.__version__}")
+    if not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] != 9:
+        return "the Gluon backward is written for sm90 (Hopper)"
+    if q.dtype not in (torch.bfloat16, torch.float16):
+        return f"the Gluon backward takes bf16/fp16, got {q.dtype}"
+    if q.shape[-1] not in HEAD_DIMS:
+        return f"the Gluon backward takes head_dim {HEAD_DIMS}, got {q.shape[-1]}"
+    if softcap > 0:
+        return "softcap runs on the Triton backward"
+    if deterministic:
+        return "deterministic=True runs the ordered Triton backward (dq without atomics)"
+    if q.shape[0] == 0 or k.shape[0] == 0:
+        return "empty sequence"
+    return None
+
+
+@gluon.jit
+def _step(j, n_list, n_full, start, shift, head_shift, kv_head, group, k_tile_qt):
+    """Step j's (q head, list position): heads of the group in the outer loop, the key tile's q
+    tiles inside; the full tiles' order is rotated by key tile (shift) and the heads by
+    head_shift, so that programs running together add into different dq rows."""
+    g = j // n_list
+    i = j - g * n_list
+    head = kv_head * group + (g + head_shift) % group
+    t = start + i
+    if i < n_full:
+        t = start + (i + shift) % n_full
+    return head, t, gl.load(k_tile_qt + t)
+
+
+@gluon.jit
+def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
+              row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
+              start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
+              empty, ds_ready, ds_free, rtag, mtag):
+    HALF_N: gl.constexpr = k_desc.block_type.shape[0]
+    HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    NUM_BUF: gl.constexpr = q_smem.type.shape[0]
+    mbarrier.expect(kv_bar, 2 * k_desc.block_type.nbytes + 2 * v_desc.block_type.nbytes)
+    for c in gl.static_range(2):
+        tma.async_copy_global_to_shared(k_desc, [k_row + c * HALF_N, kv_head * HEAD_DIM], kv_bar,
+                                        k_smem.index(c))
+        tma.async_copy_global_to_shared(v_desc, [k_row + c * HALF_N, kv_head * HEAD_DIM], kv_bar,
+                                        v_smem.index(c))
+    n_list = end - start
+    n_full = mid - start
+    k_tile = k_row // (2 * HALF_N)
+    shift = k_tile % gl.maximum(n_full, 1)
+    head_shift = k_tile % group
+    for j in range(group * n_list):
+        slot = j % NUM_BUF
+        head, t, q_tile = _step(j, n_list, n_full, start, shift, head_shift, kv_head, group,
+                                k_tile_qt)
+        mbarrier.wait(empty.index(slot), ((j // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
+        mbarrier.expect(ready.index(slot), q_desc.block_type.nbytes + do_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [q_tile * BLOCK_M, head * HEAD_DIM],
+                                        ready.index(slot), q_smem.index(slot))
+        tma.async_copy_global_to_shared(do_desc, [q_tile * BLOCK_M, head * HEAD_DIM],
+                                        ready.index(slot), do_smem.index(slot))
+
+
+@gluon.jit
+def _keep_t(keys, cols, row_lo, row_hi, seqlen_q, ROW_INTERVALS: gl.constexpr):
+    """[keys, q cols]: cell kept by the q row's interval table (transposed tile)."""
+    col_ok = cols < seqlen_q
+    k2 = gl.expand_dims(keys, 1)
+    keep = (k2 < 0) & gl.expand_dims(cols < 0, 0)  # all False
+    for r in gl.static_range(ROW_INTERVALS):
+        lo = gl.load(row_lo + cols * ROW_INTERVALS + r, mask=col_ok, other=0)
+        hi = gl.load(row_hi + cols * ROW_INTERVALS + r, mask=col_ok, other=0)
+        keep = keep | ((k2 >= gl.expand_dims(lo, 0)) & (k2 < gl.expand_dims(hi, 0)))
+    return keep
+
+
+@gluon.jit
+def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE: gl.constexpr):
+    """dq (fp32, already scaled) into the dQ buffer's [q_lo:, col:] block."""
+    if DQ_MODE >= 2:
+        tma.store_wait(pendings=0)  # the last reduce-add has read this buffer
+        gl.thread_barrier()
+        dq_smem_c.store(dq)
+        fence_async_shared()
+        gl.thread_barrier()
+        _tma_reduce_add(dq_desc, [q_lo, col], dq_smem_c)  # rows past seqlen_q are clipped
+    elif DQ_MODE == 1:
+        layout: gl.constexpr = dq.type.layout
+        rows = q_lo + gl.arange(0, dq.type.shape[0], layout=gl.SliceLayout(1, layout))
+        cols = col + gl.arange(0, dq.type.shape[1], layout=gl.SliceLayout(0, layout))
+        ptr = DQ + gl.expand_dims(rows, 1).to(gl.int64) * row_stride + gl.expand_dims(cols, 0)
+        gl.atomic_add(ptr, dq, mask=gl.expand_dims(rows < seqlen_q, 1), sem="relaxed")
+
+
+@gluon.jit
+def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
+              row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
+              start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
+              empty, ds_ready, ds_free, rtag, mtag, c: gl.constexpr):
+    HALF_N: gl.constexpr = k_desc.block_type.shape[0]
+    HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    NUM_BUF: gl.constexpr = q_smem.type.shape[0]
+    ROW_INTERVALS: gl.constexpr = rtag.type.shape[0] - 1
+    DQ_MODE: gl.constexpr = mtag.type.shape[0] - 1
+    # dQ split by columns after swapping dS halves (DQ_MODE 1, 2 at head_dim 128), else each
+    # consumer adds its own keys' share of all columns (DQ_MODE 3, and head_dim 64)
+    SPLIT: gl.constexpr = (HEAD_DIM == 128) and (DQ_MODE < 3)
+    DQ_COLS: gl.constexpr = HEAD_DIM // 2 if SPLIT else HEAD_DIM
+    dtype: gl.constexpr = k_desc.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_M, 16])
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, HEAD_DIM, 16])
+    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, DQ_COLS, 16])
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+    col_s: gl.constexpr = gl.SliceLayout(0, s_layout)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    k_c = k_smem.index(c)
+    v_c = v_smem.index(c)
+    keys = k_row + c * HALF_N + gl.arange(0, HALF_N, layout=row_s)
+    qk_scale = sm_scale * 1.4426950408889634
+    s_zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)
+    dq_zero = gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout)
+    # dK and dV are waited for within each step: MMAs left in flight across the loop's back edge
+    # make ptxas serialise every wgmma of the kernel (seen in its SASS)
+    dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, acc_layout)
+    dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, acc_layout)
+    n_list = end - start
+    n_full = mid - start
+    k_tile = k_row // (2 * HALF_N)
+    shift = k_tile % gl.maximum(n_full, 1)
+    head_shift = k_tile % group
+    mbarrier.wait(kv_bar, 0)
+    for j in range(group * n_list):
+        slot = j % NUM_BUF
+        head, t, q_tile = _step(j, n_list, n_full, start, shift, head_shift, kv_head, group,
+                                k_tile_qt)
+        q_lo = q_tile * BLOCK_M
+        q_i = q_smem.index(slot)
+        do_i = do_smem.index(slot)
+        cols = q_lo + gl.arange(0, BLOCK_M, layout=col_s)
+        col_ok = cols < seqlen_q
+        stat = head.to(gl.int64) * seqlen_q + cols
+        mbarrier.wait(ready.index(slot), (j // NUM_BUF) & 1)
+        st = warpgroup_mma(k_c, q_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        dpt = warpgroup_mma(v_c, do_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        lse2 = gl.load(Lse2 + stat, mask=col_ok, other=float("inf"))
+        st = warpgroup_mma_wait(num_outstanding=1, deps=(st, ))
+        pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
+        if t >= mid:  # a partial tile: cells outside the union get P = 0
+            pt = gl.where(_keep_t(keys, cols, row_lo, row_hi, seqlen_q, ROW_INTERVALS), pt, 0.0)
+        dv = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_i, dv, is_async=True)
+        delta = gl.load(Delta + stat, mask=col_ok, other=0.0)
+        if SPLIT:
+            dpt = warpgroup_mma_wait(num_outstanding=1, deps=(dpt, ))  # dV may still run
+        else:  # the own-keys dQ needs dV's registers back first
+            dpt, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dpt, dv))
+        ds_lp = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
+        if DQ_MODE == 0:
+            dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
+            dk, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv))
+        else:
+            b = j % 2
+            if SPLIT:
+                mbarrier.wait(ds_free.index(b), ((j // 2) & 1) ^ 1)  # both read it 2 steps ago
+            ds_smem.index(2 * b + c).store(ds_lp)
+            fence_async_shared()
+            gl.thread_barrier()
+            if SPLIT:
+                mbarrier.arrive(ds_ready.index(b), count=1)
+                mbarrier.wait(ds_ready.index(b), (j // 2) & 1)  # the other half is there too
+                dq = warpgroup_mma(ds_smem.index(2 * b).permute((1, 0)),
+                                   k_smem.index(0).slice(c * DQ_COLS, DQ_COLS, dim=1), dq_zero,
+                                   use_acc=False, is_async=True)
+                dq = warpgroup_mma(ds_smem.index(2 * b + 1).permute((1, 0)),
+                                   k_smem.index(1).slice(c * DQ_COLS, DQ_COLS, dim=1), dq,
+                                   is_async=True)
+                dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
+                dq, dv = warpgroup_mma_wait(num_outstanding=1, deps=(dq, dv))  # dK may run on
+            else:  # dQ's 64 registers more than the swap's: dK first and both waited (no spills)
+                dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
+                dq = warpgroup_mma(ds_smem.index(2 * b + c).permute((1, 0)), k_c, dq_zero,
+                                   use_acc=False, is_async=True)
+                dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
+            if SPLIT:
+                mbarrier.arrive(ds_free.index(b), count=1)
+            col = head * HEAD_DIM
+            if SPLIT:
+                col += c * DQ_COLS
+            _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, seqlen_q,
+                    num_heads_q * HEAD_DIM, DQ_MODE)
+            if SPLIT:
+                dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ))
+        mbarrier.arrive(empty.index(slot), count=1)
+    if DQ_MODE >= 2:
+        tma.store_wait(pendings=0)
+    num_heads_kv = num_heads_q // group
+    _store_rows(dk * sm_scale, DK, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout)
+    _store_rows(dv, DV, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout)
+
+
+@gluon.jit
+def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.constexpr,
+                layout: gl.constexpr):
+    """This consumer's key rows of dK or dV ([Sk, Hkv, D], rows past seqlen_k dropped)."""
+    rows = gl.convert_layout(keys, gl.SliceLayout(1, layout))
+    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
+    offs = (gl.expand_dims(rows, 1).to(gl.int64) * num_heads_kv + kv_head) * HEAD_DIM \
+        + gl.expand_dims(cols, 0)
+    gl.store(X + offs, x.to(X.dtype.element_ty), mask=gl.expand_dims(rows < seqlen_k, 1))
+
+
+# one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
+# key half (c) is fixed by which of the two it runs
+@gluon.jit
+def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
+               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
+               start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
+               empty, ds_ready, ds_free, rtag, mtag):
+    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
+              row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
+              start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
+              empty, ds_ready, ds_free, rtag, mtag, 0)
+
+
+@gluon.jit
+def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
+               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
+               start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
+               empty, ds_ready, ds_free, rtag, mtag):
+    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
+              row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
+              start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
+              empty, ds_ready, ds_free, rtag, mtag, 1)
+
+
+@gluon.jit
+def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_ptr,
+                k_tile_qt, k_tile_num_full, k_tile_order, row_lo, row_hi, seqlen_q, seqlen_k,
+                num_heads_q, group, sm_scale, NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr,
+                DQ_MODE: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                num_warps: gl.constexpr):
+    HALF_N: gl.constexpr = k_desc.block_type.shape[0]
+    HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    DQ_COLS: gl.constexpr = dq_desc.block_type.shape[1]
+    dtype: gl.constexpr = k_desc.dtype
+    k_tile = gl.load(k_tile_order + gl.program_id(0))  # heaviest key tiles first
+    kv_head = gl.program_id(1)
+    k_row = k_tile * 2 * HALF_N
+    start = gl.load(k_tile_ptr + k_tile)
+    end = gl.load(k_tile_ptr + k_tile + 1)
+    mid = start + gl.load(k_tile_num_full + k_tile)
+
+    k_smem = gl.allocate_shared_memory(dtype, [2, HALF_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [2, HALF_N, HEAD_DIM], v_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_M, HEAD_DIM], q_desc.layout)
+    do_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_M, HEAD_DIM], do_desc.layout)
+    ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HALF_N, BLOCK_M], dtype)
+    ds_smem = gl.allocate_shared_memory(dtype, [4, HALF_N, BLOCK_M], ds_layout)  # [buffer, half]
+    dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_COLS], dq_desc.layout)
+    kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ds_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    # worker partitions take no constexpr arguments: these travel as the shapes of unused
+    # buffers' types
+    rtag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
+                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    mtag = gl.allocate_shared_memory(gl.int8, [DQ_MODE + 1],
+                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    mbarrier.init(kv_bar, count=1)
+    for i in gl.static_range(NUM_BUF):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=2)  # both consumers release a slot
+    for i in gl.static_range(2):
+        mbarrier.init(ds_ready.index(i), count=2)
+        mbarrier.init(ds_free.index(i), count=2)
+    fence_async_shared()
+    args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt, row_lo,
+            row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head, start, mid,
+            end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready, empty,
+            ds_ready, ds_free, rtag, mtag)
+    gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
+                       [CONSUMER_REGS, PRODUCER_REGS])
+
+
+def _dq_descriptor(dq: torch.Tensor, cols: int) -> TensorDescriptor:
+    """The fp32 dQ buffer [Sq, Hq, D] as 2-D [Sq, Hq * D] with [BLOCK_M, cols] blocks."""
+    view = dq.view(dq.shape[0], -1)
+    layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, cols], gl.float32)
+    return TensorDescriptor(view, list(view.shape), list(view.stride()), [BLOCK_M, cols], layout)
+
+
+def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
+               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF):
+    """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
+    forward's) over a BLOCK_M x BLOCK_N plan with a row interval table -> (dq, dk, dv)."""
+    from .backward import PREPROCESS_BLOCK, _preprocess_kernel
+
+    seqlen_q, num_heads_q, head_dim = q.shape
+    seqlen_k, num_heads_kv, _ = k.shape
+    if (plan.block_m, plan.block_n) != (BLOCK_M, BLOCK_N):
+        raise ValueError(f"plan tiles {(plan.block_m, plan.block_n)} != {(BLOCK_M, BLOCK_N)}")
+    if plan.row_lo.shape[1] == 0:
+        raise ValueError("the Gluon backward masks partial tiles from the row interval table; "
+                         "this plan has none (too many intervals per row)")
+    dout, q, k, v, out = (t.contiguous() for t in (dout, q, k, v, out))
+    lse = lse.float().contiguous()
+    delta = torch.empty(num_heads_q, seqlen_q, dtype=torch.float32, device=q.device)
+    lse2 = torch.empty_like(delta)
+    _preprocess_kernel[(triton.cdiv(seqlen_q, PREPROCESS_BLOCK), num_heads_q)](
+        out, dout, lse, delta, lse2, out.stride(0), out.stride(1), dout.stride(0), dout.stride(1),
+        lse.stride(0), seqlen_q, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
+    dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    dq_cols = head_dim // 2 if head_dim == 128 and dq_mode in (DQ_ATOMIC, DQ_TMA) else head_dim
+    _bwd_kernel[(plan.num_k_tiles, num_heads_kv)](
+        _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
+        _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2, delta,
+        plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.row_lo,
+        plan.row_hi, seqlen_q, seqlen_k, num_heads_q, num_heads_q // num_heads_kv,
+        float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
+        DQ_MODE=dq_mode, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4,
+        maxnreg=MAXNREG)
+    return dq.to(q.dtype), dk, dv
