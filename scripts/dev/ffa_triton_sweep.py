@@ -100,6 +100,7 @@ GLUON_BWD_VARIANTS = {
     "bwd_gluon_atomic_b2": ("atomic", 2),
     "bwd_gluon_none_b2": ("none", 2),
     "bwd_gluon_own_b2": ("own", 2),  # no dS swap: each consumer adds its keys' share of dQ
+    "bwd_gluon_dkss_b2": ("dkss", 2),  # as tma, the dK MMA reading dS^T from shared memory
 }
 CHECK_SEQLEN = 2048
 CHECK_TIMEOUT_S = 60  # per variant; a hung compile marks its variant crashed and the rest go on
@@ -178,7 +179,7 @@ def _gluon_bwd(variant, slices, seqlen, args):
     from magi_attention.kernels.triton import gluon_backward as gb
     mode, num_buf = GLUON_BWD_VARIANTS[variant]
     dq_mode = {"tma": gb.DQ_TMA, "atomic": gb.DQ_ATOMIC, "none": gb.DQ_NONE,
-               "own": gb.DQ_TMA_OWN}[mode]
+               "own": gb.DQ_TMA_OWN, "dkss": gb.DQ_TMA_DKSS}[mode]
     plan = plan_block_sparse(slices, seqlen, seqlen, gb.BLOCK_M, gb.BLOCK_N, device=DEVICE)
     scale = args[0]
     return plan, lambda do, q, k, v, out, lse: gb.launch_bwd(do, q, k, v, out, lse, plan, scale,

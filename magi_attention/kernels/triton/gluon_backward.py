@@ -42,7 +42,7 @@ TRITON_VERSION = (3, 6)
 # DQ_NONE leaves dq at zero (a timing bound only); DQ_ATOMIC / DQ_TMA: the consumers swap dS
 # halves and each adds 64 of dQ's columns; DQ_TMA_OWN: each adds its own keys' share of all
 # columns (no swap, twice the reduce traffic)
-DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_TMA_OWN = 0, 1, 2, 3
+DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_TMA_OWN, DQ_TMA_DKSS = 0, 1, 2, 3, 4
 
 
 @builtin
@@ -165,7 +165,8 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
     DQ_MODE: gl.constexpr = mtag.type.shape[0] - 1
     # dQ split by columns after swapping dS halves (DQ_MODE 1, 2 at head_dim 128), else each
     # consumer adds its own keys' share of all columns (DQ_MODE 3, and head_dim 64)
-    SPLIT: gl.constexpr = (HEAD_DIM == 128) and (DQ_MODE < 3)
+    SPLIT: gl.constexpr = (HEAD_DIM == 128) and (DQ_MODE != 3)
+    DK_SS: gl.constexpr = DQ_MODE == 4  # as DQ_TMA, the dK MMA reading dS^T from shared memory
     DQ_COLS: gl.constexpr = HEAD_DIM // 2 if SPLIT else HEAD_DIM
     dtype: gl.constexpr = k_desc.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -183,8 +184,9 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
     qk_scale = sm_scale * 1.4426950408889634
     s_zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)
     dq_zero = gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout)
-    # dK and dV are waited for within each step: MMAs left in flight across the loop's back edge
-    # make ptxas serialise every wgmma of the kernel (seen in its SASS)
+    # every MMA is waited for within its step: MMAs left in flight across the loop's back edge
+    # made ptxas serialise every wgmma of the kernel (its SASS), and waiting later inside the
+    # step (dV after dS, dK after dQ) cost spills and 20% (s22 run b)
     dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, acc_layout)
     dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, acc_layout)
     n_list = end - start
@@ -213,21 +215,23 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
             pt = gl.where(_keep_t(keys, cols, row_lo, row_hi, seqlen_q, ROW_INTERVALS), pt, 0.0)
         dv = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_i, dv, is_async=True)
         delta = gl.load(Delta + stat, mask=col_ok, other=0.0)
-        if SPLIT:
-            dpt = warpgroup_mma_wait(num_outstanding=1, deps=(dpt, ))  # dV may still run
-        else:  # the own-keys dQ needs dV's registers back first
-            dpt, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dpt, dv))
+        dpt, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dpt, dv))
         ds_lp = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
         if DQ_MODE == 0:
             dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
-            dk, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv))
+            dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ))
         else:
             b = j % 2
+            ds_c = ds_smem.index(2 * b + c)
             if SPLIT:
                 mbarrier.wait(ds_free.index(b), ((j // 2) & 1) ^ 1)  # both read it 2 steps ago
-            ds_smem.index(2 * b + c).store(ds_lp)
+            ds_c.store(ds_lp)
             fence_async_shared()
             gl.thread_barrier()
+            if DK_SS:  # dS^T from shared memory: no register operand to hold
+                dk = warpgroup_mma(ds_c, q_i, dk, is_async=True)
+            else:
+                dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
             if SPLIT:
                 mbarrier.arrive(ds_ready.index(b), count=1)
                 mbarrier.wait(ds_ready.index(b), (j // 2) & 1)  # the other half is there too
@@ -237,13 +241,10 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
                 dq = warpgroup_mma(ds_smem.index(2 * b + 1).permute((1, 0)),
                                    k_smem.index(1).slice(c * DQ_COLS, DQ_COLS, dim=1), dq,
                                    is_async=True)
-                dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
-                dq, dv = warpgroup_mma_wait(num_outstanding=1, deps=(dq, dv))  # dK may run on
-            else:  # dQ's 64 registers more than the swap's: dK first and both waited (no spills)
-                dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
-                dq = warpgroup_mma(ds_smem.index(2 * b + c).permute((1, 0)), k_c, dq_zero,
-                                   use_acc=False, is_async=True)
-                dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
+            else:
+                dq = warpgroup_mma(ds_c.permute((1, 0)), k_c, dq_zero, use_acc=False,
+                                   is_async=True)
+            dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
             if SPLIT:
                 mbarrier.arrive(ds_free.index(b), count=1)
             col = head * HEAD_DIM
@@ -251,8 +252,6 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
                 col += c * DQ_COLS
             _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, seqlen_q,
                     num_heads_q * HEAD_DIM, DQ_MODE)
-            if SPLIT:
-                dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ))
         mbarrier.arrive(empty.index(slot), count=1)
     if DQ_MODE >= 2:
         tma.store_wait(pendings=0)
@@ -378,7 +377,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         lse.stride(0), seqlen_q, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    dq_cols = head_dim // 2 if head_dim == 128 and dq_mode in (DQ_ATOMIC, DQ_TMA) else head_dim
+    dq_cols = head_dim // 2 if head_dim == 128 and dq_mode != DQ_TMA_OWN else head_dim
     _bwd_kernel[(plan.num_k_tiles, num_heads_kv)](
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
         _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2, delta,
