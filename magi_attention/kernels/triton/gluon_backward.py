@@ -42,7 +42,12 @@ TRITON_VERSION = (3, 6)
 # DQ_NONE leaves dq at zero (a timing bound only); DQ_ATOMIC / DQ_TMA: the consumers swap dS
 # halves and each adds 64 of dQ's columns; DQ_TMA_OWN: each adds its own keys' share of all
 # columns (no swap, twice the reduce traffic)
-DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_TMA_OWN, DQ_TMA_DKSS = 0, 1, 2, 3, 4
+# DQ_TMA_DKSS: as DQ_TMA, the dK MMA reading dS^T from shared memory; DQ_TMA_LAG: as DQ_TMA, each
+# consumer computes step j-1's dQ in step j, so that it rarely waits for the other's dS half and
+# the two need not run in lockstep; DQ_NO_ADD: as DQ_TMA without the reduce-add (a timing
+# probe: dq stays zero)
+DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_TMA_OWN, DQ_TMA_DKSS, DQ_TMA_LAG, DQ_NO_ADD = range(7)
+DS_BUFFERS = gl.constexpr(3)  # DQ_TMA_LAG: dS exchange buffers (each two 64x64 halves)
 
 
 @builtin
@@ -153,6 +158,23 @@ def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE
 
 
 @gluon.jit
+def _lagged_dq(i, q_lo, col, ds_smem, k_smem, ds_ready, ds_free, dq_desc, dq_smem_c, dq_zero,
+               sm_scale, c: gl.constexpr, DQ_COLS: gl.constexpr):
+    """Step i's dQ columns of consumer c from both published dS halves, added by TMA."""
+    NB_DS: gl.constexpr = ds_smem.type.shape[0] // 2
+    b = i % NB_DS
+    mbarrier.wait(ds_ready.index(b), (i // NB_DS) & 1)
+    dq = warpgroup_mma(ds_smem.index(2 * b).permute((1, 0)),
+                       k_smem.index(0).slice(c * DQ_COLS, DQ_COLS, dim=1), dq_zero, use_acc=False,
+                       is_async=True)
+    dq = warpgroup_mma(ds_smem.index(2 * b + 1).permute((1, 0)),
+                       k_smem.index(1).slice(c * DQ_COLS, DQ_COLS, dim=1), dq, is_async=True)
+    dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ))
+    mbarrier.arrive(ds_free.index(b), count=1)
+    _add_dq(dq * sm_scale, dq_desc, dq_desc, dq_smem_c, q_lo, col, 0, 0, 2)
+
+
+@gluon.jit
 def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
               start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
@@ -166,7 +188,9 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
     # dQ split by columns after swapping dS halves (DQ_MODE 1, 2 at head_dim 128), else each
     # consumer adds its own keys' share of all columns (DQ_MODE 3, and head_dim 64)
     SPLIT: gl.constexpr = (HEAD_DIM == 128) and (DQ_MODE != 3)
-    DK_SS: gl.constexpr = DQ_MODE == 4  # as DQ_TMA, the dK MMA reading dS^T from shared memory
+    DK_SS: gl.constexpr = DQ_MODE == 4
+    LAG: gl.constexpr = SPLIT and (DQ_MODE == 5)
+    NB_DS: gl.constexpr = ds_smem.type.shape[0] // 2
     DQ_COLS: gl.constexpr = HEAD_DIM // 2 if SPLIT else HEAD_DIM
     dtype: gl.constexpr = k_desc.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -194,6 +218,8 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
     k_tile = k_row // (2 * HALF_N)
     shift = k_tile % gl.maximum(n_full, 1)
     head_shift = k_tile % group
+    prev_q_lo = k_row * 0
+    prev_col = k_row * 0
     mbarrier.wait(kv_bar, 0)
     for j in range(group * n_list):
         slot = j % NUM_BUF
@@ -220,6 +246,20 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
         if DQ_MODE == 0:
             dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
             dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ))
+        elif LAG:
+            b = j % NB_DS
+            mbarrier.wait(ds_free.index(b), ((j // NB_DS) & 1) ^ 1)  # its last dQ MMAs are done
+            ds_smem.index(2 * b + c).store(ds_lp)
+            fence_async_shared()
+            gl.thread_barrier()
+            mbarrier.arrive(ds_ready.index(b), count=1)
+            dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
+            if j > 0:  # the last step's dQ: the other half was published a step ago
+                _lagged_dq(j - 1, prev_q_lo, prev_col, ds_smem, k_smem, ds_ready, ds_free,
+                           dq_desc, dq_smem.index(c), dq_zero, sm_scale, c, DQ_COLS)
+            dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ))
+            prev_q_lo = q_lo
+            prev_col = head * HEAD_DIM + c * DQ_COLS
         else:
             b = j % 2
             ds_c = ds_smem.index(2 * b + c)
@@ -250,9 +290,14 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
             col = head * HEAD_DIM
             if SPLIT:
                 col += c * DQ_COLS
-            _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, seqlen_q,
-                    num_heads_q * HEAD_DIM, DQ_MODE)
+            if DQ_MODE != 6:
+                _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, seqlen_q,
+                        num_heads_q * HEAD_DIM, DQ_MODE)
         mbarrier.arrive(empty.index(slot), count=1)
+    if LAG:
+        if group * n_list > 0:
+            _lagged_dq(group * n_list - 1, prev_q_lo, prev_col, ds_smem, k_smem, ds_ready,
+                       ds_free, dq_desc, dq_smem.index(c), dq_zero, sm_scale, c, DQ_COLS)
     if DQ_MODE >= 2:
         tma.store_wait(pendings=0)
     num_heads_kv = num_heads_q // group
@@ -318,13 +363,14 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delt
     q_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_M, HEAD_DIM], q_desc.layout)
     do_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_M, HEAD_DIM], do_desc.layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HALF_N, BLOCK_M], dtype)
-    ds_smem = gl.allocate_shared_memory(dtype, [4, HALF_N, BLOCK_M], ds_layout)  # [buffer, half]
+    NB_DS: gl.constexpr = DS_BUFFERS if DQ_MODE == 5 else 2
+    ds_smem = gl.allocate_shared_memory(dtype, [2 * NB_DS, HALF_N, BLOCK_M], ds_layout)  # [buf, half]
     dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_COLS], dq_desc.layout)
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
-    ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    ds_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ds_ready = gl.allocate_shared_memory(gl.int64, [NB_DS, 1], mbarrier.MBarrierLayout())
+    ds_free = gl.allocate_shared_memory(gl.int64, [NB_DS, 1], mbarrier.MBarrierLayout())
     # worker partitions take no constexpr arguments: these travel as the shapes of unused
     # buffers' types
     rtag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
@@ -335,7 +381,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delt
     for i in gl.static_range(NUM_BUF):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # both consumers release a slot
-    for i in gl.static_range(2):
+    for i in gl.static_range(NB_DS):
         mbarrier.init(ds_ready.index(i), count=2)
         mbarrier.init(ds_free.index(i), count=2)
     fence_async_shared()
