@@ -103,6 +103,8 @@ GLUON_BWD_VARIANTS = {
     "bwd_gluon_dkss_b2": ("dkss", 2),  # as tma, the dK MMA reading dS^T from shared memory
     "bwd_gluon_lag_b2": ("lag", 2),  # as tma, step j-1's dQ computed in step j (no lockstep)
     "bwd_gluon_noadd_b2": ("noadd", 2),  # as tma without the reduce-add (a timing probe)
+    "bwd_gluon_store_b2": ("store", 2),  # as tma, plain TMA stores for the adds (a timing probe)
+    "bwd_gluon_2buf_b2": ("2buf", 2),  # as tma, two dQ staging buffers per consumer
 }
 CHECK_SEQLEN = 2048
 CHECK_TIMEOUT_S = 60  # per variant; a hung compile marks its variant crashed and the rest go on
@@ -182,7 +184,7 @@ def _gluon_bwd(variant, slices, seqlen, args):
     mode, num_buf = GLUON_BWD_VARIANTS[variant]
     dq_mode = {"tma": gb.DQ_TMA, "atomic": gb.DQ_ATOMIC, "none": gb.DQ_NONE,
                "own": gb.DQ_TMA_OWN, "dkss": gb.DQ_TMA_DKSS, "lag": gb.DQ_TMA_LAG,
-               "noadd": gb.DQ_NO_ADD}[mode]
+               "noadd": gb.DQ_NO_ADD, "store": gb.DQ_STORE_PROBE, "2buf": gb.DQ_TMA_2BUF}[mode]
     plan = plan_block_sparse(slices, seqlen, seqlen, gb.BLOCK_M, gb.BLOCK_N, device=DEVICE)
     scale = args[0]
     return plan, lambda do, q, k, v, out, lse: gb.launch_bwd(do, q, k, v, out, lse, plan, scale,
@@ -230,7 +232,7 @@ def check_variants(names: list[str], progress_path: str, head_dim: int, seqlen: 
                     elif variant in GLUON_BWD_VARIANTS:
                         _, call = _gluon_bwd(variant, slices, seqlen, (scale,))
                         grads = call(do, q, k, v, ro.to(q.dtype), rl)
-                        keys = (("dk", "dv") if GLUON_BWD_VARIANTS[variant][0] in ("none", "noadd")
+                        keys = (("dk", "dv") if GLUON_BWD_VARIANTS[variant][0] in ("none", "noadd", "store")
                                 else ("dq", "dk", "dv"))
                         errs[name] = {key: _rel(a, b) for key, a, b in zip(("dq", "dk", "dv"), grads, rg)
                                       if key in keys}

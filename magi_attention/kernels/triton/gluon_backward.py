@@ -45,8 +45,11 @@ TRITON_VERSION = (3, 6)
 # DQ_TMA_DKSS: as DQ_TMA, the dK MMA reading dS^T from shared memory; DQ_TMA_LAG: as DQ_TMA, each
 # consumer computes step j-1's dQ in step j, so that it rarely waits for the other's dS half and
 # the two need not run in lockstep; DQ_NO_ADD: as DQ_TMA without the reduce-add (a timing
-# probe: dq stays zero)
-DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_TMA_OWN, DQ_TMA_DKSS, DQ_TMA_LAG, DQ_NO_ADD = range(7)
+# probe: dq stays zero); DQ_STORE_PROBE: as DQ_TMA with plain TMA stores in place of the
+# reduce-adds (a timing probe: dq is wrong); DQ_TMA_2BUF: as DQ_TMA with two dQ staging buffers
+# per consumer, so that a step waits for the reduce-add of two steps ago
+DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_TMA_OWN, DQ_TMA_DKSS, DQ_TMA_LAG, DQ_NO_ADD, DQ_STORE_PROBE, \
+    DQ_TMA_2BUF = range(9)
 DS_BUFFERS = gl.constexpr(3)  # DQ_TMA_LAG: dS exchange buffers (each two 64x64 halves)
 
 
@@ -143,12 +146,17 @@ def _keep_t(keys, cols, row_lo, row_hi, seqlen_q, ROW_INTERVALS: gl.constexpr):
 def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE: gl.constexpr):
     """dq (fp32, already scaled) into the dQ buffer's [q_lo:, col:] block."""
     if DQ_MODE >= 2:
-        tma.store_wait(pendings=0)  # the last reduce-add has read this buffer
+        # the reduce-add that last read this staging buffer is done (with two buffers per
+        # consumer, DQ_TMA_2BUF, the one before it)
+        tma.store_wait(pendings=1 if DQ_MODE == 8 else 0)
         gl.thread_barrier()
         dq_smem_c.store(dq)
         fence_async_shared()
         gl.thread_barrier()
-        _tma_reduce_add(dq_desc, [q_lo, col], dq_smem_c)  # rows past seqlen_q are clipped
+        if DQ_MODE == 7:  # timing probe: a plain store, no adds in L2
+            tma.async_copy_shared_to_global(dq_desc, [q_lo, col], dq_smem_c)
+        else:
+            _tma_reduce_add(dq_desc, [q_lo, col], dq_smem_c)  # rows past seqlen_q are clipped
     elif DQ_MODE == 1:
         layout: gl.constexpr = dq.type.layout
         rows = q_lo + gl.arange(0, dq.type.shape[0], layout=gl.SliceLayout(1, layout))
@@ -291,8 +299,9 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
             if SPLIT:
                 col += c * DQ_COLS
             if DQ_MODE != 6:
-                _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, seqlen_q,
-                        num_heads_q * HEAD_DIM, DQ_MODE)
+                NB_DQ: gl.constexpr = dq_smem.type.shape[0] // 2
+                _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c * NB_DQ + j % NB_DQ), q_lo,
+                        col, seqlen_q, num_heads_q * HEAD_DIM, DQ_MODE)
         mbarrier.arrive(empty.index(slot), count=1)
     if LAG:
         if group * n_list > 0:
@@ -365,7 +374,8 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delt
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HALF_N, BLOCK_M], dtype)
     NB_DS: gl.constexpr = DS_BUFFERS if DQ_MODE == 5 else 2
     ds_smem = gl.allocate_shared_memory(dtype, [2 * NB_DS, HALF_N, BLOCK_M], ds_layout)  # [buf, half]
-    dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_COLS], dq_desc.layout)
+    NB_DQ: gl.constexpr = 2 if DQ_MODE == 8 else 1  # dQ staging buffers per consumer
+    dq_smem = gl.allocate_shared_memory(gl.float32, [2 * NB_DQ, BLOCK_M, DQ_COLS], dq_desc.layout)
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
