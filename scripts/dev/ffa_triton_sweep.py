@@ -100,8 +100,8 @@ GLUON_BWD_VARIANTS = {
     "bwd_gluon_atomic_b2": ("atomic", 2),
     "bwd_gluon_none_b2": ("none", 2),
     "bwd_gluon_own_b2": ("own", 2),  # no dS swap: each consumer adds its keys' share of dQ
-    "bwd_gluon_dkss_b2": ("dkss", 2),  # as tma, the dK MMA reading dS^T from shared memory
-    "bwd_gluon_lag_b2": ("lag", 2),  # as tma, step j-1's dQ computed in step j (no lockstep)
+    "bwd_gluon_dklate_b2": ("dklate", 2),  # as tma, the dK MMA running during the dQ add
+    "bwd_gluon_lateadd_b2": ("lateadd", 2),  # as tma, step j's dQ added during step j+1's MMAs
     "bwd_gluon_noadd_b2": ("noadd", 2),  # as tma without the reduce-add (a timing probe)
     "bwd_gluon_store_b2": ("store", 2),  # as tma, plain TMA stores for the adds (a timing probe)
     "bwd_gluon_2buf_b2": ("2buf", 2),  # as tma, two dQ staging buffers per consumer
@@ -183,7 +183,8 @@ def _gluon_bwd(variant, slices, seqlen, args):
     from magi_attention.kernels.triton import gluon_backward as gb
     mode, num_buf = GLUON_BWD_VARIANTS[variant]
     dq_mode = {"tma": gb.DQ_TMA, "atomic": gb.DQ_ATOMIC, "none": gb.DQ_NONE,
-               "own": gb.DQ_TMA_OWN, "dkss": gb.DQ_TMA_DKSS, "lag": gb.DQ_TMA_LAG,
+               "own": gb.DQ_TMA_OWN, "dklate": gb.DQ_TMA_DK_LATE,
+               "lateadd": gb.DQ_TMA_LATE_ADD,
                "noadd": gb.DQ_NO_ADD, "store": gb.DQ_STORE_PROBE, "2buf": gb.DQ_TMA_2BUF}[mode]
     plan = plan_block_sparse(slices, seqlen, seqlen, gb.BLOCK_M, gb.BLOCK_N, device=DEVICE)
     scale = args[0]

@@ -41,16 +41,14 @@ HEAD_DIMS = (64, 128)
 TRITON_VERSION = (3, 6)
 # DQ_NONE leaves dq at zero (a timing bound only); DQ_ATOMIC / DQ_TMA: the consumers swap dS
 # halves and each adds 64 of dQ's columns; DQ_TMA_OWN: each adds its own keys' share of all
-# columns (no swap, twice the reduce traffic)
-# DQ_TMA_DKSS: as DQ_TMA, the dK MMA reading dS^T from shared memory; DQ_TMA_LAG: as DQ_TMA, each
-# consumer computes step j-1's dQ in step j, so that it rarely waits for the other's dS half and
-# the two need not run in lockstep; DQ_NO_ADD: as DQ_TMA without the reduce-add (a timing
-# probe: dq stays zero); DQ_STORE_PROBE: as DQ_TMA with plain TMA stores in place of the
-# reduce-adds (a timing probe: dq is wrong); DQ_TMA_2BUF: as DQ_TMA with two dQ staging buffers
-# per consumer, so that a step waits for the reduce-add of two steps ago
-DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_TMA_OWN, DQ_TMA_DKSS, DQ_TMA_LAG, DQ_NO_ADD, DQ_STORE_PROBE, \
-    DQ_TMA_2BUF = range(9)
-DS_BUFFERS = gl.constexpr(3)  # DQ_TMA_LAG: dS exchange buffers (each two 64x64 halves)
+# columns (no swap, twice the reduce traffic). Probes of session 22 (notes/ffa_triton.md):
+# DQ_TMA_DK_LATE: as DQ_TMA, the dK MMA issued after the dQ MMAs and running during the dQ add;
+# DQ_TMA_LATE_ADD: as DQ_TMA, step j's dQ added in step j+1 while its first MMAs run;
+# DQ_NO_ADD: as DQ_TMA with the dQ MMAs but no staging or add (dq stays zero); DQ_STORE_PROBE:
+# plain TMA stores in place of the adds (dq is wrong); DQ_TMA_2BUF: two dQ staging buffers per
+# consumer, so that a step waits for the add of two steps ago
+DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_TMA_OWN, DQ_TMA_DK_LATE, DQ_TMA_LATE_ADD, DQ_NO_ADD, \
+    DQ_STORE_PROBE, DQ_TMA_2BUF = range(9)
 
 
 @builtin
@@ -166,23 +164,6 @@ def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE
 
 
 @gluon.jit
-def _lagged_dq(i, q_lo, col, ds_smem, k_smem, ds_ready, ds_free, dq_desc, dq_smem_c, dq_zero,
-               sm_scale, c: gl.constexpr, DQ_COLS: gl.constexpr):
-    """Step i's dQ columns of consumer c from both published dS halves, added by TMA."""
-    NB_DS: gl.constexpr = ds_smem.type.shape[0] // 2
-    b = i % NB_DS
-    mbarrier.wait(ds_ready.index(b), (i // NB_DS) & 1)
-    dq = warpgroup_mma(ds_smem.index(2 * b).permute((1, 0)),
-                       k_smem.index(0).slice(c * DQ_COLS, DQ_COLS, dim=1), dq_zero, use_acc=False,
-                       is_async=True)
-    dq = warpgroup_mma(ds_smem.index(2 * b + 1).permute((1, 0)),
-                       k_smem.index(1).slice(c * DQ_COLS, DQ_COLS, dim=1), dq, is_async=True)
-    dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ))
-    mbarrier.arrive(ds_free.index(b), count=1)
-    _add_dq(dq * sm_scale, dq_desc, dq_desc, dq_smem_c, q_lo, col, 0, 0, 2)
-
-
-@gluon.jit
 def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
               start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
@@ -196,9 +177,8 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
     # dQ split by columns after swapping dS halves (DQ_MODE 1, 2 at head_dim 128), else each
     # consumer adds its own keys' share of all columns (DQ_MODE 3, and head_dim 64)
     SPLIT: gl.constexpr = (HEAD_DIM == 128) and (DQ_MODE != 3)
-    DK_SS: gl.constexpr = DQ_MODE == 4
-    LAG: gl.constexpr = SPLIT and (DQ_MODE == 5)
-    NB_DS: gl.constexpr = ds_smem.type.shape[0] // 2
+    DK_LATE: gl.constexpr = DQ_MODE == 4  # DQ_TMA_DK_LATE
+    LATE_ADD: gl.constexpr = DQ_MODE == 5  # DQ_TMA_LATE_ADD
     DQ_COLS: gl.constexpr = HEAD_DIM // 2 if SPLIT else HEAD_DIM
     dtype: gl.constexpr = k_desc.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -228,6 +208,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
     head_shift = k_tile % group
     prev_q_lo = k_row * 0
     prev_col = k_row * 0
+    dq_prev = dq_zero
     mbarrier.wait(kv_bar, 0)
     for j in range(group * n_list):
         slot = j % NUM_BUF
@@ -242,6 +223,10 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
         mbarrier.wait(ready.index(slot), (j // NUM_BUF) & 1)
         st = warpgroup_mma(k_c, q_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
         dpt = warpgroup_mma(v_c, do_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        if LATE_ADD:  # the last step's dQ add while this step's first MMAs run
+            if j > 0:
+                _add_dq(dq_prev, dq_desc, DQ, dq_smem.index(c), prev_q_lo, prev_col, seqlen_q,
+                        num_heads_q * HEAD_DIM, 2)
         lse2 = gl.load(Lse2 + stat, mask=col_ok, other=float("inf"))
         st = warpgroup_mma_wait(num_outstanding=1, deps=(st, ))
         pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
@@ -254,20 +239,6 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
         if DQ_MODE == 0:
             dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
             dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ))
-        elif LAG:
-            b = j % NB_DS
-            mbarrier.wait(ds_free.index(b), ((j // NB_DS) & 1) ^ 1)  # its last dQ MMAs are done
-            ds_smem.index(2 * b + c).store(ds_lp)
-            fence_async_shared()
-            gl.thread_barrier()
-            mbarrier.arrive(ds_ready.index(b), count=1)
-            dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
-            if j > 0:  # the last step's dQ: the other half was published a step ago
-                _lagged_dq(j - 1, prev_q_lo, prev_col, ds_smem, k_smem, ds_ready, ds_free,
-                           dq_desc, dq_smem.index(c), dq_zero, sm_scale, c, DQ_COLS)
-            dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ))
-            prev_q_lo = q_lo
-            prev_col = head * HEAD_DIM + c * DQ_COLS
         else:
             b = j % 2
             ds_c = ds_smem.index(2 * b + c)
@@ -276,9 +247,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
             ds_c.store(ds_lp)
             fence_async_shared()
             gl.thread_barrier()
-            if DK_SS:  # dS^T from shared memory: no register operand to hold
-                dk = warpgroup_mma(ds_c, q_i, dk, is_async=True)
-            else:
+            if not DK_LATE:
                 dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
             if SPLIT:
                 mbarrier.arrive(ds_ready.index(b), count=1)
@@ -292,21 +261,31 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
             else:
                 dq = warpgroup_mma(ds_c.permute((1, 0)), k_c, dq_zero, use_acc=False,
                                    is_async=True)
-            dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
+            if DK_LATE:  # the dK MMA runs on during the dQ add
+                dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
+                dq = warpgroup_mma_wait(num_outstanding=1, deps=(dq, ))
+            else:
+                dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
             if SPLIT:
                 mbarrier.arrive(ds_free.index(b), count=1)
             col = head * HEAD_DIM
             if SPLIT:
                 col += c * DQ_COLS
-            if DQ_MODE != 6:
-                NB_DQ: gl.constexpr = dq_smem.type.shape[0] // 2
+            NB_DQ: gl.constexpr = dq_smem.type.shape[0] // 2
+            if LATE_ADD:
+                dq_prev = dq * sm_scale
+                prev_q_lo = q_lo
+                prev_col = col
+            elif DQ_MODE != 6 or seqlen_q < 0:  # DQ_NO_ADD: never at run time, MMAs kept
                 _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c * NB_DQ + j % NB_DQ), q_lo,
                         col, seqlen_q, num_heads_q * HEAD_DIM, DQ_MODE)
+            if DK_LATE:
+                dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ))
         mbarrier.arrive(empty.index(slot), count=1)
-    if LAG:
+    if LATE_ADD:
         if group * n_list > 0:
-            _lagged_dq(group * n_list - 1, prev_q_lo, prev_col, ds_smem, k_smem, ds_ready,
-                       ds_free, dq_desc, dq_smem.index(c), dq_zero, sm_scale, c, DQ_COLS)
+            _add_dq(dq_prev, dq_desc, DQ, dq_smem.index(c), prev_q_lo, prev_col, seqlen_q,
+                    num_heads_q * HEAD_DIM, 2)
     if DQ_MODE >= 2:
         tma.store_wait(pendings=0)
     num_heads_kv = num_heads_q // group
@@ -372,7 +351,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delt
     q_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_M, HEAD_DIM], q_desc.layout)
     do_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_M, HEAD_DIM], do_desc.layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HALF_N, BLOCK_M], dtype)
-    NB_DS: gl.constexpr = DS_BUFFERS if DQ_MODE == 5 else 2
+    NB_DS: gl.constexpr = 2
     ds_smem = gl.allocate_shared_memory(dtype, [2 * NB_DS, HALF_N, BLOCK_M], ds_layout)  # [buf, half]
     NB_DQ: gl.constexpr = 2 if DQ_MODE == 8 else 1  # dQ staging buffers per consumer
     dq_smem = gl.allocate_shared_memory(gl.float32, [2 * NB_DQ, BLOCK_M, DQ_COLS], dq_desc.layout)

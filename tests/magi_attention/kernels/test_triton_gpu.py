@@ -370,7 +370,8 @@ def _gluon_bwd_plan(name, case):
     return plan, tiles
 
 
-@pytest.mark.parametrize("dq_mode", ["tma", "atomic", "tma_own", "tma_lag", "tma_2buf"])
+@pytest.mark.parametrize("dq_mode", ["tma", "atomic", "tma_own", "dk_late", "late_add",
+                                     "tma_2buf"])
 @pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
 @pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
 def test_gluon_backward_every_mask(name, case, dq_mode):
@@ -386,7 +387,8 @@ def test_gluon_backward_every_mask(name, case, dq_mode):
     ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), plan, scale)
     ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, plan, scale)
     mode = {"tma": gb.DQ_TMA, "atomic": gb.DQ_ATOMIC, "tma_own": gb.DQ_TMA_OWN,
-            "tma_lag": gb.DQ_TMA_LAG, "tma_2buf": gb.DQ_TMA_2BUF}[dq_mode]
+            "dk_late": gb.DQ_TMA_DK_LATE, "late_add": gb.DQ_TMA_LATE_ADD,
+            "tma_2buf": gb.DQ_TMA_2BUF}[dq_mode]
     got = gb.launch_bwd(dout, q, k, v, ro.to(dtype), rl, tiles, scale, dq_mode=mode)
     for which, a, b in zip(("dq", "dk", "dv"), got, ref):
         assert a.dtype == dtype and a.shape == b.shape
