@@ -78,13 +78,33 @@ def _gluon_plan(mask: FlexAttnPlan, device):
     return plan if plan_suits(plan) else None
 
 
+def _gluon_bwd_reason(q, k, softcap: float, deterministic: bool) -> str | None:
+    """Why the Gluon backward does not run here (then the Triton backward does), or None."""
+    if not env.PREFER_GLUON_BWD:
+        return "MAGI_ATTENTION_GLUON_BWD is off (the default)"
+    try:
+        from . import gluon_backward
+    except ImportError as e:  # a Triton without Gluon
+        return f"no Gluon: {e}"
+    return gluon_backward.unsupported_reason(q, k, softcap, deterministic)
+
+
+def _gluon_bwd_plan(mask: FlexAttnPlan, device):
+    """The Gluon backward's plan, or None where it has no row interval table."""
+    from .gluon_backward import BLOCK_M, BLOCK_N
+    plan = plan_for(mask, BLOCK_M, BLOCK_N, device, MAX_TABLE_INTERVALS)
+    return plan if plan.row_lo.shape[1] > 0 else None
+
+
 def prepare(mask: FlexAttnPlan, head_dim: int, device) -> None:
     """Build (and keep in ``mask``) the tile plans the forward and backward will use."""
     fcfg, bcfg = fwd_config(head_dim), bwd_config(head_dim)
     device = torch.device(device)
-    if (env.PREFER_GLUON_FWD and device.type == "cuda"
-            and torch.cuda.get_device_capability(device)[0] == 9):  # where the Gluon forward runs
+    hopper = device.type == "cuda" and torch.cuda.get_device_capability(device)[0] == 9
+    if env.PREFER_GLUON_FWD and hopper:  # where the Gluon kernels run
         _gluon_plan(mask, device)
+    if env.PREFER_GLUON_BWD and hopper:
+        _gluon_bwd_plan(mask, device)
     plan_for(mask, fcfg.block_m, fcfg.block_n, device, fcfg.max_table_intervals)
     plan_for(mask, bcfg.block_m1, bcfg.block_n1, device, bcfg.max_table_intervals)
     plan_for(mask, bcfg.block_m2, bcfg.block_n2, device, bcfg.max_table_intervals)
@@ -116,12 +136,18 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
         softcap: float = 0.0, deterministic: bool = False, config=None):
     """(dq, dk, dv). The ordered two-kernel path (bitwise repeatable) unless
     ``config.one_pass`` and not ``deterministic``: then one pass, dq accumulated with fp32
-    atomics. ``out``/``lse`` may be global (CP)."""
+    atomics; with MAGI_ATTENTION_GLUON_BWD=1 and no config, the Gluon one-pass kernel where it
+    runs. ``out``/``lse`` may be global (CP)."""
     from .backward import launch_bwd
 
     check_supported(q, k, v)
     dout, q, k, v, out = (_dense_last(t) for t in (dout, q, k, v, out))
     lse = lse.float().contiguous()
+    if config is None and _gluon_bwd_reason(q, k, softcap, deterministic) is None:
+        plan = _gluon_bwd_plan(mask, q.device)
+        if plan is not None:
+            from .gluon_backward import launch_bwd as launch_gluon
+            return launch_gluon(dout, q, k, v, out, lse, plan, float(softmax_scale))
     config = config or bwd_config(q.shape[-1])
     ordered = deterministic or not config.one_pass  # the faster path on H200 (configs.py)
     plan_kv = plan_for(mask, config.block_m1, config.block_n1, q.device, config.max_table_intervals)

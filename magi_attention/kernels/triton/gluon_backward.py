@@ -17,6 +17,12 @@ One program per (key tile of 128, kv head), in three partitions:
 
 lse2 = lse * log2(e) and delta = rowsum(O * dO) come from the Triton backward's preprocess kernel;
 the fp32 dQ is rounded to q's dtype at the end.
+
+Measured (H200, GQA 64:8, d128, bf16, s22 rows in results/h200/ffa_triton/): 1.03-1.07x the
+ordered Triton backward on the full mask at 16k/64k, 0.75-0.90x on causal and the document
+masks; without dQ (DQ_NONE) the same loop runs at ~1.6x, and the dQ MMAs and the staged
+reduce-add cost about equal shares of that. Not the default: kernels.triton.bwd runs it only
+with MAGI_ATTENTION_GLUON_BWD=1 (notes/ffa_triton.md, session 22).
 """
 from __future__ import annotations
 
@@ -39,16 +45,10 @@ HALF_N = 64
 NUM_BUF = 2  # Q/dO ring slots
 HEAD_DIMS = (64, 128)
 TRITON_VERSION = (3, 6)
-# DQ_NONE leaves dq at zero (a timing bound only); DQ_ATOMIC / DQ_TMA: the consumers swap dS
-# halves and each adds 64 of dQ's columns; DQ_TMA_OWN: each adds its own keys' share of all
-# columns (no swap, twice the reduce traffic). Probes of session 22 (notes/ffa_triton.md):
-# DQ_TMA_DK_LATE: as DQ_TMA, the dK MMA issued after the dQ MMAs and running during the dQ add;
-# DQ_TMA_LATE_ADD: as DQ_TMA, step j's dQ added in step j+1 while its first MMAs run;
-# DQ_NO_ADD: as DQ_TMA with the dQ MMAs but no staging or add (dq stays zero); DQ_STORE_PROBE:
-# plain TMA stores in place of the adds (dq is wrong); DQ_TMA_2BUF: two dQ staging buffers per
-# consumer, so that a step waits for the add of two steps ago
-DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_TMA_OWN, DQ_TMA_DK_LATE, DQ_TMA_LATE_ADD, DQ_NO_ADD, \
-    DQ_STORE_PROBE, DQ_TMA_2BUF = range(9)
+# DQ_TMA: the consumers swap dS halves and each adds 64 of dQ's columns by TMA reduce-adds (the
+# default); DQ_ATOMIC: the same columns by element atomics (0.72x DQ_TMA); DQ_NONE leaves dq
+# at zero and DQ_NO_ADD computes dQ but never adds it: timing probes (notes/ffa_triton.md)
+DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_NO_ADD = 0, 1, 2, 3
 
 
 @builtin
@@ -143,18 +143,13 @@ def _keep_t(keys, cols, row_lo, row_hi, seqlen_q, ROW_INTERVALS: gl.constexpr):
 @gluon.jit
 def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE: gl.constexpr):
     """dq (fp32, already scaled) into the dQ buffer's [q_lo:, col:] block."""
-    if DQ_MODE >= 2:
-        # the reduce-add that last read this staging buffer is done (with two buffers per
-        # consumer, DQ_TMA_2BUF, the one before it)
-        tma.store_wait(pendings=1 if DQ_MODE == 8 else 0)
+    if DQ_MODE == 2:
+        tma.store_wait(pendings=0)  # the last reduce-add has read this staging buffer
         gl.thread_barrier()
         dq_smem_c.store(dq)
         fence_async_shared()
         gl.thread_barrier()
-        if DQ_MODE == 7:  # timing probe: a plain store, no adds in L2
-            tma.async_copy_shared_to_global(dq_desc, [q_lo, col], dq_smem_c)
-        else:
-            _tma_reduce_add(dq_desc, [q_lo, col], dq_smem_c)  # rows past seqlen_q are clipped
+        _tma_reduce_add(dq_desc, [q_lo, col], dq_smem_c)  # rows past seqlen_q are clipped
     elif DQ_MODE == 1:
         layout: gl.constexpr = dq.type.layout
         rows = q_lo + gl.arange(0, dq.type.shape[0], layout=gl.SliceLayout(1, layout))
@@ -174,11 +169,9 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
     NUM_BUF: gl.constexpr = q_smem.type.shape[0]
     ROW_INTERVALS: gl.constexpr = rtag.type.shape[0] - 1
     DQ_MODE: gl.constexpr = mtag.type.shape[0] - 1
-    # dQ split by columns after swapping dS halves (DQ_MODE 1, 2 at head_dim 128), else each
-    # consumer adds its own keys' share of all columns (DQ_MODE 3, and head_dim 64)
-    SPLIT: gl.constexpr = (HEAD_DIM == 128) and (DQ_MODE != 3)
-    DK_LATE: gl.constexpr = DQ_MODE == 4  # DQ_TMA_DK_LATE
-    LATE_ADD: gl.constexpr = DQ_MODE == 5  # DQ_TMA_LATE_ADD
+    # dQ split by columns after swapping dS halves at head_dim 128; at 64 each consumer adds its
+    # own keys' share of all columns (no swap; the 32-column halves would cut a 128-byte swizzle)
+    SPLIT: gl.constexpr = HEAD_DIM == 128
     DQ_COLS: gl.constexpr = HEAD_DIM // 2 if SPLIT else HEAD_DIM
     dtype: gl.constexpr = k_desc.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -197,8 +190,9 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
     s_zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)
     dq_zero = gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout)
     # every MMA is waited for within its step: MMAs left in flight across the loop's back edge
-    # made ptxas serialise every wgmma of the kernel (its SASS), and waiting later inside the
-    # step (dV after dS, dK after dQ) cost spills and 20% (s22 run b)
+    # made ptxas serialise every wgmma of the kernel (its SASS); waiting later inside the step
+    # (dV after dS, dK after dQ) cost spills and 20%, the dK MMA over the dQ add gained nothing
+    # (s22 runs b, g)
     dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, acc_layout)
     dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, acc_layout)
     n_list = end - start
@@ -206,9 +200,6 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
     k_tile = k_row // (2 * HALF_N)
     shift = k_tile % gl.maximum(n_full, 1)
     head_shift = k_tile % group
-    prev_q_lo = k_row * 0
-    prev_col = k_row * 0
-    dq_prev = dq_zero
     mbarrier.wait(kv_bar, 0)
     for j in range(group * n_list):
         slot = j % NUM_BUF
@@ -223,10 +214,6 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
         mbarrier.wait(ready.index(slot), (j // NUM_BUF) & 1)
         st = warpgroup_mma(k_c, q_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
         dpt = warpgroup_mma(v_c, do_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        if LATE_ADD:  # the last step's dQ add while this step's first MMAs run
-            if j > 0:
-                _add_dq(dq_prev, dq_desc, DQ, dq_smem.index(c), prev_q_lo, prev_col, seqlen_q,
-                        num_heads_q * HEAD_DIM, 2)
         lse2 = gl.load(Lse2 + stat, mask=col_ok, other=float("inf"))
         st = warpgroup_mma_wait(num_outstanding=1, deps=(st, ))
         pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
@@ -247,8 +234,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
             ds_c.store(ds_lp)
             fence_async_shared()
             gl.thread_barrier()
-            if not DK_LATE:
-                dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
+            dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
             if SPLIT:
                 mbarrier.arrive(ds_ready.index(b), count=1)
                 mbarrier.wait(ds_ready.index(b), (j // 2) & 1)  # the other half is there too
@@ -261,32 +247,17 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
             else:
                 dq = warpgroup_mma(ds_c.permute((1, 0)), k_c, dq_zero, use_acc=False,
                                    is_async=True)
-            if DK_LATE:  # the dK MMA runs on during the dQ add
-                dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
-                dq = warpgroup_mma_wait(num_outstanding=1, deps=(dq, ))
-            else:
-                dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
+            dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
             if SPLIT:
                 mbarrier.arrive(ds_free.index(b), count=1)
             col = head * HEAD_DIM
             if SPLIT:
                 col += c * DQ_COLS
-            NB_DQ: gl.constexpr = dq_smem.type.shape[0] // 2
-            if LATE_ADD:
-                dq_prev = dq * sm_scale
-                prev_q_lo = q_lo
-                prev_col = col
-            elif DQ_MODE != 6 or seqlen_q < 0:  # DQ_NO_ADD: never at run time, MMAs kept
-                _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c * NB_DQ + j % NB_DQ), q_lo,
-                        col, seqlen_q, num_heads_q * HEAD_DIM, DQ_MODE)
-            if DK_LATE:
-                dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ))
+            if DQ_MODE != 3 or seqlen_q < 0:  # DQ_NO_ADD: never at run time, MMAs kept
+                _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, seqlen_q,
+                        num_heads_q * HEAD_DIM, DQ_MODE)
         mbarrier.arrive(empty.index(slot), count=1)
-    if LATE_ADD:
-        if group * n_list > 0:
-            _add_dq(dq_prev, dq_desc, DQ, dq_smem.index(c), prev_q_lo, prev_col, seqlen_q,
-                    num_heads_q * HEAD_DIM, 2)
-    if DQ_MODE >= 2:
+    if DQ_MODE == 2:
         tma.store_wait(pendings=0)
     num_heads_kv = num_heads_q // group
     _store_rows(dk * sm_scale, DK, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout)
@@ -351,15 +322,13 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delt
     q_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_M, HEAD_DIM], q_desc.layout)
     do_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_M, HEAD_DIM], do_desc.layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HALF_N, BLOCK_M], dtype)
-    NB_DS: gl.constexpr = 2
-    ds_smem = gl.allocate_shared_memory(dtype, [2 * NB_DS, HALF_N, BLOCK_M], ds_layout)  # [buf, half]
-    NB_DQ: gl.constexpr = 2 if DQ_MODE == 8 else 1  # dQ staging buffers per consumer
-    dq_smem = gl.allocate_shared_memory(gl.float32, [2 * NB_DQ, BLOCK_M, DQ_COLS], dq_desc.layout)
+    ds_smem = gl.allocate_shared_memory(dtype, [4, HALF_N, BLOCK_M], ds_layout)  # [buffer, half]
+    dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_COLS], dq_desc.layout)
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
-    ds_ready = gl.allocate_shared_memory(gl.int64, [NB_DS, 1], mbarrier.MBarrierLayout())
-    ds_free = gl.allocate_shared_memory(gl.int64, [NB_DS, 1], mbarrier.MBarrierLayout())
+    ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ds_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     # worker partitions take no constexpr arguments: these travel as the shapes of unused
     # buffers' types
     rtag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
@@ -370,7 +339,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delt
     for i in gl.static_range(NUM_BUF):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # both consumers release a slot
-    for i in gl.static_range(NB_DS):
+    for i in gl.static_range(2):
         mbarrier.init(ds_ready.index(i), count=2)
         mbarrier.init(ds_free.index(i), count=2)
     fence_async_shared()
@@ -412,7 +381,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         lse.stride(0), seqlen_q, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    dq_cols = head_dim // 2 if head_dim == 128 and dq_mode != DQ_TMA_OWN else head_dim
+    dq_cols = head_dim // 2 if head_dim == 128 else head_dim
     _bwd_kernel[(plan.num_k_tiles, num_heads_kv)](
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
         _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2, delta,

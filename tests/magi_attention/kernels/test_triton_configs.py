@@ -69,3 +69,23 @@ def test_gluon_forward_names_why_it_does_not_run(monkeypatch):
     assert "sm90" in gf.unsupported_reason(q, q, 0.0, False)  # a CPU tensor
     monkeypatch.setattr(gf.triton, "__version__", "3.5.1")
     assert "Triton 3.6" in gf.unsupported_reason(q, q, 0.0, False)
+
+
+def test_gluon_backward_is_opt_in_and_names_why_it_does_not_run(monkeypatch):
+    """The Gluon backward is off unless MAGI_ATTENTION_GLUON_BWD=1 (slower than the ordered
+    Triton backward on causal and document masks); switched on, it still refuses non-Hopper
+    inputs, deterministic=True (its dq reduce-adds have no fixed order) and softcap."""
+    from magi_attention import env
+    from magi_attention.kernels import triton as tk
+    gb = pytest.importorskip("magi_attention.kernels.triton.gluon_backward")
+    q = torch.zeros(128, 2, 128, dtype=torch.bfloat16)
+    assert not env.PREFER_GLUON_BWD
+    assert "MAGI_ATTENTION_GLUON_BWD" in tk._gluon_bwd_reason(q, q, 0.0, False)
+    monkeypatch.setattr(env, "PREFER_GLUON_BWD", True)
+    assert "sm90" in tk._gluon_bwd_reason(q, q, 0.0, False)  # a CPU tensor
+    monkeypatch.setattr(gb, "_triton_version", lambda: (3, 6))
+    monkeypatch.setattr(gb.torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    assert gb.unsupported_reason(q, q, 0.0, False) is None
+    assert "deterministic" in gb.unsupported_reason(q, q, 0.0, True)
+    assert "softcap" in gb.unsupported_reason(q, q, 1.0, False)
