@@ -1303,6 +1303,84 @@ def pytest_triton_s21() -> str:
     return _summed_counts("h200/tests/pytest_triton_gpu_6d26a3647c93.log")
 
 
+
+# ---- session 22: the Gluon one-pass backward (issue 14) ----
+S22_FINAL = ("h200/ffa_triton/s22_gluon_bwd_final_16k_sweep.csv",
+             "h200/ffa_triton/s22_gluon_bwd_final_64k_sweep.csv")
+S22_GLUON, S22_TRITON = "bwd_gluon_tma_b2", "bwd_det_tma_64x64_w4_s3_p2"
+# probe runs, each with the default variant (S22_GLUON) in the same run: run -> file
+S22_PROBES = {"a": "h200/ffa_triton/s22_gluon_bwd_a_sweep.csv",
+              "b": "h200/ffa_triton/s22_gluon_bwd_b_sweep.csv",
+              "c": "h200/ffa_triton/s22_gluon_bwd_c_sweep.csv",
+              "d": "h200/ffa_triton/s22_gluon_bwd_d_sweep.csv",
+              "e": "h200/ffa_triton/s22_gluon_bwd_e_sweep.csv",
+              "f": "h200/ffa_triton/s22_gluon_bwd_f_sweep.csv",
+              "g": "h200/ffa_triton/s22_gluon_bwd_g_sweep.csv"}
+S22_PROBE_CELLS = (("full", 16384), ("causal", 16384), ("full", 65536), ("causal", 65536))
+
+
+def _s22_final() -> pd.DataFrame:
+    f = pd.concat([pd.read_csv(RESULTS / r) for r in S22_FINAL])
+    return f[(f.status == "ok") & (f.direction == "bwd")]
+
+
+def _s22_cells():
+    """{(mask, seqlen): {gluon, triton, fa4, flex: TFLOPs/s}} of the final runs, in run order."""
+    cells = {}
+    for r in _s22_final().itertuples():
+        key = {S22_GLUON: "gluon", S22_TRITON: "triton"}.get(r.variant, r.kernel)
+        cells.setdefault((r.mask, int(r.seqlen)), {})[key] = r.tflops_per_s
+    return cells
+
+
+def gluon_bwd_s22_table() -> str:
+    """Backward TFLOPs/s: the Gluon one-pass kernel, the ordered Triton path (the default), FA4
+    and compiled Flex, one run per seqlen."""
+    lines = ["| mask | S | gluon | triton (default) | fa4 | flex | gluon/fa4 | triton/fa4 | "
+             "gluon/flex | triton/flex |", "|---|---|---|---|---|---|---|---|---|---|"]
+    ratio = lambda a, b: f"{a / b:.2f}" if a and b else "-"
+    for (mask, seqlen), c in _s22_cells().items():
+        g, t, a, x = (c.get(k) for k in ("gluon", "triton", "fa4", "flex"))
+        fmt = lambda v: "X" if v is None else f"{v:.0f}"
+        lines.append(f"| {mask} | {_k(seqlen)} | {fmt(g)} | {fmt(t)} | {fmt(a)} | {fmt(x)} | "
+                     f"{ratio(g, a)} | {ratio(t, a)} | {ratio(g, x)} | {ratio(t, x)} |")
+    return "\n".join(lines)
+
+
+def gluon_bwd_s22_goals() -> str:
+    """Issue 14's backward goals from the final runs, with FFA's better backward per cell."""
+    cells = _s22_cells()
+    best = {k: max(v for n, v in c.items() if n in ("gluon", "triton")) for k, c in cells.items()}
+    vs_fa4 = [best[k] / c["fa4"] for k, c in cells.items()
+              if k[0] in ("full", "causal") and "fa4" in c]
+    vs_flex = [best[k] / c["flex"] for k, c in cells.items() if "flex" in c]
+    return (f"bwd / fa4 on full and causal {_span(vs_fa4)} ({_verdict(vs_fa4, 0.75)}); "
+            f"bwd / flex {_span(vs_flex)}, {sum(v >= 1.2 for v in vs_flex)} of {len(vs_flex)} "
+            f"cells at >= 1.2")
+
+
+def gluon_bwd_probes_table() -> str:
+    """Each probe variant / the default Gluon backward (dQ by TMA) of the same run."""
+    lines = ["| run | variant | " + " | ".join(f"{m} {_k(s)}" for m, s in S22_PROBE_CELLS) + " |",
+             "|" + "---|" * (len(S22_PROBE_CELLS) + 2)]
+    for run, relpath in S22_PROBES.items():
+        f = pd.read_csv(RESULTS / relpath)
+        f = f[(f.status == "ok") & (f.direction == "bwd")]
+        tf = {(r.variant, r.mask, int(r.seqlen)): r.tflops_per_s for r in f.itertuples()}
+        for variant in dict.fromkeys(f.variant):
+            if variant == S22_GLUON:
+                continue
+            vals = [tf.get((variant, m, s)) / tf[(S22_GLUON, m, s)]
+                    if (variant, m, s) in tf and (S22_GLUON, m, s) in tf else None
+                    for m, s in S22_PROBE_CELLS]
+            lines.append(f"| {run} | {variant.replace('bwd_', '')} | "
+                         + " | ".join("-" if v is None else f"{v:.2f}" for v in vals) + " |")
+    return "\n".join(lines)
+
+
+def pytest_triton_s22() -> str:
+    return _pytest_counts("h200/tests/pytest_triton_gpu_s22_609ee7ffb027.log")
+
 def gluon_vs_triton_table() -> str:
     """Gluon forward / Triton forward per (mask, seqlen), same plans, one run."""
     f = pd.read_csv(RESULTS / "h200/ffa_triton/s21_gluon_vs_triton_fwd.csv")
@@ -1405,6 +1483,10 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.triton_s21_goals": triton_s21_goals,
     "h200.gluon_ws_table": gluon_ws_table,
     "h200.cp1_triton_s21": cp1_triton_s21,
+    "h200.gluon_bwd_s22_table": gluon_bwd_s22_table,
+    "h200.gluon_bwd_s22_goals": gluon_bwd_s22_goals,
+    "h200.gluon_bwd_probes_table": gluon_bwd_probes_table,
+    "h200.pytest_triton_s22": pytest_triton_s22,
     "h200.gluon_vs_triton_table": gluon_vs_triton_table,
     "h200.gluon_s21_table": gluon_s21_table,
     "h200.gluon_s21_goals": gluon_s21_goals,
