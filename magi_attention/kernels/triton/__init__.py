@@ -9,6 +9,8 @@ accepted), bf16/fp16 with fp32 accumulation, softcap. Signatures follow kernels.
 """
 from __future__ import annotations
 
+import importlib
+
 import torch
 
 from ... import env
@@ -59,15 +61,22 @@ def _dense_last(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
-def _gluon_reason(q, k, softcap: float, return_max_logits: bool) -> str | None:
-    """Why the Gluon forward does not run here (then the Triton forward does), or None."""
-    if not env.PREFER_GLUON_FWD:
-        return "MAGI_ATTENTION_GLUON_FWD=0"
+def _gluon_unavailable(switched_on: bool, switch: str, module: str, *args) -> str | None:
+    """Why a Gluon kernel (``module``'s) does not run here, or None: its environment switch,
+    a Triton without Gluon, else the module's own ``unsupported_reason(*args)``."""
+    if not switched_on:
+        return f"{switch} is off"
     try:
-        from . import gluon_forward
+        kernel = importlib.import_module(f".{module}", __name__)
     except ImportError as e:  # a Triton without Gluon
         return f"no Gluon: {e}"
-    return gluon_forward.unsupported_reason(q, k, softcap, return_max_logits)
+    return kernel.unsupported_reason(*args)
+
+
+def _gluon_reason(q, k, softcap: float, return_max_logits: bool) -> str | None:
+    """Why the Gluon forward does not run here (then the Triton forward does), or None."""
+    return _gluon_unavailable(env.PREFER_GLUON_FWD, "MAGI_ATTENTION_GLUON_FWD", "gluon_forward",
+                              q, k, softcap, return_max_logits)
 
 
 def _gluon_plan(mask: FlexAttnPlan, device):
@@ -79,14 +88,10 @@ def _gluon_plan(mask: FlexAttnPlan, device):
 
 
 def _gluon_bwd_reason(q, k, softcap: float, deterministic: bool) -> str | None:
-    """Why the Gluon backward does not run here (then the Triton backward does), or None."""
-    if not env.PREFER_GLUON_BWD:
-        return "MAGI_ATTENTION_GLUON_BWD is off (the default)"
-    try:
-        from . import gluon_backward
-    except ImportError as e:  # a Triton without Gluon
-        return f"no Gluon: {e}"
-    return gluon_backward.unsupported_reason(q, k, softcap, deterministic)
+    """Why the Gluon backward does not run here (then the Triton backward does), or None; off
+    unless MAGI_ATTENTION_GLUON_BWD=1."""
+    return _gluon_unavailable(env.PREFER_GLUON_BWD, "MAGI_ATTENTION_GLUON_BWD", "gluon_backward",
+                              q, k, softcap, deterministic)
 
 
 def _gluon_bwd_plan(mask: FlexAttnPlan, device):

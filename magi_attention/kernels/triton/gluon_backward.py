@@ -37,14 +37,13 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from ..block_sparse import BlockSparsePlan
-from .gluon_forward import CONSUMER_REGS, MAXNREG, PRODUCER_REGS, _descriptor, _triton_version
+from .gluon_forward import CONSUMER_REGS, MAXNREG, PRODUCER_REGS, _descriptor, hopper_reason
 
 BLOCK_M = 64  # q rows per step
 BLOCK_N = 128  # keys per program: two consumer warpgroups of HALF_N
 HALF_N = 64
 NUM_BUF = 2  # Q/dO ring slots
 HEAD_DIMS = (64, 128)
-TRITON_VERSION = (3, 6)
 # DQ_TMA: the consumers swap dS halves and each adds 64 of dQ's columns by TMA reduce-adds (the
 # default); DQ_ATOMIC: the same columns by element atomics (0.72x DQ_TMA); DQ_NONE leaves dq
 # at zero and DQ_NO_ADD computes dQ but never adds it: timing probes (notes/ffa_triton.md)
@@ -63,22 +62,11 @@ def _tma_reduce_add(tensor_desc, coord, src, _semantic=None):
 def unsupported_reason(q: torch.Tensor, k: torch.Tensor, softcap: float,
                        deterministic: bool) -> str | None:
     """Why this backward cannot run these inputs (the Triton backward then does), or None."""
-    if _triton_version() != TRITON_VERSION:
-        return (f"the Gluon backward is written for Triton {'.'.join(map(str, TRITON_VERSION))}, "
-                f"this is {triton.__version__}")
-    if not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] != 9:
-        return "the Gluon backward is written for sm90 (Hopper)"
-    if q.dtype not in (torch.bfloat16, torch.float16):
-        return f"the Gluon backward takes bf16/fp16, got {q.dtype}"
-    if q.shape[-1] not in HEAD_DIMS:
-        return f"the Gluon backward takes head_dim {HEAD_DIMS}, got {q.shape[-1]}"
     if softcap > 0:
         return "softcap runs on the Triton backward"
     if deterministic:
         return "deterministic=True runs the ordered Triton backward (dq without atomics)"
-    if q.shape[0] == 0 or k.shape[0] == 0:
-        return "empty sequence"
-    return None
+    return hopper_reason(q, k, "backward", HEAD_DIMS)
 
 
 @gluon.jit

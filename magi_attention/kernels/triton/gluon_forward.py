@@ -61,23 +61,30 @@ def _triton_version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def unsupported_reason(q: torch.Tensor, k: torch.Tensor, softcap: float,
-                       return_max_logits: bool) -> str | None:
-    """Why this forward cannot run these inputs (the Triton forward then does), or None."""
+def hopper_reason(q: torch.Tensor, k: torch.Tensor, what: str,
+                  head_dims: tuple[int, ...] = HEAD_DIMS) -> str | None:
+    """The checks every Gluon kernel of this backend shares (``what`` names the kernel):
+    Triton release, sm90, dtype, head_dim, non-empty sequences. None when they pass."""
     if _triton_version() != TRITON_VERSION:
-        return (f"the Gluon forward is written for Triton {'.'.join(map(str, TRITON_VERSION))}, "
+        return (f"the Gluon {what} is written for Triton {'.'.join(map(str, TRITON_VERSION))}, "
                 f"this is {triton.__version__}")
     if not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] != 9:
-        return "the Gluon forward is written for sm90 (Hopper)"
+        return f"the Gluon {what} is written for sm90 (Hopper)"
     if q.dtype not in (torch.bfloat16, torch.float16):
-        return f"the Gluon forward takes bf16/fp16, got {q.dtype}"
-    if q.shape[-1] not in HEAD_DIMS:
-        return f"the Gluon forward takes head_dim {HEAD_DIMS}, got {q.shape[-1]}"
-    if softcap > 0 or return_max_logits:
-        return "softcap and max logits run on the Triton forward"
+        return f"the Gluon {what} takes bf16/fp16, got {q.dtype}"
+    if q.shape[-1] not in head_dims:
+        return f"the Gluon {what} takes head_dim {head_dims}, got {q.shape[-1]}"
     if q.shape[0] == 0 or k.shape[0] == 0:
         return "empty sequence"
     return None
+
+
+def unsupported_reason(q: torch.Tensor, k: torch.Tensor, softcap: float,
+                       return_max_logits: bool) -> str | None:
+    """Why this forward cannot run these inputs (the Triton forward then does), or None."""
+    if softcap > 0 or return_max_logits:
+        return "softcap and max logits run on the Triton forward"
+    return hopper_reason(q, k, "forward")
 
 
 @gluon.jit
