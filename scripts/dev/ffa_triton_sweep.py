@@ -93,13 +93,19 @@ BWD_VARIANTS = {
     "bwd_det_tma_32x64_w4_s3_p2": (BwdConfig(32, 64, 64, 64, 4, 3, 2, use_tma=True), True),
 }
 # session 22: the Gluon one-pass backward (kernels/triton/gluon_backward.py, 64x128 tiles):
-# name -> (dq mode, Q/dO ring slots); dq mode "none" skips dQ (a timing bound: dq stays zero)
+# name -> (dq mode, Q/dO ring slots[, dK first]); dq mode "none" skips dQ (a timing bound: dq
+# stays zero)
 GLUON_BWD_VARIANTS = {
     "bwd_gluon_tma_b2": ("tma", 2),
     "bwd_gluon_tma_b3": ("tma", 3),
     "bwd_gluon_atomic_b2": ("atomic", 2),
     "bwd_gluon_none_b2": ("none", 2),
     "bwd_gluon_noadd_b2": ("noadd", 2),  # the dQ MMAs without the add (a timing probe)
+    # session 23: a writer warp issues dQ's reduce-adds (FA3's dQ writer); dK's MMA issued before
+    # the dS store
+    "bwd_gluon_writer_b2": ("writer", 2),
+    "bwd_gluon_writer_dkfirst_b2": ("writer", 2, True),
+    "bwd_gluon_tma_dkfirst_b2": ("tma", 2, True),
     # measured in session 22 and dropped (rows in results/h200/ffa_triton/s22_*): own (no dS
     # swap), dkss, lag, store, 2buf, dklate, lateadd
 }
@@ -178,13 +184,15 @@ def _gluon_bwd(variant, slices, seqlen, args):
     """(plan, call) of a Gluon backward variant: call(do, q, k, v, out, lse) -> grads."""
     from magi_attention.kernels.block_sparse import plan_block_sparse
     from magi_attention.kernels.triton import gluon_backward as gb
-    mode, num_buf = GLUON_BWD_VARIANTS[variant]
+    mode, num_buf, *rest = GLUON_BWD_VARIANTS[variant]
+    dk_first = bool(rest and rest[0])
     dq_mode = {"tma": gb.DQ_TMA, "atomic": gb.DQ_ATOMIC, "none": gb.DQ_NONE,
-               "noadd": gb.DQ_NO_ADD}[mode]
+               "noadd": gb.DQ_NO_ADD, "writer": gb.DQ_WRITER}[mode]
     plan = plan_block_sparse(slices, seqlen, seqlen, gb.BLOCK_M, gb.BLOCK_N, device=DEVICE)
     scale = args[0]
     return plan, lambda do, q, k, v, out, lse: gb.launch_bwd(do, q, k, v, out, lse, plan, scale,
-                                                              dq_mode=dq_mode, num_buf=num_buf)
+                                                              dq_mode=dq_mode, num_buf=num_buf,
+                                                              dk_first=dk_first)
 
 
 # ---- stage 1: correctness (child process) ----

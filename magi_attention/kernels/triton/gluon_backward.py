@@ -46,8 +46,10 @@ NUM_BUF = 2  # Q/dO ring slots
 HEAD_DIMS = (64, 128)
 # DQ_TMA: the consumers swap dS halves and each adds 64 of dQ's columns by TMA reduce-adds (the
 # default); DQ_ATOMIC: the same columns by element atomics (0.72x DQ_TMA); DQ_NONE leaves dq
-# at zero and DQ_NO_ADD computes dQ but never adds it: timing probes (notes/ffa_triton.md)
-DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_NO_ADD = 0, 1, 2, 3
+# at zero and DQ_NO_ADD computes dQ but never adds it: timing probes (notes/ffa_triton.md);
+# DQ_WRITER: the consumers only stage dQ in shared memory and a writer warp issues the
+# reduce-adds and waits for them (FlashAttention-3's dQ writer)
+DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_NO_ADD, DQ_WRITER = 0, 1, 2, 3, 4
 
 
 @builtin
@@ -87,7 +89,7 @@ def _step(j, n_list, n_full, start, shift, head_shift, kv_head, group, k_tile_qt
 def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
               start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
-              empty, ds_ready, ds_free, rtag, mtag):
+              empty, ds_ready, ds_free, dq_full, dq_empty, rtag, mtag):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -129,9 +131,15 @@ def _keep_t(keys, cols, row_lo, row_hi, seqlen_q, ROW_INTERVALS: gl.constexpr):
 
 
 @gluon.jit
-def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE: gl.constexpr):
+def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, dq_full_c, dq_empty_c,
+            j, DQ_MODE: gl.constexpr):
     """dq (fp32, already scaled) into the dQ buffer's [q_lo:, col:] block."""
-    if DQ_MODE == 2:
+    if DQ_MODE == 4:  # stage it; the writer warp adds it
+        mbarrier.wait(dq_empty_c, (j & 1) ^ 1)  # the writer has read the last one (fresh: pass)
+        dq_smem_c.store(dq)
+        fence_async_shared()
+        mbarrier.arrive(dq_full_c, count=1)
+    elif DQ_MODE == 2:
         tma.store_wait(pendings=0)  # the last reduce-add has read this staging buffer
         gl.thread_barrier()
         dq_smem_c.store(dq)
@@ -150,13 +158,14 @@ def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE
 def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
               start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
-              empty, ds_ready, ds_free, rtag, mtag, c: gl.constexpr):
+              empty, ds_ready, ds_free, dq_full, dq_empty, rtag, mtag, c: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = q_smem.type.shape[0]
     ROW_INTERVALS: gl.constexpr = rtag.type.shape[0] - 1
-    DQ_MODE: gl.constexpr = mtag.type.shape[0] - 1
+    DQ_MODE: gl.constexpr = (mtag.type.shape[0] - 1) % 8
+    DK_FIRST: gl.constexpr = (mtag.type.shape[0] - 1) // 8  # dK's MMA before the dS store
     # dQ split by columns after swapping dS halves at head_dim 128; at 64 each consumer adds its
     # own keys' share of all columns (no swap; the 32-column halves would cut a 128-byte swizzle)
     SPLIT: gl.constexpr = HEAD_DIM == 128
@@ -219,10 +228,13 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
             ds_c = ds_smem.index(2 * b + c)
             if SPLIT:
                 mbarrier.wait(ds_free.index(b), ((j // 2) & 1) ^ 1)  # both read it 2 steps ago
+            if DK_FIRST:
+                dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
             ds_c.store(ds_lp)
             fence_async_shared()
             gl.thread_barrier()
-            dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
+            if not DK_FIRST:
+                dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
             if SPLIT:
                 mbarrier.arrive(ds_ready.index(b), count=1)
                 mbarrier.wait(ds_ready.index(b), (j // 2) & 1)  # the other half is there too
@@ -243,7 +255,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
                 col += c * DQ_COLS
             if DQ_MODE != 3 or seqlen_q < 0:  # DQ_NO_ADD: never at run time, MMAs kept
                 _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, seqlen_q,
-                        num_heads_q * HEAD_DIM, DQ_MODE)
+                        num_heads_q * HEAD_DIM, dq_full.index(c), dq_empty.index(c), j, DQ_MODE)
         mbarrier.arrive(empty.index(slot), count=1)
     if DQ_MODE == 2:
         tma.store_wait(pendings=0)
@@ -263,36 +275,68 @@ def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.conste
     gl.store(X + offs, x.to(X.dtype.element_ty), mask=gl.expand_dims(rows < seqlen_k, 1))
 
 
+@gluon.jit
+def _dq_writer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
+               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
+               start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
+               empty, ds_ready, ds_free, dq_full, dq_empty, rtag, mtag):
+    """DQ_WRITER: each step, each consumer's staged dQ block goes to the dQ buffer by one TMA
+    reduce-add; the staging tile is handed back once the add has read it."""
+    HALF_N: gl.constexpr = k_desc.block_type.shape[0]
+    HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    DQ_COLS: gl.constexpr = dq_desc.block_type.shape[1]
+    SPLIT: gl.constexpr = DQ_COLS < HEAD_DIM  # see _consumer
+    n_list = end - start
+    n_full = mid - start
+    k_tile = k_row // (2 * HALF_N)
+    shift = k_tile % gl.maximum(n_full, 1)
+    head_shift = k_tile % group
+    for j in range(group * n_list):
+        head, t, q_tile = _step(j, n_list, n_full, start, shift, head_shift, kv_head, group,
+                                k_tile_qt)
+        for c in gl.static_range(2):
+            col = head * HEAD_DIM
+            if SPLIT:
+                col += c * DQ_COLS
+            mbarrier.wait(dq_full.index(c), j & 1)
+            _tma_reduce_add(dq_desc, [q_tile * BLOCK_M, col], dq_smem.index(c))
+        tma.store_wait(pendings=0)
+        for c in gl.static_range(2):
+            mbarrier.arrive(dq_empty.index(c), count=1)
+    tma.store_wait(pendings=0)
+
+
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
 # key half (c) is fixed by which of the two it runs
 @gluon.jit
 def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
                row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
                start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
-               empty, ds_ready, ds_free, rtag, mtag):
+               empty, ds_ready, ds_free, dq_full, dq_empty, rtag, mtag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
               start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
-              empty, ds_ready, ds_free, rtag, mtag, 0)
+              empty, ds_ready, ds_free, dq_full, dq_empty, rtag, mtag, 0)
 
 
 @gluon.jit
 def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
                row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
                start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
-               empty, ds_ready, ds_free, rtag, mtag):
+               empty, ds_ready, ds_free, dq_full, dq_empty, rtag, mtag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
               start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
-              empty, ds_ready, ds_free, rtag, mtag, 1)
+              empty, ds_ready, ds_free, dq_full, dq_empty, rtag, mtag, 1)
 
 
 @gluon.jit
 def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_ptr,
                 k_tile_qt, k_tile_num_full, k_tile_order, row_lo, row_hi, seqlen_q, seqlen_k,
                 num_heads_q, group, sm_scale, NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr,
-                DQ_MODE: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-                num_warps: gl.constexpr):
+                DQ_MODE: gl.constexpr, DK_FIRST: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -317,11 +361,13 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delt
     empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     ds_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    dq_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())  # per consumer
+    dq_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     # worker partitions take no constexpr arguments: these travel as the shapes of unused
     # buffers' types
     rtag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    mtag = gl.allocate_shared_memory(gl.int8, [DQ_MODE + 1],
+    mtag = gl.allocate_shared_memory(gl.int8, [DQ_MODE + 8 * DK_FIRST + 1],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     mbarrier.init(kv_bar, count=1)
     for i in gl.static_range(NUM_BUF):
@@ -330,13 +376,20 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delt
     for i in gl.static_range(2):
         mbarrier.init(ds_ready.index(i), count=2)
         mbarrier.init(ds_free.index(i), count=2)
+        mbarrier.init(dq_full.index(i), count=1)
+        mbarrier.init(dq_empty.index(i), count=1)
     fence_async_shared()
     args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt, row_lo,
             row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head, start, mid,
             end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready, empty,
-            ds_ready, ds_free, rtag, mtag)
-    gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
-                       [CONSUMER_REGS, PRODUCER_REGS])
+            ds_ready, ds_free, dq_full, dq_empty, rtag, mtag)
+    if DQ_MODE == 4:
+        gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args),
+                            (_dq_writer, args)], [4, 1, 1],
+                           [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS])
+    else:
+        gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
+                           [CONSUMER_REGS, PRODUCER_REGS])
 
 
 def _dq_descriptor(dq: torch.Tensor, cols: int) -> TensorDescriptor:
@@ -348,7 +401,7 @@ def _dq_descriptor(dq: torch.Tensor, cols: int) -> TensorDescriptor:
 
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
-               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF):
+               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, dk_first: bool = False):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
     forward's) over a BLOCK_M x BLOCK_N plan with a row interval table -> (dq, dk, dv)."""
     from .backward import PREPROCESS_BLOCK, _preprocess_kernel
@@ -376,6 +429,6 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.row_lo,
         plan.row_hi, seqlen_q, seqlen_k, num_heads_q, num_heads_q // num_heads_kv,
         float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
-        DQ_MODE=dq_mode, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4,
+        DQ_MODE=dq_mode, DK_FIRST=int(dk_first), CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4,
         maxnreg=MAXNREG)
     return dq.to(q.dtype), dk, dv
