@@ -101,13 +101,10 @@ GLUON_BWD_VARIANTS = {
     "bwd_gluon_atomic_b2": ("atomic", 2),
     "bwd_gluon_none_b2": ("none", 2),
     "bwd_gluon_noadd_b2": ("noadd", 2),  # the dQ MMAs without the add (a timing probe)
-    # session 23: a writer warp issues dQ's reduce-adds (FA3's dQ writer); dK's MMA issued before
-    # the dS store
-    "bwd_gluon_writer_b2": ("writer", 2),
-    "bwd_gluon_writer_dkfirst_b2": ("writer", 2, True),
+    # session 23: dK's MMA issued before the dS store
     "bwd_gluon_tma_dkfirst_b2": ("tma", 2, True),
-    # measured in session 22 and dropped (rows in results/h200/ffa_triton/s22_*): own (no dS
-    # swap), dkss, lag, store, 2buf, dklate, lateadd
+    # measured and dropped (rows in results/h200/ffa_triton/s22_*, s23_*): own (no dS swap),
+    # dkss, lag, store, 2buf, dklate, lateadd (session 22); writer (a dQ writer warp, s23)
 }
 CHECK_SEQLEN = 2048
 CHECK_TIMEOUT_S = 60  # per variant; a hung compile marks its variant crashed and the rest go on
@@ -187,7 +184,7 @@ def _gluon_bwd(variant, slices, seqlen, args):
     mode, num_buf, *rest = GLUON_BWD_VARIANTS[variant]
     dk_first = bool(rest and rest[0])
     dq_mode = {"tma": gb.DQ_TMA, "atomic": gb.DQ_ATOMIC, "none": gb.DQ_NONE,
-               "noadd": gb.DQ_NO_ADD, "writer": gb.DQ_WRITER}[mode]
+               "noadd": gb.DQ_NO_ADD}[mode]
     plan = plan_block_sparse(slices, seqlen, seqlen, gb.BLOCK_M, gb.BLOCK_N, device=DEVICE)
     scale = args[0]
     return plan, lambda do, q, k, v, out, lse: gb.launch_bwd(do, q, k, v, out, lse, plan, scale,

@@ -35,7 +35,9 @@ PREPROCESS_BLOCK = 64  # rows per preprocess program: a [64, D] tile of O and dO
 
 @triton.jit
 def _preprocess_kernel(Out, DOut, Lse, Delta, Lse2, stride_om, stride_oh, stride_dm, stride_dh,
-                       stride_lm, seqlen_q, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+                       stride_lm, seqlen_q, seqlen_out, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    """Delta and Lse2 are [Hq, seqlen_out] (seqlen_out >= seqlen_q: rows past seqlen_q get
+    delta 0 and lse2 +inf, i.e. P = 0, so a kernel may read them without a mask)."""
     head = tl.program_id(1)
     offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -46,8 +48,9 @@ def _preprocess_kernel(Out, DOut, Lse, Delta, Lse2, stride_om, stride_oh, stride
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
     lse = tl.load(Lse + offs_m.to(tl.int64) * stride_lm + head, mask=row_ok, other=float("-inf"))
     lse2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2E)
-    tl.store(Delta + head.to(tl.int64) * seqlen_q + offs_m, delta, mask=row_ok)
-    tl.store(Lse2 + head.to(tl.int64) * seqlen_q + offs_m, lse2, mask=row_ok)
+    out_ok = offs_m < seqlen_out
+    tl.store(Delta + head.to(tl.int64) * seqlen_out + offs_m, delta, mask=out_ok)
+    tl.store(Lse2 + head.to(tl.int64) * seqlen_out + offs_m, lse2, mask=out_ok)
 
 
 @triton.jit
@@ -400,7 +403,7 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
                  None if deterministic else descriptor_2d(dq, m, writable=True))
     _preprocess_kernel[(triton.cdiv(seqlen_q, PREPROCESS_BLOCK), num_heads_q)](
         out, dout, lse, delta, lse2, out.stride(0), out.stride(1), dout.stride(0), dout.stride(1),
-        lse.stride(0), seqlen_q, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
+        lse.stride(0), seqlen_q, seqlen_q, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
     if deterministic and config.fused_launch:
         _launch_fused(q, k, v, dout, dk, dv, dq, lse2, delta, descs[:4], plan_kv, plan_q, config,
                       group, softmax_scale, cap, softcap > 0)

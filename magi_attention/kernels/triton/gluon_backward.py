@@ -46,10 +46,8 @@ NUM_BUF = 2  # Q/dO ring slots
 HEAD_DIMS = (64, 128)
 # DQ_TMA: the consumers swap dS halves and each adds 64 of dQ's columns by TMA reduce-adds (the
 # default); DQ_ATOMIC: the same columns by element atomics (0.72x DQ_TMA); DQ_NONE leaves dq
-# at zero and DQ_NO_ADD computes dQ but never adds it: timing probes (notes/ffa_triton.md);
-# DQ_WRITER: the consumers only stage dQ in shared memory and a writer warp issues the
-# reduce-adds and waits for them (FlashAttention-3's dQ writer)
-DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_NO_ADD, DQ_WRITER = 0, 1, 2, 3, 4
+# at zero and DQ_NO_ADD computes dQ but never adds it: timing probes (notes/ffa_triton.md)
+DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_NO_ADD = 0, 1, 2, 3
 
 
 @builtin
@@ -86,10 +84,10 @@ def _step(j, n_list, n_full, start, shift, head_shift, kv_head, group, k_tile_qt
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
+def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
-              empty, ds_ready, ds_free, dq_full, dq_empty, rtag, mtag):
+              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar, ready,
+              empty, ds_ready, ds_free, rtag, mtag):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -110,11 +108,18 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
         head, t, q_tile = _step(j, n_list, n_full, start, shift, head_shift, kv_head, group,
                                 k_tile_qt)
         mbarrier.wait(empty.index(slot), ((j // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
-        mbarrier.expect(ready.index(slot), q_desc.block_type.nbytes + do_desc.block_type.nbytes)
+        mbarrier.expect(ready.index(slot), q_desc.block_type.nbytes + do_desc.block_type.nbytes
+                        + lse_desc.block_type.nbytes + delta_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [q_tile * BLOCK_M, head * HEAD_DIM],
                                         ready.index(slot), q_smem.index(slot))
         tma.async_copy_global_to_shared(do_desc, [q_tile * BLOCK_M, head * HEAD_DIM],
                                         ready.index(slot), do_smem.index(slot))
+        # the rows' lse2 and delta ride along: loaded by the consumers from global memory, their
+        # latency was exposed twice per step (s23 ncu: a seventh of the consumers' stalls)
+        row = head * (lse_desc.shape[0] // num_heads_q) + q_tile * BLOCK_M
+        tma.async_copy_global_to_shared(lse_desc, [row], ready.index(slot), lse_smem.index(slot))
+        tma.async_copy_global_to_shared(delta_desc, [row], ready.index(slot),
+                                        delta_smem.index(slot))
 
 
 @gluon.jit
@@ -131,15 +136,9 @@ def _keep_t(keys, cols, row_lo, row_hi, seqlen_q, ROW_INTERVALS: gl.constexpr):
 
 
 @gluon.jit
-def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, dq_full_c, dq_empty_c,
-            j, DQ_MODE: gl.constexpr):
+def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE: gl.constexpr):
     """dq (fp32, already scaled) into the dQ buffer's [q_lo:, col:] block."""
-    if DQ_MODE == 4:  # stage it; the writer warp adds it
-        mbarrier.wait(dq_empty_c, (j & 1) ^ 1)  # the writer has read the last one (fresh: pass)
-        dq_smem_c.store(dq)
-        fence_async_shared()
-        mbarrier.arrive(dq_full_c, count=1)
-    elif DQ_MODE == 2:
+    if DQ_MODE == 2:
         tma.store_wait(pendings=0)  # the last reduce-add has read this staging buffer
         gl.thread_barrier()
         dq_smem_c.store(dq)
@@ -155,10 +154,10 @@ def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, dq_full
 
 
 @gluon.jit
-def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
+def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
-              empty, ds_ready, ds_free, dq_full, dq_empty, rtag, mtag, c: gl.constexpr):
+              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar, ready,
+              empty, ds_ready, ds_free, rtag, mtag, c: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -206,18 +205,16 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
         q_i = q_smem.index(slot)
         do_i = do_smem.index(slot)
         cols = q_lo + gl.arange(0, BLOCK_M, layout=col_s)
-        col_ok = cols < seqlen_q
-        stat = head.to(gl.int64) * seqlen_q + cols
         mbarrier.wait(ready.index(slot), (j // NUM_BUF) & 1)
         st = warpgroup_mma(k_c, q_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
         dpt = warpgroup_mma(v_c, do_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        lse2 = gl.load(Lse2 + stat, mask=col_ok, other=float("inf"))
+        lse2 = lse_smem.index(slot).load(col_s)  # +inf past seqlen_q: P = 0
         st = warpgroup_mma_wait(num_outstanding=1, deps=(st, ))
         pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
         if t >= mid:  # a partial tile: cells outside the union get P = 0
             pt = gl.where(_keep_t(keys, cols, row_lo, row_hi, seqlen_q, ROW_INTERVALS), pt, 0.0)
         dv = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_i, dv, is_async=True)
-        delta = gl.load(Delta + stat, mask=col_ok, other=0.0)
+        delta = delta_smem.index(slot).load(col_s)
         dpt, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dpt, dv))
         ds_lp = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
         if DQ_MODE == 0:
@@ -255,7 +252,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta,
                 col += c * DQ_COLS
             if DQ_MODE != 3 or seqlen_q < 0:  # DQ_NO_ADD: never at run time, MMAs kept
                 _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, seqlen_q,
-                        num_heads_q * HEAD_DIM, dq_full.index(c), dq_empty.index(c), j, DQ_MODE)
+                        num_heads_q * HEAD_DIM, DQ_MODE)
         mbarrier.arrive(empty.index(slot), count=1)
     if DQ_MODE == 2:
         tma.store_wait(pendings=0)
@@ -275,68 +272,36 @@ def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.conste
     gl.store(X + offs, x.to(X.dtype.element_ty), mask=gl.expand_dims(rows < seqlen_k, 1))
 
 
-@gluon.jit
-def _dq_writer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
-               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-               start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
-               empty, ds_ready, ds_free, dq_full, dq_empty, rtag, mtag):
-    """DQ_WRITER: each step, each consumer's staged dQ block goes to the dQ buffer by one TMA
-    reduce-add; the staging tile is handed back once the add has read it."""
-    HALF_N: gl.constexpr = k_desc.block_type.shape[0]
-    HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
-    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
-    DQ_COLS: gl.constexpr = dq_desc.block_type.shape[1]
-    SPLIT: gl.constexpr = DQ_COLS < HEAD_DIM  # see _consumer
-    n_list = end - start
-    n_full = mid - start
-    k_tile = k_row // (2 * HALF_N)
-    shift = k_tile % gl.maximum(n_full, 1)
-    head_shift = k_tile % group
-    for j in range(group * n_list):
-        head, t, q_tile = _step(j, n_list, n_full, start, shift, head_shift, kv_head, group,
-                                k_tile_qt)
-        for c in gl.static_range(2):
-            col = head * HEAD_DIM
-            if SPLIT:
-                col += c * DQ_COLS
-            mbarrier.wait(dq_full.index(c), j & 1)
-            _tma_reduce_add(dq_desc, [q_tile * BLOCK_M, col], dq_smem.index(c))
-        tma.store_wait(pendings=0)
-        for c in gl.static_range(2):
-            mbarrier.arrive(dq_empty.index(c), count=1)
-    tma.store_wait(pendings=0)
-
-
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
 # key half (c) is fixed by which of the two it runs
 @gluon.jit
-def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
+def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
                row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-               start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
-               empty, ds_ready, ds_free, dq_full, dq_empty, rtag, mtag):
-    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
+               start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar, ready,
+               empty, ds_ready, ds_free, rtag, mtag):
+    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
-              empty, ds_ready, ds_free, dq_full, dq_empty, rtag, mtag, 0)
+              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar, ready,
+              empty, ds_ready, ds_free, rtag, mtag, 0)
 
 
 @gluon.jit
-def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
+def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
                row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-               start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
-               empty, ds_ready, ds_free, dq_full, dq_empty, rtag, mtag):
-    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt,
+               start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar, ready,
+               empty, ds_ready, ds_free, rtag, mtag):
+    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready,
-              empty, ds_ready, ds_free, dq_full, dq_empty, rtag, mtag, 1)
+              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar, ready,
+              empty, ds_ready, ds_free, rtag, mtag, 1)
 
 
 @gluon.jit
-def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_ptr,
+def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_ptr,
                 k_tile_qt, k_tile_num_full, k_tile_order, row_lo, row_hi, seqlen_q, seqlen_k,
                 num_heads_q, group, sm_scale, NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr,
-                DQ_MODE: gl.constexpr, DK_FIRST: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
+                DQ_MODE: gl.constexpr, DK_FIRST: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                num_warps: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -353,6 +318,8 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delt
     v_smem = gl.allocate_shared_memory(dtype, [2, HALF_N, HEAD_DIM], v_desc.layout)
     q_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_M, HEAD_DIM], q_desc.layout)
     do_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_M, HEAD_DIM], do_desc.layout)
+    lse_smem = gl.allocate_shared_memory(gl.float32, [NUM_BUF, BLOCK_M], lse_desc.layout)
+    delta_smem = gl.allocate_shared_memory(gl.float32, [NUM_BUF, BLOCK_M], delta_desc.layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HALF_N, BLOCK_M], dtype)
     ds_smem = gl.allocate_shared_memory(dtype, [4, HALF_N, BLOCK_M], ds_layout)  # [buffer, half]
     dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_COLS], dq_desc.layout)
@@ -361,8 +328,6 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delt
     empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     ds_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    dq_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())  # per consumer
-    dq_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     # worker partitions take no constexpr arguments: these travel as the shapes of unused
     # buffers' types
     rtag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
@@ -376,20 +341,13 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delt
     for i in gl.static_range(2):
         mbarrier.init(ds_ready.index(i), count=2)
         mbarrier.init(ds_free.index(i), count=2)
-        mbarrier.init(dq_full.index(i), count=1)
-        mbarrier.init(dq_empty.index(i), count=1)
     fence_async_shared()
-    args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, Lse2, Delta, k_tile_qt, row_lo,
+    args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt, row_lo,
             row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head, start, mid,
-            end, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_bar, ready, empty,
-            ds_ready, ds_free, dq_full, dq_empty, rtag, mtag)
-    if DQ_MODE == 4:
-        gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args),
-                            (_dq_writer, args)], [4, 1, 1],
-                           [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS])
-    else:
-        gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
-                           [CONSUMER_REGS, PRODUCER_REGS])
+            end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar, ready, empty,
+            ds_ready, ds_free, rtag, mtag)
+    gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
+                       [CONSUMER_REGS, PRODUCER_REGS])
 
 
 def _dq_descriptor(dq: torch.Tensor, cols: int) -> TensorDescriptor:
@@ -397,6 +355,14 @@ def _dq_descriptor(dq: torch.Tensor, cols: int) -> TensorDescriptor:
     view = dq.view(dq.shape[0], -1)
     layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, cols], gl.float32)
     return TensorDescriptor(view, list(view.shape), list(view.stride()), [BLOCK_M, cols], layout)
+
+
+def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
+    """A [Hq, padded] fp32 row statistic, flat, with BLOCK_M blocks (padded is a multiple of
+    BLOCK_M, so a block never crosses heads)."""
+    flat = stat.view(-1)
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
+    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [BLOCK_M], layout)
 
 
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -415,17 +381,20 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
                          "this plan has none (too many intervals per row)")
     dout, q, k, v, out = (t.contiguous() for t in (dout, q, k, v, out))
     lse = lse.float().contiguous()
-    delta = torch.empty(num_heads_q, seqlen_q, dtype=torch.float32, device=q.device)
+    # [Hq, Sq rounded up to BLOCK_M]: every step's TMA box lies inside its head's row
+    padded = triton.cdiv(seqlen_q, BLOCK_M) * BLOCK_M
+    delta = torch.empty(num_heads_q, padded, dtype=torch.float32, device=q.device)
     lse2 = torch.empty_like(delta)
-    _preprocess_kernel[(triton.cdiv(seqlen_q, PREPROCESS_BLOCK), num_heads_q)](
+    _preprocess_kernel[(triton.cdiv(padded, PREPROCESS_BLOCK), num_heads_q)](
         out, dout, lse, delta, lse2, out.stride(0), out.stride(1), dout.stride(0), dout.stride(1),
-        lse.stride(0), seqlen_q, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
+        lse.stride(0), seqlen_q, padded, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     dq_cols = head_dim // 2 if head_dim == 128 else head_dim
     _bwd_kernel[(plan.num_k_tiles, num_heads_kv)](
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
-        _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2, delta,
+        _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, _row_descriptor(lse2),
+        _row_descriptor(delta),
         plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.row_lo,
         plan.row_hi, seqlen_q, seqlen_k, num_heads_q, num_heads_q // num_heads_kv,
         float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
