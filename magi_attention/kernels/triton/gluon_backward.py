@@ -70,6 +70,20 @@ def unsupported_reason(q: torch.Tensor, k: torch.Tensor, softcap: float,
 
 
 @gluon.jit
+def _rotations(k_tile, n_full, group, ORDER: gl.constexpr):
+    """(shift, head_shift) of _step. ORDER 0: both rotations; 1: the q tiles only (programs of
+    one kv head stay on the same q head, so the dq rows they add to at a time fit in L2); 2:
+    none (every program adds to the same dq tile at the same time)."""
+    shift = k_tile % gl.maximum(n_full, 1)
+    head_shift = k_tile % group
+    if ORDER >= 1:
+        head_shift = head_shift * 0
+    if ORDER >= 2:
+        shift = shift * 0
+    return shift, head_shift
+
+
+@gluon.jit
 def _step(j, n_list, n_full, start, shift, head_shift, kv_head, group, k_tile_qt):
     """Step j's (q head, list position): heads of the group in the outer loop, the key tile's q
     tiles inside; the full tiles' order is rotated by key tile (shift) and the heads by
@@ -101,8 +115,7 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     n_list = end - start
     n_full = mid - start
     k_tile = k_row // (2 * HALF_N)
-    shift = k_tile % gl.maximum(n_full, 1)
-    head_shift = k_tile % group
+    shift, head_shift = _rotations(k_tile, n_full, group, (mtag.type.shape[0] - 1) // 16)
     for j in range(group * n_list):
         slot = j % NUM_BUF
         head, t, q_tile = _step(j, n_list, n_full, start, shift, head_shift, kv_head, group,
@@ -164,7 +177,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     NUM_BUF: gl.constexpr = q_smem.type.shape[0]
     ROW_INTERVALS: gl.constexpr = rtag.type.shape[0] - 1
     DQ_MODE: gl.constexpr = (mtag.type.shape[0] - 1) % 8
-    DK_FIRST: gl.constexpr = (mtag.type.shape[0] - 1) // 8  # dK's MMA before the dS store
+    DK_FIRST: gl.constexpr = (mtag.type.shape[0] - 1) // 8 % 2  # dK's MMA before the dS store
     # dQ split by columns after swapping dS halves at head_dim 128; at 64 each consumer adds its
     # own keys' share of all columns (no swap; the 32-column halves would cut a 128-byte swizzle)
     SPLIT: gl.constexpr = HEAD_DIM == 128
@@ -194,8 +207,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     n_list = end - start
     n_full = mid - start
     k_tile = k_row // (2 * HALF_N)
-    shift = k_tile % gl.maximum(n_full, 1)
-    head_shift = k_tile % group
+    shift, head_shift = _rotations(k_tile, n_full, group, (mtag.type.shape[0] - 1) // 16)
     mbarrier.wait(kv_bar, 0)
     for j in range(group * n_list):
         slot = j % NUM_BUF
@@ -300,7 +312,8 @@ def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, d
 def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_ptr,
                 k_tile_qt, k_tile_num_full, k_tile_order, row_lo, row_hi, seqlen_q, seqlen_k,
                 num_heads_q, group, sm_scale, NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr,
-                DQ_MODE: gl.constexpr, DK_FIRST: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                DQ_MODE: gl.constexpr, DK_FIRST: gl.constexpr, ORDER: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 num_warps: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
@@ -332,7 +345,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     # buffers' types
     rtag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    mtag = gl.allocate_shared_memory(gl.int8, [DQ_MODE + 8 * DK_FIRST + 1],
+    mtag = gl.allocate_shared_memory(gl.int8, [DQ_MODE + 8 * DK_FIRST + 16 * ORDER + 1],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     mbarrier.init(kv_bar, count=1)
     for i in gl.static_range(NUM_BUF):
@@ -367,7 +380,7 @@ def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
 
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
-               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, dk_first: bool = False):
+               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, dk_first: bool = False, order: int = 0):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
     forward's) over a BLOCK_M x BLOCK_N plan with a row interval table -> (dq, dk, dv)."""
     from .backward import PREPROCESS_BLOCK, _preprocess_kernel
@@ -398,6 +411,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.row_lo,
         plan.row_hi, seqlen_q, seqlen_k, num_heads_q, num_heads_q // num_heads_kv,
         float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
-        DQ_MODE=dq_mode, DK_FIRST=int(dk_first), CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4,
+        DQ_MODE=dq_mode, DK_FIRST=int(dk_first), ORDER=order,
+        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4,
         maxnreg=MAXNREG)
     return dq.to(q.dtype), dk, dv
