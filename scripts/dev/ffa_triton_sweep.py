@@ -93,22 +93,16 @@ BWD_VARIANTS = {
     "bwd_det_tma_32x64_w4_s3_p2": (BwdConfig(32, 64, 64, 64, 4, 3, 2, use_tma=True), True),
 }
 # session 22: the Gluon one-pass backward (kernels/triton/gluon_backward.py, 64x128 tiles):
-# name -> (dq mode, Q/dO ring slots[, dK first]); dq mode "none" skips dQ (a timing bound: dq
-# stays zero)
+# name -> (dq mode, Q/dO ring slots); dq mode "none" skips dQ (a timing bound: dq stays zero)
 GLUON_BWD_VARIANTS = {
     "bwd_gluon_tma_b2": ("tma", 2),
     "bwd_gluon_tma_b3": ("tma", 3),
     "bwd_gluon_atomic_b2": ("atomic", 2),
     "bwd_gluon_none_b2": ("none", 2),
     "bwd_gluon_noadd_b2": ("noadd", 2),  # the dQ MMAs without the add (a timing probe)
-    # session 23: dK's MMA issued before the dS store; step order o1: q tiles rotated by key
-    # tile, q heads not; o2: no rotation (gluon_backward._rotations)
-    "bwd_gluon_tma_dkfirst_b2": ("tma", 2, True),
-    "bwd_gluon_tma_o1_b2": ("tma", 2, False, 1),
-    "bwd_gluon_tma_o2_b2": ("tma", 2, False, 2),
-    "bwd_gluon_noadd_o1_b2": ("noadd", 2, False, 1),
     # measured and dropped (rows in results/h200/ffa_triton/s22_*, s23_*): own (no dS swap),
-    # dkss, lag, store, 2buf, dklate, lateadd (session 22); writer (a dQ writer warp, s23)
+    # dkss, lag, store, 2buf, dklate, lateadd (session 22); writer (a dQ writer warp), dkfirst
+    # (dK's MMA before the dS store), o2 (no rotation of the steps) (session 23)
 }
 CHECK_SEQLEN = 2048
 CHECK_TIMEOUT_S = 60  # per variant; a hung compile marks its variant crashed and the rest go on
@@ -185,15 +179,13 @@ def _gluon_bwd(variant, slices, seqlen, args):
     """(plan, call) of a Gluon backward variant: call(do, q, k, v, out, lse) -> grads."""
     from magi_attention.kernels.block_sparse import plan_block_sparse
     from magi_attention.kernels.triton import gluon_backward as gb
-    mode, num_buf, *rest = GLUON_BWD_VARIANTS[variant]
-    dk_first, order = (list(rest) + [False, 0][len(rest):])[:2]
+    mode, num_buf = GLUON_BWD_VARIANTS[variant]
     dq_mode = {"tma": gb.DQ_TMA, "atomic": gb.DQ_ATOMIC, "none": gb.DQ_NONE,
                "noadd": gb.DQ_NO_ADD}[mode]
     plan = plan_block_sparse(slices, seqlen, seqlen, gb.BLOCK_M, gb.BLOCK_N, device=DEVICE)
     scale = args[0]
     return plan, lambda do, q, k, v, out, lse: gb.launch_bwd(do, q, k, v, out, lse, plan, scale,
-                                                              dq_mode=dq_mode, num_buf=num_buf,
-                                                              dk_first=dk_first, order=order)
+                                                              dq_mode=dq_mode, num_buf=num_buf)
 
 
 # ---- stage 1: correctness (child process) ----

@@ -1,8 +1,9 @@
-"""The Triton backend's two forwards on the same plans: the Gluon kernel (the default on sm90)
-against the Triton kernel (what runs with MAGI_ATTENTION_GLUON_FWD=0), every bench mask of the
+"""The Triton backend's two forwards (or backwards) on the same plans: the Gluon kernel against
+the Triton kernel (what runs with MAGI_ATTENTION_GLUON_FWD=0 / _BWD=0), every bench mask of the
 kernel figures, from 1k to 64k tokens, so that the default is known to win where it is chosen.
 
     python scripts/dev/gluon_vs_triton_fwd.py --out $OUT      # on the GPU; rows in gluon_vs_triton.csv
+    python scripts/dev/gluon_vs_triton_fwd.py --direction bwd --out $OUT   # gluon_vs_triton_bwd.csv
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from bench.metrics import attn_flops  # noqa: E402
 from magi_attention.functional import FlexAttnPlan  # noqa: E402
 from magi_attention.kernels.block_sparse import plan_for  # noqa: E402
 from magi_attention.kernels import triton as tk  # noqa: E402
-from magi_attention.kernels.triton.configs import fwd_config  # noqa: E402
+from magi_attention.kernels.triton.configs import bwd_config, fwd_config  # noqa: E402
 
 MASKS = ("full", "causal", "full_document", "causal_document", "sliding_window_causal",
          "block_causal_document")
@@ -31,9 +32,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--seqlens", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384, 65536])
+    p.add_argument("--direction", choices=("fwd", "bwd"), default="fwd")
     args = p.parse_args()
     hq, hk, d = 64, 8, 128
-    path = os.path.join(args.out, "gluon_vs_triton.csv")
+    bwd = args.direction == "bwd"
+    path = os.path.join(args.out, "gluon_vs_triton_bwd.csv" if bwd else "gluon_vs_triton.csv")
     with open(path, "w", newline="") as f:
         from bench.provenance import current
         sha = current().label
@@ -50,20 +53,40 @@ def main() -> None:
                     print(f"{name} S={seqlen}: {e}", flush=True)
                     continue
                 plan = FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen)
-                flops = attn_flops(mask.area, hq, d, direction="fwd")
-                triton_cfg = fwd_config(d)  # an explicit config keeps the Triton kernel
-                base = plan_for(plan, triton_cfg.block_m, triton_cfg.block_n, q.device)
-                triton_cfg = fwd_config(d, tk.plan_tiles_per_q_tile(base))
-                for kernel, fn in (("gluon", lambda: tk.fwd(q, k, v, plan, d ** -0.5)),
-                                   ("triton", lambda: tk.fwd(q, k, v, plan, d ** -0.5,
-                                                             config=triton_cfg))):
-                    ms = time_ms(fn, 150.0)
+                flops = attn_flops(mask.area, hq, d, direction=args.direction)
+                if bwd:
+                    kernels = _bwd_calls(q, k, v, plan, d)
+                else:
+                    triton_cfg = fwd_config(d)  # an explicit config keeps the Triton kernel
+                    base = plan_for(plan, triton_cfg.block_m, triton_cfg.block_n, q.device)
+                    triton_cfg = fwd_config(d, tk.plan_tiles_per_q_tile(base))
+                    kernels = (("gluon", lambda: tk.fwd(q, k, v, plan, d ** -0.5)),
+                               ("triton", lambda: tk.fwd(q, k, v, plan, d ** -0.5,
+                                                         config=triton_cfg)))
+                for kernel, fn in kernels:
+                    try:
+                        ms = time_ms(fn, 150.0)
+                    except (ValueError, RuntimeError) as e:  # e.g. a plan without a row table
+                        print(f"{name} S={seqlen} {kernel}: {type(e).__name__}: {e}", flush=True)
+                        continue
                     row = dict(mask=name, seqlen=seqlen, kernel=kernel, runtime_ms=ms,
                                tflops_per_s=flops / (ms * 1e-3) / 1e12,
                                gpu_name=torch.cuda.get_device_name(), git_sha=sha)
                     w.writerow(row)
                     f.flush()
                     print(row, flush=True)
+
+
+def _bwd_calls(q, k, v, plan, d):
+    """(name, call) of the two backwards on one mask: the Gluon kernel (the Triton backend's
+    default switch on) and the Triton one (an explicit config keeps it)."""
+    from magi_attention.kernels.triton import gluon_backward as gb
+    out, lse, _ = tk.fwd(q, k, v, plan, d ** -0.5)
+    dout = torch.randn_like(q)
+    gplan = plan_for(plan, gb.BLOCK_M, gb.BLOCK_N, q.device, tk.MAX_TABLE_INTERVALS)
+    return (("gluon", lambda: gb.launch_bwd(dout, q, k, v, out, lse, gplan, d ** -0.5)),
+            ("triton", lambda: tk.bwd(dout, q, k, v, out, lse, plan, d ** -0.5,
+                                      config=bwd_config(d))))
 
 
 if __name__ == "__main__":

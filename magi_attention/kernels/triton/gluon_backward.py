@@ -70,27 +70,15 @@ def unsupported_reason(q: torch.Tensor, k: torch.Tensor, softcap: float,
 
 
 @gluon.jit
-def _rotations(k_tile, n_full, group, ORDER: gl.constexpr):
-    """(shift, head_shift) of _step. ORDER 0: both rotations; 1: the q tiles only (programs of
-    one kv head stay on the same q head, so the dq rows they add to at a time fit in L2); 2:
-    none (every program adds to the same dq tile at the same time)."""
-    shift = k_tile % gl.maximum(n_full, 1)
-    head_shift = k_tile % group
-    if ORDER >= 1:
-        head_shift = head_shift * 0
-    if ORDER >= 2:
-        shift = shift * 0
-    return shift, head_shift
-
-
-@gluon.jit
-def _step(j, n_list, n_full, start, shift, head_shift, kv_head, group, k_tile_qt):
-    """Step j's (q head, list position): heads of the group in the outer loop, the key tile's q
-    tiles inside; the full tiles' order is rotated by key tile (shift) and the heads by
-    head_shift, so that programs running together add into different dq rows."""
+def _step(j, n_list, n_full, start, shift, kv_head, group, k_tile_qt):
+    """Step j's (q head, list position): the group's q heads in the outer loop, the key tile's q
+    tiles inside, the full ones rotated by key tile (shift) so that programs running together add
+    into different dq tiles. The heads are not rotated: programs of one kv head then stay on one
+    q head at a time and the dq rows they add to stay in L2 (rotating them too was 0.79-0.86x,
+    s23 run d)."""
     g = j // n_list
     i = j - g * n_list
-    head = kv_head * group + (g + head_shift) % group
+    head = kv_head * group + g % group  # g < group; with the modulo ptxas spills 60 bytes, not 124
     t = start + i
     if i < n_full:
         t = start + (i + shift) % n_full
@@ -100,8 +88,8 @@ def _step(j, n_list, n_full, start, shift, head_shift, kv_head, group, k_tile_qt
 @gluon.jit
 def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar, ready,
-              empty, ds_ready, ds_free, rtag, mtag):
+              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem,
+              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -115,10 +103,10 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     n_list = end - start
     n_full = mid - start
     k_tile = k_row // (2 * HALF_N)
-    shift, head_shift = _rotations(k_tile, n_full, group, (mtag.type.shape[0] - 1) // 16)
+    shift = k_tile % gl.maximum(n_full, 1)
     for j in range(group * n_list):
         slot = j % NUM_BUF
-        head, t, q_tile = _step(j, n_list, n_full, start, shift, head_shift, kv_head, group,
+        head, t, q_tile = _step(j, n_list, n_full, start, shift, kv_head, group,
                                 k_tile_qt)
         mbarrier.wait(empty.index(slot), ((j // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
         mbarrier.expect(ready.index(slot), q_desc.block_type.nbytes + do_desc.block_type.nbytes
@@ -169,15 +157,14 @@ def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE
 @gluon.jit
 def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar, ready,
-              empty, ds_ready, ds_free, rtag, mtag, c: gl.constexpr):
+              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem,
+              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, c: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = q_smem.type.shape[0]
     ROW_INTERVALS: gl.constexpr = rtag.type.shape[0] - 1
-    DQ_MODE: gl.constexpr = (mtag.type.shape[0] - 1) % 8
-    DK_FIRST: gl.constexpr = (mtag.type.shape[0] - 1) // 8 % 2  # dK's MMA before the dS store
+    DQ_MODE: gl.constexpr = mtag.type.shape[0] - 1
     # dQ split by columns after swapping dS halves at head_dim 128; at 64 each consumer adds its
     # own keys' share of all columns (no swap; the 32-column halves would cut a 128-byte swizzle)
     SPLIT: gl.constexpr = HEAD_DIM == 128
@@ -207,11 +194,11 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     n_list = end - start
     n_full = mid - start
     k_tile = k_row // (2 * HALF_N)
-    shift, head_shift = _rotations(k_tile, n_full, group, (mtag.type.shape[0] - 1) // 16)
+    shift = k_tile % gl.maximum(n_full, 1)
     mbarrier.wait(kv_bar, 0)
     for j in range(group * n_list):
         slot = j % NUM_BUF
-        head, t, q_tile = _step(j, n_list, n_full, start, shift, head_shift, kv_head, group,
+        head, t, q_tile = _step(j, n_list, n_full, start, shift, kv_head, group,
                                 k_tile_qt)
         q_lo = q_tile * BLOCK_M
         q_i = q_smem.index(slot)
@@ -237,13 +224,10 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
             ds_c = ds_smem.index(2 * b + c)
             if SPLIT:
                 mbarrier.wait(ds_free.index(b), ((j // 2) & 1) ^ 1)  # both read it 2 steps ago
-            if DK_FIRST:
-                dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
             ds_c.store(ds_lp)
             fence_async_shared()
             gl.thread_barrier()
-            if not DK_FIRST:
-                dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
+            dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
             if SPLIT:
                 mbarrier.arrive(ds_ready.index(b), count=1)
                 mbarrier.wait(ds_ready.index(b), (j // 2) & 1)  # the other half is there too
@@ -287,34 +271,33 @@ def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.conste
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
 # key half (c) is fixed by which of the two it runs
 @gluon.jit
-def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
-               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-               start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar, ready,
-               empty, ds_ready, ds_free, rtag, mtag):
+def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc,
+               k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row,
+               kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
+               ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar, ready,
-              empty, ds_ready, ds_free, rtag, mtag, 0)
+              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem,
+              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, 0)
 
 
 @gluon.jit
-def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
-               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-               start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar, ready,
-               empty, ds_ready, ds_free, rtag, mtag):
+def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc,
+               k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row,
+               kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
+               ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar, ready,
-              empty, ds_ready, ds_free, rtag, mtag, 1)
+              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem,
+              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, 1)
 
 
 @gluon.jit
-def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_ptr,
-                k_tile_qt, k_tile_num_full, k_tile_order, row_lo, row_hi, seqlen_q, seqlen_k,
-                num_heads_q, group, sm_scale, NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr,
-                DQ_MODE: gl.constexpr, DK_FIRST: gl.constexpr, ORDER: gl.constexpr,
-                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-                num_warps: gl.constexpr):
+def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc,
+                k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, row_lo, row_hi, seqlen_q,
+                seqlen_k, num_heads_q, group, sm_scale, NUM_BUF: gl.constexpr,
+                ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -345,7 +328,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     # buffers' types
     rtag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    mtag = gl.allocate_shared_memory(gl.int8, [DQ_MODE + 8 * DK_FIRST + 16 * ORDER + 1],
+    mtag = gl.allocate_shared_memory(gl.int8, [DQ_MODE + 1],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     mbarrier.init(kv_bar, count=1)
     for i in gl.static_range(NUM_BUF):
@@ -355,10 +338,10 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
         mbarrier.init(ds_ready.index(i), count=2)
         mbarrier.init(ds_free.index(i), count=2)
     fence_async_shared()
-    args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt, row_lo,
-            row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head, start, mid,
-            end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar, ready, empty,
-            ds_ready, ds_free, rtag, mtag)
+    args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
+            row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head, start,
+            mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem,
+            kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
                        [CONSUMER_REGS, PRODUCER_REGS])
 
@@ -380,7 +363,7 @@ def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
 
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
-               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, dk_first: bool = False, order: int = 0):
+               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
     forward's) over a BLOCK_M x BLOCK_N plan with a row interval table -> (dq, dk, dv)."""
     from .backward import PREPROCESS_BLOCK, _preprocess_kernel
@@ -411,7 +394,6 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.row_lo,
         plan.row_hi, seqlen_q, seqlen_k, num_heads_q, num_heads_q // num_heads_kv,
         float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
-        DQ_MODE=dq_mode, DK_FIRST=int(dk_first), ORDER=order,
-        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4,
+        DQ_MODE=dq_mode, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4,
         maxnreg=MAXNREG)
     return dq.to(q.dtype), dk, dv

@@ -370,7 +370,7 @@ def _gluon_bwd_plan(name, case):
     return plan, tiles
 
 
-@pytest.mark.parametrize("dq_mode", ["tma", "atomic", "tma_dkfirst"])
+@pytest.mark.parametrize("dq_mode", ["tma", "atomic"])
 @pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
 @pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
 def test_gluon_backward_every_mask(name, case, dq_mode):
@@ -385,9 +385,8 @@ def test_gluon_backward_every_mask(name, case, dq_mode):
     scale = d ** -0.5
     ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), plan, scale)
     ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, plan, scale)
-    mode = {"tma": gb.DQ_TMA, "atomic": gb.DQ_ATOMIC, "tma_dkfirst": gb.DQ_TMA}[dq_mode]
-    got = gb.launch_bwd(dout, q, k, v, ro.to(dtype), rl, tiles, scale, dq_mode=mode,
-                        dk_first=dq_mode.endswith("dkfirst"))
+    mode = {"tma": gb.DQ_TMA, "atomic": gb.DQ_ATOMIC}[dq_mode]
+    got = gb.launch_bwd(dout, q, k, v, ro.to(dtype), rl, tiles, scale, dq_mode=mode)
     for which, a, b in zip(("dq", "dk", "dv"), got, ref):
         assert a.dtype == dtype and a.shape == b.shape
         assert not torch.isnan(a).any(), f"{which} has NaN"
