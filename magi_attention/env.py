@@ -8,10 +8,11 @@ MAGI_ATTENTION_FA4_BACKEND (default 1)
 MAGI_ATTENTION_GLUON_FWD (default 1)
     Whether the Triton backend's forward runs its Gluon kernel (kernels.triton.gluon_forward,
     warp-specialised, sm90 only) where the inputs allow; 0 keeps the Triton forward everywhere.
-MAGI_ATTENTION_GLUON_BWD (default 0)
-    1: the Triton backend's backward runs its Gluon one-pass kernel (kernels.triton.
-    gluon_backward, sm90 only) where the inputs allow and deterministic=False; 0 keeps the
-    ordered Triton backward, faster on causal and document masks (notes/ffa_triton.md).
+MAGI_ATTENTION_GLUON_BWD (default 1)
+    Whether the Triton backend's backward runs its Gluon one-pass kernel (kernels.triton.
+    gluon_backward, sm90 only; dq by TMA reduce-adds, so not bitwise repeatable) where the
+    inputs allow, deterministic=False and the plan's q-tile lists are long enough
+    (gluon_backward.plan_suits); 0 keeps the ordered Triton backward everywhere.
 MAGI_ATTENTION_LOG_LEVEL
     Level of the ``magi_attention`` logger, a ``logging`` level name (default WARNING); set on
     that logger when this module is first imported (``magi_attention.functional`` imports it).
@@ -31,7 +32,7 @@ def _flag(name: str, default: bool) -> bool:
 
 PREFER_FA4_BACKEND: bool = _flag("MAGI_ATTENTION_FA4_BACKEND", default=True)
 PREFER_GLUON_FWD: bool = _flag("MAGI_ATTENTION_GLUON_FWD", default=True)
-PREFER_GLUON_BWD: bool = _flag("MAGI_ATTENTION_GLUON_BWD", default=False)
+PREFER_GLUON_BWD: bool = _flag("MAGI_ATTENTION_GLUON_BWD", default=True)
 LOG_LEVEL: str = os.environ.get("MAGI_ATTENTION_LOG_LEVEL", "WARNING").strip().upper()
 
 

@@ -88,17 +88,17 @@ def _gluon_plan(mask: FlexAttnPlan, device):
 
 
 def _gluon_bwd_reason(q, k, softcap: float, deterministic: bool) -> str | None:
-    """Why the Gluon backward does not run here (then the Triton backward does), or None; off
-    unless MAGI_ATTENTION_GLUON_BWD=1."""
+    """Why the Gluon backward does not run here (then the Triton backward does), or None."""
     return _gluon_unavailable(env.PREFER_GLUON_BWD, "MAGI_ATTENTION_GLUON_BWD", "gluon_backward",
                               q, k, softcap, deterministic)
 
 
 def _gluon_bwd_plan(mask: FlexAttnPlan, device):
-    """The Gluon backward's plan, or None where it has no row interval table."""
-    from .gluon_backward import BLOCK_M, BLOCK_N
+    """The Gluon backward's plan, or None where the ordered Triton backward should run this mask
+    (no row interval table, or short q-tile lists: gluon_backward.plan_suits)."""
+    from .gluon_backward import BLOCK_M, BLOCK_N, plan_suits
     plan = plan_for(mask, BLOCK_M, BLOCK_N, device, MAX_TABLE_INTERVALS)
-    return plan if plan.row_lo.shape[1] > 0 else None
+    return plan if plan_suits(plan) else None
 
 
 def prepare(mask: FlexAttnPlan, head_dim: int, device) -> None:
@@ -141,8 +141,9 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
         softcap: float = 0.0, deterministic: bool = False, config=None):
     """(dq, dk, dv). The ordered two-kernel path (bitwise repeatable) unless
     ``config.one_pass`` and not ``deterministic``: then one pass, dq accumulated with fp32
-    atomics; with MAGI_ATTENTION_GLUON_BWD=1 and no config, the Gluon one-pass kernel where it
-    runs. ``out``/``lse`` may be global (CP)."""
+    atomics. Without a config and with deterministic=False, on sm90 the Gluon one-pass kernel
+    runs where its plan suits (MAGI_ATTENTION_GLUON_BWD=0 turns it off). ``out``/``lse`` may be
+    global (CP)."""
     from .backward import launch_bwd
 
     check_supported(q, k, v)

@@ -3,8 +3,8 @@ FlashAttention-3's structure.
 
 One program per (key tile of 128, kv head), in three partitions:
 - a producer warp loads the tile's K and V once (two 64-key halves), then Q_i and dO_i (64 q rows)
-  of every q tile the plan lists for this key tile, for every q head of the group, into a
-  NUM_BUF-slot ring;
+  with the rows' lse2 and delta, of every q tile the plan lists for this key tile, for every q
+  head of the group, into a NUM_BUF-slot ring;
 - two consumer warpgroups own 64 keys each and keep their dK, dV in registers (fp32). Per step:
   S^T = K_c Q_i^T, dP^T = V_c dO_i^T, P^T = exp2(S^T scale - lse_i) (masked from the plan's row
   table on partial tiles), dV_c += P^T dO_i, dS^T = P^T (dP^T - delta_i), dK_c += dS^T Q_i;
@@ -15,14 +15,14 @@ One program per (key tile of 128, kv head), in three partitions:
   consumer adds its own 64 keys' share of all columns instead (twice the reduce traffic).
 5 MMAs per step where the ordered two-kernel Triton path needs 7.
 
-lse2 = lse * log2(e) and delta = rowsum(O * dO) come from the Triton backward's preprocess kernel;
-the fp32 dQ is rounded to q's dtype at the end.
+lse2 = lse * log2(e) and delta = rowsum(O * dO) come from the Triton backward's preprocess kernel
+(padded per head to whole q tiles); the fp32 dQ is rounded to q's dtype at the end.
 
-Measured (H200, GQA 64:8, d128, bf16, s22 rows in results/h200/ffa_triton/): 1.03-1.07x the
-ordered Triton backward on the full mask at 16k/64k, 0.75-0.90x on causal and the document
-masks; without dQ (DQ_NONE) the same loop runs at ~1.6x, and the dQ MMAs and the staged
-reduce-add cost about equal shares of that. Not the default: kernels.triton.bwd runs it only
-with MAGI_ATTENTION_GLUON_BWD=1 (notes/ffa_triton.md, session 22).
+Measured (H200, GQA 64:8, d128, bf16, s23 rows in results/h200/ffa_triton/): 0.77-0.83x FA4 on
+full and causal at 16k and 64k, 1.18-1.32x compiled FlexAttention on the six kernel masks, and
+1.05-1.32x the ordered Triton backward from 8k tokens on. The default of kernels.triton.bwd on
+sm90 where plan_suits (MAGI_ATTENTION_GLUON_BWD=0 turns it off); notes/ffa_triton.md, sessions
+22-23.
 """
 from __future__ import annotations
 
@@ -44,6 +44,12 @@ BLOCK_N = 128  # keys per program: two consumer warpgroups of HALF_N
 HALF_N = 64
 NUM_BUF = 2  # Q/dO ring slots
 HEAD_DIMS = (64, 128)
+# Below this many listed q tiles per key tile (at BLOCK_M x BLOCK_N) the ordered Triton backward
+# is as fast or faster: short lists and few programs (one per key tile and kv head). H200, GQA
+# 64:8, d128 (results/h200/ffa_triton/s23_gluon_vs_triton_bwd.csv, Gluon / Triton by q tiles per
+# key tile): 3.2-16.0 (documents at 1k-8k, causal, windows and full at 1k): 0.64-1.15, mostly
+# below 1; from 16.9: 0.98-1.32 (causal at 2k 0.98, every other cell 1.05-1.32).
+MIN_Q_TILES_PER_KEY_TILE = 16.5
 # DQ_TMA: the consumers swap dS halves and each adds 64 of dQ's columns by TMA reduce-adds (the
 # default); DQ_ATOMIC: the same columns by element atomics (0.72x DQ_TMA); DQ_NONE leaves dq
 # at zero and DQ_NO_ADD computes dQ but never adds it: timing probes (notes/ffa_triton.md)
@@ -57,6 +63,13 @@ def _tma_reduce_add(tensor_desc, coord, src, _semantic=None):
     coord = _semantic._convert_to_ir_values(coord, require_i64=False)
     _semantic.builder.create_async_tma_reduce(ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle,
                                               coord, src.handle)
+
+
+def plan_suits(plan: BlockSparsePlan) -> bool:
+    """Whether this plan's key tiles list enough q tiles for the Gluon backward to beat the
+    ordered Triton one (tensor sizes only: no device sync)."""
+    return (plan.row_lo.shape[1] > 0
+            and plan.k_tile_qt.numel() >= MIN_Q_TILES_PER_KEY_TILE * max(plan.num_k_tiles, 1))
 
 
 def unsupported_reason(q: torch.Tensor, k: torch.Tensor, softcap: float,

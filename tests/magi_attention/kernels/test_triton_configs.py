@@ -61,6 +61,21 @@ def test_short_rows_keep_the_triton_forward(name, slices, seqlen, gluon):
     assert gf.plan_suits(plan) == gluon, name
 
 
+@pytest.mark.parametrize("name, slices, seqlen, gluon", [
+    ("full_1k", [AttnSlice.make(0, 1024, 0, 1024, 0)], 1024, False),  # 16 q tiles per key tile
+    ("full_2k", [AttnSlice.make(0, 2048, 0, 2048, 0)], 2048, True),  # 32
+    ("causal_2k", [AttnSlice.make(0, 2048, 0, 2048, 1)], 2048, True),  # 17
+    ("causal_documents_of_1k", _docs([1024] * 8, True), 8192, False),  # 9
+    ("causal_documents_of_4k", _docs([4096] * 4, True), 16384, True),  # 33
+])
+def test_short_lists_keep_the_ordered_triton_backward(name, slices, seqlen, gluon):
+    """gluon_backward.plan_suits on the 64x128 plan: where its measured ratio to the ordered
+    Triton backward is below 1 (few q tiles per key tile) the Triton backward runs."""
+    gb = pytest.importorskip("magi_attention.kernels.triton.gluon_backward")
+    plan = plan_block_sparse(slices, seqlen, seqlen, gb.BLOCK_M, gb.BLOCK_N)
+    assert gb.plan_suits(plan) == gluon, name
+
+
 def test_gluon_forward_names_why_it_does_not_run(monkeypatch):
     """Off Hopper and on another Triton release (Gluon's API moves) the reason is given and the
     Triton forward runs instead."""
@@ -71,15 +86,15 @@ def test_gluon_forward_names_why_it_does_not_run(monkeypatch):
     assert "Triton 3.6" in gf.unsupported_reason(q, q, 0.0, False)
 
 
-def test_gluon_backward_is_opt_in_and_names_why_it_does_not_run(monkeypatch):
-    """The Gluon backward is off unless MAGI_ATTENTION_GLUON_BWD=1 (slower than the ordered
-    Triton backward on causal and document masks); switched on, it still refuses non-Hopper
-    inputs, deterministic=True (its dq reduce-adds have no fixed order) and softcap."""
+def test_gluon_backward_is_on_by_default_and_names_why_it_does_not_run(monkeypatch):
+    """The Gluon backward is on unless MAGI_ATTENTION_GLUON_BWD=0; it refuses non-Hopper inputs,
+    deterministic=True (its dq reduce-adds have no fixed order) and softcap."""
     from magi_attention import env
     from magi_attention.kernels import triton as tk
     gb = pytest.importorskip("magi_attention.kernels.triton.gluon_backward")
     q = torch.zeros(128, 2, 128, dtype=torch.bfloat16)
-    assert not env.PREFER_GLUON_BWD
+    assert env.PREFER_GLUON_BWD
+    monkeypatch.setattr(env, "PREFER_GLUON_BWD", False)
     assert "MAGI_ATTENTION_GLUON_BWD" in tk._gluon_bwd_reason(q, q, 0.0, False)
     monkeypatch.setattr(env, "PREFER_GLUON_BWD", True)
     assert "sm90" in tk._gluon_bwd_reason(q, q, 0.0, False)  # a CPU tensor

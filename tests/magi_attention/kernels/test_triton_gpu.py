@@ -395,21 +395,31 @@ def test_gluon_backward_every_mask(name, case, dq_mode):
     assert (got[0][torch.isinf(rl)] == 0).all()
 
 
-def test_gluon_backward_runs_from_bwd_when_switched_on(monkeypatch):
-    """With MAGI_ATTENTION_GLUON_BWD on, tk.bwd without a config is the Gluon kernel (dk, dv
-    bit-equal to calling it; dq is summed by reduce-adds in no fixed order); with
-    deterministic=True it stays on the ordered Triton path, which agrees."""
+@pytest.mark.parametrize("name", ["causal", "causal_document"])
+def test_gluon_backward_runs_from_bwd_where_its_plan_suits(monkeypatch, name):
+    """By default tk.bwd without a config is the Gluon kernel where gluon_backward.plan_suits
+    (causal at 2k: dk, dv bit-equal to calling it; dq is summed by reduce-adds in no fixed
+    order) and the ordered Triton backward elsewhere (causal_document at 2k: short q-tile lists,
+    bit-equal to deterministic=True); deterministic=True always takes the ordered path."""
     from magi_attention import env
     from magi_attention.kernels import triton as tk
     from magi_attention.kernels.triton import gluon_backward as gb
-    plan, tiles = _gluon_bwd_plan("causal_document", (2048, 0))
+    plan, tiles = _gluon_bwd_plan(name, (2048, 0))
     q, k, v, dout = _inputs(2048, 2048, 8, 2, 128, torch.bfloat16, 0)
     out, lse, _ = tk.fwd(q, k, v, plan, 128 ** -0.5)
-    monkeypatch.setattr(env, "PREFER_GLUON_BWD", True)
+    assert env.PREFER_GLUON_BWD
     got = tk.bwd(dout, q, k, v, out, lse, plan, 128 ** -0.5)
     direct = gb.launch_bwd(dout, q, k, v, out, lse, tiles, 128 ** -0.5)
     ordered = tk.bwd(dout, q, k, v, out, lse, plan, 128 ** -0.5, deterministic=True)
-    assert torch.equal(got[1], direct[1]) and torch.equal(got[2], direct[2])
+    if gb.plan_suits(tiles):
+        assert name == "causal"
+        assert torch.equal(got[1], direct[1]) and torch.equal(got[2], direct[2])
+    else:
+        assert name == "causal_document"
+        assert all(torch.equal(a, c) for a, c in zip(got, ordered))
     for a, b, c in zip(got, direct, ordered):
         assert ((a.float() - b.float()).norm() / b.float().norm()).item() < 1e-3
         assert ((a.float() - c.float()).norm() / c.float().norm()).item() < 1e-2
+    monkeypatch.setattr(env, "PREFER_GLUON_BWD", False)  # the switch keeps the ordered path
+    assert all(torch.equal(a, c) for a, c in
+               zip(tk.bwd(dout, q, k, v, out, lse, plan, 128 ** -0.5), ordered))
