@@ -1319,27 +1319,24 @@ S22_PROBES = {"a": "h200/ffa_triton/s22_gluon_bwd_a_sweep.csv",
 S22_PROBE_CELLS = (("full", 16384), ("causal", 16384), ("full", 65536), ("causal", 65536))
 
 
-def _s22_final() -> pd.DataFrame:
-    f = pd.concat([pd.read_csv(RESULTS / r) for r in S22_FINAL])
-    return f[(f.status == "ok") & (f.direction == "bwd")]
-
-
-def _s22_cells():
-    """{(mask, seqlen): {gluon, triton, fa4, flex: TFLOPs/s}} of the final runs, in run order."""
+def _bwd_cells(files: tuple[str, ...]):
+    """{(mask, seqlen): {gluon, triton, fa4, flex: TFLOPs/s}} of a final backward sweep, in run
+    order (gluon: the Gluon kernel with dQ by TMA; triton: the ordered Triton backward)."""
+    f = pd.concat([pd.read_csv(RESULTS / r) for r in files])
     cells = {}
-    for r in _s22_final().itertuples():
+    for r in f[(f.status == "ok") & (f.direction == "bwd")].itertuples():
         key = {S22_GLUON: "gluon", S22_TRITON: "triton"}.get(r.variant, r.kernel)
-        cells.setdefault((r.mask, int(r.seqlen)), {})[key] = r.tflops_per_s
+        if key in ("gluon", "triton", "fa4", "flex"):  # not the timing probes
+            cells.setdefault((r.mask, int(r.seqlen)), {})[key] = r.tflops_per_s
     return cells
 
 
-def gluon_bwd_s22_table() -> str:
-    """Backward TFLOPs/s: the Gluon one-pass kernel, the ordered Triton path (the default), FA4
-    and compiled Flex, one run per seqlen."""
-    lines = ["| mask | S | gluon | triton (default) | fa4 | flex | gluon/fa4 | triton/fa4 | "
-             "gluon/flex | triton/flex |", "|---|---|---|---|---|---|---|---|---|---|"]
+def _bwd_table(files: tuple[str, ...], default: str) -> str:
+    lines = [f"| mask | S | gluon{' (default)' if default == 'gluon' else ''} | triton"
+             f"{' (default)' if default == 'triton' else ''} | fa4 | flex | gluon/fa4 | "
+             "triton/fa4 | gluon/flex | triton/flex |", "|---|---|---|---|---|---|---|---|---|---|"]
     ratio = lambda a, b: f"{a / b:.2f}" if a and b else "-"
-    for (mask, seqlen), c in _s22_cells().items():
+    for (mask, seqlen), c in _bwd_cells(files).items():
         g, t, a, x = (c.get(k) for k in ("gluon", "triton", "fa4", "flex"))
         fmt = lambda v: "X" if v is None else f"{v:.0f}"
         lines.append(f"| {mask} | {_k(seqlen)} | {fmt(g)} | {fmt(t)} | {fmt(a)} | {fmt(x)} | "
@@ -1347,9 +1344,19 @@ def gluon_bwd_s22_table() -> str:
     return "\n".join(lines)
 
 
+def gluon_bwd_s22_table() -> str:
+    """Backward TFLOPs/s: the Gluon one-pass kernel, the ordered Triton path (the default), FA4
+    and compiled Flex, one run per seqlen."""
+    return _bwd_table(S22_FINAL, "triton")
+
+
 def gluon_bwd_s22_goals() -> str:
     """Issue 14's backward goals from the final runs, with FFA's better backward per cell."""
-    cells = _s22_cells()
+    return _bwd_goals(S22_FINAL)
+
+
+def _bwd_goals(files: tuple[str, ...]) -> str:
+    cells = _bwd_cells(files)
     best = {k: max(v for n, v in c.items() if n in ("gluon", "triton")) for k, c in cells.items()}
     vs_fa4 = [best[k] / c["fa4"] for k, c in cells.items()
               if k[0] in ("full", "causal") and "fa4" in c]
@@ -1361,9 +1368,13 @@ def gluon_bwd_s22_goals() -> str:
 
 def gluon_bwd_probes_table() -> str:
     """Each probe variant / the default Gluon backward (dQ by TMA) of the same run."""
-    lines = ["| run | variant | " + " | ".join(f"{m} {_k(s)}" for m, s in S22_PROBE_CELLS) + " |",
-             "|" + "---|" * (len(S22_PROBE_CELLS) + 2)]
-    for run, relpath in S22_PROBES.items():
+    return _probes_table(S22_PROBES, S22_PROBE_CELLS)
+
+
+def _probes_table(probes: dict[str, str], probe_cells) -> str:
+    lines = ["| run | variant | " + " | ".join(f"{m} {_k(s)}" for m, s in probe_cells) + " |",
+             "|" + "---|" * (len(probe_cells) + 2)]
+    for run, relpath in probes.items():
         f = pd.read_csv(RESULTS / relpath)
         f = f[(f.status == "ok") & (f.direction == "bwd")]
         tf = {(r.variant, r.mask, int(r.seqlen)): r.tflops_per_s for r in f.itertuples()}
@@ -1372,7 +1383,7 @@ def gluon_bwd_probes_table() -> str:
                 continue
             vals = [tf.get((variant, m, s)) / tf[(S22_GLUON, m, s)]
                     if (variant, m, s) in tf and (S22_GLUON, m, s) in tf else None
-                    for m, s in S22_PROBE_CELLS]
+                    for m, s in probe_cells]
             lines.append(f"| {run} | {variant.replace('bwd_', '')} | "
                          + " | ".join("-" if v is None else f"{v:.2f}" for v in vals) + " |")
     return "\n".join(lines)
@@ -1381,9 +1392,48 @@ def gluon_bwd_probes_table() -> str:
 def pytest_triton_s22() -> str:
     return _pytest_counts("h200/tests/pytest_triton_gpu_s22_609ee7ffb027.log")
 
-def gluon_vs_triton_table() -> str:
-    """Gluon forward / Triton forward per (mask, seqlen), same plans, one run."""
-    f = pd.read_csv(RESULTS / "h200/ffa_triton/s21_gluon_vs_triton_fwd.csv")
+# ---- session 23: the Gluon backward at FA4's pace (issue 14) ----
+S23_FINAL = ("h200/ffa_triton/s23_gluon_bwd_final_sweep.csv",)
+S23_PROBES = {"a": "h200/ffa_triton/s23_gluon_bwd_a_sweep.csv",
+              "c": "h200/ffa_triton/s23_gluon_bwd_c_sweep.csv",
+              "d": "h200/ffa_triton/s23_gluon_bwd_d_sweep.csv"}
+S23_PROBE_CELLS = (("full", 16384), ("causal", 16384), ("causal_document", 16384))
+
+
+def gluon_bwd_s23_table() -> str:
+    """Backward TFLOPs/s after session 23: the Gluon kernel (now the default where its plan
+    suits), the ordered Triton path, FA4 and compiled Flex, one run over 16k and 64k."""
+    return _bwd_table(S23_FINAL, "gluon")
+
+
+def gluon_bwd_s23_goals() -> str:
+    return _bwd_goals(S23_FINAL)
+
+
+def gluon_bwd_s23_probes_table() -> str:
+    return _probes_table(S23_PROBES, S23_PROBE_CELLS)
+
+
+def gluon_vs_triton_bwd_table() -> str:
+    """Gluon backward / ordered Triton backward per (mask, seqlen), same masks, one run."""
+    return gluon_vs_triton_table("h200/ffa_triton/s23_gluon_vs_triton_bwd.csv")
+
+
+def pytest_triton_s23() -> str:
+    return _pytest_counts("h200/tests/pytest_triton_gpu_s23_e696a3600db2.log")
+
+
+def pytest_magi_s23() -> str:
+    return _pytest_counts("h200/tests/pytest_gpu_magi_s23_356dce7.log")
+
+
+def pytest_gluon_bwd_s23() -> str:
+    return _pytest_counts("h200/tests/pytest_gluon_bwd_s23_356dce7.log")
+
+
+def gluon_vs_triton_table(relpath: str = "h200/ffa_triton/s21_gluon_vs_triton_fwd.csv") -> str:
+    """Gluon kernel / Triton kernel per (mask, seqlen), same plans, one run."""
+    f = pd.read_csv(RESULTS / relpath)
     g = f[f.kernel == "gluon"].set_index(["mask", "seqlen"]).tflops_per_s
     tr = f[f.kernel == "triton"].set_index(["mask", "seqlen"]).tflops_per_s
     seqlens = sorted(f.seqlen.unique())
@@ -1487,6 +1537,13 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.gluon_bwd_s22_goals": gluon_bwd_s22_goals,
     "h200.gluon_bwd_probes_table": gluon_bwd_probes_table,
     "h200.pytest_triton_s22": pytest_triton_s22,
+    "h200.gluon_bwd_s23_table": gluon_bwd_s23_table,
+    "h200.gluon_bwd_s23_goals": gluon_bwd_s23_goals,
+    "h200.gluon_bwd_s23_probes_table": gluon_bwd_s23_probes_table,
+    "h200.gluon_vs_triton_bwd_table": gluon_vs_triton_bwd_table,
+    "h200.pytest_triton_s23": pytest_triton_s23,
+    "h200.pytest_magi_s23": pytest_magi_s23,
+    "h200.pytest_gluon_bwd_s23": pytest_gluon_bwd_s23,
     "h200.gluon_vs_triton_table": gluon_vs_triton_table,
     "h200.gluon_s21_table": gluon_s21_table,
     "h200.gluon_s21_goals": gluon_s21_goals,
