@@ -100,6 +100,11 @@ GLUON_BWD_VARIANTS = {
     "bwd_gluon_atomic_b2": ("atomic", 2),
     "bwd_gluon_none_b2": ("none", 2),
     "bwd_gluon_noadd_b2": ("noadd", 2),  # the dQ MMAs without the add (a timing probe)
+    # session 24: step-order probes (gluon_backward.ORDER_*): al = q tiles aligned with the key
+    # tile, hf = the kv heads of one key tile launched together
+    "bwd_gluon_tma_al_b2": ("tma", 2, 1),
+    "bwd_gluon_tma_hf_b2": ("tma", 2, 2),
+    "bwd_gluon_tma_alhf_b2": ("tma", 2, 3),
     # measured and dropped (rows in results/h200/ffa_triton/s22_*, s23_*): own (no dS swap),
     # dkss, lag, store, 2buf, dklate, lateadd (session 22); writer (a dQ writer warp), dkfirst
     # (dK's MMA before the dS store), o2 (no rotation of the steps) (session 23)
@@ -179,13 +184,14 @@ def _gluon_bwd(variant, slices, seqlen, args):
     """(plan, call) of a Gluon backward variant: call(do, q, k, v, out, lse) -> grads."""
     from magi_attention.kernels.block_sparse import plan_block_sparse
     from magi_attention.kernels.triton import gluon_backward as gb
-    mode, num_buf = GLUON_BWD_VARIANTS[variant]
+    mode, num_buf, *order = GLUON_BWD_VARIANTS[variant]
     dq_mode = {"tma": gb.DQ_TMA, "atomic": gb.DQ_ATOMIC, "none": gb.DQ_NONE,
                "noadd": gb.DQ_NO_ADD}[mode]
     plan = plan_block_sparse(slices, seqlen, seqlen, gb.BLOCK_M, gb.BLOCK_N, device=DEVICE)
     scale = args[0]
     return plan, lambda do, q, k, v, out, lse: gb.launch_bwd(do, q, k, v, out, lse, plan, scale,
-                                                              dq_mode=dq_mode, num_buf=num_buf)
+                                                              dq_mode=dq_mode, num_buf=num_buf,
+                                                              order=sum(order))
 
 
 # ---- stage 1: correctness (child process) ----

@@ -23,16 +23,18 @@ def main() -> None:
     p.add_argument("--seqlen", type=int, default=16384)
     p.add_argument("--mask", default="full")
     p.add_argument("--dq-mode", type=int, default=gb.DQ_TMA)
+    p.add_argument("--order", type=int, default=0, help="gluon_backward.ORDER_* flags")
     args = p.parse_args()
     from bench.masks import build_mask
     s, hq, hk, d = args.seqlen, 64, 8, 128
-    slices = list(build_mask(args.mask, s, doc_lens=[s // 4] * 4, seed=0).slices)
+    from bench.data import sample_doc_lens  # the sweep's documents (ffa_triton_sweep._doc_lens)
+    slices = list(build_mask(args.mask, s, doc_lens=sample_doc_lens(s, seed=0), seed=0).slices)
     plan = plan_block_sparse(slices, s, s, gb.BLOCK_M, gb.BLOCK_N, device="cuda")
     q, k, v, do = (torch.randn(s, h, d, device="cuda", dtype=torch.bfloat16) for h in (hq, hk, hk, hq))
     out = torch.randn_like(q)
     lse = torch.randn(s, hq, device="cuda") + 10
     for _ in range(2):
-        gb.launch_bwd(do, q, k, v, out, lse, plan, d ** -0.5, dq_mode=args.dq_mode)
+        gb.launch_bwd(do, q, k, v, out, lse, plan, d ** -0.5, dq_mode=args.dq_mode, order=args.order)
     torch.cuda.synchronize()
 
 

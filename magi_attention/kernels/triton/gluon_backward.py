@@ -54,6 +54,11 @@ MIN_Q_TILES_PER_KEY_TILE = 16.5
 # default); DQ_ATOMIC: the same columns by element atomics (0.72x DQ_TMA); DQ_NONE leaves dq
 # at zero and DQ_NO_ADD computes dQ but never adds it: timing probes (notes/ffa_triton.md)
 DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_NO_ADD = 0, 1, 2, 3
+# step-order probes (session 24), flags: ORDER_ALIGNED rotates key tile k's full q tiles so that it
+# starts at q tile k (running programs then walk adjacent q tiles even under causal masks, where
+# the rotation by k alone starts at q tile 3k); ORDER_HEADS_FAST launches the kv heads of one key
+# tile together (fewer programs per kv head run at once, with lists of nearly equal length)
+ORDER_ALIGNED, ORDER_HEADS_FAST = 1, 2
 
 
 @builtin
@@ -101,8 +106,8 @@ def _step(j, n_list, n_full, start, shift, kv_head, group, k_tile_qt):
 @gluon.jit
 def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem,
-              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag):
+              start, mid, end, shift, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
+              ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -115,8 +120,6 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
                                         v_smem.index(c))
     n_list = end - start
     n_full = mid - start
-    k_tile = k_row // (2 * HALF_N)
-    shift = k_tile % gl.maximum(n_full, 1)
     for j in range(group * n_list):
         slot = j % NUM_BUF
         head, t, q_tile = _step(j, n_list, n_full, start, shift, kv_head, group,
@@ -170,8 +173,9 @@ def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE
 @gluon.jit
 def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem,
-              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, c: gl.constexpr):
+              start, mid, end, shift, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
+              ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag,
+              c: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -206,8 +210,6 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, acc_layout)
     n_list = end - start
     n_full = mid - start
-    k_tile = k_row // (2 * HALF_N)
-    shift = k_tile % gl.maximum(n_full, 1)
     mbarrier.wait(kv_bar, 0)
     for j in range(group * n_list):
         slot = j % NUM_BUF
@@ -286,42 +288,53 @@ def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.conste
 @gluon.jit
 def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc,
                k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row,
-               kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
-               ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag):
+               kv_head, start, mid, end, shift, k_smem, v_smem, q_smem, do_smem, lse_smem,
+               delta_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem,
-              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, 0)
+              start, mid, end, shift, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
+              ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, 0)
 
 
 @gluon.jit
 def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc,
                k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row,
-               kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
-               ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag):
+               kv_head, start, mid, end, shift, k_smem, v_smem, q_smem, do_smem, lse_smem,
+               delta_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
               row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem,
-              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, 1)
+              start, mid, end, shift, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
+              ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, 1)
 
 
 @gluon.jit
 def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc,
                 k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, row_lo, row_hi, seqlen_q,
                 seqlen_k, num_heads_q, group, sm_scale, NUM_BUF: gl.constexpr,
-                ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
+                ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr, ORDER: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                num_warps: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     DQ_COLS: gl.constexpr = dq_desc.block_type.shape[1]
     dtype: gl.constexpr = k_desc.dtype
-    k_tile = gl.load(k_tile_order + gl.program_id(0))  # heaviest key tiles first
-    kv_head = gl.program_id(1)
+    if ORDER & 2:  # ORDER_HEADS_FAST
+        kv_head = gl.program_id(0)
+        k_tile = gl.load(k_tile_order + gl.program_id(1))  # heaviest key tiles first
+    else:
+        kv_head = gl.program_id(1)
+        k_tile = gl.load(k_tile_order + gl.program_id(0))
     k_row = k_tile * 2 * HALF_N
     start = gl.load(k_tile_ptr + k_tile)
     end = gl.load(k_tile_ptr + k_tile + 1)
     mid = start + gl.load(k_tile_num_full + k_tile)
+    n_full = gl.maximum(mid - start, 1)
+    if ORDER & 1:  # ORDER_ALIGNED
+        first = gl.load(k_tile_qt + start, mask=mid > start, other=0)
+        shift = ((k_tile - first) % n_full + n_full) % n_full
+    else:
+        shift = k_tile % n_full
 
     k_smem = gl.allocate_shared_memory(dtype, [2, HALF_N, HEAD_DIM], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [2, HALF_N, HEAD_DIM], v_desc.layout)
@@ -353,8 +366,8 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     fence_async_shared()
     args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
             row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head, start,
-            mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem,
-            kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag)
+            mid, end, shift, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem,
+            dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
                        [CONSUMER_REGS, PRODUCER_REGS])
 
@@ -376,7 +389,7 @@ def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
 
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
-               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF):
+               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, order: int = 0):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
     forward's) over a BLOCK_M x BLOCK_N plan with a row interval table -> (dq, dk, dv)."""
     from .backward import PREPROCESS_BLOCK, _preprocess_kernel
@@ -400,13 +413,16 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     dq_cols = head_dim // 2 if head_dim == 128 else head_dim
-    _bwd_kernel[(plan.num_k_tiles, num_heads_kv)](
+    grid = (plan.num_k_tiles, num_heads_kv)
+    if order & ORDER_HEADS_FAST:
+        grid = grid[::-1]
+    _bwd_kernel[grid](
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
         _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, _row_descriptor(lse2),
         _row_descriptor(delta),
         plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.row_lo,
         plan.row_hi, seqlen_q, seqlen_k, num_heads_q, num_heads_q // num_heads_kv,
         float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
-        DQ_MODE=dq_mode, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4,
-        maxnreg=MAXNREG)
+        DQ_MODE=dq_mode, ORDER=order, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS,
+        num_warps=4, maxnreg=MAXNREG)
     return dq.to(q.dtype), dk, dv
