@@ -100,14 +100,15 @@ GLUON_BWD_VARIANTS = {
     "bwd_gluon_atomic_b2": ("atomic", 2),
     "bwd_gluon_none_b2": ("none", 2),
     "bwd_gluon_noadd_b2": ("noadd", 2),  # the dQ MMAs without the add (a timing probe)
-    # session 24: step-order probes (gluon_backward.ORDER_*): al = q tiles aligned with the key
-    # tile, hf = the kv heads of one key tile launched together
-    "bwd_gluon_tma_al_b2": ("tma", 2, 1),
-    "bwd_gluon_tma_hf_b2": ("tma", 2, 2),
-    "bwd_gluon_tma_alhf_b2": ("tma", 2, 3),
+    # session 24: partial tiles' row intervals from the table in global memory (the session 23
+    # kernel) instead of by TMA with Q; measured twice, first and last, to see the run's drift
+    "bwd_gluon_rowglobal_b2": ("tma", 2, {"row_tma": False}),
+    "bwd_gluon_rowtma_b2": ("tma", 2, {"row_tma": True}),  # = the default where it applies
+    "bwd_gluon_rowglobal_again_b2": ("tma", 2, {"row_tma": False}),
     # measured and dropped (rows in results/h200/ffa_triton/s22_*, s23_*): own (no dS swap),
     # dkss, lag, store, 2buf, dklate, lateadd (session 22); writer (a dQ writer warp), dkfirst
-    # (dK's MMA before the dS store), o2 (no rotation of the steps) (session 23)
+    # (dK's MMA before the dS store), o2 (no rotation of the steps) (session 23); al (key tile k
+    # starting at q tile k), hf (the kv heads of a key tile launched together) (session 24)
 }
 CHECK_SEQLEN = 2048
 CHECK_TIMEOUT_S = 60  # per variant; a hung compile marks its variant crashed and the rest go on
@@ -120,11 +121,10 @@ COLUMNS = ["time", "git_sha", "gpu_name", "torch_version", "triton_version", "ke
 
 
 def _git_sha() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    """The tree's commit as bench.provenance finds it (git, else PROVENANCE.json): the device
+    copy's own .git can be stale, which labelled session 23's rows with an older commit."""
+    from bench.provenance import current
+    return current().label
 
 
 def _doc_lens(seqlen: int) -> list[int]:
@@ -184,14 +184,14 @@ def _gluon_bwd(variant, slices, seqlen, args):
     """(plan, call) of a Gluon backward variant: call(do, q, k, v, out, lse) -> grads."""
     from magi_attention.kernels.block_sparse import plan_block_sparse
     from magi_attention.kernels.triton import gluon_backward as gb
-    mode, num_buf, *order = GLUON_BWD_VARIANTS[variant]
+    mode, num_buf, *options = GLUON_BWD_VARIANTS[variant]
     dq_mode = {"tma": gb.DQ_TMA, "atomic": gb.DQ_ATOMIC, "none": gb.DQ_NONE,
                "noadd": gb.DQ_NO_ADD}[mode]
     plan = plan_block_sparse(slices, seqlen, seqlen, gb.BLOCK_M, gb.BLOCK_N, device=DEVICE)
     scale = args[0]
     return plan, lambda do, q, k, v, out, lse: gb.launch_bwd(do, q, k, v, out, lse, plan, scale,
                                                               dq_mode=dq_mode, num_buf=num_buf,
-                                                              order=sum(order))
+                                                              **(options[0] if options else {}))
 
 
 # ---- stage 1: correctness (child process) ----
@@ -424,7 +424,7 @@ def time_peer(peer, mask, seqlen, args, base, flops, writer):
 def summary(rows) -> str:
     """Best Triton variant per (S, mask, direction) and its ratio to each peer."""
     cells = {}
-    probes = {n for n, (mode, _) in GLUON_BWD_VARIANTS.items() if mode in ("none", "noadd")}
+    probes = {n for n, (mode, *_) in GLUON_BWD_VARIANTS.items() if mode in ("none", "noadd")}
     for r in rows:
         if r["status"] != "ok" or r["variant"] in probes:  # timing bounds, not a backward
             continue

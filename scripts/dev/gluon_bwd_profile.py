@@ -23,7 +23,6 @@ def main() -> None:
     p.add_argument("--seqlen", type=int, default=16384)
     p.add_argument("--mask", default="full")
     p.add_argument("--dq-mode", type=int, default=gb.DQ_TMA)
-    p.add_argument("--order", type=int, default=0, help="gluon_backward.ORDER_* flags")
     args = p.parse_args()
     from bench.masks import build_mask
     s, hq, hk, d = args.seqlen, 64, 8, 128
@@ -34,7 +33,7 @@ def main() -> None:
     out = torch.randn_like(q)
     lse = torch.randn(s, hq, device="cuda") + 10
     for _ in range(2):
-        gb.launch_bwd(do, q, k, v, out, lse, plan, d ** -0.5, dq_mode=args.dq_mode, order=args.order)
+        gb.launch_bwd(do, q, k, v, out, lse, plan, d ** -0.5, dq_mode=args.dq_mode)
     torch.cuda.synchronize()
 
 
