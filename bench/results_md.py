@@ -1431,6 +1431,52 @@ def pytest_gluon_bwd_s23() -> str:
     return _pytest_counts("h200/tests/pytest_gluon_bwd_s23_356dce7.log")
 
 
+# ---- session 24: step-order and row-interval probes of the Gluon backward (issue 14) ----
+S24_ORDER = ("h200/ffa_triton/s24_gluon_bwd_order_16k_sweep.csv",
+             "h200/ffa_triton/s24_gluon_bwd_order_64k_sweep.csv")
+S24_ROW = ("h200/ffa_triton/s24_gluon_bwd_rowtma_16k_sweep.csv",
+           "h200/ffa_triton/s24_gluon_bwd_rowtma_64k_sweep.csv")
+
+
+def _bwd_rows(files: tuple[str, ...]) -> dict:
+    """{(mask, seqlen): {variant: TFLOPs/s}} of the ok backward rows, in run order."""
+    f = pd.concat([pd.read_csv(RESULTS / r) for r in files])
+    cells = {}
+    for r in f[(f.status == "ok") & (f.direction == "bwd")].itertuples():
+        cells.setdefault((r.mask, int(r.seqlen)), {})[r.variant] = r.tflops_per_s
+    return cells
+
+
+def _ratio_table(cells: dict, columns: dict[str, tuple[str, str]]) -> str:
+    """One row per cell; each column a / b of two variants of that cell ('-' where one is absent)."""
+    lines = ["| mask | S | " + " | ".join(columns) + " |", "|---|---|" + "---|" * len(columns)]
+    for (mask, seqlen), c in cells.items():
+        vals = [f"{c[a] / c[b]:.2f}" if a in c and b in c else "-" for a, b in columns.values()]
+        lines.append(f"| {mask} | {_k(seqlen)} | " + " | ".join(vals) + " |")
+    return "\n".join(lines)
+
+
+def gluon_bwd_s24_order_table() -> str:
+    """Each step-order probe / the Gluon backward of the same run and cell."""
+    base = "bwd_gluon_tma_b2"
+    return _ratio_table(_bwd_rows(S24_ORDER), {
+        "al": ("bwd_gluon_tma_al_b2", base), "hf": ("bwd_gluon_tma_hf_b2", base),
+        "al+hf": ("bwd_gluon_tma_alhf_b2", base)})
+
+
+def gluon_bwd_s24_row_table() -> str:
+    """Row intervals by TMA / from the global table (the session 23 kernel), the same kernel
+    measured again after them, and that kernel against compiled Flex in the same run."""
+    base, again = "bwd_gluon_rowglobal_b2", "bwd_gluon_rowglobal_again_b2"
+    return _ratio_table(_bwd_rows(S24_ROW), {
+        "by TMA / table": ("bwd_gluon_rowtma_b2", base), "again / first": (again, base),
+        "first / flex": (base, "flex"), "again / flex": (again, "flex")})
+
+
+def pytest_gluon_bwd_s24() -> str:
+    return _pytest_counts("h200/tests/pytest_gluon_bwd_rowtma_s24_07772d2.log")
+
+
 def gluon_vs_triton_table(relpath: str = "h200/ffa_triton/s21_gluon_vs_triton_fwd.csv") -> str:
     """Gluon kernel / Triton kernel per (mask, seqlen), same plans, one run."""
     f = pd.read_csv(RESULTS / relpath)
@@ -1544,6 +1590,9 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.pytest_triton_s23": pytest_triton_s23,
     "h200.pytest_magi_s23": pytest_magi_s23,
     "h200.pytest_gluon_bwd_s23": pytest_gluon_bwd_s23,
+    "h200.gluon_bwd_s24_order_table": gluon_bwd_s24_order_table,
+    "h200.gluon_bwd_s24_row_table": gluon_bwd_s24_row_table,
+    "h200.pytest_gluon_bwd_s24": pytest_gluon_bwd_s24,
     "h200.gluon_vs_triton_table": gluon_vs_triton_table,
     "h200.gluon_s21_table": gluon_s21_table,
     "h200.gluon_s21_goals": gluon_s21_goals,

@@ -100,15 +100,13 @@ GLUON_BWD_VARIANTS = {
     "bwd_gluon_atomic_b2": ("atomic", 2),
     "bwd_gluon_none_b2": ("none", 2),
     "bwd_gluon_noadd_b2": ("noadd", 2),  # the dQ MMAs without the add (a timing probe)
-    # session 24: partial tiles' row intervals from the table in global memory (the session 23
-    # kernel) instead of by TMA with Q; measured twice, first and last, to see the run's drift
-    "bwd_gluon_rowglobal_b2": ("tma", 2, {"row_tma": False}),
-    "bwd_gluon_rowtma_b2": ("tma", 2, {"row_tma": True}),  # = the default where it applies
-    "bwd_gluon_rowglobal_again_b2": ("tma", 2, {"row_tma": False}),
+    # the same kernel measured again at the end of each cell: the run's drift between variants
+    "bwd_gluon_tma_again_b2": ("tma", 2),
     # measured and dropped (rows in results/h200/ffa_triton/s22_*, s23_*): own (no dS swap),
     # dkss, lag, store, 2buf, dklate, lateadd (session 22); writer (a dQ writer warp), dkfirst
     # (dK's MMA before the dS store), o2 (no rotation of the steps) (session 23); al (key tile k
-    # starting at q tile k), hf (the kv heads of a key tile launched together) (session 24)
+    # starting at q tile k), hf (the kv heads of a key tile launched together), rowtma (partial
+    # tiles' row intervals by TMA with Q) (session 24)
 }
 CHECK_SEQLEN = 2048
 CHECK_TIMEOUT_S = 60  # per variant; a hung compile marks its variant crashed and the rest go on
