@@ -1494,9 +1494,32 @@ def gluon_vs_triton_table(relpath: str = "h200/ffa_triton/s21_gluon_vs_triton_fw
 CP1_TRITON_S21 = "h200/cp/cp1_triton_16k_64k_s21.csv"
 
 
-def cp1_triton_s21() -> str:
+def cp1_triton_s24() -> str:
+    """The same check after the Gluon backward became the default (session 24's run)."""
+    return cp1_triton_s21("h200/cp/cp1_triton_16k_64k_s24.csv")
+
+
+def cp1_triton_s24_table() -> str:
+    """Each strategy at cp 1 / single_gpu, fwd and bwd, Triton local kernel, one run."""
+    frame = _files(("h200/cp/cp1_triton_16k_64k_s24.csv",))
+    names = [n for n in sorted(frame.kernel.unique()) if n != "single_gpu"]
+    lines = ["| mask | S | dir | single_gpu TFLOPs/s | " + " | ".join(names) + " |",
+             "|" + "---|" * (len(names) + 4)]
+    for mask in CP_MASKS:
+        for seqlen in (K16, K64):
+            for d in ("fwd", "bwd"):
+                base = _tf(frame, "single_gpu", mask, seqlen, d)
+                if base is None:
+                    continue
+                cells = [_tf(frame, n, mask, seqlen, d) for n in names]
+                lines.append(f"| {mask} | {_k(seqlen)} | {d} | {base:.0f} | " + " | ".join(
+                    "X" if c is None else f"{c / base:.2f}" for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def cp1_triton_s21(relpath: str = CP1_TRITON_S21) -> str:
     """magi / single_gpu at cp 1 with the Triton local kernel (forward: Gluon on long rows)."""
-    frame = _files((CP1_TRITON_S21,))
+    frame = _files((relpath,))
     pairs = []
     for mask in CP_MASKS:
         for seqlen in (K16, K64):
@@ -1593,6 +1616,8 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.gluon_bwd_s24_order_table": gluon_bwd_s24_order_table,
     "h200.gluon_bwd_s24_row_table": gluon_bwd_s24_row_table,
     "h200.pytest_gluon_bwd_s24": pytest_gluon_bwd_s24,
+    "h200.cp1_triton_s24": cp1_triton_s24,
+    "h200.cp1_triton_s24_table": cp1_triton_s24_table,
     "h200.gluon_vs_triton_table": gluon_vs_triton_table,
     "h200.gluon_s21_table": gluon_s21_table,
     "h200.gluon_s21_goals": gluon_s21_goals,
