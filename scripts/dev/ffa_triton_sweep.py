@@ -100,8 +100,11 @@ GLUON_BWD_VARIANTS = {
     "bwd_gluon_atomic_b2": ("atomic", 2),
     "bwd_gluon_none_b2": ("none", 2),
     "bwd_gluon_noadd_b2": ("noadd", 2),  # the dQ MMAs without the add (a timing probe)
-    # the same kernel measured again at the end of each cell: the run's drift between variants
-    "bwd_gluon_tma_again_b2": ("tma", 2),
+    # session 24: partial tiles' row intervals from the table in global memory (the session 23
+    # kernel) or by TMA with Q; the first measured again last in each cell (the run's drift)
+    "bwd_gluon_rowglobal_b2": ("tma", 2, {"row_tma": False}),
+    "bwd_gluon_rowtma_b2": ("tma", 2, {"row_tma": True}),
+    "bwd_gluon_rowglobal_again_b2": ("tma", 2, {"row_tma": False}),
     # measured and dropped (rows in results/h200/ffa_triton/s22_*, s23_*): own (no dS swap),
     # dkss, lag, store, 2buf, dklate, lateadd (session 22); writer (a dQ writer warp), dkfirst
     # (dK's MMA before the dS store), o2 (no rotation of the steps) (session 23); al (key tile k

@@ -99,14 +99,18 @@ def _step(j, n_list, n_full, start, shift, kv_head, group, k_tile_qt):
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
-              row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem,
-              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag):
+def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
+              k_row, kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
+              delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
+              ds_free, rtag, mtag):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = q_smem.type.shape[0]
+    ROW_TMA: gl.constexpr = lo_smem.type.shape[1] == BLOCK_M
+    NBYTES: gl.constexpr = (q_desc.block_type.nbytes + do_desc.block_type.nbytes
+                            + lse_desc.block_type.nbytes + delta_desc.block_type.nbytes)
     mbarrier.expect(kv_bar, 2 * k_desc.block_type.nbytes + 2 * v_desc.block_type.nbytes)
     for c in gl.static_range(2):
         tma.async_copy_global_to_shared(k_desc, [k_row + c * HALF_N, kv_head * HEAD_DIM], kv_bar,
@@ -122,8 +126,17 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         head, t, q_tile = _step(j, n_list, n_full, start, shift, kv_head, group,
                                 k_tile_qt)
         mbarrier.wait(empty.index(slot), ((j // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
-        mbarrier.expect(ready.index(slot), q_desc.block_type.nbytes + do_desc.block_type.nbytes
-                        + lse_desc.block_type.nbytes + delta_desc.block_type.nbytes)
+        if ROW_TMA:
+            if t >= mid:  # a partial tile: its rows' kept-key intervals come along
+                mbarrier.expect(ready.index(slot), NBYTES + 2 * lo_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(lo_desc, [q_tile * BLOCK_M], ready.index(slot),
+                                                lo_smem.index(slot))
+                tma.async_copy_global_to_shared(hi_desc, [q_tile * BLOCK_M], ready.index(slot),
+                                                hi_smem.index(slot))
+            else:
+                mbarrier.expect(ready.index(slot), NBYTES)
+        else:
+            mbarrier.expect(ready.index(slot), NBYTES)
         tma.async_copy_global_to_shared(q_desc, [q_tile * BLOCK_M, head * HEAD_DIM],
                                         ready.index(slot), q_smem.index(slot))
         tma.async_copy_global_to_shared(do_desc, [q_tile * BLOCK_M, head * HEAD_DIM],
@@ -168,16 +181,18 @@ def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE
 
 
 @gluon.jit
-def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
-              row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem,
-              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, c: gl.constexpr):
+def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
+              k_row, kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
+              delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
+              ds_free, rtag, mtag, c: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = q_smem.type.shape[0]
     ROW_INTERVALS: gl.constexpr = rtag.type.shape[0] - 1
     DQ_MODE: gl.constexpr = mtag.type.shape[0] - 1
+    ROW_TMA: gl.constexpr = lo_smem.type.shape[1] == BLOCK_M
     # dQ split by columns after swapping dS halves at head_dim 128; at 64 each consumer adds its
     # own keys' share of all columns (no swap; the 32-column halves would cut a 128-byte swizzle)
     SPLIT: gl.constexpr = HEAD_DIM == 128
@@ -224,7 +239,14 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         st = warpgroup_mma_wait(num_outstanding=1, deps=(st, ))
         pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
         if t >= mid:  # a partial tile: cells outside the union get P = 0
-            pt = gl.where(_keep_t(keys, cols, row_lo, row_hi, seqlen_q, ROW_INTERVALS), pt, 0.0)
+            if ROW_TMA:  # one interval per row, in shared memory (rows past seqlen_q: [0, 0)),
+                # one bound at a time (both live at once spilled 28 more bytes)
+                k2 = gl.expand_dims(keys, 1)
+                pt = gl.where(k2 >= gl.expand_dims(lo_smem.index(slot).load(col_s), 0), pt, 0.0)
+                pt = gl.where(k2 < gl.expand_dims(hi_smem.index(slot).load(col_s), 0), pt, 0.0)
+            else:
+                pt = gl.where(_keep_t(keys, cols, row_lo, row_hi, seqlen_q, ROW_INTERVALS), pt,
+                              0.0)
         dv = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_i, dv, is_async=True)
         delta = delta_smem.index(slot).load(col_s)
         dpt, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dpt, dv))
@@ -284,33 +306,38 @@ def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.conste
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
 # key half (c) is fixed by which of the two it runs
 @gluon.jit
-def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc,
-               k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row,
-               kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
-               ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag):
-    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
-              row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem,
-              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, 0)
+def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+               hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
+               k_row, kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
+               delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
+               ds_free, rtag, mtag):
+    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
+              k_row, kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
+              delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
+              ds_free, rtag, mtag, 0)
 
 
 @gluon.jit
-def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc,
-               k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row,
-               kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
-               ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag):
-    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
-              row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head,
-              start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem,
-              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, 1)
+def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+               hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
+               k_row, kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
+               delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
+               ds_free, rtag, mtag):
+    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
+              k_row, kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
+              delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
+              ds_free, rtag, mtag, 1)
 
 
 @gluon.jit
-def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc,
-                k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, row_lo, row_hi, seqlen_q,
-                seqlen_k, num_heads_q, group, sm_scale, NUM_BUF: gl.constexpr,
-                ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
+def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+                hi_desc, k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, row_lo, row_hi,
+                seqlen_q, seqlen_k, num_heads_q, group, sm_scale, NUM_BUF: gl.constexpr,
+                ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr, ROW_TMA: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                num_warps: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -329,6 +356,10 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     do_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_M, HEAD_DIM], do_desc.layout)
     lse_smem = gl.allocate_shared_memory(gl.float32, [NUM_BUF, BLOCK_M], lse_desc.layout)
     delta_smem = gl.allocate_shared_memory(gl.float32, [NUM_BUF, BLOCK_M], delta_desc.layout)
+    # the partitions read ROW_TMA from these buffers' width (BLOCK_M: used; 16: a placeholder)
+    ROW_W: gl.constexpr = BLOCK_M if ROW_TMA else 16
+    lo_smem = gl.allocate_shared_memory(gl.int32, [NUM_BUF, ROW_W], lo_desc.layout)
+    hi_smem = gl.allocate_shared_memory(gl.int32, [NUM_BUF, ROW_W], hi_desc.layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HALF_N, BLOCK_M], dtype)
     ds_smem = gl.allocate_shared_memory(dtype, [4, HALF_N, BLOCK_M], ds_layout)  # [buffer, half]
     dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_COLS], dq_desc.layout)
@@ -351,10 +382,10 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
         mbarrier.init(ds_ready.index(i), count=2)
         mbarrier.init(ds_free.index(i), count=2)
     fence_async_shared()
-    args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, k_tile_qt,
-            row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale, k_row, kv_head, start,
-            mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem,
-            kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag)
+    args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+            hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
+            k_row, kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
+            lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
                        [CONSUMER_REGS, PRODUCER_REGS])
 
@@ -367,8 +398,9 @@ def _dq_descriptor(dq: torch.Tensor, cols: int) -> TensorDescriptor:
 
 
 def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
-    """A [Hq, padded] fp32 row statistic, flat, with BLOCK_M blocks (padded is a multiple of
-    BLOCK_M, so a block never crosses heads)."""
+    """A per-row 32-bit value, flat, with BLOCK_M blocks: the [Hq, padded] fp32 lse2 and delta
+    (padded is a multiple of BLOCK_M, so a block never crosses heads) or a [Sq, 1] int32 row
+    interval bound (blocks past Sq are zero-filled: the empty interval [0, 0))."""
     flat = stat.view(-1)
     layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
     return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [BLOCK_M], layout)
@@ -376,7 +408,7 @@ def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
 
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
-               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF):
+               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, row_tma: bool | None = None):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
     forward's) over a BLOCK_M x BLOCK_N plan with a row interval table -> (dq, dk, dv)."""
     from .backward import PREPROCESS_BLOCK, _preprocess_kernel
@@ -400,13 +432,22 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     dq_cols = head_dim // 2 if head_dim == 128 else head_dim
+    # one interval per row (every bench mask): partial tiles read it from shared memory, loaded by
+    # TMA with Q; else from the table in global memory, whose latency the consumers wait out
+    if row_tma is None:
+        row_tma = plan.row_lo.shape[1] == 1
+    if row_tma and plan.row_lo.shape[1] != 1:
+        raise ValueError(f"row_tma needs one interval per row, the plan has {plan.row_lo.shape[1]}")
+    lse2_desc, delta_desc = _row_descriptor(lse2), _row_descriptor(delta)
+    lo_desc, hi_desc = ((_row_descriptor(plan.row_lo), _row_descriptor(plan.row_hi)) if row_tma
+                        else (lse2_desc, delta_desc))  # placeholders, never read
     _bwd_kernel[(plan.num_k_tiles, num_heads_kv)](
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
-        _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, _row_descriptor(lse2),
-        _row_descriptor(delta),
+        _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2_desc, delta_desc,
+        lo_desc, hi_desc,
         plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.row_lo,
         plan.row_hi, seqlen_q, seqlen_k, num_heads_q, num_heads_q // num_heads_kv,
         float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
-        DQ_MODE=dq_mode, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4,
-        maxnreg=MAXNREG)
+        DQ_MODE=dq_mode, ROW_TMA=row_tma, CONSUMER_REGS=CONSUMER_REGS,
+        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return dq.to(q.dtype), dk, dv
