@@ -77,6 +77,7 @@ class BlockSparsePlan:
     row_hi: torch.Tensor
     max_row_intervals: int
     area: int  # exact number of cells in the union
+    full_pairs: int  # tile pairs without a masked cell, counted at build time (no device sync)
 
     @property
     def num_tile_pairs(self) -> int:
@@ -84,7 +85,7 @@ class BlockSparsePlan:
 
     @property
     def num_full_pairs(self) -> int:
-        return int(self.q_tile_num_full.sum())
+        return self.full_pairs
 
     def to(self, device) -> "BlockSparsePlan":
         moved = {f.name: (getattr(self, f.name).to(device)
@@ -231,7 +232,7 @@ def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block
         q_tile_order=_i32(np.argsort(-q_work, kind="stable")),
         k_tile_order=_i32(np.argsort(-k_work, kind="stable")),
         row_lo=_i32(row_lo), row_hi=_i32(row_hi), max_row_intervals=max_row,
-        area=int(area.sum()),
+        area=int(area.sum()), full_pairs=int(full.sum()),
     )
 
 

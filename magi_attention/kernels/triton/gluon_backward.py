@@ -50,6 +50,13 @@ HEAD_DIMS = (64, 128)
 # key tile): 3.2-16.0 (documents at 1k-8k, causal, windows and full at 1k): 0.64-1.15, mostly
 # below 1; from 16.9: 0.98-1.32 (causal at 2k 0.98, every other cell 1.05-1.32).
 MIN_Q_TILES_PER_KEY_TILE = 16.5
+# From this share of partial tiles among the listed ones, partial tiles read their rows' one
+# kept-key interval from shared memory (TMA with Q) rather than wait on the table in global
+# memory: that path spills 80 bytes, not 60, on every step. H200, GQA 64:8, d128, the path / the
+# table (results/h200/ffa_triton/s24_gluon_bwd_rowtma_*): causal_document 16k (28% partial)
+# 1.03-1.05; 16k masks at 18-22% 0.97-1.03 (sliding_window_causal the low end); 64k (0-22%)
+# 0.98-1.00; the drift between two measurements of one kernel in those runs was 0.98-1.02.
+MIN_PARTIAL_FOR_ROW_TMA = 0.25
 # DQ_TMA: the consumers swap dS halves and each adds 64 of dQ's columns by TMA reduce-adds (the
 # default); DQ_ATOMIC: the same columns by element atomics (0.72x DQ_TMA); DQ_NONE leaves dq
 # at zero and DQ_NO_ADD computes dQ but never adds it: timing probes (notes/ffa_triton.md)
@@ -70,6 +77,14 @@ def plan_suits(plan: BlockSparsePlan) -> bool:
     ordered Triton one (tensor sizes only: no device sync)."""
     return (plan.row_lo.shape[1] > 0
             and plan.k_tile_qt.numel() >= MIN_Q_TILES_PER_KEY_TILE * max(plan.num_k_tiles, 1))
+
+
+def row_tma_suits(plan: BlockSparsePlan) -> bool:
+    """Whether partial tiles should read their row intervals by TMA (one interval per row, and
+    enough partial tiles; host-side counts only)."""
+    pairs = plan.num_tile_pairs
+    return (plan.row_lo.shape[1] == 1 and pairs > 0
+            and pairs - plan.num_full_pairs >= MIN_PARTIAL_FOR_ROW_TMA * pairs)
 
 
 def unsupported_reason(q: torch.Tensor, k: torch.Tensor, softcap: float,
@@ -432,10 +447,10 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     dq_cols = head_dim // 2 if head_dim == 128 else head_dim
-    # one interval per row (every bench mask): partial tiles read it from shared memory, loaded by
-    # TMA with Q; else from the table in global memory, whose latency the consumers wait out
+    # row_tma: partial tiles read their row's interval from shared memory, loaded by TMA with Q;
+    # else from the table in global memory, whose latency the consumers wait out
     if row_tma is None:
-        row_tma = plan.row_lo.shape[1] == 1
+        row_tma = row_tma_suits(plan)
     if row_tma and plan.row_lo.shape[1] != 1:
         raise ValueError(f"row_tma needs one interval per row, the plan has {plan.row_lo.shape[1]}")
     lse2_desc, delta_desc = _row_descriptor(lse2), _row_descriptor(delta)

@@ -76,6 +76,24 @@ def test_short_lists_keep_the_ordered_triton_backward(name, slices, seqlen, gluo
     assert gb.plan_suits(plan) == gluon, name
 
 
+@pytest.mark.parametrize("name, slices, seqlen, row_tma", [
+    ("full", [AttnSlice.make(0, 4096, 0, 4096, 0)], 4096, False),  # 0% partial
+    ("causal", [AttnSlice.make(0, 4096, 0, 4096, 1)], 4096, False),  # 6%
+    ("causal_documents_of_512", _docs([512] * 8, True), 4096, True),  # 40%
+    ("two_intervals_per_row", [AttnSlice.make(0, 4096, 0, 64, 0),
+                               AttnSlice.make(0, 4096, 1024, 1536, 0)], 4096,
+     False),  # partial tiles, but a row keeps two key intervals: no single bound pair
+])
+def test_row_intervals_travel_by_tma_where_partial_tiles_are_many(name, slices, seqlen, row_tma):
+    """gluon_backward.row_tma_suits: one interval per row and at least MIN_PARTIAL_FOR_ROW_TMA
+    of the listed tiles partial; counted on the host (full_pairs is kept at build time)."""
+    gb = pytest.importorskip("magi_attention.kernels.triton.gluon_backward")
+    plan = plan_block_sparse(slices, seqlen, seqlen, gb.BLOCK_M, gb.BLOCK_N)
+    pairs = plan.tile_pairs()
+    assert plan.num_full_pairs == sum(pairs.values())  # the build-time count, checked by hand
+    assert gb.row_tma_suits(plan) == row_tma, name
+
+
 def test_gluon_forward_names_why_it_does_not_run(monkeypatch):
     """Off Hopper and on another Triton release (Gluon's API moves) the reason is given and the
     Triton forward runs instead."""

@@ -395,6 +395,30 @@ def test_gluon_backward_every_mask(name, case, dq_mode):
     assert (got[0][torch.isinf(rl)] == 0).all()
 
 
+@pytest.mark.parametrize("name", ["causal", "causal_document", "sliding_window_causal"])
+def test_gluon_backward_row_intervals_by_tma_match_the_table_in_global_memory(name):
+    """Partial tiles of a one-interval-per-row plan take their rows' bounds from shared memory
+    (TMA with Q; the last tile of S=1531 reads past the end: zero-filled, the empty interval);
+    the table in global memory gives bit-equal dk and dv (dq: reduce-adds in no fixed order, so
+    both against the reference). A plan with two intervals per row cannot take that path."""
+    from magi_attention.kernels.triton import gluon_backward as gb
+    plan, tiles = _gluon_bwd_plan(name, (1531, 0))
+    assert tiles.row_lo.shape[1] == 1
+    q, k, v, dout = _inputs(1531, 1531, 8, 2, 128, torch.bfloat16, 0)
+    ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), plan, 128 ** -0.5)
+    ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, plan, 128 ** -0.5)
+    by_tma, by_table = (gb.launch_bwd(dout, q, k, v, ro.to(q.dtype), rl, tiles, 128 ** -0.5,
+                                      row_tma=row_tma) for row_tma in (True, False))
+    assert torch.equal(by_tma[1], by_table[1]) and torch.equal(by_tma[2], by_table[2])
+    rel = ((by_tma[0].float() - ref[0]).norm() / ref[0].norm()).item()
+    assert rel < 2e-2, rel
+    _, two = _gluon_bwd_plan("share_question", (1024, 0))
+    assert two.row_lo.shape[1] == 2
+    with pytest.raises(ValueError, match="one interval per row"):
+        gb.launch_bwd(dout[:1024], q[:1024], k[:1024], v[:1024], q[:1024], rl[:1024], two,
+                      128 ** -0.5, row_tma=True)
+
+
 @pytest.mark.parametrize("name", ["causal", "causal_document"])
 def test_gluon_backward_runs_from_bwd_where_its_plan_suits(monkeypatch, name):
     """By default tk.bwd without a config is the Gluon kernel where gluon_backward.plan_suits

@@ -126,14 +126,21 @@ def test_the_gluon_backward_compiles_for_sm90_with_asynchronous_mmas(tool, head_
     q, k, v, do = tool._inputs(1024, hq=8, hk=2, d=head_dim)
     plan = plan_block_sparse([AttnSlice.make(0, 1024, 0, 1024, 1)], 1024, 1024, gb.BLOCK_M,
                              gb.BLOCK_N)
-    with tool.CompileRecorder() as rec:
-        gb.launch_bwd(do, q, k, v, q, torch.zeros(1024, 8), plan, head_dim ** -0.5)
-    kernel = dict(rec.compiled)["_bwd_kernel"]
+    built = {}
+    for row_tma in (False, True):
+        with tool.CompileRecorder() as rec:
+            gb.launch_bwd(do, q, k, v, q, torch.zeros(1024, 8), plan, head_dim ** -0.5,
+                          row_tma=row_tma)
+        built[row_tma] = dict(rec.compiled)["_bwd_kernel"]
+    # the consumers hold dK, dV, S and dP in 240 registers: a few scalars spill (session 23: 60
+    # bytes at d128 once lse2/delta came by TMA, 144 before; 80 with the row intervals by TMA)
+    spills = {r: tool.resources(kn)["spill_stores"] for r, kn in built.items()}
+    assert spills[False] <= (64 if head_dim == 128 else 0), spills
+    assert spills[True] <= (88 if head_dim == 128 else 0), spills
+    assert built[True].asm["ptx"].count("cp.async.bulk.tensor.1d") >= 4  # + the row bounds
+    kernel = built[False]
     res = tool.resources(kernel)
     assert res["num_warps"] == 12 and res["programs_per_sm"] == 1
-    # the consumers hold dK, dV, S and dP in 240 registers: a few scalars spill (session 23: 60
-    # bytes at d128 once lse2/delta came by TMA; 144 before)
-    assert res["spill_stores"] <= (64 if head_dim == 128 else 0), res
     ptx = kernel.asm["ptx"]
     assert f"setmaxnreg.inc.sync.aligned.u32 \t{gf.CONSUMER_REGS}" in ptx
     assert "cp.reduce.async.bulk.tensor" in ptx
