@@ -1434,8 +1434,10 @@ def pytest_gluon_bwd_s23() -> str:
 # ---- session 24: step-order and row-interval probes of the Gluon backward (issue 14) ----
 S24_ORDER = ("h200/ffa_triton/s24_gluon_bwd_order_16k_sweep.csv",
              "h200/ffa_triton/s24_gluon_bwd_order_64k_sweep.csv")
-S24_ROW = ("h200/ffa_triton/s24_gluon_bwd_rowtma_16k_sweep.csv",
+S24_ROW = ("h200/ffa_triton/s24_gluon_bwd_rowtma_16k_masks_sweep.csv",
            "h200/ffa_triton/s24_gluon_bwd_rowtma_64k_sweep.csv")
+S24_KERNELS_BEFORE = "h200/kernels/kernel_masks__gluon_bwd_16k_64k_s24.csv"
+S24_KERNELS = "h200/kernels/kernel_masks__gluon_bwd_rowtma_16k_64k_s24.csv"
 
 
 def _bwd_rows(files: tuple[str, ...]) -> dict:
@@ -1475,6 +1477,36 @@ def gluon_bwd_s24_row_table() -> str:
 
 def pytest_gluon_bwd_s24() -> str:
     return _pytest_counts("h200/tests/pytest_gluon_bwd_rowtma_s24_07772d2.log")
+
+
+def pytest_gluon_bwd_s24_final() -> str:
+    return _pytest_counts("h200/tests/pytest_gluon_bwd_s24_2e86b94.log")
+
+
+def pytest_magi_s24() -> str:
+    return _pytest_counts("h200/tests/pytest_gpu_magi_s24_2e86b94.log")
+
+
+def kernels_s24_table() -> str:
+    """The kernel_masks bench run (ffa, fa4, flex) after the row-interval rule."""
+    return triton_s21_table(S24_KERNELS)
+
+
+def kernels_s24_goals() -> str:
+    return triton_s21_goals(S24_KERNELS)
+
+
+def kernels_s24_before_goals() -> str:
+    """The same bench run before the rule (Gluon backward of session 23)."""
+    return triton_s21_goals(S24_KERNELS_BEFORE)
+
+
+def kernels_s24_before_cell() -> str:
+    """causal_document 16k backward, ffa / flex, in the run before the rule and after it."""
+    ratio = lambda f: _tf(f, "ffa", "causal_document", K16, "bwd") / _tf(
+        f, "flex", "causal_document", K16, "bwd")
+    return (f"{ratio(_files((S24_KERNELS_BEFORE,))):.2f} before, "
+            f"{ratio(_files((S24_KERNELS,))):.2f} after")
 
 
 def gluon_vs_triton_table(relpath: str = "h200/ffa_triton/s21_gluon_vs_triton_fwd.csv") -> str:
@@ -1616,6 +1648,12 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.gluon_bwd_s24_order_table": gluon_bwd_s24_order_table,
     "h200.gluon_bwd_s24_row_table": gluon_bwd_s24_row_table,
     "h200.pytest_gluon_bwd_s24": pytest_gluon_bwd_s24,
+    "h200.pytest_gluon_bwd_s24_final": pytest_gluon_bwd_s24_final,
+    "h200.pytest_magi_s24": pytest_magi_s24,
+    "h200.kernels_s24_table": kernels_s24_table,
+    "h200.kernels_s24_goals": kernels_s24_goals,
+    "h200.kernels_s24_before_goals": kernels_s24_before_goals,
+    "h200.kernels_s24_before_cell": kernels_s24_before_cell,
     "h200.cp1_triton_s24": cp1_triton_s24,
     "h200.cp1_triton_s24_table": cp1_triton_s24_table,
     "h200.gluon_vs_triton_table": gluon_vs_triton_table,
