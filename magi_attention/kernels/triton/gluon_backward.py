@@ -7,7 +7,8 @@ One program per (key tile of 128, kv head), in three partitions:
   head of the group, into a NUM_BUF-slot ring;
 - two consumer warpgroups own 64 keys each and keep their dK, dV in registers (fp32). Per step:
   S^T = K_c Q_i^T, dP^T = V_c dO_i^T, P^T = exp2(S^T scale - lse_i) (masked from the plan's row
-  table on partial tiles), dV_c += P^T dO_i, dS^T = P^T (dP^T - delta_i), dK_c += dS^T Q_i;
+  table on partial tiles: read from global memory, or, where row_tma_suits, the rows' one
+  interval loaded by the producer with Q_i), dV_c += P^T dO_i, dS^T = P^T (dP^T - delta_i), dK_c += dS^T Q_i;
 - dQ_i = dS_i K (over all 128 keys) is split by columns: the consumers swap their dS^T halves
   through shared memory (two mbarriers per buffer), each computes 64 of dQ_i's columns and adds
   them to an fp32 dQ buffer by one TMA reduce-add (DQ_TMA) or by element atomics (DQ_ATOMIC).
@@ -18,11 +19,12 @@ One program per (key tile of 128, kv head), in three partitions:
 lse2 = lse * log2(e) and delta = rowsum(O * dO) come from the Triton backward's preprocess kernel
 (padded per head to whole q tiles); the fp32 dQ is rounded to q's dtype at the end.
 
-Measured (H200, GQA 64:8, d128, bf16, s23 rows in results/h200/ffa_triton/): 0.77-0.83x FA4 on
-full and causal at 16k and 64k, 1.18-1.32x compiled FlexAttention on the six kernel masks, and
-1.05-1.32x the ordered Triton backward from 8k tokens on. The default of kernels.triton.bwd on
-sm90 where plan_suits (MAGI_ATTENTION_GLUON_BWD=0 turns it off); notes/ffa_triton.md, sessions
-22-23.
+Measured (H200, GQA 64:8, d128, bf16; the bench's kernel_masks run of session 24,
+results/h200/kernels/kernel_masks__gluon_bwd_rowtma_16k_64k_s24.csv): 0.77-0.81x FA4 on full
+and causal at 16k and 64k, 1.23-1.35x compiled FlexAttention on the six kernel masks; 1.05-1.32x
+the ordered Triton backward from 8k tokens on (s23_gluon_vs_triton_bwd.csv). The default of
+kernels.triton.bwd on sm90 where plan_suits (MAGI_ATTENTION_GLUON_BWD=0 turns it off);
+notes/ffa_triton.md, sessions 22-24.
 """
 from __future__ import annotations
 
