@@ -22,13 +22,19 @@ STAGE_ENV=/root/stage_env.sh
 # STAGE_MB (default 34) MB: every wheel joined, cut into parts of that size, packed in order.
 stage_pack() {
     local f mb=${STAGE_MB:-34} tmp=.stage/.whole n=1 used=0 size
-    for f in .fa4/a .fa4/b .fa4/c .peers/a .peers/b .peers/c .whl; do
+    # FA4 and Hydra are needed by every GPU session; the peers only by the kernel sweeps
+    # (STAGE_PEERS=0 leaves them out: the CP runs need none, one staging call fewer)
+    local dirs=(.fa4/a .fa4/b .whl)
+    [ "${STAGE_PEERS:-1}" = 0 ] || dirs+=(.peers/a .peers/b .peers/c)
+    for f in "${dirs[@]}"; do
         [ -d "$f" ] || { echo "missing $f: run fa4_install.sh download, peers_install.sh download, cp_sweep.sh wheels" >&2; return 1; }
     done
     grep -qx '/.stage/' .git/info/exclude || echo /.stage/ >> .git/info/exclude
     rm -rf .stage && mkdir -p "$tmp"
     # one copy of each file (apache_tvm_ffi sits in two folders); split wheels joined again
-    for f in .fa4/*/* .peers/*/* .whl/*.whl; do [ -e "$tmp/$(basename "$f")" ] || ln "$f" "$tmp/"; done
+    for f in "${dirs[@]}"; do
+        for f in "$f"/*; do [ -e "$tmp/$(basename "$f")" ] || ln "$f" "$tmp/"; done
+    done
     join_split_wheels "$tmp"
     for f in "$tmp"/*.whl; do
         size=$(stat -c %s "$f")
