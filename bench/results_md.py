@@ -554,9 +554,10 @@ NOT_BASELINES = ("single_gpu",)
 CP_MASKS = ("full", "causal", "full_document", "causal_document", "block_causal_document")
 
 
-def _cp_cells(relpath: str):
-    """{(mask, cp_size, direction): {kernel: TFLOPs/s}} of the ok rows of one CP file."""
-    frame = _files((relpath,))
+def _cp_cells(relpath: str | tuple[str, ...]):
+    """{(mask, cp_size, direction): {kernel: TFLOPs/s}} of the ok rows of one CP file (or of
+    several, e.g. a run's cp 2 and cp 1 files)."""
+    frame = _files((relpath,) if isinstance(relpath, str) else relpath)
     ok = frame[frame.status == "ok"]
     return {(m, int(cp), d): dict(zip(cell.kernel, cell.tflops_per_s))
             for (m, cp, d), cell in ok.groupby(["mask", "cp_size", "direction"])}
@@ -974,6 +975,71 @@ def cp2_s20_below() -> str:
 
 def pytest_nccl_s20() -> str:
     return _pytest_counts("h200x2/tests/pytest_nccl_cut_5dcc1b589a2b.log")
+
+
+# -- session 25: 2 H100s (the first 2-GPU machine since session 20; no 2 x H200 was lent) -----
+# 16k: cp 1 and 2 in one run (repeat 10); 64k: cp 2 (repeat 5 FA4, 3 Triton), then magi and
+# single_gpu at cp 1 on the same warm machine
+CP_S25 = {"fa4, 16k/GPU": "h100x2/cp/cp_h100x2__fa4_16k.csv",
+          "triton, 16k/GPU": "h100x2/cp/cp_h100x2__triton_16k.csv",
+          "fa4, 64k/GPU": ("h100x2/cp/cp_h100x2__fa4_64k.csv",
+                           "h100x2/cp/cp_h100x2__fa4_64k_cp1.csv"),
+          "triton, 64k/GPU": ("h100x2/cp/cp_h100x2__triton_64k.csv",
+                              "h100x2/cp/cp_h100x2__triton_64k_cp1.csv")}
+PROFILE_S25 = "h100x2/magi_profile_s25/log.txt"
+
+
+def cp_s25_table() -> str:
+    return cp2_s16_table(CP_S25)
+
+
+def cp_s25_summary() -> str:
+    return cp2_s16_summary(CP_S25)
+
+
+def cp_s25_below() -> str:
+    return _below_best(((run, mask, d, v, "") for run, relpath in CP_S25.items()
+                        for (mask, cp, d), v in sorted(_cp_cells(relpath).items())
+                        if cp == 2 and "magi" in v), digits=3)
+
+
+def cp_s25_cp1_low() -> str:
+    """The lowest magi / single_gpu at cp 1, with its cell."""
+    ones = [(v["magi"] / v["single_gpu"], f"{run.replace('/GPU', '')} {mask} {d}")
+            for run, relpath in CP_S25.items()
+            for (mask, cp, d), v in _cp_cells(relpath).items()
+            if cp == 1 and {"magi", "single_gpu"} <= set(v)]
+    low = min(ones)
+    return f"{low[0]:.3f} ({low[1]})"
+
+
+def profile_s25() -> str:
+    """magi_profile_cp.py's per-rank times (ms) at cp 2, Triton, 16k/GPU: calc_attn against
+    the fused kernel alone, per mask."""
+    lines = ["| mask | rank | calc_attn fwd | kernel fwd | calc_attn bwd (fwd+bwd - fwd) "
+             "| kernel bwd | fused KV alone | group-reduce alone |", "|---|---|---|---|---|---|---|---|"]
+    pat = re.compile(r"rank (\d) (\w+): calc_attn_fwd ([\d.]+), calc_attn_fwd_bwd ([\d.]+), "
+                     r"fused_kv ([\d.]+), kernel_fwd ([\d.]+), kernel_bwd ([\d.]+), "
+                     r"group_reduce ([\d.]+)")
+    found = sorted((m.group(2), int(m.group(1)), [float(x) for x in m.groups()[2:]])
+                   for m in pat.finditer((RESULTS / PROFILE_S25).read_text()))
+    for mask, rank, (fwd, step, kv, kfwd, kbwd, reduce) in found:
+        lines.append(f"| {mask} | {rank} | {fwd:.2f} | {kfwd:.2f} | {step - fwd:.2f} | "
+                     f"{kbwd:.2f} | {kv:.2f} | {reduce:.2f} |")
+    return "\n".join(lines)
+
+
+def pytest_nccl_s25() -> str:
+    """The log has no summary line: the call's 200 s limit stopped pytest in its last case
+    (fa4, cut_auto), so the cases that finished are counted from its progress dots, and the
+    compared tensors from the test's own lines."""
+    text = (RESULTS / "h100x2/tests/pytest_nccl_4a96d1cd46c3.log").read_text()
+    passed = len(re.findall(r"^\.", text, re.M))
+    failed = len(re.findall(r"^F", text, re.M))
+    checks = re.findall(r" err=\S+ tol=\S+ (\w+)$", text, re.M)
+    return (f"{passed} of 12 cases passed, {failed} failed, the 12th (fa4, cut_auto) stopped by "
+            f"the call's limit; {checks.count('ok')} of {len(checks)} compared tensors within "
+            f"tolerance")
 
 
 FA4_GROUPS = "h200x2/fa4_groups/fa4_bench.csv"
@@ -1705,6 +1771,12 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.cp2_s20_summary": cp2_s20_summary,
     "h200x2.cp2_s20_cut_cells": cp2_s20_cut_cells,
     "h200x2.cp2_s20_below": cp2_s20_below,
+    "h100x2.cp_s25_table": cp_s25_table,
+    "h100x2.cp_s25_summary": cp_s25_summary,
+    "h100x2.cp_s25_below": cp_s25_below,
+    "h100x2.cp_s25_cp1_low": cp_s25_cp1_low,
+    "h100x2.profile_s25": profile_s25,
+    "h100x2.pytest_nccl_s25": pytest_nccl_s25,
     "h200x2.pytest_nccl_s20": pytest_nccl_s20,
     "h200x2.pytest_nccl_split": pytest_nccl_split,
     "h200x2.fa4_groups_table": fa4_groups_table,
