@@ -1029,6 +1029,82 @@ def profile_s25() -> str:
     return "\n".join(lines)
 
 
+def hybrid_steps_s25() -> str:
+    """HybridCP's forward / backward step (ms) at cp 2 on the 16k document masks, Triton run."""
+    frame = _files((CP_S25["triton, 16k/GPU"],))
+    rows = frame[(frame.kernel == "hybrid_cp") & (frame.cp_size == 2) & (frame.status == "ok")]
+    ms = {(r["mask"], r.direction): r.runtime_ms for _, r in rows.iterrows()}
+    return ", ".join(f"{mask} {ms[mask, 'fwd']:.2f} / {ms[mask, 'bwd']:.2f} ms"
+                     for mask in ("causal_document", "full_document", "block_causal_document"))
+
+
+def _profile_s25_times() -> dict[tuple[str, int], list[float]]:
+    """{(mask, rank): [calc_attn fwd, fwd+bwd, fused_kv, kernel fwd, kernel bwd, reduce]}."""
+    pat = re.compile(r"rank (\d) (\w+): calc_attn_fwd ([\d.]+), calc_attn_fwd_bwd ([\d.]+), "
+                     r"fused_kv ([\d.]+), kernel_fwd ([\d.]+), kernel_bwd ([\d.]+), "
+                     r"group_reduce ([\d.]+)")
+    return {(m.group(2), int(m.group(1))): [float(x) for x in m.groups()[2:]]
+            for m in pat.finditer((RESULTS / PROFILE_S25).read_text())}
+
+
+def outside_kernel_s25() -> str:
+    """Per direction, the span over masks of calc_attn minus the slower rank's kernel alone."""
+    times = _profile_s25_times()
+    masks = sorted({mask for mask, _ in times})
+    fwd, bwd = [], []
+    for mask in masks:
+        ranks = [times[mask, r] for r in (0, 1)]
+        fwd.append(max(t[0] for t in ranks) - max(t[3] for t in ranks))
+        bwd.append(max(t[1] - t[0] for t in ranks) - max(t[4] for t in ranks))
+    return f"forward {min(fwd):.2f}-{max(fwd):.2f} ms, backward {min(bwd):.2f}-{max(bwd):.2f} ms"
+
+
+def doc64k_s25() -> str:
+    """magi / best baseline over the 64k document cells at cp 2, both backends."""
+    ratios = [_magi_over_best(v) for run, relpath in CP_S25.items() if "64k" in run
+              for (mask, cp, d), v in _cp_cells(relpath).items()
+              if cp == 2 and mask.endswith("document")]
+    return f"{min(ratios):.2f}-{max(ratios):.2f}x over {len(ratios)} cells"
+
+
+def _bwd_kernel_ms_s25(mask: str, rank: int) -> float:
+    """The Gluon backward kernel's CUDA ms per call in one rank's profiler table (3 steps)."""
+    import tarfile
+    name = f"magi_profile_cp2_triton_{mask}{'' if rank == 0 else f'_rank{rank}'}.txt"
+    with tarfile.open(RESULTS / "h100x2/magi_profile_s25/tables.tgz") as tar:
+        text = tar.extractfile(name).read().decode()
+    for line in text.splitlines():
+        cols = re.split(r"\s{2,}", line.strip())
+        if cols[0] == "_bwd_kernel":
+            total = cols[8]
+            ms = float(total[:-2]) if total.endswith("ms") else float(total[:-2]) / 1000
+            return ms / int(cols[-1])
+    raise ValueError(f"no _bwd_kernel in {name}")
+
+
+def _rank_tiles_s25() -> dict[tuple[str, str, int], dict[str, int]]:
+    text = (RESULTS / "h100x2/magi_profile_s25/rank_tiles.md").read_text().splitlines()
+    head = [c.strip() for c in text[0].strip("|").split("|")]
+    out = {}
+    for line in text[2:]:
+        cols = dict(zip(head, (c.strip() for c in line.strip("|").split("|"))))
+        out[cols["mask"], cols["strategy"], int(cols["rank"])] = cols
+    return out
+
+
+def bwd_per_pair_s25() -> str:
+    """causal_document, magi's two ranks: the backward kernel's ms, its tile pairs (64 x 128)
+    and us per pair."""
+    tiles = _rank_tiles_s25()
+    parts = []
+    for rank in (0, 1):
+        ms = _bwd_kernel_ms_s25("causal_document", rank)
+        pairs = int(tiles["causal_document", "magi", rank]["bwd pairs"])
+        parts.append(f"rank {rank} {ms:.2f} ms for {pairs} pairs ({1000 * ms / pairs:.2f} us "
+                     f"each)")
+    return ", ".join(parts)
+
+
 def pytest_nccl_s25() -> str:
     """The log has no summary line: the call's 200 s limit stopped pytest in its last case
     (fa4, cut_auto), so the cases that finished are counted from its progress dots, and the
@@ -1777,6 +1853,10 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h100x2.cp_s25_cp1_low": cp_s25_cp1_low,
     "h100x2.profile_s25": profile_s25,
     "h100x2.pytest_nccl_s25": pytest_nccl_s25,
+    "h100x2.hybrid_steps_s25": hybrid_steps_s25,
+    "h100x2.outside_kernel_s25": outside_kernel_s25,
+    "h100x2.doc64k_s25": doc64k_s25,
+    "h100x2.bwd_per_pair_s25": bwd_per_pair_s25,
     "h200x2.pytest_nccl_s20": pytest_nccl_s20,
     "h200x2.pytest_nccl_split": pytest_nccl_split,
     "h200x2.fa4_groups_table": fa4_groups_table,
