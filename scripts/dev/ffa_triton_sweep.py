@@ -118,7 +118,7 @@ CHECK_HEADS = (8, 2)
 FWD_TOL, BWD_TOL = 1e-2, 2e-2  # relative L2 error vs the fp32 reference, bf16 inputs
 COLUMNS = ["time", "git_sha", "gpu_name", "torch_version", "triton_version", "kernel", "variant",
            "config", "mask", "seqlen", "num_heads_q", "num_heads_kv", "head_dim", "dtype",
-           "direction", "flops", "runtime_ms", "tflops_per_s", "status", "message"]
+           "direction", "flops", "runtime_ms", "tflops_per_s", "status", "message", "timing"]
 
 
 def _git_sha() -> str:
@@ -153,9 +153,19 @@ def _plans(slices, seqlen, fcfg=None, bcfg=None, deterministic=False):
     return plan(bcfg.block_m1, bcfg.block_n1), (plan(bcfg.block_m2, bcfg.block_n2) if deterministic else None)
 
 
+# How the timed calls run: "synced" waits for each call before the next (the GPU idles while the
+# host launches the next call, so a call's host work counts), "queued" records every call's event
+# pair back to back and synchronises once, as the bench harness (bench.metrics.time_cuda_ms)
+# does, so a host that runs ahead of the GPU costs nothing. The bench's backward times came out
+# 9-18% shorter than this sweep's (FFA most: the Gluon backward builds its TMA descriptors and
+# launches four kernels per call on the host); running both modes in one run tells whether that
+# is the whole gap.
+TIMING = "synced"
+
+
 def time_ms(fn, budget_ms: float) -> float:
     """Median of per-call CUDA-event times; one untimed call first (compile, warm-up), then as many
-    calls as fit in budget_ms (3 to 100)."""
+    calls as fit in budget_ms (3 to 100), timed as TIMING says."""
     if DEVICE != "cuda":
         fn()
         t = time.perf_counter()
@@ -170,6 +180,9 @@ def time_ms(fn, budget_ms: float) -> float:
     torch.cuda.synchronize()
     est = max(start.elapsed_time(end), 1e-3)
     n = int(min(100, max(3, budget_ms / est)))
+    if TIMING == "queued":
+        from bench.metrics import time_cuda_ms
+        return time_cuda_ms(fn, warmup=0, repeat=n)
     times = []
     for _ in range(n):
         start.record()
@@ -464,6 +477,8 @@ def main() -> None:
     p.add_argument("--num-heads-kv", type=int, default=8)
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--budget-ms", type=float, default=150.0, help="timed calls per measurement")
+    p.add_argument("--timing", choices=("synced", "queued"), default="synced",
+                   help="synced: a synchronize after each timed call; queued: as the bench times")
     p.add_argument("--deadline-s", type=float, default=470.0,
                    help="no new cell after this many seconds (a 600 s device call leaves one cell and the table)")
     p.add_argument("--skip-check", action="store_true")
@@ -472,8 +487,8 @@ def main() -> None:
     p.add_argument("--check-child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--progress", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
-    global DEVICE
-    DEVICE = args.device
+    global DEVICE, TIMING
+    DEVICE, TIMING = args.device, args.timing
     if DEVICE == "cpu":  # the dry run: Triton's interpreter, with this project's shims
         os.environ["TRITON_INTERPRET"] = "1"
         from magi_attention.testing.triton_interpreter import patch
@@ -496,7 +511,7 @@ def main() -> None:
         print(f"checks done in {time.time() - t0:.0f} s; timing {len(passing)}/{len(names)} variants",
               flush=True)
     meta = dict(git_sha=_git_sha(), gpu_name=torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE,
-                torch_version=torch.__version__, triton_version=triton.__version__)
+                torch_version=torch.__version__, triton_version=triton.__version__, timing=TIMING)
     writer = Writer(os.path.join(args.out, "sweep.csv"), meta)
     # the FA4 cells of the issue first (full, causal at every S), then the other masks
     first = [(s, m) for s in args.seqlens for m in args.masks if m in ("full", "causal")]
