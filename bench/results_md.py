@@ -806,6 +806,17 @@ def cp2_s19_changes() -> str:
 PROFILE_S19 = "h200x2/magi_profile_s19"
 
 
+def _profiler_rows(text: str):
+    """(name, CUDA total ms, calls) of each row of a torch.profiler key_averages table."""
+    for line in text.splitlines():
+        cols = re.split(r"\s{2,}", line.strip())
+        if len(cols) != 11 or not cols[-1].isdigit():
+            continue
+        total = cols[8]
+        ms = float(total[:-2]) / 1000 if total.endswith("us") else float(total[:-2])
+        yield cols[0], ms, int(cols[-1])
+
+
 def _profile_kernels(side: str, mask: str, rank: int) -> dict[str, float]:
     """CUDA ms per fwd + bwd step (the table holds 3) of one rank's torch.profiler table, by
     kind of device kernel: FA4's, NCCL's (its time includes waiting for the other rank) and
@@ -813,12 +824,7 @@ def _profile_kernels(side: str, mask: str, rank: int) -> dict[str, float]:
     suffix = "" if rank == 0 else f"_rank{rank}"
     text = (RESULTS / PROFILE_S19 / side / f"magi_profile_cp2_fa4_{mask}{suffix}.txt").read_text()
     sums = {"fa4": 0.0, "nccl": 0.0, "passes": 0.0}
-    for line in text.splitlines():
-        cols = re.split(r"\s{2,}", line.strip())
-        if len(cols) != 11 or not cols[-1].isdigit():
-            continue
-        name, total = cols[0], cols[8]
-        ms = float(total[:-2]) / 1000 if total.endswith("us") else float(total[:-2])
+    for name, ms, _ in _profiler_rows(text):
         if name.startswith("kernel_cutlass"):
             sums["fa4"] += ms
         elif name.startswith("ncclDevKernel"):
@@ -1018,12 +1024,7 @@ def profile_s25() -> str:
     the fused kernel alone, per mask."""
     lines = ["| mask | rank | calc_attn fwd | kernel fwd | calc_attn bwd (fwd+bwd - fwd) "
              "| kernel bwd | fused KV alone | group-reduce alone |", "|---|---|---|---|---|---|---|---|"]
-    pat = re.compile(r"rank (\d) (\w+): calc_attn_fwd ([\d.]+), calc_attn_fwd_bwd ([\d.]+), "
-                     r"fused_kv ([\d.]+), kernel_fwd ([\d.]+), kernel_bwd ([\d.]+), "
-                     r"group_reduce ([\d.]+)")
-    found = sorted((m.group(2), int(m.group(1)), [float(x) for x in m.groups()[2:]])
-                   for m in pat.finditer((RESULTS / PROFILE_S25).read_text()))
-    for mask, rank, (fwd, step, kv, kfwd, kbwd, reduce) in found:
+    for (mask, rank), (fwd, step, kv, kfwd, kbwd, reduce) in sorted(_profile_s25_times().items()):
         lines.append(f"| {mask} | {rank} | {fwd:.2f} | {kfwd:.2f} | {step - fwd:.2f} | "
                      f"{kbwd:.2f} | {kv:.2f} | {reduce:.2f} |")
     return "\n".join(lines)
@@ -1073,12 +1074,9 @@ def _bwd_kernel_ms_s25(mask: str, rank: int) -> float:
     name = f"magi_profile_cp2_triton_{mask}{'' if rank == 0 else f'_rank{rank}'}.txt"
     with tarfile.open(RESULTS / "h100x2/magi_profile_s25/tables.tgz") as tar:
         text = tar.extractfile(name).read().decode()
-    for line in text.splitlines():
-        cols = re.split(r"\s{2,}", line.strip())
-        if cols[0] == "_bwd_kernel":
-            total = cols[8]
-            ms = float(total[:-2]) if total.endswith("ms") else float(total[:-2]) / 1000
-            return ms / int(cols[-1])
+    for kernel, ms, calls in _profiler_rows(text):
+        if kernel == "_bwd_kernel":
+            return ms / calls
     raise ValueError(f"no _bwd_kernel in {name}")
 
 

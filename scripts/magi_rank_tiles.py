@@ -16,16 +16,15 @@ import argparse
 import numpy as np
 
 from bench.config import DataConfig, MaskChoice
-from bench.cp.hybrid_cp import place_samples, sub_group_size
+from bench.cp.hybrid_cp import place_documents
 from bench.cp.magi import default_chunk_size
 from bench.sweep import cell_mask
-from magi_attention.common import AttnRange, AttnSlice
-from magi_attention.common.mask_type import AttnMaskType
+from magi_attention.common import SliceArray
 from magi_attention.kernels.block_sparse import plan_block_sparse
 from magi_attention.meta import AttnShape, OverlapConfig, solve_magi_meta
 
 FWD_TILE, BWD_TILE = (128, 128), (64, 128)  # gluon_forward / gluon_backward BLOCK_M x BLOCK_N
-HYBRID_TYPES = {"full_document": AttnMaskType.FULL, "causal_document": AttnMaskType.CAUSAL}
+HYBRID_MASKS = ("full_document", "causal_document")
 
 
 def tile_counts(slices, seqlen_q: int, seqlen_k: int) -> dict[str, int]:
@@ -58,29 +57,28 @@ def magi_ranks_slices(name: str, seqlen_per_gpu: int, cp_size: int = 2):
 
 
 def hybrid_ranks_slices(name: str, seqlen_per_gpu: int, cp_size: int = 2):
-    """[(slices, rows, rows)] per rank: the documents HybridCP runs alone on it, packed
-    (empty where the mask is not one of HYBRID_TYPES)."""
-    if name not in HYBRID_TYPES:
+    """[(slices, rows, rows)] per rank: the documents HybridCP runs alone on it (its own
+    placement, ``place_documents``), packed (empty where the mask is not one of HYBRID_MASKS)."""
+    if name not in HYBRID_MASKS:
         return []
-    mask, seqlen = _mask(name, seqlen_per_gpu, cp_size)
-    sizes = [sub_group_size(seqlen, n, cp_size) for n in mask.doc_lens]
-    blocks = place_samples(sizes, [n * n for n in mask.doc_lens], cp_size)
+    mask, _ = _mask(name, seqlen_per_gpu, cp_size)
+    docs, per_doc, sizes, blocks = place_documents(mask, cp_size)
     out = []
     for rank in range(cp_size):
         slices, start = [], 0
-        for n, g, b in zip(mask.doc_lens, sizes, blocks):
+        for doc, doc_slices, g, b in zip(docs, per_doc, sizes, blocks):
             if g == 1 and b == rank:
-                span = AttnRange(start, start + n)
-                slices.append(AttnSlice(span, span, HYBRID_TYPES[name]))
-                start += n
+                shift = start - doc.start
+                slices += SliceArray.from_slices(doc_slices).shift(shift, shift).to_slices()
+                start += doc.seqlen
         out.append((slices, start, start))
     return out
 
 
 def spread_docs(name: str, seqlen_per_gpu: int, cp_size: int = 2) -> int:
     """Documents HybridCP spreads over more than one rank (left out of its rows above)."""
-    mask, seqlen = _mask(name, seqlen_per_gpu, cp_size)
-    return sum(sub_group_size(seqlen, n, cp_size) > 1 for n in mask.doc_lens)
+    mask, _ = _mask(name, seqlen_per_gpu, cp_size)
+    return sum(g > 1 for g in place_documents(mask, cp_size)[2])
 
 
 def main(argv=None) -> None:
@@ -105,6 +103,7 @@ def main(argv=None) -> None:
                                                 "bwd_partial", "bwd_k_tiles",
                                                 "bwd_longest_k_tile")]
             print(f"| {name} | {strategy} | {rank} | " + " | ".join(cells) + f" | {note} |")
+
 
 if __name__ == "__main__":
     main()

@@ -57,6 +57,17 @@ def place_samples(sizes: list[int], works: list[int], cp_size: int) -> list[int]
     return blocks
 
 
+def place_documents(mask, cp_size: int):
+    """(documents, each one's slices, sub-group sizes, block indices): HybridCP's placement of
+    ``mask``'s documents over ``cp_size`` ranks (the mask must keep its slices inside documents:
+    ``HybridCP.supports``)."""
+    docs = doc_ranges(mask.seqlen, mask.doc_lens)
+    per_doc = slices_by_doc(mask.slices, docs)
+    sizes = [sub_group_size(mask.seqlen, d.seqlen, cp_size) for d in docs]
+    blocks = place_samples(sizes, [union_area(s) for s in per_doc], cp_size)
+    return docs, per_doc, sizes, blocks
+
+
 def token_share_note(tokens_per_rank: list[int]) -> str:
     """The row note when ranks hold unequal token counts (the placement balances attention
     work, as Megatron's scheduler does, not tokens; magi and the ring family hold S / cp each,
@@ -122,11 +133,7 @@ class HybridCP(CPStrategy):
         return grouped if isinstance(grouped, str) else None
 
     def _build(self) -> None:
-        docs = doc_ranges(self.mask.seqlen, self.mask.doc_lens)
-        per_doc = slices_by_doc(self.mask.slices, docs)
-        sizes = [sub_group_size(self.mask.seqlen, d.seqlen, self.cp_size) for d in docs]
-        works = [union_area(s) for s in per_doc]
-        blocks = place_samples(sizes, works, self.cp_size)
+        docs, _, sizes, blocks = place_documents(self.mask, self.cp_size)
         self.sub_group_sizes, self.blocks = sizes, blocks
         self.layouts = [[] for _ in range(self.cp_size)]
         level_layouts = []

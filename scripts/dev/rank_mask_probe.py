@@ -20,7 +20,7 @@ import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[2])]
 
-from magi_rank_tiles import HYBRID_TYPES, hybrid_ranks_slices, magi_ranks_slices  # noqa: E402
+from magi_rank_tiles import HYBRID_MASKS, hybrid_ranks_slices, magi_ranks_slices  # noqa: E402
 
 from bench.metrics import time_cuda_ms  # noqa: E402
 from magi_attention.kernels.block_sparse import plan_block_sparse  # noqa: E402
@@ -66,7 +66,7 @@ def probe(slices, seqlen_q: int, seqlen_k: int, warmup: int, repeat: int):
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--masks", nargs="+", default=list(HYBRID_TYPES))
+    p.add_argument("--masks", nargs="+", default=list(HYBRID_MASKS))
     p.add_argument("--seqlen-per-gpu", type=int, default=16384)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeat", type=int, default=10)

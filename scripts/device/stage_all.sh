@@ -33,8 +33,9 @@ stage_pack() {
     grep -qx '/.stage/' .git/info/exclude || echo /.stage/ >> .git/info/exclude
     rm -rf .stage && mkdir -p "$tmp"
     # one copy of each file (apache_tvm_ffi sits in two folders); split wheels joined again
-    for f in "${dirs[@]}"; do
-        for f in "$f"/*; do [ -e "$tmp/$(basename "$f")" ] || ln "$f" "$tmp/"; done
+    local d
+    for d in "${dirs[@]}"; do
+        for f in "$d"/*; do [ -e "$tmp/$(basename "$f")" ] || ln "$f" "$tmp/"; done
     done
     join_split_wheels "$tmp"
     for f in "$tmp"/*.whl; do
