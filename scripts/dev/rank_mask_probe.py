@@ -26,6 +26,9 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 
 from magi_rank_tiles import HYBRID_MASKS, hybrid_ranks_slices, magi_ranks_slices  # noqa: E402
 
+from bench.config import DataConfig, MaskChoice  # noqa: E402
+from bench.sweep import cell_mask  # noqa: E402
+
 from bench.metrics import time_cuda_ms  # noqa: E402
 from magi_attention.common import AttnSlice  # noqa: E402
 from magi_attention.functional import (flex_attn_plan, flex_flash_attn_bwd,  # noqa: E402
@@ -37,6 +40,20 @@ HQ, HKV, D = 64, 8, 128
 DOC_LENS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 FIELDS = ("mask", "strategy", "rank", "backend", "order", "direction", "ms", "pairs", "partial",
           "tiles", "us_per_pair")
+
+
+# name: (direction, launch keywords, plain tile order instead of the plan's heaviest first);
+# "heavy_first" / "natural" are the two orders of session 26's first run
+TRITON_VARIANTS = {
+    "heavy_first": ("fwd", {}, False), "natural": ("fwd", {}, True),
+    "heads_major": ("fwd", dict(heads_major=True), False),
+    "heads_major_natural": ("fwd", dict(heads_major=True), True),
+    "bwd_heavy_first": ("bwd", {}, False), "bwd_natural": ("bwd", {}, True),
+    "bwd_heads_major": ("bwd", dict(heads_major=True), False),
+    "bwd_dq_none": ("bwd", dict(dq_mode=gluon_backward.DQ_NONE), False),
+    "bwd_dq_no_add": ("bwd", dict(dq_mode=gluon_backward.DQ_NO_ADD), False),
+    "bwd_row_tma_flip": ("bwd", dict(row_tma="flip"), False),
+}
 
 
 def _natural(plan, field: str):
@@ -52,7 +69,8 @@ def equal_docs(doc_len: int, seqlen: int, mask_type: str) -> list[AttnSlice]:
 
 
 def probe(slices, seqlen_q: int, seqlen_k: int, warmup: int, repeat: int,
-          backends=("triton",)):
+          backends=("triton",), variants=("heavy_first", "natural", "bwd_heavy_first",
+                                            "bwd_natural")):
     """{(backend, order, direction): (ms, pairs, partial, tiles)} of one mask (pairs, partial
     and tiles counted at the Gluon kernels' tiles, for FA4 rows too)."""
     dev = torch.device("cuda")
@@ -78,14 +96,23 @@ def probe(slices, seqlen_q: int, seqlen_k: int, warmup: int, repeat: int,
             repeat), *bwd_feats)
     if "triton" not in backends:
         return res
-    for order in ("heavy_first", "natural"):
-        fp = fplan if order == "heavy_first" else _natural(fplan, "q_tile_order")
-        bp = bplan if order == "heavy_first" else _natural(bplan, "k_tile_order")
-        fwd_ms = time_cuda_ms(lambda: gluon_forward.launch_fwd(q, k, v, fp, scale), warmup, repeat)
-        bwd_ms = time_cuda_ms(lambda: gluon_backward.launch_bwd(dout, q, k, v, out, lse, bp, scale),
-                              warmup, repeat)
-        res["triton", order, "fwd"] = (fwd_ms, *fwd_feats)
-        res["triton", order, "bwd"] = (bwd_ms, *bwd_feats)
+    for name, (direction, kw, natural) in TRITON_VARIANTS.items():
+        if name not in variants:
+            continue
+        if direction == "fwd":
+            p = _natural(fplan, "q_tile_order") if natural else fplan
+            fn = lambda: gluon_forward.launch_fwd(q, k, v, p, scale, **kw)  # noqa: E731
+            feats = fwd_feats
+        else:
+            p = _natural(bplan, "k_tile_order") if natural else bplan
+            if kw.get("row_tma") == "flip":
+                if bplan.row_lo.shape[1] != 1:
+                    continue
+                kw = dict(kw, row_tma=not gluon_backward.row_tma_suits(bplan))
+            fn = lambda: gluon_backward.launch_bwd(dout, q, k, v, out, lse, p, scale,  # noqa: E731
+                                                   **kw)
+            feats = bwd_feats
+        res["triton", name, direction] = (time_cuda_ms(fn, warmup, repeat), *feats)
     return res
 
 
@@ -98,6 +125,12 @@ def main(argv=None) -> None:
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--synthetic", action="store_true")
     p.add_argument("--backends", nargs="+", default=["triton"], choices=["triton", "fa4"])
+    p.add_argument("--variants", nargs="+", default=["heavy_first", "natural", "bwd_heavy_first",
+                                                     "bwd_natural"],
+                   choices=list(TRITON_VARIANTS))
+    p.add_argument("--doc-lens", type=int, nargs="+", default=list(DOC_LENS))
+    p.add_argument("--kernel-masks", nargs="*", default=[],
+                   help="bench masks run whole on one GPU, as NAME:SEQLEN (e.g. causal:65536)")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "rank_mask_probe.csv"
@@ -113,13 +146,19 @@ def main(argv=None) -> None:
         if args.synthetic:
             n = args.seqlen_per_gpu
             runs += [(f"{t}_docs_{d}", [("synthetic", 0, equal_docs(d, n, t), n, n)])
-                     for t in ("causal", "full") for d in DOC_LENS]
+                     for t in ("causal", "full") for d in args.doc_lens]
+        for spec in args.kernel_masks:
+            name, seqlen = spec.split(":")
+            mask = cell_mask(MaskChoice(name, name), int(seqlen), DataConfig(), HKV)
+            runs.append((f"{name}_{int(seqlen) // 1024}k",
+                         [("single", 0, list(mask.slices), int(seqlen), int(seqlen))]))
         for name, masks in runs:
             for strategy, rank, slices, sq, sk in masks:
                 if not len(slices):
                     continue
                 for (backend, order, d), (ms, pairs, partial, tiles) in probe(
-                        slices, sq, sk, args.warmup, args.repeat, args.backends).items():
+                        slices, sq, sk, args.warmup, args.repeat, args.backends,
+                        args.variants).items():
                     row = dict(mask=name, strategy=strategy, rank=rank, backend=backend, order=order,
                                direction=d, ms=f"{ms:.4f}", pairs=pairs, partial=partial,
                                tiles=tiles, us_per_pair=f"{1000 * ms / pairs:.3f}")
