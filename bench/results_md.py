@@ -1103,6 +1103,147 @@ def bwd_per_pair_s25() -> str:
     return ", ".join(parts)
 
 
+# -- session 26: 2 H100s; probes of the kernels on each rank's mask, the cast, the open A/B -----
+PROBES_S26 = "h100x2/probes_s26"
+UNEQUAL_TOKENS = "tokens_per_rank="  # the note of a row whose ranks hold unequal token counts
+
+
+def _equal_token_cells(relpath: str | tuple[str, ...]):
+    """``_cp_cells`` without the rows of strategies whose ranks hold unequal token counts
+    (HybridCP's placement: the row's message carries ``tokens_per_rank=``)."""
+    frame = _files((relpath,) if isinstance(relpath, str) else relpath)
+    ok = frame[(frame.status == "ok") & ~frame.message.fillna("").str.contains(UNEQUAL_TOKENS)]
+    return {(m, int(cp), d): dict(zip(cell.kernel, cell.tflops_per_s))
+            for (m, cp, d), cell in ok.groupby(["mask", "cp_size", "direction"])}
+
+
+def _cp2_pairs_s25():
+    """[(run, mask, direction, every strategy's values, the equal-token strategies' values)]
+    of session 25's cp 2 cells."""
+    out = []
+    for run, relpath in CP_S25.items():
+        everyone, equal = _cp_cells(relpath), _equal_token_cells(relpath)
+        for (mask, cp, d), v in sorted(everyone.items()):
+            if cp == 2 and "magi" in v:
+                out.append((run, mask, d, v, equal[(mask, cp, d)]))
+    return out
+
+
+def equal_token_s25_summary() -> str:
+    pairs = _cp2_pairs_s25()
+    won = sum(_magi_over_best(eq) >= 1.0 for *_, eq in pairs)
+    doc16 = [_magi_over_best(eq) for run, mask, _, _, eq in pairs
+             if "16k" in run and mask.endswith("document")]
+    return (f"magi >= the best baseline holding S / cp tokens per rank on {won} of {len(pairs)} "
+            f"cells; on the 16k document masks {min(doc16):.2f}-{max(doc16):.2f}x")
+
+
+def equal_token_s25_table() -> str:
+    """The cp 2 cells whose best baseline holds unequal token counts: magi against it and
+    against the best baseline that holds S / cp tokens per rank."""
+    lines = ["| run | mask | dir | magi / best (name) | magi / best equal-token (name) |",
+             "|---|---|---|---|---|"]
+    for run, mask, d, v, eq in _cp2_pairs_s25():
+        if _vs_best(v) != _vs_best(eq):
+            lines.append(f"| {run.replace('/GPU', '')} | {mask} | {d} | {_vs_best(v)} | "
+                         f"{_vs_best(eq)} |")
+    return "\n".join(lines)
+
+
+def ab64k_s26() -> str:
+    """FA4 causal 64k at cp 2: magi (timed cut), magi_whole (never cut) and Ulysses."""
+    frame = _files(("h100x2/cp_ab_s26/cp_h100x2__fa4_64k_causal_ab.csv",))
+    tf = {(r.kernel, r.direction): r.tflops_per_s for _, r in frame.iterrows()}
+    cut = re.search(r"cut=([^;]+)", frame[frame.kernel == "magi"].message.iloc[0]).group(1)
+    return "; ".join(f"{d} magi {tf['magi', d]:.0f} (cut {cut}), magi_whole "
+                     f"{tf['magi_whole', d]:.0f}, ulysses {tf['ulysses', d]:.0f} "
+                     f"(magi / ulysses {tf['magi', d] / tf['ulysses', d]:.2f})"
+                     for d in ("fwd", "bwd"))
+
+
+def pytest_nccl_s26() -> str:
+    return _pytest_counts("h100x2/tests/pytest_nccl_fa4_cut_auto_3360fdec20ab.log")
+
+
+def cast_bandwidth_s26() -> str:
+    frame = pd.read_csv(RESULTS / PROBES_S26 / "cast_bandwidth.csv")
+    us = {(r.method, r.mb): r.us for _, r in frame.iterrows()}
+    sizes = sorted({mb for _, mb in us})
+    lines = ["| MB a rank | NCCL all_to_all us (GB/s) | symmetric memory pull | push |",
+             "|---|---|---|---|"]
+    for mb in sizes:
+        cells = [f"{us[m, mb]:.0f} ({mb * 1e3 / us[m, mb]:.0f})"
+                 for m in ("nccl_a2a", "symm_pull", "symm_push")]
+        lines.append(f"| {mb:g} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _probe_s26(run: str) -> pd.DataFrame:
+    return pd.read_csv(RESULTS / PROBES_S26 / f"rank_mask_probe_{run}.csv")
+
+
+def probe_ranks_s26() -> str:
+    """Each cp 2 rank's mask alone on one GPU (run a): FA4 and the Gluon kernels, ms."""
+    frame = _probe_s26("a")
+    frame = frame[frame.strategy.isin(["magi", "hybrid_cp"]) & frame.order.isin(["default",
+                                                                                 "heavy_first"])]
+    ms = {(r["mask"], r.strategy, r["rank"], r.backend, r.direction): r.ms
+          for _, r in frame.iterrows()}
+    lines = ["| mask | strategy | rank | FA4 fwd | FA4 bwd | Triton fwd | Triton bwd |",
+             "|---|---|---|---|---|---|---|"]
+    for mask, strategy, rank in sorted({k[:3] for k in ms}):
+        vals = [ms[mask, strategy, rank, b, d] for b in ("fa4", "triton") for d in ("fwd", "bwd")]
+        lines.append(f"| {mask} | {strategy} | {rank} | " + " | ".join(f"{v:.2f}" for v in vals)
+                     + " |")
+    return "\n".join(lines)
+
+
+def _order_ratio(run: str, direction: str) -> pd.Series:
+    """natural / heaviest-first time per mask of one probe run."""
+    frame = _probe_s26(run)
+    frame = frame[(frame.backend == "triton") & (frame.direction == direction)]
+    prefix = "bwd_" if run == "b" and direction == "bwd" else ""
+    t = frame.pivot_table(index=["mask", "strategy", "rank"], columns="order", values="ms")
+    return t[prefix + "natural"] / t[prefix + "heavy_first"]
+
+
+def order_s26() -> str:
+    parts = []
+    for run in ("a", "b"):
+        for d in ("fwd", "bwd"):
+            r = _order_ratio(run, d)
+            parts.append(f"run {run} {d}: mean {r.mean():.3f} ({r.min():.2f}-{r.max():.2f}, "
+                         f"{len(r)} masks)")
+    return "; ".join(parts)
+
+
+def dq_add_share_s26() -> str:
+    """The Gluon backward without its dQ add (DQ_NO_ADD) and without dQ (DQ_NONE), as shares
+    of the whole kernel's time (run b), over every probed mask; and on magi's two ranks of
+    causal_document."""
+    frame = _probe_s26("b")
+    t = frame[frame.direction == "bwd"].pivot_table(index=["mask", "strategy", "rank"],
+                                                    columns="order", values="ms")
+    add = 1 - t.bwd_dq_no_add / t.bwd_heavy_first
+    none = t.bwd_dq_none / t.bwd_heavy_first
+    magi = [t.loc[("causal_document", "magi", r)] for r in (0, 1)]
+    return (f"the add {add.min():.0%}-{add.max():.0%} of the kernel's time, the kernel without "
+            f"dQ at all {none.min():.2f}-{none.max():.2f}x; magi causal_document rank 0 / 1: "
+            + ", ".join(f"{m.bwd_heavy_first:.2f} ms whole, {m.bwd_dq_no_add:.2f} no add, "
+                        f"{m.bwd_dq_none:.2f} no dQ" for m in magi))
+
+
+def timing_s26() -> str:
+    """ffa_triton_sweep's Gluon backward at 16k (H100), synced against queued timing."""
+    tf = {}
+    for timing in ("synced", "queued"):
+        frame = pd.read_csv(RESULTS / f"h100x2/ffa_triton/s26_timing_{timing}_sweep.csv")
+        rows = frame[(frame.variant == "bwd_gluon_tma_b2") & (frame.status == "ok")]
+        tf[timing] = dict(zip(rows["mask"], rows.tflops_per_s))
+    return ", ".join(f"{m} {tf['synced'][m]:.0f} / {tf['queued'][m]:.0f}"
+                     for m in sorted(tf["synced"]))
+
+
 def pytest_nccl_s25() -> str:
     """The log has no summary line: the call's 200 s limit stopped pytest in its last case
     (fa4, cut_auto), so the cases that finished are counted from its progress dots, and the
@@ -1855,6 +1996,15 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h100x2.outside_kernel_s25": outside_kernel_s25,
     "h100x2.doc64k_s25": doc64k_s25,
     "h100x2.bwd_per_pair_s25": bwd_per_pair_s25,
+    "h100x2.equal_token_s25_summary": equal_token_s25_summary,
+    "h100x2.equal_token_s25_table": equal_token_s25_table,
+    "h100x2.ab64k_s26": ab64k_s26,
+    "h100x2.pytest_nccl_s26": pytest_nccl_s26,
+    "h100x2.cast_bandwidth_s26": cast_bandwidth_s26,
+    "h100x2.probe_ranks_s26": probe_ranks_s26,
+    "h100x2.order_s26": order_s26,
+    "h100x2.dq_add_share_s26": dq_add_share_s26,
+    "h100x2.timing_s26": timing_s26,
     "h200x2.pytest_nccl_s20": pytest_nccl_s20,
     "h200x2.pytest_nccl_split": pytest_nccl_split,
     "h200x2.fa4_groups_table": fa4_groups_table,

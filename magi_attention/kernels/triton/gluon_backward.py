@@ -45,9 +45,6 @@ BLOCK_M = 64  # q rows per step
 BLOCK_N = 128  # keys per program: two consumer warpgroups of HALF_N
 HALF_N = 64
 NUM_BUF = 2  # Q/dO ring slots
-# The grid's fastest axis (key tiles: each kv head's tiles in the plan's order, head after
-# head); kv heads first was measured against it in session 26 (notes/ffa_triton.md)
-HEADS_MAJOR = False
 HEAD_DIMS = (64, 128)
 # Below this many listed q tiles per key tile (at BLOCK_M x BLOCK_N) the ordered Triton backward
 # is as fast or faster: short lists and few programs (one per key tile and kv head). H200, GQA
@@ -357,18 +354,14 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
                 seqlen_q, seqlen_k, num_heads_q, group, sm_scale, NUM_BUF: gl.constexpr,
                 ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr, ROW_TMA: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-                HEADS_MAJOR: gl.constexpr, num_warps: gl.constexpr):
+                num_warps: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     DQ_COLS: gl.constexpr = dq_desc.block_type.shape[1]
     dtype: gl.constexpr = k_desc.dtype
-    if HEADS_MAJOR:  # every kv head of one key tile, then the next tile in the plan's order
-        k_tile = gl.load(k_tile_order + gl.program_id(1))
-        kv_head = gl.program_id(0)
-    else:  # one kv head's key tiles in the plan's order (heaviest first), head after head
-        k_tile = gl.load(k_tile_order + gl.program_id(0))
-        kv_head = gl.program_id(1)
+    k_tile = gl.load(k_tile_order + gl.program_id(0))  # heaviest key tiles first
+    kv_head = gl.program_id(1)
     k_row = k_tile * 2 * HALF_N
     start = gl.load(k_tile_ptr + k_tile)
     end = gl.load(k_tile_ptr + k_tile + 1)
@@ -432,11 +425,9 @@ def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
 
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
-               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, row_tma: bool | None = None,
-               heads_major: bool = HEADS_MAJOR):
+               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, row_tma: bool | None = None):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
-    forward's) over a BLOCK_M x BLOCK_N plan with a row interval table -> (dq, dk, dv).
-    ``heads_major``: the grid's fastest axis is the kv head."""
+    forward's) over a BLOCK_M x BLOCK_N plan with a row interval table -> (dq, dk, dv)."""
     from .backward import PREPROCESS_BLOCK, _preprocess_kernel
 
     seqlen_q, num_heads_q, head_dim = q.shape
@@ -467,8 +458,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     lse2_desc, delta_desc = _row_descriptor(lse2), _row_descriptor(delta)
     lo_desc, hi_desc = ((_row_descriptor(plan.row_lo), _row_descriptor(plan.row_hi)) if row_tma
                         else (lse2_desc, delta_desc))  # placeholders, never read
-    grid = (num_heads_kv, plan.num_k_tiles) if heads_major else (plan.num_k_tiles, num_heads_kv)
-    _bwd_kernel[grid](
+    _bwd_kernel[(plan.num_k_tiles, num_heads_kv)](
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
         _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2_desc, delta_desc,
         lo_desc, hi_desc,
@@ -476,5 +466,5 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         plan.row_hi, seqlen_q, seqlen_k, num_heads_q, num_heads_q // num_heads_kv,
         float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
         DQ_MODE=dq_mode, ROW_TMA=row_tma, CONSUMER_REGS=CONSUMER_REGS,
-        PRODUCER_REGS=PRODUCER_REGS, HEADS_MAJOR=heads_major, num_warps=4, maxnreg=MAXNREG)
+        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return dq.to(q.dtype), dk, dv

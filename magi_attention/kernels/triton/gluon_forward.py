@@ -32,9 +32,6 @@ BLOCK_M = 128  # two consumer warpgroups of HALF_M rows
 HALF_M = 64
 BLOCK_N = 128
 NUM_BUF = 3  # K/V ring slots: 2 was 0.78-0.92x of 3 at d128 (s21 rows d-e)
-# The grid's fastest axis (q tiles: each head's tiles in the plan's order, head after head);
-# heads first was measured against it in session 26 (notes/ffa_triton.md)
-HEADS_MAJOR = False
 CONSUMER_REGS, PRODUCER_REGS = 240, 24
 MAXNREG = 168  # 12 warps x 32 x 168 <= 64K registers; setmaxnreg redistributes by partition
 HEAD_DIMS = (64, 128)
@@ -274,19 +271,13 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
                 q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale,
                 GROUP: gl.constexpr, NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-                HEADS_MAJOR: gl.constexpr, num_warps: gl.constexpr):
+                num_warps: gl.constexpr):
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     dtype: gl.constexpr = q_desc.dtype
-    # the grid's fastest axis: q tiles (one head's tiles in the plan's order, head after head)
-    # or heads (every head of one q tile, then the next tile in order)
-    if HEADS_MAJOR:
-        q_tile = gl.load(q_tile_order + gl.program_id(1))
-        head = gl.program_id(0)
-    else:
-        q_tile = gl.load(q_tile_order + gl.program_id(0))
-        head = gl.program_id(1)
+    q_tile = gl.load(q_tile_order + gl.program_id(0))  # heaviest q tiles first
+    head = gl.program_id(1)
     q_row = q_tile * 2 * HALF_M
     q_col = head * HEAD_DIM
     kv_col = (head // GROUP) * HEAD_DIM
@@ -332,10 +323,10 @@ def _descriptor(t: torch.Tensor, block_rows: int) -> TensorDescriptor:
 
 
 def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSparsePlan,
-               softmax_scale: float, num_buf: int = NUM_BUF, heads_major: bool = HEADS_MAJOR):
+               softmax_scale: float, num_buf: int = NUM_BUF):
     """q [Sq, Hq, D], k/v [Sk, Hkv, D] (contiguous) over a BLOCK_M x n plan (n = BLOCK_N by
     default; 64 was measured too) with a row interval table -> (out, lse [Sq, Hq] fp32, None).
-    ``num_buf``: K/V ring slots; ``heads_major``: the grid's fastest axis is the head."""
+    ``num_buf``: K/V ring slots."""
     seqlen_q, num_heads_q, _ = q.shape
     if plan.block_m != BLOCK_M:
         raise ValueError(f"plan q tiles {plan.block_m} != {BLOCK_M}")
@@ -346,12 +337,11 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     out = torch.empty_like(q)
     lse = torch.empty(seqlen_q, num_heads_q, dtype=torch.float32, device=q.device)
     if plan.num_q_tiles > 0:
-        grid = (num_heads_q, plan.num_q_tiles) if heads_major else (plan.num_q_tiles, num_heads_q)
-        _fwd_kernel[grid](
+        _fwd_kernel[(plan.num_q_tiles, num_heads_q)](
             _descriptor(q, HALF_M), _descriptor(k, plan.block_n), _descriptor(v, plan.block_n),
             _descriptor(out, HALF_M), lse, plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full,
             plan.q_tile_order, plan.row_lo, plan.row_hi, seqlen_q, num_heads_q,
             float(softmax_scale) * LOG2E, GROUP=num_heads_q // k.shape[1], NUM_BUF=num_buf,
             ROW_INTERVALS=plan.row_lo.shape[1], CONSUMER_REGS=CONSUMER_REGS,
-            PRODUCER_REGS=PRODUCER_REGS, HEADS_MAJOR=heads_major, num_warps=4, maxnreg=MAXNREG)
+            PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse, None
