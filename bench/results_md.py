@@ -1161,6 +1161,29 @@ def ab64k_s26() -> str:
                      for d in ("fwd", "bwd"))
 
 
+# session 26's cp 2 runs of causal at 64k, every baseline in the same run (both backends)
+CAUSAL64K_S26 = {"fa4, 64k/GPU": "h100x2/cp_ab_s26/cp_h100x2__fa4_64k_causal.csv",
+                 "triton, 64k/GPU": "h100x2/cp_ab_s26/cp_h100x2__triton_64k_causal.csv"}
+
+
+def causal64k_s26() -> str:
+    out = []
+    for run, relpath in CAUSAL64K_S26.items():
+        for d in ("fwd", "bwd"):
+            out.append(f"{run.replace('/GPU', '')} {d} {_vs_best(_cp_cells(relpath)[('causal', 2, d)])}")
+    return "; ".join(out)
+
+
+def cp2_s26_summary() -> str:
+    """Session 25's cp 2 cells with the causal 64k cells replaced by session 26's runs."""
+    cells = {(run, mask, d): v for run, mask, d, v, _ in _cp2_pairs_s25()}
+    for run, relpath in CAUSAL64K_S26.items():
+        for d in ("fwd", "bwd"):
+            cells[run, "causal", d] = _cp_cells(relpath)[("causal", 2, d)]
+    won = sum(_magi_over_best(v) >= 1.0 for v in cells.values())
+    return f"{won} of {len(cells)} cells"
+
+
 def pytest_nccl_s26() -> str:
     return _pytest_counts("h100x2/tests/pytest_nccl_fa4_cut_auto_3360fdec20ab.log")
 
@@ -1231,6 +1254,32 @@ def dq_add_share_s26() -> str:
             f"dQ at all {none.min():.2f}-{none.max():.2f}x; magi causal_document rank 0 / 1: "
             + ", ".join(f"{m.bwd_heavy_first:.2f} ms whole, {m.bwd_dq_no_add:.2f} no add, "
                         f"{m.bwd_dq_none:.2f} no dQ" for m in magi))
+
+
+def _bwd_fit_s26(backend: str):
+    """Least squares of the backward's ms on (tile pairs, partial pairs, key tiles) over run
+    a's masks (the plan's order): (coefficients in us, {(mask, strategy, rank): measured /
+    fitted})."""
+    import numpy as np
+    frame = _probe_s26("a")
+    rows = frame[(frame.backend == backend) & (frame.direction == "bwd")
+                 & frame.order.isin(["default", "heavy_first"])]
+    x = rows[["pairs", "partial", "tiles"]].to_numpy(float)
+    coef = np.linalg.lstsq(x, rows.ms.to_numpy(), rcond=None)[0]
+    ratio = rows.ms.to_numpy() / (x @ coef)
+    return coef * 1000, dict(zip(zip(rows["mask"], rows.strategy, rows["rank"]), ratio))
+
+
+def bwd_fit_s26() -> str:
+    out = []
+    for backend in ("fa4", "triton"):
+        coef, ratio = _bwd_fit_s26(backend)
+        rest = [r for k, r in ratio.items() if k != ("causal_document", "magi", 0)]
+        out.append(f"{backend}: {coef[0]:.2f} us a pair, {coef[1]:+.2f} a partial pair, "
+                   f"{coef[2]:.1f} a key tile; measured / fitted {min(rest):.2f}-{max(rest):.2f} "
+                   f"over {len(rest)} masks, magi causal_document rank 0 "
+                   f"{ratio['causal_document', 'magi', 0]:.2f}")
+    return "; ".join(out)
 
 
 def timing_s26() -> str:
@@ -1999,12 +2048,15 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h100x2.equal_token_s25_summary": equal_token_s25_summary,
     "h100x2.equal_token_s25_table": equal_token_s25_table,
     "h100x2.ab64k_s26": ab64k_s26,
+    "h100x2.causal64k_s26": causal64k_s26,
+    "h100x2.cp2_s26_summary": cp2_s26_summary,
     "h100x2.pytest_nccl_s26": pytest_nccl_s26,
     "h100x2.cast_bandwidth_s26": cast_bandwidth_s26,
     "h100x2.probe_ranks_s26": probe_ranks_s26,
     "h100x2.order_s26": order_s26,
     "h100x2.dq_add_share_s26": dq_add_share_s26,
     "h100x2.timing_s26": timing_s26,
+    "h100x2.bwd_fit_s26": bwd_fit_s26,
     "h200x2.pytest_nccl_s20": pytest_nccl_s20,
     "h200x2.pytest_nccl_split": pytest_nccl_split,
     "h200x2.fa4_groups_table": fa4_groups_table,
