@@ -1,0 +1,38 @@
+"""scripts/dev/rank_mask_probe.py (a GPU probe): its CPU parts, the synthetic masks it times and
+the variants it names."""
+import importlib.util
+import inspect
+from pathlib import Path
+
+import pytest
+
+from magi_attention.common import union_area
+from magi_attention.kernels.triton import gluon_backward, gluon_forward
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def probe():
+    spec = importlib.util.spec_from_file_location("rank_mask_probe",
+                                                  ROOT / "scripts" / "dev" / "rank_mask_probe.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("doc_len, seqlen", [(1024, 4096), (3000, 8192), (4096, 4096)])
+def test_equal_documents_tile_the_sequence_once(probe, doc_len, seqlen):
+    causal = probe.equal_docs(doc_len, seqlen, "causal")
+    full = probe.equal_docs(doc_len, seqlen, "full")
+    lens = [s.q_range.end - s.q_range.start for s in full]
+    assert sum(lens) == seqlen and all(n == doc_len for n in lens[:-1]) and lens[-1] <= doc_len
+    assert union_area(full) == sum(n * n for n in lens)
+    assert union_area(causal) == sum(n * (n + 1) // 2 for n in lens)
+
+
+def test_every_variant_passes_keywords_its_launcher_takes(probe):
+    params = {"fwd": inspect.signature(gluon_forward.launch_fwd).parameters,
+              "bwd": inspect.signature(gluon_backward.launch_bwd).parameters}
+    for name, (direction, keywords, _) in probe.TRITON_VARIANTS.items():
+        assert set(keywords) <= set(params[direction]), name
