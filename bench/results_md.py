@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.cp.hybrid_cp import unequal_token_share
 from bench.cp.plot import ratio_table
 from bench.mdgen import SPAN, render
 from bench.results import latest_rows, read_results
@@ -1105,14 +1106,13 @@ def bwd_per_pair_s25() -> str:
 
 # -- session 26: 2 H100s; probes of the kernels on each rank's mask, the cast, the open A/B -----
 PROBES_S26 = "h100x2/probes_s26"
-UNEQUAL_TOKENS = "tokens_per_rank="  # the note of a row whose ranks hold unequal token counts
 
 
 def _equal_token_cells(relpath: str | tuple[str, ...]):
     """``_cp_cells`` without the rows of strategies whose ranks hold unequal token counts
     (HybridCP's placement: the row's message carries ``tokens_per_rank=``)."""
     frame = _files((relpath,) if isinstance(relpath, str) else relpath)
-    ok = frame[(frame.status == "ok") & ~frame.message.fillna("").str.contains(UNEQUAL_TOKENS)]
+    ok = frame[(frame.status == "ok") & (frame.message.map(unequal_token_share) == "")]
     return {(m, int(cp), d): dict(zip(cell.kernel, cell.tflops_per_s))
             for (m, cp, d), cell in ok.groupby(["mask", "cp_size", "direction"])}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 
 import torch
 
@@ -68,12 +69,21 @@ def place_documents(mask, cp_size: int):
     return docs, per_doc, sizes, blocks
 
 
+TOKEN_SHARE_KEY = "tokens_per_rank="
+
+
 def token_share_note(tokens_per_rank: list[int]) -> str:
     """The row note when ranks hold unequal token counts (the placement balances attention
     work, as Megatron's scheduler does, not tokens; magi and the ring family hold S / cp each,
     and the rest of a model layer runs on whatever share a rank holds)."""
     low, high = min(tokens_per_rank), max(tokens_per_rank)
-    return "" if low == high else f"tokens_per_rank={low}-{high}"
+    return "" if low == high else f"{TOKEN_SHARE_KEY}{low}-{high}"
+
+
+def unequal_token_share(message) -> str:
+    """The ``low-high`` token counts a row's message names (``token_share_note``), else ""."""
+    match = re.search(TOKEN_SHARE_KEY + r"(\d+-\d+)", message if isinstance(message, str) else "")
+    return match.group(1) if match else ""
 
 
 def _joined(parts: list[torch.Tensor]) -> torch.Tensor:

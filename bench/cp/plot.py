@@ -22,6 +22,7 @@ import pandas as pd
 
 from bench.barplot import FIGURES, label_x, plot_bars, series_colors, series_order
 from bench.cp import STRATEGIES
+from bench.cp.hybrid_cp import unequal_token_share
 from bench.results import LOCAL_KERNEL, latest_rows, read_results
 from bench.status import experiment_cells
 
@@ -50,16 +51,20 @@ def _cp_rows(results) -> pd.DataFrame:
 def ratio_table(results, reference: str = "magi") -> pd.DataFrame:
     """``reference``'s TFLOPs/s/GPU divided by each other strategy's, per (hardware,
     seqlen_per_gpu, mask, direction, cp_size), where both rows are ok. Columns: those keys,
-    ``baseline``, ``reference_tflops``, ``baseline_tflops``, ``ratio``."""
+    ``baseline``, ``reference_tflops``, ``baseline_tflops``, ``ratio`` and
+    ``baseline_tokens_per_rank`` ("low-high" where the baseline's ranks held unequal token
+    counts, as HybridCP's placement does; else "")."""
     frame = _cp_rows(results)
     keys = ["hardware", "seqlen_per_gpu", "mask", "direction", "cp_size"]
     keys += [LOCAL_KERNEL] if LOCAL_KERNEL in frame else []  # ratios within one local kernel
-    columns = keys + ["baseline", "reference_tflops", "baseline_tflops", "ratio"]
+    columns = keys + ["baseline", "reference_tflops", "baseline_tflops", "ratio",
+                      "baseline_tokens_per_rank"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
     ok = frame[frame["status"] == "ok"]
     ref = ok[ok["kernel"] == reference][keys + ["tflops_per_s"]]
-    others = ok[ok["kernel"] != reference][keys + ["kernel", "tflops_per_s"]]
+    others = ok[ok["kernel"] != reference][keys + ["kernel", "tflops_per_s"]].copy()
+    others["baseline_tokens_per_rank"] = ok.loc[others.index, "message"].map(unequal_token_share)
     merged = others.merge(ref, on=keys, suffixes=("_baseline", "_reference"))
     merged = merged.rename(columns={"kernel": "baseline",
                                     "tflops_per_s_baseline": "baseline_tflops",
@@ -85,9 +90,16 @@ def write_ratios(results, out_dir: str | os.PathLike, reference: str = "magi") -
         lines += [f"## {hw}, {label_x(int(per_gpu))} tokens/GPU, {direction}{kernel}", "",
                   "| mask | cp | " + " | ".join(wide.columns) + " |",
                   "|---|---|" + "---|" * len(wide.columns)]
+        unequal = rows[rows.baseline_tokens_per_rank != ""]
+        marked = set(zip(unequal["mask"], unequal.cp_size, unequal.baseline))
         for (mask, cp), values in wide.iterrows():
-            cells = ["" if math.isnan(v) else f"{v:.2f}" for v in values]
+            cells = ["" if math.isnan(v) else f"{v:.2f}" + ("*" if (mask, cp, b) in marked else "")
+                     for b, v in values.items()]
             lines.append(f"| {mask} | {cp} | " + " | ".join(cells) + " |")
+        if marked:
+            shares = ", ".join(sorted(set(unequal.baseline_tokens_per_rank)))
+            lines.append(f"\n\\* the baseline's ranks held unequal token counts "
+                         f"(tokens_per_rank {shares}): it balanced attention work, not tokens")
         lines.append("")
     md_path.write_text("\n".join(lines))
     return [csv_path, md_path]

@@ -149,3 +149,30 @@ def test_cp_runs_on_two_local_kernels_stay_apart(tmp_path, monkeypatch):
     assert set(fa4_rows["tflops_per_s"]) == {600.0, 500.0}
     assert set(triton_rows["tflops_per_s"]) == {300.0, 200.0}
     assert "local fa4" in fa4_kw["title"]
+
+
+def test_ratios_mark_baselines_whose_ranks_held_unequal_token_counts(tmp_path):
+    """A baseline row whose message names unequal token shares (HybridCP's placement) is
+    marked in the ratio table and the Markdown, with the shares; an equal-share one is not."""
+    import pandas as pd
+
+    from bench.cp import plot as cp_plot
+
+    notes = {"magi": "", "ulysses": "comm_bytes_per_rank=8", "hybrid_cp":
+             "gate: ok; comm_bytes_per_rank=0; tokens_per_rank=1024-3072"}
+    rows = [dict(run_id="r", time="2025-01-01T00:01:00+00:00", git_sha="abc", hardware="h",
+                 gpu_name="g", torch_version="2", kernel_version=f"bench.cp.{kernel}",
+                 kernel=kernel, mask="causal_document", seqlen=4096, batch=1, num_heads_q=2,
+                 num_heads_kv=1, head_dim=16, dtype="bfloat16", direction="fwd", cp_size=2,
+                 mask_area=1.0, flops=1e9, runtime_ms=1.0, tflops_per_s=tf, peak_mem_gb=None,
+                 build_ms=None, status="ok", message=notes[kernel], env="")
+            for kernel, tf in (("magi", 500.0), ("ulysses", 400.0), ("hybrid_cp", 600.0))]
+    (tmp_path / "cp").mkdir()
+    pd.DataFrame(rows).to_csv(tmp_path / "cp" / "a.csv", index=False)
+    table = cp_plot.ratio_table(tmp_path / "cp")
+    shares = dict(zip(table.baseline, table.baseline_tokens_per_rank))
+    assert shares == {"hybrid_cp": "1024-3072", "ulysses": ""}
+    _, md = cp_plot.write_ratios(tmp_path / "cp", tmp_path / "out")
+    text = md.read_text()
+    assert "| causal_document | 2 | 0.83* | 1.25 |" in text
+    assert "tokens_per_rank 1024-3072" in text
