@@ -67,6 +67,14 @@ def equal_docs(doc_len: int, seqlen: int, mask_type: str) -> list[AttnSlice]:
             for s in range(0, seqlen, doc_len)]
 
 
+def tail_mask(rows: int, head: int) -> list[AttnSlice]:
+    """``rows`` query rows that are the tail of a document whose first ``head`` keys sit
+    before them (all of those rows see them: a full rectangle), then its causal part: the shape
+    of a document split across two cp ranks, on the rank that holds its end."""
+    tail = [AttnSlice.make(0, rows, head, head + rows, "causal")]
+    return ([AttnSlice.make(0, rows, 0, head, "full")] if head else []) + tail
+
+
 def probe(slices, seqlen_q: int, seqlen_k: int, warmup: int, repeat: int,
           backends=("triton",), variants=("heavy_first", "natural", "bwd_heavy_first",
                                             "bwd_natural")):
@@ -118,7 +126,7 @@ def probe(slices, seqlen_q: int, seqlen_k: int, warmup: int, repeat: int,
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--masks", nargs="+", default=list(HYBRID_MASKS))
+    p.add_argument("--masks", nargs="*", default=list(HYBRID_MASKS))
     p.add_argument("--seqlen-per-gpu", type=int, default=16384)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeat", type=int, default=10)
@@ -128,6 +136,8 @@ def main(argv=None) -> None:
                                                      "bwd_natural"],
                    choices=list(TRITON_VARIANTS))
     p.add_argument("--doc-lens", type=int, nargs="+", default=list(DOC_LENS))
+    p.add_argument("--tails", type=int, nargs="*", default=[],
+                   help="tail masks (tail_mask) of seqlen-per-gpu rows after this many head keys")
     p.add_argument("--kernel-masks", nargs="*", default=[],
                    help="bench masks run whole on one GPU, as NAME:SEQLEN (e.g. causal:65536)")
     args = p.parse_args(argv)
@@ -146,6 +156,9 @@ def main(argv=None) -> None:
             n = args.seqlen_per_gpu
             runs += [(f"{t}_docs_{d}", [("synthetic", 0, equal_docs(d, n, t), n, n)])
                      for t in ("causal", "full") for d in args.doc_lens]
+        runs += [(f"tail_{h}", [("synthetic", 0, tail_mask(args.seqlen_per_gpu, h),
+                                 args.seqlen_per_gpu, args.seqlen_per_gpu + h)])
+                 for h in args.tails]
         for spec in args.kernel_masks:
             name, seqlen = spec.split(":")
             mask = cell_mask(MaskChoice(name, name), int(seqlen), DataConfig(), HKV)

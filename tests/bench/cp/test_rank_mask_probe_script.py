@@ -36,3 +36,10 @@ def test_every_variant_passes_keywords_its_launcher_takes(probe):
               "bwd": inspect.signature(gluon_backward.launch_bwd).parameters}
     for name, (direction, keywords, _) in probe.TRITON_VARIANTS.items():
         assert set(keywords) <= set(params[direction]), name
+
+
+@pytest.mark.parametrize("rows, head", [(1024, 0), (1024, 512), (2048, 4096)])
+def test_a_tail_mask_is_a_head_rectangle_and_a_causal_tail(probe, rows, head):
+    mask = probe.tail_mask(rows, head)
+    assert union_area(mask) == rows * head + rows * (rows + 1) // 2
+    assert max(s.k_range.end for s in mask) == head + rows
