@@ -48,6 +48,8 @@ FIELDS = ("mask", "strategy", "rank", "backend", "order", "direction", "ms", "pa
 # c211304, removed since): fwd 1.04x, bwd 1.0-1.4x the time of the default grid
 TRITON_VARIANTS = {
     "heavy_first": ("fwd", {}, False), "natural": ("fwd", {}, True),
+    "fwd_persistent": ("fwd", dict(persistent=True), False),
+    "fwd_per_item": ("fwd", dict(persistent=False), False),
     "bwd_heavy_first": ("bwd", {}, False), "bwd_natural": ("bwd", {}, True),
     "bwd_dq_none": ("bwd", dict(dq_mode=gluon_backward.DQ_NONE), False),
     "bwd_dq_no_add": ("bwd", dict(dq_mode=gluon_backward.DQ_NO_ADD), False),

@@ -18,6 +18,8 @@ runs.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 from triton.experimental import gluon
@@ -32,6 +34,8 @@ BLOCK_M = 128  # two consumer warpgroups of HALF_M rows
 HALF_M = 64
 BLOCK_N = 128
 NUM_BUF = 3  # K/V ring slots: 2 was 0.78-0.92x of 3 at d128 (s21 rows d-e)
+# one program per SM looping over the items (session 26), against one program per item
+PERSISTENT = False
 CONSUMER_REGS, PRODUCER_REGS = 240, 24
 MAXNREG = 168  # 12 warps x 32 x 168 <= 64K registers; setmaxnreg redistributes by partition
 HEAD_DIMS = (64, 128)
@@ -126,34 +130,74 @@ def _turn_wait(turn, c: gl.constexpr, k):
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, seqlen_q, start,
-              mid, end, num_heads_q, qk_scale, q_row, q_col, kv_col, q_smem, k_smem, v_smem,
-              q_bars, k_ready, v_ready, kv_empty, turn, tag):
+def _item(i, nqt, q_tile_order, q_tile_ptr, q_tile_num_full, group, HALF_M: gl.constexpr,
+          HEAD_DIM: gl.constexpr):
+    """Work item i (q tiles fastest, in the plan's order, then heads): its first q row, Q/O
+    column, K/V column and the list span [start, end) of its key tiles (full ones below mid)."""
+    q_tile = gl.load(q_tile_order + i % nqt)
+    head = i // nqt
+    start = gl.load(q_tile_ptr + q_tile)
+    end = gl.load(q_tile_ptr + q_tile + 1)
+    mid = start + gl.load(q_tile_num_full + q_tile)
+    return q_tile * 2 * HALF_M, head * HEAD_DIM, (head // group) * HEAD_DIM, start, mid, end
+
+
+@gluon.jit
+def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+              q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
+              nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
+              tag):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = k_smem.type.shape[0]
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
-    for c in gl.static_range(2):
-        mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [q_row + c * HALF_M, q_col], q_bars.index(c),
-                                        q_smem.index(c))
-    for j in range(end - start):
-        slot = j % NUM_BUF
-        k_lo = gl.load(q_tile_kt + start + j) * BLOCK_N
-        mbarrier.wait(kv_empty.index(slot), ((j // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
-        mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [k_lo, kv_col], k_ready.index(slot),
-                                        k_smem.index(slot))
-        mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [k_lo, kv_col], v_ready.index(slot),
-                                        v_smem.index(slot))
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
+    loaded = 0  # K/V tiles loaded by this program so far: the ring's running position
+    t = 0  # items done
+    for i in range(gl.program_id(0), n_items, gl.num_programs(0)):
+        q_row, q_col, kv_col, start, mid, end = _item(i, nqt, q_tile_order, q_tile_ptr,
+                                                      q_tile_num_full, group, HALF_M, HEAD_DIM)
+        # the first key tiles go before Q: their slots free up before the last item's
+        # epilogue ends, Q's only after it (the consumers stage O in Q's buffer)
+        first = gl.minimum(end - start, NUM_BUF)
+        for j in range(first):
+            _load_kv(k_desc, v_desc, q_tile_kt, start + j, kv_col, loaded + j, k_smem, v_smem,
+                     k_ready, v_ready, kv_empty)
+        for c in gl.static_range(2):
+            mbarrier.wait(q_empty.index(c), (t & 1) ^ 1)  # fresh barriers pass
+            mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [q_row + c * HALF_M, q_col], q_bars.index(c),
+                                            q_smem.index(c))
+        for j in range(first, end - start):
+            _load_kv(k_desc, v_desc, q_tile_kt, start + j, kv_col, loaded + j, k_smem, v_smem,
+                     k_ready, v_ready, kv_empty)
+        loaded += end - start
+        t += 1
+
+
+@gluon.jit
+def _load_kv(k_desc, v_desc, q_tile_kt, t, kv_col, n, k_smem, v_smem, k_ready, v_ready,
+             kv_empty):
+    """K and V of list entry t into the ring's n-th position (once its slot is released)."""
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    NUM_BUF: gl.constexpr = k_smem.type.shape[0]
+    slot = n % NUM_BUF
+    k_lo = gl.load(q_tile_kt + t) * BLOCK_N
+    mbarrier.wait(kv_empty.index(slot), ((n // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
+    mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [k_lo, kv_col], k_ready.index(slot),
+                                    k_smem.index(slot))
+    mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(v_desc, [k_lo, kv_col], v_ready.index(slot),
+                                    v_smem.index(slot))
 
 
 @gluon.jit
 def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_tile_kt, row_lo,
-                   row_hi, rows, seqlen_q, start, mid, n_tiles, qk_scale, m_i, l_i, acc,
-                   c: gl.constexpr, s_layout: gl.constexpr, p_layout: gl.constexpr,
+                   row_hi, rows, seqlen_q, start, mid, n_tiles, base, turns, qk_scale, m_i, l_i,
+                   acc, c: gl.constexpr, s_layout: gl.constexpr, p_layout: gl.constexpr,
                    ROW_INTERVALS: gl.constexpr):
-    """This consumer's rows over the q tile's n_tiles (>= 1) listed key tiles."""
+    """This consumer's rows over the q tile's n_tiles (>= 1) listed key tiles, which sit at the
+    ring's running positions base.. ; ``turns``: the turns this consumer has taken so far."""
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
     NUM_BUF: gl.constexpr = k_smem.type.shape[0]
     HALF_M: gl.constexpr = q_tile.type.shape[0]
@@ -164,10 +208,10 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
     s_zero = gl.zeros([HALF_M, BLOCK_N], gl.float32, s_layout)
 
     # tile 0: S_0 in this consumer's first turn
-    mbarrier.wait(k_ready.index(0), 0)
-    _turn_wait(turn, c, 0)
-    s = warpgroup_mma(q_tile, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
-                      is_async=True)
+    mbarrier.wait(k_ready.index(base % NUM_BUF), (base // NUM_BUF) & 1)
+    _turn_wait(turn, c, turns)
+    s = warpgroup_mma(q_tile, k_smem.index(base % NUM_BUF).permute((1, 0)), s_zero,
+                      use_acc=False, is_async=True)
     mbarrier.arrive(turn.index(other), count=1)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
     s = _masked(s, start, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s, BLOCK_N,
@@ -176,11 +220,12 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
     p = gl.convert_layout(p.to(dtype), p_layout)
 
     for j in range(1, n_tiles):
-        slot = j % NUM_BUF
-        prev = (j - 1) % NUM_BUF
-        mbarrier.wait(k_ready.index(slot), (j // NUM_BUF) & 1)
-        mbarrier.wait(v_ready.index(prev), ((j - 1) // NUM_BUF) & 1)
-        _turn_wait(turn, c, j)
+        n = base + j
+        slot = n % NUM_BUF
+        prev = (n - 1) % NUM_BUF
+        mbarrier.wait(k_ready.index(slot), (n // NUM_BUF) & 1)
+        mbarrier.wait(v_ready.index(prev), ((n - 1) // NUM_BUF) & 1)
+        _turn_wait(turn, c, turns + j)
         s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
                           is_async=True)
         acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
@@ -194,9 +239,10 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
         acc = acc * gl.expand_dims(alpha, 1)
         p = gl.convert_layout(p_new.to(dtype), p_layout)
 
-    last = (n_tiles - 1) % NUM_BUF
-    mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // NUM_BUF) & 1)
-    _turn_wait(turn, c, n_tiles)
+    n = base + n_tiles - 1
+    last = n % NUM_BUF
+    mbarrier.wait(v_ready.index(last), (n // NUM_BUF) & 1)
+    _turn_wait(turn, c, turns + n_tiles)
     acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
     mbarrier.arrive(turn.index(other), count=1)
     acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
@@ -205,9 +251,10 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
 
 
 @gluon.jit
-def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, seqlen_q, start,
-              mid, end, num_heads_q, qk_scale, q_row, q_col, kv_col, q_smem, k_smem, v_smem,
-              q_bars, k_ready, v_ready, kv_empty, turn, tag, c: gl.constexpr):
+def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+              q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
+              nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
+              tag, c: gl.constexpr):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
@@ -221,74 +268,81 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, se
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     q_tile = q_smem.index(c)
-    row0 = q_row + c * HALF_M
-    rows = row0 + gl.arange(0, HALF_M, layout=row_s)
+    loaded = 0  # the ring's running position (as the producer counts it)
+    turns = 0  # turns this consumer has taken (both take n_tiles + 1 per item with keys)
+    t = 0
+    for i in range(gl.program_id(0), n_items, gl.num_programs(0)):
+        q_row, q_col, kv_col, start, mid, end = _item(i, nqt, q_tile_order, q_tile_ptr,
+                                                      q_tile_num_full, group, HALF_M, HEAD_DIM)
+        row0 = q_row + c * HALF_M
+        rows = row0 + gl.arange(0, HALF_M, layout=row_s)
+        m_i = gl.full([HALF_M], float("-inf"), gl.float32, row_s)
+        l_i = gl.zeros([HALF_M], gl.float32, row_s)
+        acc = gl.zeros([HALF_M, HEAD_DIM], gl.float32, o_layout)
+        mbarrier.wait(q_bars.index(c), t & 1)
+        if end > start:
+            acc, m_i, l_i = _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty,
+                                           turn, q_tile_kt, row_lo, row_hi, rows, seqlen_q,
+                                           start, mid, end - start, loaded, turns, qk_scale,
+                                           m_i, l_i, acc, c, s_layout, p_layout, ROW_INTERVALS)
+            turns += end - start + 1
+        loaded += end - start
 
-    m_i = gl.full([HALF_M], float("-inf"), gl.float32, row_s)
-    l_i = gl.zeros([HALF_M], gl.float32, row_s)
-    acc = gl.zeros([HALF_M, HEAD_DIM], gl.float32, o_layout)
-    mbarrier.wait(q_bars.index(c), 0)
-    if end > start:
-        acc, m_i, l_i = _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn,
-                                       q_tile_kt, row_lo, row_hi, rows, seqlen_q, start, mid,
-                                       end - start, qk_scale, m_i, l_i, acc, c, s_layout,
-                                       p_layout, ROW_INTERVALS)
-
-    has_keys = l_i > 0.0
-    l_o = gl.convert_layout(gl.where(has_keys, l_i, 1.0), row_o)
-    out = acc / gl.expand_dims(l_o, 1)
-    q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
-    fence_async_shared()
-    tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)  # clipped at seqlen_q
-    lse = gl.where(has_keys, (m_i + gl.log2(gl.where(has_keys, l_i, 1.0))) * 0.6931471805599453,
-                   float("-inf"))
-    gl.store(Lse + rows.to(gl.int64) * num_heads_q + (q_col // HEAD_DIM), lse, mask=rows < seqlen_q)
-    tma.store_wait(pendings=0)
+        has_keys = l_i > 0.0
+        l_o = gl.convert_layout(gl.where(has_keys, l_i, 1.0), row_o)
+        out = acc / gl.expand_dims(l_o, 1)
+        q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)  # clipped at seqlen_q
+        lse = gl.where(has_keys,
+                       (m_i + gl.log2(gl.where(has_keys, l_i, 1.0))) * 0.6931471805599453,
+                       float("-inf"))
+        gl.store(Lse + rows.to(gl.int64) * num_heads_q + (q_col // HEAD_DIM), lse,
+                 mask=rows < seqlen_q)
+        tma.store_wait(pendings=0)
+        mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
+        t += 1
 
 
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
 # half (c) is fixed by which of the two it runs
 @gluon.jit
-def _consumer0(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, seqlen_q, start,
-               mid, end, num_heads_q, qk_scale, q_row, q_col, kv_col, q_smem, k_smem, v_smem,
-               q_bars, k_ready, v_ready, kv_empty, turn, tag):
-    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, seqlen_q, start,
-              mid, end, num_heads_q, qk_scale, q_row, q_col, kv_col, q_smem, k_smem, v_smem,
-              q_bars, k_ready, v_ready, kv_empty, turn, tag, 0)
+def _consumer0(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
+               nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
+               tag):
+    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+              q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
+              nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
+              tag, 0)
 
 
 @gluon.jit
-def _consumer1(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, seqlen_q, start,
-               mid, end, num_heads_q, qk_scale, q_row, q_col, kv_col, q_smem, k_smem, v_smem,
-               q_bars, k_ready, v_ready, kv_empty, turn, tag):
-    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, seqlen_q, start,
-              mid, end, num_heads_q, qk_scale, q_row, q_col, kv_col, q_smem, k_smem, v_smem,
-              q_bars, k_ready, v_ready, kv_empty, turn, tag, 1)
+def _consumer1(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
+               nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
+               tag):
+    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+              q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
+              nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
+              tag, 1)
 
 
 @gluon.jit
 def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
-                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale,
-                GROUP: gl.constexpr, NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr,
+                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
+                nqt, NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 num_warps: gl.constexpr):
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     dtype: gl.constexpr = q_desc.dtype
-    q_tile = gl.load(q_tile_order + gl.program_id(0))  # heaviest q tiles first
-    head = gl.program_id(1)
-    q_row = q_tile * 2 * HALF_M
-    q_col = head * HEAD_DIM
-    kv_col = (head // GROUP) * HEAD_DIM
-    start = gl.load(q_tile_ptr + q_tile)
-    end = gl.load(q_tile_ptr + q_tile + 1)
-    mid = start + gl.load(q_tile_num_full + q_tile)
-
     q_smem = gl.allocate_shared_memory(dtype, [2, HALF_M, HEAD_DIM], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, HEAD_DIM], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, HEAD_DIM], v_desc.layout)
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
@@ -299,15 +353,16 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     for i in gl.static_range(2):
         mbarrier.init(q_bars.index(i), count=1)
+        mbarrier.init(q_empty.index(i), count=1)
         mbarrier.init(turn.index(i), count=1)
     for i in gl.static_range(NUM_BUF):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=2)  # both consumers release a tile
     fence_async_shared()
-    args = (q_desc, k_desc, v_desc, o_desc, Lse, q_tile_kt, row_lo, row_hi, seqlen_q, start, mid,
-            end, num_heads_q, qk_scale, q_row, q_col, kv_col, q_smem, k_smem, v_smem, q_bars,
-            k_ready, v_ready, kv_empty, turn, tag)
+    args = (q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+            q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items, nqt,
+            q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
                        [CONSUMER_REGS, PRODUCER_REGS])
 
@@ -323,10 +378,12 @@ def _descriptor(t: torch.Tensor, block_rows: int) -> TensorDescriptor:
 
 
 def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSparsePlan,
-               softmax_scale: float, num_buf: int = NUM_BUF):
+               softmax_scale: float, num_buf: int = NUM_BUF, persistent: bool = PERSISTENT):
     """q [Sq, Hq, D], k/v [Sk, Hkv, D] (contiguous) over a BLOCK_M x n plan (n = BLOCK_N by
     default; 64 was measured too) with a row interval table -> (out, lse [Sq, Hq] fp32, None).
-    ``num_buf``: K/V ring slots."""
+    ``num_buf``: K/V ring slots; ``persistent``: one program per SM walking the (q tile, head)
+    items in order, loading an item's first K/V tiles during the last one's epilogue (else
+    one program per item)."""
     seqlen_q, num_heads_q, _ = q.shape
     if plan.block_m != BLOCK_M:
         raise ValueError(f"plan q tiles {plan.block_m} != {BLOCK_M}")
@@ -336,12 +393,20 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     q, k, v = (t.contiguous() for t in (q, k, v))
     out = torch.empty_like(q)
     lse = torch.empty(seqlen_q, num_heads_q, dtype=torch.float32, device=q.device)
-    if plan.num_q_tiles > 0:
-        _fwd_kernel[(plan.num_q_tiles, num_heads_q)](
+    n_items = plan.num_q_tiles * num_heads_q
+    if n_items > 0:
+        programs = min(n_items, _sm_count(q.device)) if persistent else n_items
+        _fwd_kernel[(programs, )](
             _descriptor(q, HALF_M), _descriptor(k, plan.block_n), _descriptor(v, plan.block_n),
             _descriptor(out, HALF_M), lse, plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full,
             plan.q_tile_order, plan.row_lo, plan.row_hi, seqlen_q, num_heads_q,
-            float(softmax_scale) * LOG2E, GROUP=num_heads_q // k.shape[1], NUM_BUF=num_buf,
-            ROW_INTERVALS=plan.row_lo.shape[1], CONSUMER_REGS=CONSUMER_REGS,
+            float(softmax_scale) * LOG2E, num_heads_q // k.shape[1], n_items, plan.num_q_tiles,
+            NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], CONSUMER_REGS=CONSUMER_REGS,
             PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse, None
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: torch.device) -> int:
+    """Multiprocessors of the device (host-side properties, read once)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count
