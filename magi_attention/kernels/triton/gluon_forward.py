@@ -1,9 +1,12 @@
 """FFA's forward on Hopper written in Gluon (Triton's explicit dialect), FlashAttention-3's
 structure over the block-sparse plan.
 
-One program per (q tile of 128 rows, q head), in three partitions:
-- a producer warp issues every TMA load: the two 64-row halves of Q, then K and V of each key
-  tile the plan lists for this q tile (full tiles, then partial ones) into a NUM_BUF-slot ring;
+One program per SM (persistent: it walks the (q tile of 128 rows, q head) items in the plan's
+order, heaviest q tiles first, head after head), in three partitions:
+- a producer warp issues every TMA load: K and V of each key tile the plan lists for the item's
+  q tile (full tiles, then partial ones) into a NUM_BUF-slot ring, and the two 64-row halves of
+  Q once the consumers have stored the last item's O from their buffer (the first ring slots
+  fill before that, during the last item's epilogue);
 - two consumer warpgroups own one half of the rows each and take turns on the tensor cores
   (ping-pong, ordered by two mbarriers): in its turn a consumer issues S_j = Q K_j^T and
   O += P_{j-1} V_{j-1}, hands the turn over, then runs the softmax of S_j while the other
@@ -34,8 +37,11 @@ BLOCK_M = 128  # two consumer warpgroups of HALF_M rows
 HALF_M = 64
 BLOCK_N = 128
 NUM_BUF = 3  # K/V ring slots: 2 was 0.78-0.92x of 3 at d128 (s21 rows d-e)
-# one program per SM looping over the items (session 26), against one program per item
-PERSISTENT = False
+# One program per SM walking the (q tile, head) items, an item's first K/V tiles loaded during
+# the last one's epilogue, against one program per item: 0.84-0.94x the time on document and
+# window masks at 16k, 0.96-1.03x on full and causal (within the drift of two runs); H100, GQA
+# 64:8, d128 (results/h100x2/probes_s26/rank_mask_probe_persistent_*.csv)
+PERSISTENT = True
 CONSUMER_REGS, PRODUCER_REGS = 240, 24
 MAXNREG = 168  # 12 warps x 32 x 168 <= 64K registers; setmaxnreg redistributes by partition
 HEAD_DIMS = (64, 128)
