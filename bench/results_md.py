@@ -1162,8 +1162,8 @@ def ab64k_s26() -> str:
 
 
 # session 26's cp 2 runs of causal at 64k, every baseline in the same run (both backends)
-CAUSAL64K_S26 = {"fa4, 64k/GPU": "h100x2/cp_ab_s26/cp_h100x2__fa4_64k_causal.csv",
-                 "triton, 64k/GPU": "h100x2/cp_ab_s26/cp_h100x2__triton_64k_causal.csv"}
+CAUSAL64K_S26 = {"fa4, 64k/GPU": "h100x2/cp/cp_h100x2__fa4_64k_causal_s26.csv",
+                 "triton, 64k/GPU": "h100x2/cp/cp_h100x2__triton_64k_causal_s26.csv"}
 
 
 def causal64k_s26() -> str:
@@ -1182,6 +1182,53 @@ def cp2_s26_summary() -> str:
             cells[run, "causal", d] = _cp_cells(relpath)[("causal", 2, d)]
     won = sum(_magi_over_best(v) >= 1.0 for v in cells.values())
     return f"{won} of {len(cells)} cells"
+
+
+# the persistent Gluon forward (session 26): two probe runs of both grids on one H100, the
+# kernel_masks bench run at 16k after it, and the Triton cp 2 run of the 16k document masks
+PERSISTENT_S26 = ("h100x2/probes_s26/rank_mask_probe_persistent_1.csv",
+                  "h100x2/probes_s26/rank_mask_probe_persistent_2.csv")
+KERNELS_S26 = "h100/kernels/kernel_masks__16k_s26.csv"
+TRITON_DOCS_S26 = "h100x2/cp/cp_h100x2__triton_16k_docs_s26.csv"
+FULL_OR_CAUSAL = ("full_16k", "causal_16k", "full_docs_16384", "causal_docs_16384")
+
+
+def persistent_s26() -> str:
+    """Persistent / one-program-per-item forward time per mask, per run: the masks of one
+    16k-row sequence with one document (full, causal) apart from the rest."""
+    out = []
+    for run, relpath in enumerate(PERSISTENT_S26, 1):
+        f = pd.read_csv(RESULTS / relpath)
+        t = f.pivot_table(index=["mask", "strategy", "rank"], columns="order", values="ms")
+        ratio = t.fwd_persistent / t.fwd_per_item
+        whole = ratio[[m in FULL_OR_CAUSAL for m, _, _ in ratio.index]]
+        rest = ratio[[m not in FULL_OR_CAUSAL for m, _, _ in ratio.index]]
+        out.append(f"run {run}: {rest.min():.2f}-{rest.max():.2f} on the {len(rest)} document, "
+                   f"window and cp-rank masks (mean {rest.mean():.2f}), {whole.min():.2f}-"
+                   f"{whole.max():.2f} on full and causal")
+    return "; ".join(out)
+
+
+def kernels_s26_table() -> str:
+    return triton_s21_table(KERNELS_S26, (K16,))
+
+
+def kernels_s26_goals() -> str:
+    return triton_s21_goals(KERNELS_S26)
+
+
+def triton_docs_s26() -> str:
+    """magi against the best baseline and the best equal-token one, Triton, 16k documents."""
+    everyone, equal = _cp_cells(TRITON_DOCS_S26), _equal_token_cells(TRITON_DOCS_S26)
+    before = _cp_cells(CP_S25["triton, 16k/GPU"])
+    out = []
+    for mask in ("full_document", "causal_document", "block_causal_document"):
+        for d in ("fwd", "bwd"):
+            key = (mask, 2, d)
+            out.append(f"{mask} {d} {_magi_over_best(everyone[key]):.2f} (session 25: "
+                       f"{_magi_over_best(before[key]):.2f}), equal-token "
+                       f"{_magi_over_best(equal[key]):.2f}")
+    return "; ".join(out)
 
 
 def pytest_nccl_s26() -> str:
@@ -1896,12 +1943,12 @@ def gluon_ws_table() -> str:
     return gluon_poc_table(("h200/ffa_triton/s21_gluon_poc_d.csv", S21_GLUON_WS), "de")
 
 
-def triton_s21_table(relpath: str = S21_KERNELS) -> str:
+def triton_s21_table(relpath: str = S21_KERNELS, seqlens: tuple[int, ...] = (K16, K64)) -> str:
     """FFA's Triton backend (bench adapter "ffa") against FA4 and compiled Flex, one bench run."""
     frame = _files((relpath,))
     lines = ["| mask | S | dir | ffa | fa4 | flex | ffa/fa4 | ffa/flex |", "|" + "---|" * 8]
     for mask in KERNEL_MASKS:
-        for seqlen in (K16, K64):
+        for seqlen in seqlens:
             for d in ("fwd", "bwd"):
                 ffa, fa4, flex = (_tf(frame, k, mask, seqlen, d) for k in ("ffa", "fa4", "flex"))
                 ratio = lambda b: "-" if ffa is None or b is None else f"{ffa / b:.2f}"  # noqa: E731
@@ -2057,6 +2104,10 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h100x2.dq_add_share_s26": dq_add_share_s26,
     "h100x2.timing_s26": timing_s26,
     "h100x2.bwd_fit_s26": bwd_fit_s26,
+    "h100x2.persistent_s26": persistent_s26,
+    "h100.kernels_s26_table": kernels_s26_table,
+    "h100.kernels_s26_goals": kernels_s26_goals,
+    "h100x2.triton_docs_s26": triton_docs_s26,
     "h200x2.pytest_nccl_s20": pytest_nccl_s20,
     "h200x2.pytest_nccl_split": pytest_nccl_split,
     "h200x2.fa4_groups_table": fa4_groups_table,
