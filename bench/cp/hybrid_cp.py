@@ -58,14 +58,48 @@ def place_samples(sizes: list[int], works: list[int], cp_size: int) -> list[int]
     return blocks
 
 
-def place_documents(mask, cp_size: int):
+def place_samples_capped(lengths: list[int], works: list[int], min_sizes: list[int],
+                         cp_size: int, capacity: float) -> tuple[list[int], list[int]]:
+    """(sub-group size, block index) of each sample when a rank may hold at most ``capacity``
+    tokens, as Megatron's dynamic CP scheduler packs a micro-batch: heaviest first, each sample
+    takes the sub-group size (at least its minimum, powers of two) and aligned block whose
+    busiest rank ends least loaded among those whose members stay within capacity (a larger
+    group than the minimum where that is lower). A sample that fits nowhere, which Megatron
+    defers to the next micro-batch, spreads over all ranks here: one step holds every token."""
+    load, tokens = [0.0] * cp_size, [0.0] * cp_size
+    sizes, blocks = list(min_sizes), [0] * len(lengths)
+    for i in sorted(range(len(lengths)), key=lambda i: (-works[i], i)):
+        best = None  # (busiest member's load after it, size, block)
+        g = min_sizes[i]
+        while g <= cp_size:
+            for b in range(cp_size // g):
+                members = range(b * g, (b + 1) * g)
+                if all(tokens[r] + lengths[i] / g <= capacity for r in members):
+                    cand = (max(load[r] for r in members) + works[i] / g, g, b)
+                    best = cand if best is None or cand < best else best
+            g *= 2
+        _, g, b = best if best is not None else (None, cp_size, 0)
+        sizes[i], blocks[i] = g, b
+        for r in range(b * g, (b + 1) * g):
+            load[r] += works[i] / g
+            tokens[r] += lengths[i] / g
+    return sizes, blocks
+
+
+def place_documents(mask, cp_size: int, token_capacity: float | None = None):
     """(documents, each one's slices, sub-group sizes, block indices): HybridCP's placement of
     ``mask``'s documents over ``cp_size`` ranks (the mask must keep its slices inside documents:
-    ``HybridCP.supports``)."""
+    ``HybridCP.supports``). ``token_capacity``: None balances work alone (ranks may end with
+    unequal token counts); else a rank holds at most token_capacity * S / cp_size tokens
+    (``place_samples_capped``)."""
     docs = doc_ranges(mask.seqlen, mask.doc_lens)
     per_doc = slices_by_doc(mask.slices, docs)
     sizes = [sub_group_size(mask.seqlen, d.seqlen, cp_size) for d in docs]
-    blocks = place_samples(sizes, [union_area(s) for s in per_doc], cp_size)
+    works = [union_area(s) for s in per_doc]
+    if token_capacity is None:
+        return docs, per_doc, sizes, place_samples(sizes, works, cp_size)
+    sizes, blocks = place_samples_capped([d.seqlen for d in docs], works, sizes, cp_size,
+                                         token_capacity * mask.seqlen / cp_size)
     return docs, per_doc, sizes, blocks
 
 
@@ -131,19 +165,27 @@ class HybridCP(CPStrategy):
     sample's sub-group size is the smallest power of two that fits it into ceil(S / cp_size)
     tokens per rank; within a sub-group the sample is zigzag-sharded. The local rows are grouped
     by level (sub-group size, largest first). Any shared AttnSlice mask whose slices stay inside
-    one document; a slice across documents (share_question, causal_blockwise) is X. No knobs."""
+    one document; a slice across documents (share_question, causal_blockwise) is X.
+
+    Knob ``token_capacity`` (default None): None places documents by attention work alone, so
+    ranks may hold unequal token counts (rows note them); a number caps each rank at that many
+    times S / cp_size tokens, as Megatron's dynamic CP scheduler caps a micro-batch's packed
+    tokens per rank (``place_samples_capped``; 1.0: the even share magi and the rings hold)."""
 
     name = "hybrid_cp"
+    knob_names = ("token_capacity",)
 
     @classmethod
-    def _check(cls, mask, num_heads_q, num_heads_kv, cp_size, **knobs):
+    def _check(cls, mask, num_heads_q, num_heads_kv, cp_size, token_capacity=None, **knobs):
         if cp_size & (cp_size - 1):
             return f"cp_size={cp_size} is not a power of two (sub-groups are 2^k ranks)"
+        if token_capacity is not None and not token_capacity > 0:
+            raise ValueError(f"hybrid_cp: token_capacity must be > 0 or None, got {token_capacity}")
         grouped = slices_by_doc(mask.slices, doc_ranges(mask.seqlen, mask.doc_lens))
         return grouped if isinstance(grouped, str) else None
 
-    def _build(self) -> None:
-        docs, _, sizes, blocks = place_documents(self.mask, self.cp_size)
+    def _build(self, token_capacity: float | None = None) -> None:
+        docs, _, sizes, blocks = place_documents(self.mask, self.cp_size, token_capacity)
         self.sub_group_sizes, self.blocks = sizes, blocks
         self.layouts = [[] for _ in range(self.cp_size)]
         level_layouts = []

@@ -27,3 +27,10 @@ def test_gpu_recipe_on_cpu_needs_hardware_cpu():
         cp_bench_config(_compose("experiment=cp_h200x4"))
     config = cp_bench_config(_compose("experiment=cp_h200x4", "hardware=cpu"))
     assert config.seqlen_per_gpu == (8192, 16384) and config.cp_sizes == (1, 2, 4)
+
+
+def test_the_capped_hybrid_cp_is_a_labelled_variant_of_hybrid_cp():
+    config = cp_bench_config(_compose("cp=[hybrid_cp,hybrid_cp_capped]"))
+    labels = {s.label: (s.name, dict(s.knobs)) for s in config.strategies}
+    assert labels == {"hybrid_cp": ("hybrid_cp", {}),
+                      "hybrid_cp_capped": ("hybrid_cp", {"token_capacity": 1.0})}

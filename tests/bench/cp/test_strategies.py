@@ -39,10 +39,11 @@ CONFIGS = {
         ("hybrid_cp", {})],
     2: [("ulysses", {}), ("ring_p2p", {}), ("ring_allgather", {}), ("usp", {}),
         ("usp", {"ulysses_degree": 2}), ("loongtrain", {}),
-        ("loongtrain", {"head_parallel_degree": 1, "window_size": 2}), ("hybrid_cp", {})],
+        ("loongtrain", {"head_parallel_degree": 1, "window_size": 2}), ("hybrid_cp", {}),
+        ("hybrid_cp", {"token_capacity": 1.0})],
     4: [("ulysses", {}), ("ring_p2p", {}), ("ring_allgather", {}), ("usp", {}),
         ("loongtrain", {}), ("loongtrain", {"head_parallel_degree": 1, "window_size": 2}),
-        ("hybrid_cp", {})],
+        ("hybrid_cp", {}), ("hybrid_cp", {"token_capacity": 1.0})],
 }
 
 # (strategy, mask) pairs a strategy must refuse; "*" = every strategy
