@@ -8,9 +8,13 @@ cost per tile pair of each mask shape can be read off one run.
 
     python3 scripts/dev/rank_mask_probe.py --out $OUT [--masks causal_document full_document]
 
-``--synthetic``: also equal documents of each length in DOC_LENS packed into one rank's
+``--synthetic``: also equal documents of each length in ``--doc-lens`` packed into one rank's
 seqlen, causal and full (strategy "synthetic"), so the cost per pair can be read as a function
-of the document length alone.
+of the document length alone; ``--tails H ...``: a document's tail rows after H head keys
+(``tail_mask``); ``--kernel-masks causal:65536 ...``: bench masks whole on one GPU.
+``--backends triton fa4``: FA4 through the library's path too; ``--variants``: the Gluon
+launches timed (TRITON_VARIANTS: tile orders, the forward's grid, the backward's dQ probes).
+Session 26's runs: results/h100x2/probes_s26/.
 """
 from __future__ import annotations
 
