@@ -555,11 +555,15 @@ NOT_BASELINES = ("single_gpu",)
 CP_MASKS = ("full", "causal", "full_document", "causal_document", "block_causal_document")
 
 
-def _cp_cells(relpath: str | tuple[str, ...]):
+def _cp_cells(relpath: str | tuple[str, ...], equal_tokens: bool = False):
     """{(mask, cp_size, direction): {kernel: TFLOPs/s}} of the ok rows of one CP file (or of
-    several, e.g. a run's cp 2 and cp 1 files)."""
+    several, e.g. a run's cp 2 and cp 1 files). ``equal_tokens``: without the rows of
+    strategies whose ranks held unequal token counts (HybridCP's placement: the row's message
+    carries ``tokens_per_rank=``)."""
     frame = _files((relpath,) if isinstance(relpath, str) else relpath)
     ok = frame[frame.status == "ok"]
+    if equal_tokens:
+        ok = ok[ok.message.map(unequal_token_share) == ""]
     return {(m, int(cp), d): dict(zip(cell.kernel, cell.tflops_per_s))
             for (m, cp, d), cell in ok.groupby(["mask", "cp_size", "direction"])}
 
@@ -1108,21 +1112,12 @@ def bwd_per_pair_s25() -> str:
 PROBES_S26 = "h100x2/probes_s26"
 
 
-def _equal_token_cells(relpath: str | tuple[str, ...]):
-    """``_cp_cells`` without the rows of strategies whose ranks hold unequal token counts
-    (HybridCP's placement: the row's message carries ``tokens_per_rank=``)."""
-    frame = _files((relpath,) if isinstance(relpath, str) else relpath)
-    ok = frame[(frame.status == "ok") & (frame.message.map(unequal_token_share) == "")]
-    return {(m, int(cp), d): dict(zip(cell.kernel, cell.tflops_per_s))
-            for (m, cp, d), cell in ok.groupby(["mask", "cp_size", "direction"])}
-
-
 def _cp2_pairs_s25():
     """[(run, mask, direction, every strategy's values, the equal-token strategies' values)]
     of session 25's cp 2 cells."""
     out = []
     for run, relpath in CP_S25.items():
-        everyone, equal = _cp_cells(relpath), _equal_token_cells(relpath)
+        everyone, equal = _cp_cells(relpath), _cp_cells(relpath, equal_tokens=True)
         for (mask, cp, d), v in sorted(everyone.items()):
             if cp == 2 and "magi" in v:
                 out.append((run, mask, d, v, equal[(mask, cp, d)]))
@@ -1219,7 +1214,7 @@ def kernels_s26_goals() -> str:
 
 def triton_docs_s26() -> str:
     """magi against the best baseline and the best equal-token one, Triton, 16k documents."""
-    everyone, equal = _cp_cells(TRITON_DOCS_S26), _equal_token_cells(TRITON_DOCS_S26)
+    everyone, equal = _cp_cells(TRITON_DOCS_S26), _cp_cells(TRITON_DOCS_S26, equal_tokens=True)
     before = _cp_cells(CP_S25["triton, 16k/GPU"])
     out = []
     for mask in ("full_document", "causal_document", "block_causal_document"):

@@ -153,7 +153,6 @@ def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
               tag):
-    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = k_smem.type.shape[0]
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
