@@ -19,7 +19,7 @@ from bench.masks.convert import to_slices_tensors
 from magi_attention.api import calc_attn, dispatch, magi_attn_flex_key, undispatch
 from magi_attention.common import AttnRange
 from magi_attention.meta import OverlapConfig
-from magi_attention.meta.overlap_solver import CUT_CHOICES
+from magi_attention.meta.overlap_solver import CUT_CHOICES, SPLIT_CHOICES, split_directions
 
 from ._stats import CommStats
 from .base import CPStrategy
@@ -73,7 +73,8 @@ class MagiAttention(CPStrategy):
         head_dim, dtype: of q, k, v, for the overlap solver's cost model only (the runner fills
             them from the problem; defaults 128, "bfloat16").
         fused_split: cut the fused stage by rows so the local rows' kernel hides the cast
-            (``magi_attention.meta.fused_split``; off by default, see OverlapConfig.split).
+            (``magi_attention.meta.fused_split``): false (default, see OverlapConfig.split),
+            true / "both", or one direction, "fwd" or "bwd" (the other runs whole).
         fused: True forces the fused single stage, False the staged overlap (the cast of each
             stage hidden behind the previous stage's kernel, partial outputs merged); None
             (default) lets the overlap solver choose (``OverlapConfig.fused``).
@@ -95,6 +96,9 @@ class MagiAttention(CPStrategy):
                fused=None, cut="auto"):
         if cut not in CUT_CHOICES:
             raise ValueError(f"magi: cut must be one of {CUT_CHOICES}, got {cut!r}")
+        if fused_split not in SPLIT_CHOICES:
+            raise ValueError(f"magi: fused_split must be one of {SPLIT_CHOICES}, "
+                             f"got {fused_split!r}")
         if fused not in (None, True, False):
             raise ValueError(f"magi: fused must be true, false or null, got {fused!r}")
         if fused and num_stages not in (None, 1):
@@ -120,7 +124,7 @@ class MagiAttention(CPStrategy):
         self.key = magi_attn_flex_key(
             *to_slices_tensors(self.mask, "cpu"), seqlen, self.num_heads_q, self.num_heads_kv,
             head_dim, self.group, chunk_size=chunk, dispatch_alg=dispatch_alg,
-            num_stages=num_stages, overlap=OverlapConfig(split=bool(fused_split), fused=fused, cut=cut),
+            num_stages=num_stages, overlap=OverlapConfig(split=fused_split, fused=fused, cut=cut),
             softmax_scale=kernel.softmax_scale, softcap=kernel.softcap,
             backend=kernel.backend, dtype=getattr(torch, dtype))
         meta = self.key.meta.dispatch
@@ -133,7 +137,7 @@ class MagiAttention(CPStrategy):
         # set_overlap must answer alike on every rank (it decides whether all time again);
         # the split is per rank, so the ranks agree on it (only where it was asked for)
         self._any_split = False
-        if fused_split:
+        if split_directions(fused_split):
             splits = [None] * self.cp_size
             dist.all_gather_object(splits, self.key.runtime.meta.fused_split is not None,
                                    group=self.group)

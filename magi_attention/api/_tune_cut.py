@@ -45,7 +45,7 @@ def resolve_cut(overlap: OverlapConfig, runtime: DistAttnRuntime, device: torch.
     from, alike on every rank); nothing where there is no fused stage or it is cut by rows.
     Every rank decides alike (the fused stage is chosen for the group; the row cut, which is
     per rank, only where ``overlap.split`` asks for it), so the timing's collectives match."""
-    if runtime.meta.fused is None or overlap.split:
+    if runtime.meta.fused is None or overlap.split_directions:
         return frozenset()
     if overlap.cut != "auto":
         return CUTS[overlap.cut]

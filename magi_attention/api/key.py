@@ -130,6 +130,7 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
     resolved = runtime.prepare(device, head_dim, dtype, num_heads_q, num_heads_kv)
     signature = (_slices_digest(slices), total_seqlen, chunk_size, dispatch_alg, overlap,
                  groups.cp_size, kernel, softmax_scale, softcap, groups.hierarchical)
+    runtime.split = overlap.split_directions
     runtime.cut = resolve_cut(overlap, runtime, torch.device(device), num_heads_q,
                               num_heads_kv, head_dim, dtype, signature)
     # "auto" may cut balanced_runs on finer chunks than asked (dispatch_choice.refine_cut)

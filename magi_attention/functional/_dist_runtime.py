@@ -76,6 +76,9 @@ class DistAttnRuntime:
         # keys (the forward's while the cast is in flight), one over the received keys, merged
         # (OverlapConfig.cut; chosen at key time, see magi_attention.api._tune_cut)
         self.cut: frozenset[str] = frozenset()
+        # directions whose fused stage runs cut by rows where the meta has a split
+        # (OverlapConfig.split); the other direction runs the fused stage whole
+        self.split: frozenset[str] = frozenset({"fwd", "bwd"})
         self._streams: dict = {}
 
     def resolved_backend(self, q: torch.Tensor, k: torch.Tensor | None = None) -> str:
@@ -99,10 +102,12 @@ class DistAttnRuntime:
                 module.prepare(attn.plan, head_dim, torch.device(device))
         return name
 
-    def _stream(self, device: torch.device):
+    def _stream(self, device: torch.device, role: str = "comm"):
+        """This rank's side stream for ``role`` ("comm": the collectives; "blocks": the row
+        split's remote blocks), or None off CUDA."""
         if device.type != "cuda":
             return None
-        key = device.index if device.index is not None else torch.cuda.current_device()
+        key = (device.index if device.index is not None else torch.cuda.current_device(), role)
         if key not in self._streams:
             self._streams[key] = torch.cuda.Stream(device=device)
         return self._streams[key]
@@ -173,7 +178,7 @@ class DistAttnRuntime:
         stages = self.meta.stages
         if not stages:  # cp 1, or a rank that needs no remote KV: the local kernel alone
             return (*self._fwd(q, k, v, self.meta.host, backend), None)
-        if self.meta.fused_split is not None:
+        if self.meta.fused_split is not None and "fwd" in self.split:
             return self._split_forward(q, k, v, backend)
         if self.meta.fused is not None:
             return self._fused_forward(q, k, v, backend)
@@ -199,7 +204,7 @@ class DistAttnRuntime:
         if not stages:
             dq, dk, dv = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
             return (torch.zeros_like(q) if dq is None else dq), dk, dv
-        if self.meta.fused_split is not None:
+        if self.meta.fused_split is not None and "bwd" in self.split:
             return self._split_backward(dout, q, k, v, out, lse, backend, kv_all)
         if self.meta.fused is not None and "bwd" in self.cut:
             return self._cut_backward(dout, q, k, v, out, lse, backend, kv_all)
@@ -311,19 +316,43 @@ class DistAttnRuntime:
 
     def _split_forward(self, q, k, v, backend: str):
         """The fused stage cut by rows (``meta.fused_split``): the local rows' kernel runs while
-        the cast is in flight, then each remote block's, its rows written over the local
-        call's (which kept none of them)."""
+        the cast is in flight, and each remote block's once it has landed, its rows written
+        over the local call's (which kept none of them). On CUDA with overlap on, the blocks
+        run on a second stream beside the local kernel, so the two share one tail instead of
+        running back to back; their outputs are copied in after both (the local call writes
+        the blocks' rows too, as rows without keys)."""
         split, h = self.meta.fused_split, k.shape[1]
         kv_all, landing = self._fused_kv_start(k, v)
-        out, lse = self._fwd(q, kv_all[:, :h], kv_all[:, h:], split.local, backend)
-        landing()
-        for block in split.blocks:
-            g = block.geometry
-            kv = kv_all[g.k_start:g.k_end]
-            o, l = self._fwd(q[g.q_start:g.q_end], kv[:, :h], kv[:, h:], block.attn, backend)
+        side = self._stream(q.device, "blocks") if self.overlap else None
+        if side is None:
+            out, lse = self._fwd(q, kv_all[:, :h], kv_all[:, h:], split.local, backend)
+            landing()
+            results = self._split_blocks_fwd(q, kv_all, h, backend)
+        else:
+            main = torch.cuda.current_stream(q.device)
+            side.wait_stream(main)  # the buffer's own part is in place
+            out, lse = self._fwd(q, kv_all[:, :h], kv_all[:, h:], split.local, backend)
+            with torch.cuda.stream(side):
+                landing()
+                results = self._split_blocks_fwd(q, kv_all, h, backend)
+            main.wait_stream(side)
+            for _, o, l in results:  # made on the side stream, read and freed on this one
+                o.record_stream(main)
+                l.record_stream(main)
+        for g, o, l in results:
             out[g.q_start:g.q_end] = o
             lse[g.q_start:g.q_end] = l
         return out, lse, kv_all
+
+    def _split_blocks_fwd(self, q, kv_all, h: int, backend: str):
+        """[(geometry, out, lse)] of the row split's remote blocks over the landed buffer."""
+        results = []
+        for block in self.meta.fused_split.blocks:
+            g = block.geometry
+            kv = kv_all[g.k_start:g.k_end]
+            results.append((g, *self._fwd(q[g.q_start:g.q_end], kv[:, :h], kv[:, h:],
+                                          block.attn, backend)))
+        return results
 
     def _split_backward(self, dout, q, k, v, out, lse, backend: str, kv_all=None):
         """The blocks first: the received keys' dK/dV come from them alone, so their reduce to

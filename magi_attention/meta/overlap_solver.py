@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from .fused_split import MIN_LOCAL_SHARE
 
 CUT_CHOICES = ("auto", "none", "fwd", "bwd", "both")
+SPLIT_CHOICES = (False, True, "none", "fwd", "bwd", "both")
 BWD_COMPUTE_FACTOR = 2.5   # backward FLOPs / forward FLOPs (FlashAttention: 2.5x)
 MERGE_BYTES_PER_Q_BYTE = 5.0  # fp32 acc read + write and a bf16 partial read, per bf16 q byte
 
@@ -37,9 +38,10 @@ class OverlapConfig:
     num_stages: int | None = None
     max_stages: int = 8
     fused: bool | None = None
-    # cut the fused stage by rows (fused_split). Off by default: on 2 H200s (session 18) the
+    # cut the fused stage by rows (fused_split), in both directions (True or "both"), one
+    # ("fwd", "bwd") or none (False or "none"). Off by default: on 2 H200s (session 18) the
     # extra launches cost more than the 20-400 us of cast they hid (notes/magi_cp.md)
-    split: bool = False
+    split: bool | str = False
     # the fused stage cut by keys, per direction (own keys' kernel, then the received keys',
     # merged): "none", "fwd", "bwd", "both", or "auto": time both ways of each direction at key
     # time on CUDA and keep the faster (magi_attention.api._tune_cut: seconds per new mask, so
@@ -58,11 +60,27 @@ class OverlapConfig:
             raise ValueError(f"max_stages must be >= 1, got {self.max_stages}")
         if self.cut not in CUT_CHOICES:
             raise ValueError(f"cut must be one of {CUT_CHOICES}, got {self.cut!r}")
+        if self.split not in SPLIT_CHOICES:
+            raise ValueError(f"split must be one of {SPLIT_CHOICES}, got {self.split!r}")
         if self.fused and self.num_stages not in (None, 1):
             raise ValueError(f"fused runs one stage; got num_stages={self.num_stages}")
         for name in ("compute_tflops", "comm_gb_per_s", "hbm_gb_per_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+    @property
+    def split_directions(self) -> frozenset[str]:
+        """The directions ("fwd", "bwd") whose fused stage is cut by rows."""
+        return split_directions(self.split)
+
+
+def split_directions(split: bool | str) -> frozenset[str]:
+    """``OverlapConfig.split`` as the set of directions it cuts by rows."""
+    if split is True or split == "both":
+        return frozenset({"fwd", "bwd"})
+    if split in ("fwd", "bwd"):
+        return frozenset({split})
+    return frozenset()
 
 
 @dataclass(frozen=True)
@@ -108,11 +126,15 @@ def predicted_fused_us(cost: RankCost, flops_per_cell: float, config: OverlapCon
     split pays: ``fused_split.MIN_LOCAL_SHARE``) hides each up to its own time."""
     compute, comm, _ = _rates(cost, flops_per_cell, config)
     area = cost.host_area + cost.remote_area
-    local = cost.local_rows_area if (config.split and
+    split = config.split_directions
+    local = cost.local_rows_area if (split and
                                      cost.local_rows_area >= MIN_LOCAL_SHARE * area) else 0.0
-    exposed = sum(max(0.0, comm - factor * compute(local)) for factor in (1.0, BWD_COMPUTE_FACTOR))
-    calls = 2 if local else 1  # kernels per direction (the local rows' call and at least one)
-    time = exposed + (1 + BWD_COMPUTE_FACTOR) * compute(area) + 2 * calls * config.stage_overhead_us
+    exposed = calls = 0.0
+    for direction, factor in (("fwd", 1.0), ("bwd", BWD_COMPUTE_FACTOR)):
+        cut = bool(local) and direction in split
+        exposed += max(0.0, comm - factor * compute(local)) if cut else comm
+        calls += 2 if cut else 1  # the local rows' call and at least one block's
+    time = exposed + (1 + BWD_COMPUTE_FACTOR) * compute(area) + calls * config.stage_overhead_us
     return time, 2 * comm, exposed
 
 
@@ -153,7 +175,7 @@ def choose_stage_plan(costs: list[RankCost], flops_per_cell: float, config: Over
     options: list[StagePlan] = []  # in order of preference
     if config.fused is not False and config.num_stages in (None, 1):
         t, c, e = worst(lambda cost: predicted_fused_us(cost, flops_per_cell, config))
-        options.append(StagePlan(1, True, t, c, e, split=config.split))
+        options.append(StagePlan(1, True, t, c, e, split=bool(config.split_directions)))
     if not config.fused:
         counts = [config.num_stages] if config.num_stages else range(1, config.max_stages + 1)
         for n in counts:

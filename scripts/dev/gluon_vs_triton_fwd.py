@@ -4,7 +4,6 @@ kernel figures, from 1k to 64k tokens, so that the default is known to win where
 
     python scripts/dev/gluon_vs_triton_fwd.py --out $OUT      # on the GPU; rows in gluon_vs_triton.csv
     python scripts/dev/gluon_vs_triton_fwd.py --direction bwd --out $OUT   # gluon_vs_triton_bwd.csv
-    python scripts/dev/gluon_vs_triton_fwd.py --o-paths --out $OUT   # + the forward's O paths
 """
 from __future__ import annotations
 
@@ -34,9 +33,6 @@ def main() -> None:
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--seqlens", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384, 65536])
     p.add_argument("--direction", choices=("fwd", "bwd"), default="fwd")
-    p.add_argument("--o-paths", action="store_true",
-                   help="forward: also the Gluon kernel itself with O staged for TMA and with O "
-                        "stored from registers (gluon_o_tma, gluon_o_regs)")
     args = p.parse_args()
     hq, hk, d = 64, 8, 128
     bwd = args.direction == "bwd"
@@ -67,14 +63,6 @@ def main() -> None:
                     kernels = (("gluon", lambda: tk.fwd(q, k, v, plan, d ** -0.5)),
                                ("triton", lambda: tk.fwd(q, k, v, plan, d ** -0.5,
                                                          config=triton_cfg)))
-                    if args.o_paths:  # the Gluon kernel with each O path, the plan's rule aside
-                        from magi_attention.kernels.triton import gluon_forward as gf
-                        gplan = plan_for(plan, gf.BLOCK_M, gf.BLOCK_N, q.device,
-                                         tk.MAX_TABLE_INTERVALS)
-                        kernels += tuple(
-                            (f"gluon_o_{name}", lambda regs=regs: gf.launch_fwd(
-                                q, k, v, gplan, d ** -0.5, o_from_registers=regs))
-                            for name, regs in (("tma", False), ("regs", True)))
                 for kernel, fn in kernels:
                     try:
                         ms = time_ms(fn, 150.0)

@@ -54,8 +54,6 @@ TRITON_VARIANTS = {
     "heavy_first": ("fwd", {}, False), "natural": ("fwd", {}, True),
     "fwd_persistent": ("fwd", dict(persistent=True), False),
     "fwd_per_item": ("fwd", dict(persistent=False), False),
-    "fwd_o_tma": ("fwd", dict(o_from_registers=False), False),
-    "fwd_o_regs": ("fwd", dict(o_from_registers=True), False),
     "bwd_heavy_first": ("bwd", {}, False), "bwd_natural": ("bwd", {}, True),
     "bwd_dq_none": ("bwd", dict(dq_mode=gluon_backward.DQ_NONE), False),
     "bwd_dq_no_add": ("bwd", dict(dq_mode=gluon_backward.DQ_NO_ADD), False),

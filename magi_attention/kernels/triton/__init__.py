@@ -9,6 +9,7 @@ accepted), bf16/fp16 with fp32 accumulation, softcap. Signatures follow kernels.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 
 import torch
@@ -23,6 +24,7 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 MAX_HEAD_DIM = 128  # register budget of the fp32 accumulators at the chosen tiles
 
 
+@functools.lru_cache(maxsize=None)
 def is_available() -> bool:
     try:
         import triton  # noqa: F401
@@ -124,17 +126,30 @@ def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
 
     check_supported(q, k, v)
     q, k, v = (_dense_last(t) for t in (q, k, v))
-    if config is None and _gluon_reason(q, k, softcap, return_max_logits) is None:
-        plan = _gluon_plan(mask, q.device)
-        if plan is not None:
+    if config is None:  # decided once per mask and kind of input (a lookup per call)
+        key = ("triton_fwd_route", q.device, q.dtype, q.shape[-1], softcap > 0,
+               return_max_logits, q.shape[0] == 0 or k.shape[0] == 0, env.PREFER_GLUON_FWD)
+        gluon, plan, config = mask.cached(
+            key, lambda: _fwd_route(mask, q, k, softcap, return_max_logits))
+        if gluon:
             from .gluon_forward import launch_fwd as launch_gluon
             return launch_gluon(q, k, v, plan, float(softmax_scale))
-    chosen = config or fwd_config(q.shape[-1])
-    plan = plan_for(mask, chosen.block_m, chosen.block_n, q.device, chosen.max_table_intervals)
-    if config is None:  # the short-row variant shares the default's tiles, so the same plan
-        chosen = fwd_config(q.shape[-1], plan_tiles_per_q_tile(plan))
-    config = chosen
+    else:
+        plan = plan_for(mask, config.block_m, config.block_n, q.device, config.max_table_intervals)
     return launch_fwd(q, k, v, plan, config, float(softmax_scale), float(softcap), return_max_logits)
+
+
+def _fwd_route(mask: FlexAttnPlan, q, k, softcap: float, return_max_logits: bool):
+    """(gluon, plan, config) of the forward without a config: the Gluon kernel where it runs
+    these inputs and its plan suits (config None), else the Triton forward at the default tiles
+    with the short-row variant where rows are short (both share the default's plan)."""
+    if _gluon_reason(q, k, softcap, return_max_logits) is None:
+        plan = _gluon_plan(mask, q.device)
+        if plan is not None:
+            return True, plan, None
+    config = fwd_config(q.shape[-1])
+    plan = plan_for(mask, config.block_m, config.block_n, q.device, config.max_table_intervals)
+    return False, plan, fwd_config(q.shape[-1], plan_tiles_per_q_tile(plan))
 
 
 def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
@@ -149,8 +164,11 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
     check_supported(q, k, v)
     dout, q, k, v, out = (_dense_last(t) for t in (dout, q, k, v, out))
     lse = lse.float().contiguous()
-    if config is None and _gluon_bwd_reason(q, k, softcap, deterministic) is None:
-        plan = _gluon_bwd_plan(mask, q.device)
+    if config is None:  # decided once per mask and kind of input (a lookup per call)
+        key = ("triton_bwd_route", q.device, q.dtype, q.shape[-1], softcap > 0, deterministic,
+               q.shape[0] == 0 or k.shape[0] == 0, env.PREFER_GLUON_BWD)
+        plan = mask.cached(key, lambda: (_gluon_bwd_reason(q, k, softcap, deterministic) is None
+                                         and _gluon_bwd_plan(mask, q.device)) or None)
         if plan is not None:
             from .gluon_backward import launch_bwd as launch_gluon
             return launch_gluon(dout, q, k, v, out, lse, plan, float(softmax_scale))

@@ -42,20 +42,17 @@ NUM_BUF = 3  # K/V ring slots: 2 was 0.78-0.92x of 3 at d128 (s21 rows d-e)
 # window masks at 16k, 0.96-1.03x on full and causal (within the drift of two runs); H100, GQA
 # 64:8, d128 (results/h100x2/probes_s26/rank_mask_probe_persistent_*.csv)
 PERSISTENT = True
-# O leaves the consumers' registers by plain stores, so Q's buffer frees once an item's last S
-# is computed and the next item's Q loads during its last P @ V and epilogue (else O is staged
-# in Q's buffer and stored by TMA, and the next Q waits for that store)
-O_FROM_REGISTERS = False
 CONSUMER_REGS, PRODUCER_REGS = 240, 24
 MAXNREG = 168  # 12 warps x 32 x 168 <= 64K registers; setmaxnreg redistributes by partition
 HEAD_DIMS = (64, 128)
 LOG2E = 1.4426950408889634
 # Below this many listed key tiles per q tile (at BLOCK_M x BLOCK_N) the Triton forward is
-# faster: its 128x64 tiles waste less on short rows and it runs two programs per SM. H200,
-# GQA 64:8, d128 (results/h200/ffa_triton/s21_gluon_vs_triton_fwd.csv, Gluon / Triton by
-# tiles per q tile): 1.8-6.1 tiles: 0.69-0.97 (documents at 1k-8k, causal and windows at 1k);
-# 6.8-8.5: 0.99-1.17; from 11: 1.06-1.25.
-MIN_TILES_PER_Q_TILE = 6.5
+# as fast or faster: its 128x64 tiles waste less on short rows and it runs two programs per SM.
+# With the persistent grid, H100, GQA 64:8, d128 (results/h100/ffa_triton/
+# s27_gluon_vs_triton_fwd.csv, Triton / Gluon time by tiles per q tile): 1.8-2.8 tiles:
+# 0.95-1.00; 4.5-6.8: 1.04-1.14; from 7.9: 1.04-1.38. (One program per item on the H200, s21,
+# the cross-over was 6.1-6.8.)
+MIN_TILES_PER_Q_TILE = 4.0
 
 
 def plan_suits(plan: BlockSparsePlan) -> bool:
@@ -153,7 +150,7 @@ def _item(i, nqt, q_tile_order, q_tile_ptr, q_tile_num_full, group, HALF_M: gl.c
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, o_desc, O, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
               tag):
@@ -201,13 +198,12 @@ def _load_kv(k_desc, v_desc, q_tile_kt, t, kv_col, n, k_smem, v_smem, k_ready, v
 
 
 @gluon.jit
-def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_empty, q_tile_kt,
-                   row_lo, row_hi, rows, seqlen_q, start, mid, n_tiles, base, turns, qk_scale,
-                   m_i, l_i, acc, c: gl.constexpr, s_layout: gl.constexpr,
-                   p_layout: gl.constexpr, ROW_INTERVALS: gl.constexpr, O_REGS: gl.constexpr):
+def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_tile_kt, row_lo,
+                   row_hi, rows, seqlen_q, start, mid, n_tiles, base, turns, qk_scale, m_i, l_i,
+                   acc, c: gl.constexpr, s_layout: gl.constexpr, p_layout: gl.constexpr,
+                   ROW_INTERVALS: gl.constexpr):
     """This consumer's rows over the q tile's n_tiles (>= 1) listed key tiles, which sit at the
-    ring's running positions base.. ; ``turns``: the turns this consumer has taken so far.
-    ``O_REGS``: Q's buffer is handed back once the last S is computed (O does not use it)."""
+    ring's running positions base.. ; ``turns``: the turns this consumer has taken so far."""
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
     NUM_BUF: gl.constexpr = k_smem.type.shape[0]
     HALF_M: gl.constexpr = q_tile.type.shape[0]
@@ -249,8 +245,6 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_e
         acc = acc * gl.expand_dims(alpha, 1)
         p = gl.convert_layout(p_new.to(dtype), p_layout)
 
-    if O_REGS:
-        mbarrier.arrive(q_empty.index(c), count=1)  # every S is done: Q is no longer read
     n = base + n_tiles - 1
     last = n % NUM_BUF
     mbarrier.wait(v_ready.index(last), (n // NUM_BUF) & 1)
@@ -263,7 +257,7 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_e
 
 
 @gluon.jit
-def _consumer(q_desc, k_desc, v_desc, o_desc, O, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
               tag, c: gl.constexpr):
@@ -271,7 +265,6 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, O, Lse, q_tile_ptr, q_tile_kt, q_t
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     ROW_INTERVALS: gl.constexpr = tag.type.shape[0] - 1
-    O_REGS: gl.constexpr = tag.type.shape[1] == 2
     dtype: gl.constexpr = q_desc.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -280,7 +273,6 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, O, Lse, q_tile_ptr, q_tile_kt, q_t
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    col_o: gl.constexpr = gl.SliceLayout(0, o_layout)
     q_tile = q_smem.index(c)
     loaded = 0  # the ring's running position (as the producer counts it)
     turns = 0  # turns this consumer has taken (both take n_tiles + 1 per item with keys)
@@ -296,68 +288,57 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, O, Lse, q_tile_ptr, q_tile_kt, q_t
         mbarrier.wait(q_bars.index(c), t & 1)
         if end > start:
             acc, m_i, l_i = _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty,
-                                           turn, q_empty, q_tile_kt, row_lo, row_hi, rows,
-                                           seqlen_q, start, mid, end - start, loaded, turns,
-                                           qk_scale, m_i, l_i, acc, c, s_layout, p_layout,
-                                           ROW_INTERVALS, O_REGS)
+                                           turn, q_tile_kt, row_lo, row_hi, rows, seqlen_q,
+                                           start, mid, end - start, loaded, turns, qk_scale,
+                                           m_i, l_i, acc, c, s_layout, p_layout, ROW_INTERVALS)
             turns += end - start + 1
-        elif O_REGS:
-            mbarrier.arrive(q_empty.index(c), count=1)  # no key: Q was never read
         loaded += end - start
 
         has_keys = l_i > 0.0
         l_o = gl.convert_layout(gl.where(has_keys, l_i, 1.0), row_o)
         out = acc / gl.expand_dims(l_o, 1)
-        if O_REGS:
-            rows_o = row0 + gl.arange(0, HALF_M, layout=row_o)
-            o_ptrs = (O + gl.expand_dims(rows_o.to(gl.int64) * num_heads_q * HEAD_DIM + q_col, 1)
-                      + gl.expand_dims(gl.arange(0, HEAD_DIM, layout=col_o), 0))
-            gl.store(o_ptrs, out.to(dtype), mask=gl.expand_dims(rows_o < seqlen_q, 1))
-        else:
-            q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
-            fence_async_shared()
-            tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)  # clipped at seqlen_q
+        q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)  # clipped at seqlen_q
         lse = gl.where(has_keys,
                        (m_i + gl.log2(gl.where(has_keys, l_i, 1.0))) * 0.6931471805599453,
                        float("-inf"))
         gl.store(Lse + rows.to(gl.int64) * num_heads_q + (q_col // HEAD_DIM), lse,
                  mask=rows < seqlen_q)
-        if not O_REGS:
-            tma.store_wait(pendings=0)
-            mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
+        tma.store_wait(pendings=0)
+        mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
         t += 1
 
 
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
 # half (c) is fixed by which of the two it runs
 @gluon.jit
-def _consumer0(q_desc, k_desc, v_desc, o_desc, O, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _consumer0(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
                nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
                tag):
-    _consumer(q_desc, k_desc, v_desc, o_desc, O, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
               tag, 0)
 
 
 @gluon.jit
-def _consumer1(q_desc, k_desc, v_desc, o_desc, O, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _consumer1(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
                nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
                tag):
-    _consumer(q_desc, k_desc, v_desc, o_desc, O, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
               tag, 1)
 
 
 @gluon.jit
-def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, O, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                 q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
                 nqt, NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr,
-                O_FROM_REGISTERS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                PRODUCER_REGS: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 num_warps: gl.constexpr):
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
@@ -372,10 +353,10 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, O, Lse, q_tile_ptr, q_tile_kt, q
     k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
-    # worker partitions take no constexpr arguments: the interval count and the O path travel
-    # as the shape of this (unused) buffer's type
-    tag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1, O_FROM_REGISTERS + 1],
-                                    gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
+    # worker partitions take no constexpr arguments: the interval count travels as the shape
+    # of this (unused) buffer's type
+    tag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
+                                    gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     for i in gl.static_range(2):
         mbarrier.init(q_bars.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=1)
@@ -385,7 +366,7 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, O, Lse, q_tile_ptr, q_tile_kt, q
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=2)  # both consumers release a tile
     fence_async_shared()
-    args = (q_desc, k_desc, v_desc, o_desc, O, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+    args = (q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
             q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items, nqt,
             q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
@@ -403,14 +384,12 @@ def _descriptor(t: torch.Tensor, block_rows: int) -> TensorDescriptor:
 
 
 def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSparsePlan,
-               softmax_scale: float, num_buf: int = NUM_BUF, persistent: bool = PERSISTENT,
-               o_from_registers: bool = O_FROM_REGISTERS):
+               softmax_scale: float, num_buf: int = NUM_BUF, persistent: bool = PERSISTENT):
     """q [Sq, Hq, D], k/v [Sk, Hkv, D] (contiguous) over a BLOCK_M x n plan (n = BLOCK_N by
     default; 64 was measured too) with a row interval table -> (out, lse [Sq, Hq] fp32, None).
     ``num_buf``: K/V ring slots; ``persistent``: one program per SM walking the (q tile, head)
     items in order, loading an item's first K/V tiles during the last one's epilogue (else
-    one program per item); ``o_from_registers``: O stored from registers, not staged in Q's
-    buffer for a TMA store."""
+    one program per item)."""
     seqlen_q, num_heads_q, _ = q.shape
     if plan.block_m != BLOCK_M:
         raise ValueError(f"plan q tiles {plan.block_m} != {BLOCK_M}")
@@ -425,11 +404,10 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
         programs = min(n_items, _sm_count(q.device)) if persistent else n_items
         _fwd_kernel[(programs, )](
             _descriptor(q, HALF_M), _descriptor(k, plan.block_n), _descriptor(v, plan.block_n),
-            _descriptor(out, HALF_M), out, lse, plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full,
+            _descriptor(out, HALF_M), lse, plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full,
             plan.q_tile_order, plan.row_lo, plan.row_hi, seqlen_q, num_heads_q,
             float(softmax_scale) * LOG2E, num_heads_q // k.shape[1], n_items, plan.num_q_tiles,
-            NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
-            O_FROM_REGISTERS=int(o_from_registers), CONSUMER_REGS=CONSUMER_REGS,
+            NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], CONSUMER_REGS=CONSUMER_REGS,
             PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse, None
 

@@ -32,12 +32,15 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shap
     from magi_attention.testing import dense_attention, random_qkv
 
     # num_stages: a count, None (the solver chooses), "fused" (one kernel over own + received
-    # KV), "staged1" (one overlapped stage with a merge) or "cut_<fwd|bwd|both>" (the fused
-    # stage cut by keys in those directions: own keys' kernel, received keys', merged)
+    # KV), "staged1" (one overlapped stage with a merge), "cut_<fwd|bwd|both>" (the fused
+    # stage cut by keys in those directions: own keys' kernel, received keys', merged) or
+    # "split_<fwd|bwd>" (cut by rows in that direction only, the other whole)
     overlap = {"fused": OverlapConfig(fused=True, split=True),
                "staged1": OverlapConfig(fused=False, num_stages=1)}.get(num_stages)
     if isinstance(num_stages, str) and num_stages.startswith("cut_"):
         overlap = OverlapConfig(fused=True, cut=num_stages[4:])
+    if isinstance(num_stages, str) and num_stages.startswith("split_"):  # one direction by rows
+        overlap = OverlapConfig(fused=True, split=num_stages[6:])
     stages = None if isinstance(num_stages, str) else num_stages
 
     torch.set_num_threads(1)
@@ -118,10 +121,10 @@ def run_group(cp_size, chunk_size, num_stages, mesh_shape=None, mask_names=None)
 @pytest.mark.parametrize("cp_size,chunk_size,num_stages",
                          [(2, 32, None), (4, 16, 2), (2, 32, "fused"), (4, 16, "fused"),
                           (2, 32, "staged1"), (2, 32, "cut_fwd"), (4, 16, "cut_bwd"),
-                          (2, 32, "cut_both")],
+                          (2, 32, "cut_both"), (2, 32, "split_fwd")],
                          ids=["cp2-chunk32-auto_stages", "cp4-chunk16-2_stages", "cp2-fused",
                               "cp4-fused", "cp2-staged1", "cp2-cut_fwd", "cp4-cut_bwd",
-                              "cp2-cut_both"])
+                              "cp2-cut_both", "cp2-split_fwd"])
 def test_magi_attn_equals_dense_attention_fwd_bwd_every_mask_and_algorithm(cp_size, chunk_size,
                                                                            num_stages):
     per_rank = run_group(cp_size, chunk_size, num_stages)
@@ -146,6 +149,9 @@ def test_magi_attn_equals_dense_attention_fwd_bwd_every_mask_and_algorithm(cp_si
         whole = {res["reduce_in_place"] for results in per_rank for res in results
                  if res["fused"] and not res["split"]}
         assert whole == ({True} if cp_size == 2 else {True, False})
+    if num_stages == "split_fwd":  # the forward cut by rows on some cases, the backward whole
+        assert {res["split"] for results in per_rank for res in results if res["fused"]} == {
+            True, False}
     if num_stages == "staged1":
         assert not any(res["fused"] for res in per_rank[0])
     if isinstance(num_stages, str) and num_stages.startswith("cut_"):

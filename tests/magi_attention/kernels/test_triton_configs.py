@@ -7,6 +7,7 @@ torch = pytest.importorskip("torch")
 
 from magi_attention.common import AttnSlice  # noqa: E402
 from magi_attention.kernels.block_sparse import plan_block_sparse  # noqa: E402
+from magi_attention.kernels.plan import FlexAttnPlan  # noqa: E402
 from magi_attention.kernels.triton import plan_tiles_per_q_tile  # noqa: E402
 from magi_attention.kernels.triton.configs import SHORT_ROW_TILES, fwd_config  # noqa: E402
 
@@ -48,9 +49,10 @@ def test_empty_plan_counts_zero_tiles():
 
 @pytest.mark.parametrize("name, slices, seqlen, gluon", [
     ("full_1k", [AttnSlice.make(0, 1024, 0, 1024, 0)], 1024, True),  # 8 tiles per q tile
-    ("causal_1k", [AttnSlice.make(0, 1024, 0, 1024, 1)], 1024, False),  # 4.5
+    ("causal_1k", [AttnSlice.make(0, 1024, 0, 1024, 1)], 1024, True),  # 4.5 (H100: 1.075)
     ("causal_2k", [AttnSlice.make(0, 2048, 0, 2048, 1)], 2048, True),  # 8.5
-    ("causal_documents_of_512", _docs([512] * 16, True), 8192, False),
+    ("causal_documents_of_512", _docs([512] * 16, True), 8192, False),  # 2.5
+    ("full_documents_of_256", _docs([256] * 32, False), 8192, False),  # 2
     ("causal_documents_of_4k", _docs([4096] * 4, True), 16384, True),
 ])
 def test_short_rows_keep_the_triton_forward(name, slices, seqlen, gluon):
@@ -123,3 +125,32 @@ def test_gluon_backward_is_on_by_default_and_names_why_it_does_not_run(monkeypat
     assert gb.unsupported_reason(q, q, 0.0, False) is None
     assert "deterministic" in gb.unsupported_reason(q, q, 0.0, True)
     assert "softcap" in gb.unsupported_reason(q, q, 1.0, False)
+
+
+def test_the_default_kernel_choice_is_made_once_per_mask_and_kind_of_input(monkeypatch):
+    """tk.fwd / tk.bwd without a config decide Gluon or Triton (and the forward's short-row
+    config) on the first call for a mask and kind of input; later calls look the choice up:
+    the reasons are not asked again. A new dtype or the environment switch is a new choice."""
+    from magi_attention import env
+    from magi_attention.kernels import triton as tk
+    from magi_attention.kernels.triton import backward, forward
+    asked = []
+    monkeypatch.setattr(tk, "check_supported", lambda q, k, v: None)
+    monkeypatch.setattr(tk, "_gluon_reason", lambda *a: asked.append("fwd") or "off")
+    monkeypatch.setattr(tk, "_gluon_bwd_reason", lambda *a: asked.append("bwd") or "off")
+    launched = []
+    monkeypatch.setattr(forward, "launch_fwd", lambda q, k, v, plan, config, *a: launched.append(
+        (plan, config)))
+    monkeypatch.setattr(backward, "launch_bwd", lambda *a, **kw: launched.append(a[6:9]))
+    mask = FlexAttnPlan.from_slices([AttnSlice.make(0, 256, 0, 256, "causal")], 256, 256)
+    q = torch.zeros(256, 2, 128, dtype=torch.bfloat16)
+    for _ in range(3):
+        tk.fwd(q, q, q, mask, 1.0)
+        tk.bwd(q, q, q, q, q, torch.zeros(256, 2), mask, 1.0)
+    assert asked == ["fwd", "bwd"]
+    assert launched[0] == launched[2] == launched[4]  # the same plan and config each time
+    assert launched[0][1] == fwd_config(128, tk.plan_tiles_per_q_tile(launched[0][0]))
+    tk.fwd(q.half(), q.half(), q.half(), mask, 1.0)
+    monkeypatch.setattr(env, "PREFER_GLUON_FWD", False)
+    tk.fwd(q, q, q, mask, 1.0)
+    assert asked == ["fwd", "bwd", "fwd", "fwd"]

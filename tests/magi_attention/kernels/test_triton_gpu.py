@@ -309,19 +309,13 @@ def test_gluon_forward_every_mask(name, case):
     check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, dtype, seed, max_logits=False)
 
 
-GLUON_LAUNCHES = {"per_item": dict(persistent=False, o_from_registers=False),
-                  "persistent": dict(persistent=True, o_from_registers=False),
-                  "persistent_o_regs": dict(persistent=True, o_from_registers=True)}
-
-
-@pytest.mark.parametrize("launch", list(GLUON_LAUNCHES))
+@pytest.mark.parametrize("persistent", [False, True], ids=["per_item", "persistent"])
 @pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
 @pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
-def test_gluon_kernel_every_mask(name, case, launch):
+def test_gluon_kernel_every_mask(name, case, persistent):
     """The Gluon kernel itself (whatever the default picks at this size), one program per
-    item, persistent, and persistent with O stored from registers, against the fp32 reference:
-    out and lse, rows without keys give out 0 and lse -inf; every launch computes each item as
-    one program per item with O staged for TMA does (bit-equal)."""
+    item and persistent, against the fp32 reference: out and lse, rows without keys give out 0
+    and lse -inf; the persistent grid computes each item as the other does (bit-equal)."""
     from magi_attention.kernels.block_sparse import plan_for
     from magi_attention.kernels.triton import gluon_forward
     mask = _gluon_mask(name, case)
@@ -331,11 +325,10 @@ def test_gluon_kernel_every_mask(name, case, launch):
     if tiles.row_lo.shape[1] == 0:
         pytest.skip("no row interval table: the Triton forward runs this mask")
     q, k, v, _ = _inputs(seqlen, seqlen, hq, hk, d, dtype, seed)
-    out, lse, _ = gluon_forward.launch_fwd(q, k, v, tiles, d ** -0.5, **GLUON_LAUNCHES[launch])
+    out, lse, _ = gluon_forward.launch_fwd(q, k, v, tiles, d ** -0.5, persistent=persistent)
     _assert_fwd_matches_reference(q, k, v, plan, out, lse)
-    if launch != "per_item":
-        per_item = gluon_forward.launch_fwd(q, k, v, tiles, d ** -0.5,
-                                            **GLUON_LAUNCHES["per_item"])
+    if persistent:
+        per_item = gluon_forward.launch_fwd(q, k, v, tiles, d ** -0.5, persistent=False)
         assert torch.equal(out, per_item[0]) and torch.equal(lse, per_item[1])
 
 
