@@ -1188,20 +1188,27 @@ TRITON_DOCS_S26 = "h100x2/cp/cp_h100x2__triton_16k_docs_s26.csv"
 FULL_OR_CAUSAL = ("full_16k", "causal_16k", "full_docs_16384", "causal_docs_16384")
 
 
-def persistent_s26() -> str:
-    """Persistent / one-program-per-item forward time per mask, per run: the masks of one
-    16k-row sequence with one document (full, causal) apart from the rest."""
+def _variant_ratios(relpaths: tuple[str, ...], variant: str, base: str,
+                    whole_masks: tuple[str, ...]) -> str:
+    """``variant`` / ``base`` kernel time per mask of rank_mask_probe.py runs, per run: the
+    masks of one sequence with one document (full, causal; ``whole_masks``) apart from the
+    rest."""
     out = []
-    for run, relpath in enumerate(PERSISTENT_S26, 1):
+    for run, relpath in enumerate(relpaths, 1):
         f = pd.read_csv(RESULTS / relpath)
         t = f.pivot_table(index=["mask", "strategy", "rank"], columns="order", values="ms")
-        ratio = t.fwd_persistent / t.fwd_per_item
-        whole = ratio[[m in FULL_OR_CAUSAL for m, _, _ in ratio.index]]
-        rest = ratio[[m not in FULL_OR_CAUSAL for m, _, _ in ratio.index]]
+        ratio = t[variant] / t[base]
+        whole = ratio[[m in whole_masks for m, _, _ in ratio.index]]
+        rest = ratio[[m not in whole_masks for m, _, _ in ratio.index]]
         out.append(f"run {run}: {rest.min():.2f}-{rest.max():.2f} on the {len(rest)} document, "
                    f"window and cp-rank masks (mean {rest.mean():.2f}), {whole.min():.2f}-"
                    f"{whole.max():.2f} on full and causal")
     return "; ".join(out)
+
+
+def persistent_s26() -> str:
+    """Persistent / one-program-per-item forward time per mask, per run."""
+    return _variant_ratios(PERSISTENT_S26, "fwd_persistent", "fwd_per_item", FULL_OR_CAUSAL)
 
 
 def kernels_s26_table() -> str:
@@ -1988,7 +1995,110 @@ def triton_v4_table() -> str:
     return "\n".join(lines)
 
 
+# -- session 27: O from registers, the forward's threshold and default path, the row split's
+# forward on a second stream, HybridCP capped, kernel_masks at 64k on an H100 -----------------
+O_REGS_S27 = ("h100/probes_s27/rank_mask_probe_o_regs_1.csv",
+              "h100/probes_s27/rank_mask_probe_o_regs_2.csv")
+FWD_PATHS_S27 = "h100/ffa_triton/s27_gluon_vs_triton_fwd.csv"
+FWD_ROUTE_S27 = "h100/ffa_triton/s27_gluon_vs_triton_fwd_route_cache.csv"
+SPLIT_S27 = {"fa4": "h100x2/cp_ab_s27/cp_h100x2__fa4_16k_docs_split_fwd.csv",
+             "triton": "h100x2/cp_ab_s27/cp_h100x2__triton_16k_docs_split_fwd.csv"}
+KERNELS_S27 = "h100/kernels/kernel_masks__64k_s27.csv"
+DOC_MASKS = ("causal_document", "full_document", "block_causal_document")
+FULL_OR_CAUSAL_S27 = ("full_16k", "causal_16k", "causal_64k")
+
+
+def o_regs_s27() -> str:
+    return _variant_ratios(O_REGS_S27, "fwd_o_regs", "fwd_o_tma", FULL_OR_CAUSAL_S27)
+
+
+def _fwd_paths(relpath: str) -> pd.DataFrame:
+    """ms by (seqlen, mask) x kernel of a gluon_vs_triton_fwd.py run."""
+    return pd.read_csv(RESULTS / relpath).pivot_table(index=["seqlen", "mask"], columns="kernel",
+                                                      values="runtime_ms")
+
+
+def fwd_threshold_s27_table() -> str:
+    """The Triton forward's time over the persistent Gluon kernel's (launched directly), 1k-8k."""
+    t = _fwd_paths(FWD_PATHS_S27)
+    seqlens = [s for s in sorted({s for s, _ in t.index}) if s <= 8192]
+    lines = ["| mask | " + " | ".join(_k(s) for s in seqlens) + " |", "|---|" + "---|" * len(seqlens)]
+    for mask in KERNEL_MASKS:
+        cells = [f"{t.loc[(s, mask), 'triton'] / t.loc[(s, mask), 'gluon_o_tma']:.2f}"
+                 for s in seqlens]
+        lines.append(f"| {mask} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def route_cache_s27() -> str:
+    """Host time of the default forward path over launching the Triton forward with its config
+    (synced timing, us a call) at 1k, where the Triton forward runs both before and after."""
+    before, after = _fwd_paths(FWD_PATHS_S27), _fwd_paths(FWD_ROUTE_S27)
+    extra = lambda t, m: 1000 * (t.loc[(1024, m), "gluon"] - t.loc[(1024, m), "triton"])  # noqa: E731
+    return "; ".join(f"{m} {extra(before, m):+.0f} -> {extra(after, m):+.0f} us"
+                     for m in DOC_MASKS)
+
+
+def _tf_cells(relpath: str) -> dict:
+    frame = _files((relpath,))
+    return {(r.kernel, r["mask"], r.direction): r for _, r in frame[frame.status == "ok"].iterrows()}
+
+
+def split_fwd_s27_table() -> str:
+    """magi, magi with the forward cut by rows (blocks on a second stream) and HybridCP."""
+    lines = ["| local | mask | dir | magi | magi_split_fwd | hybrid_cp | split / magi | "
+             "magi / hybrid_cp | hidden_comm_ms (split) |", "|" + "---|" * 9]
+    for backend, relpath in SPLIT_S27.items():
+        rows = _tf_cells(relpath)
+        for mask in DOC_MASKS:
+            for d in ("fwd", "bwd"):
+                magi, split, hyb = (rows[k, mask, d].tflops_per_s
+                                    for k in ("magi", "magi_split_fwd", "hybrid_cp"))
+                hidden = re.search(r"hidden_comm_ms=([\d.]+)", rows["magi_split_fwd", mask, d].message)
+                lines.append(f"| {backend} | {mask} | {d} | {magi:.0f} | {split:.0f} | {hyb:.0f} | "
+                             f"{split / magi:.2f} | {magi / hyb:.2f} | "
+                             f"{hidden.group(1) if hidden else '-'} |")
+    return "\n".join(lines)
+
+
+def hybrid_capped_s27() -> str:
+    """magi over HybridCP capped at S / cp tokens a rank, and the capped over the uncapped."""
+    rows = _tf_cells(SPLIT_S27["triton"])
+    out = []
+    for mask in DOC_MASKS:
+        for d in ("fwd", "bwd"):
+            capped = rows["hybrid_cp_capped", mask, d].tflops_per_s
+            out.append(f"{mask} {d} {rows['magi', mask, d].tflops_per_s / capped:.2f} "
+                       f"({capped / rows['hybrid_cp', mask, d].tflops_per_s:.2f})")
+    return "; ".join(out)
+
+
+def kernels_s27_table() -> str:
+    return triton_s21_table(KERNELS_S27, (K64,))
+
+
+def kernels_s27_goals() -> str:
+    return triton_s21_goals(KERNELS_S27)
+
+
+def pytest_s27() -> str:
+    logs = {"the Gluon forward kernel, three launches": "h100/probes_s27/"
+            "pytest_gluon_kernel_o_regs_a76296b.log",
+            "2-GPU exactness, split_fwd": "h100x2/tests/pytest_nccl_split_fwd_2e7db10.log",
+            "every GPU test of tests/magi_attention": "h100x2/tests/"
+            "pytest_gpu_magi_attention_2e7db10.log"}
+    return "; ".join(f"{name}: {_pytest_counts(path)}" for name, path in logs.items())
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h100.o_regs_s27": o_regs_s27,
+    "h100.fwd_threshold_s27_table": fwd_threshold_s27_table,
+    "h100.route_cache_s27": route_cache_s27,
+    "h100x2.split_fwd_s27_table": split_fwd_s27_table,
+    "h100x2.hybrid_capped_s27": hybrid_capped_s27,
+    "h100.kernels_s27_table": kernels_s27_table,
+    "h100.kernels_s27_goals": kernels_s27_goals,
+    "h100x2.pytest_s27": pytest_s27,
     "h100.pytest_gpu_all": h100_pytest_gpu_all,
     "h100.pytest_failed": h100_pytest_failed,
     "h100.pytest_flashinfer": h100_pytest_flashinfer,
