@@ -2061,6 +2061,19 @@ def split_fwd_s27_table() -> str:
     return "\n".join(lines)
 
 
+def split_fwd_s27_summary() -> str:
+    """The range of hidden communication and of the split forward over the whole one."""
+    hidden, ratio = [], []
+    for relpath in SPLIT_S27.values():
+        rows = _tf_cells(relpath)
+        for mask in DOC_MASKS:
+            split = rows["magi_split_fwd", mask, "fwd"]
+            hidden.append(float(re.search(r"hidden_comm_ms=([\d.]+)", split.message).group(1)))
+            ratio.append(split.tflops_per_s / rows["magi", mask, "fwd"].tflops_per_s)
+    return (f"hidden {min(hidden):.2f}-{max(hidden):.2f} ms, split forward "
+            f"{min(ratio):.2f}-{max(ratio):.2f}x the whole one")
+
+
 def hybrid_capped_s27() -> str:
     """magi over HybridCP capped at S / cp tokens a rank, and the capped over the uncapped."""
     rows = _tf_cells(SPLIT_S27["triton"])
@@ -2095,6 +2108,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h100.fwd_threshold_s27_table": fwd_threshold_s27_table,
     "h100.route_cache_s27": route_cache_s27,
     "h100x2.split_fwd_s27_table": split_fwd_s27_table,
+    "h100x2.split_fwd_s27_summary": split_fwd_s27_summary,
     "h100x2.hybrid_capped_s27": hybrid_capped_s27,
     "h100.kernels_s27_table": kernels_s27_table,
     "h100.kernels_s27_goals": kernels_s27_goals,
