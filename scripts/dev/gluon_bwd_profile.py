@@ -3,6 +3,7 @@ profiler captures. GQA 64:8, head_dim 128, bf16, full mask by default.
 
     ncu --kernel-name regex:_bwd_kernel --launch-skip 1 --launch-count 1 --section SpeedOfLight \
         --section WarpStateStats python scripts/dev/gluon_bwd_profile.py --dq-mode 2
+    ... gluon_bwd_profile.py --mask causal_document --doc-len 1024   # equal documents
 """
 from __future__ import annotations
 
@@ -23,17 +24,24 @@ def main() -> None:
     p.add_argument("--seqlen", type=int, default=16384)
     p.add_argument("--mask", default="full")
     p.add_argument("--dq-mode", type=int, default=gb.DQ_TMA)
+    p.add_argument("--heads-inner", action="store_true", help="launch_bwd(heads_inner=True)")
+    p.add_argument("--doc-len", type=int, default=None,
+                   help="documents of this many tokens (the last cut short) instead of the "
+                        "sweep's sampled ones, for the document masks")
     args = p.parse_args()
     from bench.masks import build_mask
     s, hq, hk, d = args.seqlen, 64, 8, 128
     from bench.data import sample_doc_lens  # the sweep's documents (ffa_triton_sweep._doc_lens)
-    slices = list(build_mask(args.mask, s, doc_lens=sample_doc_lens(s, seed=0), seed=0).slices)
+    doc_lens = (sample_doc_lens(s, seed=0) if args.doc_len is None
+                else [min(args.doc_len, s - i) for i in range(0, s, args.doc_len)])
+    slices = list(build_mask(args.mask, s, doc_lens=doc_lens, seed=0).slices)
     plan = plan_block_sparse(slices, s, s, gb.BLOCK_M, gb.BLOCK_N, device="cuda")
     q, k, v, do = (torch.randn(s, h, d, device="cuda", dtype=torch.bfloat16) for h in (hq, hk, hk, hq))
     out = torch.randn_like(q)
     lse = torch.randn(s, hq, device="cuda") + 10
     for _ in range(2):
-        gb.launch_bwd(do, q, k, v, out, lse, plan, d ** -0.5, dq_mode=args.dq_mode)
+        gb.launch_bwd(do, q, k, v, out, lse, plan, d ** -0.5, dq_mode=args.dq_mode,
+                      heads_inner=args.heads_inner)
     torch.cuda.synchronize()
 
 
