@@ -2094,6 +2094,35 @@ def kernels_s27_goals() -> str:
     return triton_s21_goals(KERNELS_S27)
 
 
+HEADS_INNER_S27 = ("h100/probes_s27/rank_mask_probe_heads_inner.csv",)
+NCU_S27 = (("causal documents of 1k", "ncu_causal_document_1024_dq2.txt"),
+           ("the same, dQ never added", "ncu_causal_document_1024_dq3.txt"),
+           ("full documents of 1k", "ncu_full_document_1024_dq2.txt"),
+           ("the same, dQ never added", "ncu_full_document_1024_dq3.txt"),
+           ("causal documents of 1k, heads inside", "ncu_causal_document_1024_heads_inner.txt"))
+
+
+def heads_inner_s27() -> str:
+    return _variant_ratios(HEADS_INNER_S27, "bwd_heads_inner", "bwd_heavy_first",
+                           ("full_16k", "causal_16k", "full_docs_16384", "causal_docs_16384"))
+
+
+def _ncu_metric(text: str, name: str) -> float:
+    return float(re.search(rf"^\s*{re.escape(name)}\s+\S+\s+([\d,.]+)\s*$", text,
+                           re.MULTILINE).group(1).replace(",", ""))
+
+
+def ncu_bwd_s27_table() -> str:
+    """ncu of one Gluon backward launch (16k, GQA 64:8, d128) on equal documents of 1k."""
+    lines = ["| mask | ms | DRAM throughput % | L2 hit rate % |", "|---|---|---|---|"]
+    for label, name in NCU_S27:
+        text = (RESULTS / "h100/probes_s27" / name).read_text()
+        lines.append(f"| {label} | {_ncu_metric(text, 'Duration'):.2f} | "
+                     f"{_ncu_metric(text, 'DRAM Throughput'):.1f} | "
+                     f"{_ncu_metric(text, 'L2 Hit Rate'):.1f} |")
+    return "\n".join(lines)
+
+
 def pytest_s27() -> str:
     logs = {"the Gluon forward kernel, three launches": "h100/probes_s27/"
             "pytest_gluon_kernel_o_regs_a76296b.log",
@@ -2113,6 +2142,8 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h100.kernels_s27_table": kernels_s27_table,
     "h100.kernels_s27_goals": kernels_s27_goals,
     "h100x2.pytest_s27": pytest_s27,
+    "h100.heads_inner_s27": heads_inner_s27,
+    "h100.ncu_bwd_s27_table": ncu_bwd_s27_table,
     "h100.pytest_gpu_all": h100_pytest_gpu_all,
     "h100.pytest_failed": h100_pytest_failed,
     "h100.pytest_flashinfer": h100_pytest_flashinfer,

@@ -24,7 +24,6 @@ def main() -> None:
     p.add_argument("--seqlen", type=int, default=16384)
     p.add_argument("--mask", default="full")
     p.add_argument("--dq-mode", type=int, default=gb.DQ_TMA)
-    p.add_argument("--heads-inner", action="store_true", help="launch_bwd(heads_inner=True)")
     p.add_argument("--doc-len", type=int, default=None,
                    help="documents of this many tokens (the last cut short) instead of the "
                         "sweep's sampled ones, for the document masks")
@@ -40,8 +39,7 @@ def main() -> None:
     out = torch.randn_like(q)
     lse = torch.randn(s, hq, device="cuda") + 10
     for _ in range(2):
-        gb.launch_bwd(do, q, k, v, out, lse, plan, d ** -0.5, dq_mode=args.dq_mode,
-                      heads_inner=args.heads_inner)
+        gb.launch_bwd(do, q, k, v, out, lse, plan, d ** -0.5, dq_mode=args.dq_mode)
     torch.cuda.synchronize()
 
 

@@ -58,7 +58,6 @@ TRITON_VARIANTS = {
     "bwd_dq_none": ("bwd", dict(dq_mode=gluon_backward.DQ_NONE), False),
     "bwd_dq_no_add": ("bwd", dict(dq_mode=gluon_backward.DQ_NO_ADD), False),
     "bwd_row_tma_flip": ("bwd", dict(row_tma="flip"), False),
-    "bwd_heads_inner": ("bwd", dict(heads_inner=True), False),
 }
 
 

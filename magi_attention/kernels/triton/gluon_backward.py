@@ -100,20 +100,14 @@ def unsupported_reason(q: torch.Tensor, k: torch.Tensor, softcap: float,
 
 
 @gluon.jit
-def _step(j, n_list, n_full, start, shift, kv_head, group, k_tile_qt,
-          HEADS_INNER: gl.constexpr):
+def _step(j, n_list, n_full, start, shift, kv_head, group, k_tile_qt):
     """Step j's (q head, list position): the group's q heads in the outer loop, the key tile's q
     tiles inside, the full ones rotated by key tile (shift) so that programs running together add
     into different dq tiles. The heads are not rotated: programs of one kv head then stay on one
     q head at a time and the dq rows they add to stay in L2 (rotating them too was 0.79-0.86x,
-    s23 run d). ``HEADS_INNER``: the heads inside, list positions outside (a probe: programs
-    whose lists differ in length then drift apart in list position, not in head)."""
-    if HEADS_INNER:
-        i = j // group
-        g = j % group
-    else:
-        g = j // n_list
-        i = j - g * n_list
+    s23 run d)."""
+    g = j // n_list
+    i = j - g * n_list
     head = kv_head * group + g % group  # g < group; with the modulo ptxas spills 60 bytes, not 124
     t = start + i
     if i < n_full:
@@ -132,7 +126,6 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = q_smem.type.shape[0]
     ROW_TMA: gl.constexpr = lo_smem.type.shape[1] == BLOCK_M
-    HEADS_INNER: gl.constexpr = mtag.type.shape[1] == 2
     NBYTES: gl.constexpr = (q_desc.block_type.nbytes + do_desc.block_type.nbytes
                             + lse_desc.block_type.nbytes + delta_desc.block_type.nbytes)
     mbarrier.expect(kv_bar, 2 * k_desc.block_type.nbytes + 2 * v_desc.block_type.nbytes)
@@ -148,7 +141,7 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     for j in range(group * n_list):
         slot = j % NUM_BUF
         head, t, q_tile = _step(j, n_list, n_full, start, shift, kv_head, group,
-                                k_tile_qt, HEADS_INNER)
+                                k_tile_qt)
         mbarrier.wait(empty.index(slot), ((j // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
         if ROW_TMA:
             if t >= mid:  # a partial tile: its rows' kept-key intervals come along
@@ -216,7 +209,6 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     NUM_BUF: gl.constexpr = q_smem.type.shape[0]
     ROW_INTERVALS: gl.constexpr = rtag.type.shape[0] - 1
     DQ_MODE: gl.constexpr = mtag.type.shape[0] - 1
-    HEADS_INNER: gl.constexpr = mtag.type.shape[1] == 2
     ROW_TMA: gl.constexpr = lo_smem.type.shape[1] == BLOCK_M
     # dQ split by columns after swapping dS halves at head_dim 128; at 64 each consumer adds its
     # own keys' share of all columns (no swap; the 32-column halves would cut a 128-byte swizzle)
@@ -252,7 +244,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     for j in range(group * n_list):
         slot = j % NUM_BUF
         head, t, q_tile = _step(j, n_list, n_full, start, shift, kv_head, group,
-                                k_tile_qt, HEADS_INNER)
+                                k_tile_qt)
         q_lo = q_tile * BLOCK_M
         q_i = q_smem.index(slot)
         do_i = do_smem.index(slot)
@@ -360,8 +352,7 @@ def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, d
 def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
                 hi_desc, k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, row_lo, row_hi,
                 seqlen_q, seqlen_k, num_heads_q, group, sm_scale, NUM_BUF: gl.constexpr,
-                ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr, HEADS_INNER: gl.constexpr,
-                ROW_TMA: gl.constexpr,
+                ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr, ROW_TMA: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 num_warps: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
@@ -398,8 +389,8 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     # buffers' types
     rtag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    mtag = gl.allocate_shared_memory(gl.int8, [DQ_MODE + 1, HEADS_INNER + 1],
-                                     gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
+    mtag = gl.allocate_shared_memory(gl.int8, [DQ_MODE + 1],
+                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     mbarrier.init(kv_bar, count=1)
     for i in gl.static_range(NUM_BUF):
         mbarrier.init(ready.index(i), count=1)
@@ -434,12 +425,9 @@ def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
 
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
-               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, row_tma: bool | None = None,
-               heads_inner: bool = False):
+               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, row_tma: bool | None = None):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
-    forward's) over a BLOCK_M x BLOCK_N plan with a row interval table -> (dq, dk, dv).
-    ``heads_inner``: each program walks its q tiles once, every q head at each (a probe; the
-    default walks its q tiles once per head)."""
+    forward's) over a BLOCK_M x BLOCK_N plan with a row interval table -> (dq, dk, dv)."""
     from .backward import PREPROCESS_BLOCK, _preprocess_kernel
 
     seqlen_q, num_heads_q, head_dim = q.shape
@@ -477,7 +465,6 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.row_lo,
         plan.row_hi, seqlen_q, seqlen_k, num_heads_q, num_heads_q // num_heads_kv,
         float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
-        DQ_MODE=dq_mode, HEADS_INNER=int(heads_inner), ROW_TMA=row_tma,
-        CONSUMER_REGS=CONSUMER_REGS,
+        DQ_MODE=dq_mode, ROW_TMA=row_tma, CONSUMER_REGS=CONSUMER_REGS,
         PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return dq.to(q.dtype), dk, dv
