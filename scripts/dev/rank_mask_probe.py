@@ -46,8 +46,10 @@ FIELDS = ("mask", "strategy", "rank", "backend", "order", "direction", "ms", "pa
           "tiles", "us_per_pair")
 
 
-# name: (direction, launch keywords, plain tile order instead of the plan's heaviest first);
-# "heavy_first" / "natural" are the two orders of session 26's first run. Session 26 also ran
+# name: (direction, launch keywords, tile order: False = the plan's heaviest first, True =
+# plain tile order, "docs" = each slice's key tiles together in plain order, slices heaviest
+# first: session 27's backward probe); "heavy_first" / "natural" are the two orders of session
+# 26's first run. Session 26 also ran
 # a heads-major grid (every head of one tile, then the next tile; the kernels' option at
 # c211304, removed since): fwd 1.04x, bwd 1.0-1.4x the time of the default grid
 TRITON_VARIANTS = {
@@ -55,6 +57,7 @@ TRITON_VARIANTS = {
     "fwd_persistent": ("fwd", dict(persistent=True), False),
     "fwd_per_item": ("fwd", dict(persistent=False), False),
     "bwd_heavy_first": ("bwd", {}, False), "bwd_natural": ("bwd", {}, True),
+    "bwd_docs_heavy_first": ("bwd", {}, "docs"),
     "bwd_dq_none": ("bwd", dict(dq_mode=gluon_backward.DQ_NONE), False),
     "bwd_dq_no_add": ("bwd", dict(dq_mode=gluon_backward.DQ_NO_ADD), False),
     "bwd_row_tma_flip": ("bwd", dict(row_tma="flip"), False),
@@ -65,6 +68,23 @@ def _natural(plan, field: str):
     order = getattr(plan, field)
     return dataclasses.replace(plan, **{field: torch.arange(order.numel(), dtype=order.dtype,
                                                              device=order.device)})
+
+
+def _docs_heavy_first(plan, slices):
+    """The backward plan with its key tiles grouped by the slice (document) whose key range
+    holds each tile's first key, in plain order inside a slice, slices by decreasing work."""
+    import numpy as np
+    k_start = np.array([sl.k_range.start for sl in slices])
+    k_end = np.array([sl.k_range.end for sl in slices])
+    first = np.arange(plan.num_k_tiles) * plan.block_n
+    owner = np.array([int(np.argmax((k_start <= f) & (f < k_end))) if np.any(
+        (k_start <= f) & (f < k_end)) else len(slices) for f in first])
+    work = np.diff(plan.k_tile_ptr.cpu().numpy())
+    doc_work = np.bincount(owner, weights=work, minlength=len(slices) + 1)
+    order = np.lexsort((np.arange(len(first)), -doc_work[owner]))
+    k = plan.k_tile_order
+    return dataclasses.replace(plan, k_tile_order=torch.as_tensor(order, dtype=k.dtype,
+                                                                  device=k.device))
 
 
 def equal_docs(doc_len: int, seqlen: int, mask_type: str) -> list[AttnSlice]:
@@ -117,7 +137,8 @@ def probe(slices, seqlen_q: int, seqlen_k: int, warmup: int, repeat: int,
             fn = lambda: gluon_forward.launch_fwd(q, k, v, p, scale, **kw)  # noqa: E731
             feats = fwd_feats
         else:
-            p = _natural(bplan, "k_tile_order") if natural else bplan
+            p = (_docs_heavy_first(bplan, slices) if natural == "docs"
+                 else _natural(bplan, "k_tile_order") if natural else bplan)
             if kw.get("row_tma") == "flip":
                 if bplan.row_lo.shape[1] != 1:
                     continue
