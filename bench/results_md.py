@@ -2123,6 +2123,25 @@ def ncu_bwd_s27_table() -> str:
     return "\n".join(lines)
 
 
+BWD_ORDERS_S27 = ("h100/probes_s27/rank_mask_probe_bwd_orders_1.csv",
+                  "h100/probes_s27/rank_mask_probe_bwd_orders_2.csv")
+
+
+def bwd_orders_s27() -> str:
+    """The backward's key tile orders over the plan's heaviest first, per run: mean, range and
+    causal_document at 64k."""
+    parts = []
+    for run, relpath in enumerate(BWD_ORDERS_S27, 1):
+        t = pd.read_csv(RESULTS / relpath).pivot_table(index=["mask", "strategy", "rank"],
+                                                       columns="order", values="ms")
+        for order in ("bwd_natural", "bwd_docs_heavy_first"):
+            r = t[order] / t.bwd_heavy_first
+            parts.append(f"run {run} {order.removeprefix('bwd_')}: mean {r.mean():.2f} "
+                         f"({r.min():.2f}-{r.max():.2f}, {len(r)} masks; causal_document 64k "
+                         f"{r.loc[('causal_document_64k', 'single', 0)]:.2f})")
+    return "; ".join(parts)
+
+
 def pytest_s27() -> str:
     logs = {"the Gluon forward kernel, three launches": "h100/probes_s27/"
             "pytest_gluon_kernel_o_regs_a76296b.log",
@@ -2143,6 +2162,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h100.kernels_s27_goals": kernels_s27_goals,
     "h100x2.pytest_s27": pytest_s27,
     "h100.heads_inner_s27": heads_inner_s27,
+    "h100.bwd_orders_s27": bwd_orders_s27,
     "h100.ncu_bwd_s27_table": ncu_bwd_s27_table,
     "h100.pytest_gpu_all": h100_pytest_gpu_all,
     "h100.pytest_failed": h100_pytest_failed,
