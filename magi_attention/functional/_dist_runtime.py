@@ -8,6 +8,7 @@ handles, so the overlap logic is what CI tests.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -324,17 +325,14 @@ class DistAttnRuntime:
         split, h = self.meta.fused_split, k.shape[1]
         kv_all, landing = self._fused_kv_start(k, v)
         side = self._stream(q.device, "blocks") if self.overlap else None
-        if side is None:
-            out, lse = self._fwd(q, kv_all[:, :h], kv_all[:, h:], split.local, backend)
+        main = torch.cuda.current_stream(q.device) if side is not None else None
+        if side is not None:  # before the local kernel, which the blocks must not wait for
+            side.wait_stream(main)  # the buffer's own part is in place
+        out, lse = self._fwd(q, kv_all[:, :h], kv_all[:, h:], split.local, backend)
+        with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
             landing()
             results = self._split_blocks_fwd(q, kv_all, h, backend)
-        else:
-            main = torch.cuda.current_stream(q.device)
-            side.wait_stream(main)  # the buffer's own part is in place
-            out, lse = self._fwd(q, kv_all[:, :h], kv_all[:, h:], split.local, backend)
-            with torch.cuda.stream(side):
-                landing()
-                results = self._split_blocks_fwd(q, kv_all, h, backend)
+        if side is not None:
             main.wait_stream(side)
             for _, o, l in results:  # made on the side stream, read and freed on this one
                 o.record_stream(main)

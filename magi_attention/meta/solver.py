@@ -68,7 +68,8 @@ class DispatchSolve:
 def solve_for_dispatch(slices: SliceArray, dispatch: DispatchMeta, shape: AttnShape,
                        overlap: OverlapConfig) -> DispatchSolve:
     rows = row_pieces(slices, dispatch)
-    plan = choose_stage_plan(rank_costs(rows, dispatch, shape, local_rows=bool(overlap.split_directions)),
+    local_rows = bool(overlap.split_directions)
+    plan = choose_stage_plan(rank_costs(rows, dispatch, shape, local_rows=local_rows),
                              shape.flops_per_cell, overlap)
     return DispatchSolve(dispatch, rows, plan, build_transfer_table(rows, dispatch, plan.num_stages))
 
