@@ -23,8 +23,10 @@ from magi_attention.meta.overlap_solver import CUT_CHOICES, SPLIT_CHOICES, split
 
 from ._stats import CommStats
 from .base import CPStrategy
+from .hybrid_cp import token_share_note
 
-DISPATCH_ALGS = ("auto", "min_heap", "sequential", "sorted_sequential", "balanced_runs")
+DISPATCH_ALGS = ("auto", "min_heap", "sequential", "sorted_sequential", "balanced_runs",
+                 "unequal_runs")
 DEFAULT_CHUNK_SIZE = 512
 MIN_CHUNKS_PER_RANK = 8
 
@@ -69,7 +71,8 @@ class MagiAttention(CPStrategy):
         num_stages: remote KV stages (None: the overlap solver chooses).
         dispatch_alg: "auto" (default: the key's choice of min_heap, sequential or balanced_runs,
             named in the row's ``dispatch=`` note), "min_heap", "sequential",
-            "sorted_sequential" or "balanced_runs".
+            "sorted_sequential", "balanced_runs", or "unequal_runs" (opt-in: ranks hold unequal
+            token counts, as HybridCP's do; the row's note gives ``tokens_per_rank=``).
         head_dim, dtype: of q, k, v, for the overlap solver's cost model only (the runner fills
             them from the problem; defaults 128, "bfloat16").
         fused_split: cut the fused stage by rows so the local rows' kernel hides the cast
@@ -153,6 +156,8 @@ class MagiAttention(CPStrategy):
                       f"cut={','.join(sorted(self.key.runtime.cut)) or '-'}; "
                       f"pred_comm_us={plan.comm_us:.0f}; pred_hidden_us={plan.hidden_us:.0f}; "
                       f"local={self.key.backend}; imbalance={meta.imbalance():.3f}")
+        if not meta.equal_shards:  # unequal_runs: the rest of a layer runs on unequal shares
+            self.notes += "; " + token_share_note(list(meta.shard_seqlens))
 
     def set_overlap(self, enabled: bool) -> bool:
         """Turn the stages' comm/compute overlap on or off; False when there is nothing to

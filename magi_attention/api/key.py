@@ -73,7 +73,11 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
             kernel's native varlen path on whole runs of documents predicts faster;
             ``key.meta.algorithm`` names the one that ran), "min_heap" (best balance),
             "sequential", "sorted_sequential" or "balanced_runs" (two runs per rank, cut for
-            balance).
+            balance); "unequal_runs" (opt-in) lets ranks hold unequal token counts (one run
+            each, or at cp 2 a window and its outside, cut by FA4's tile model: a heavy
+            document can stay whole on one rank, as HybridCP places it); then
+            ``key.dispatch_meta.shard_seqlen_of(rank)`` is each rank's local length and the
+            rest of the model layer runs on unequal shares.
         num_stages: fixed number of remote KV stages; None lets the overlap solver choose.
         overlap: full OverlapConfig (cost model rates); its num_stages is overridden by
             ``num_stages`` when that is given. Its ``cut`` runs the fused stage cut by keys

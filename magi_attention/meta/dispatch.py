@@ -1,7 +1,9 @@
 """Dispatch meta: the global mask cut into q chunks of chunk_size, chunks balanced over cp ranks.
 
 Rank r's local shard is the concatenation of its chunks in increasing global order, for q, k and
-v alike (self-attention: the same permutation applies to all three).
+v alike (self-attention: the same permutation applies to all three). Shards hold S / cp tokens
+each, except under an algorithm without ``equal_counts`` (unequal_runs), where
+``shard_seqlen_of(rank)`` differs by rank.
 """
 from __future__ import annotations
 
@@ -30,7 +32,23 @@ class DispatchMeta:
         return self.total_seqlen // self.chunk_size
 
     @property
+    def shard_seqlens(self) -> tuple[int, ...]:
+        """Tokens of each rank's shard."""
+        return tuple(len(b) * self.chunk_size for b in self.solution.buckets)
+
+    @property
+    def equal_shards(self) -> bool:
+        return len(set(self.shard_seqlens)) == 1
+
+    def shard_seqlen_of(self, rank: int) -> int:
+        return len(self.solution.buckets[rank]) * self.chunk_size
+
+    @property
     def shard_seqlen(self) -> int:
+        """Tokens of every rank's shard (equal shards only: else ``shard_seqlen_of(rank)``)."""
+        if not self.equal_shards:
+            raise ValueError(f"shards are unequal ({self.shard_seqlens} tokens): "
+                             f"use shard_seqlen_of(rank)")
         return self.total_seqlen // self.cp_size
 
     def chunks_of(self, rank: int) -> tuple[int, ...]:
@@ -45,7 +63,7 @@ class DispatchMeta:
         return float(areas.max() / areas.mean()) if areas.sum() else 1.0
 
     def position_ids(self, rank: int) -> np.ndarray:
-        """Global token index of each local token of ``rank``: int64 [shard_seqlen]."""
+        """Global token index of each local token of ``rank``: int64 [shard_seqlen_of(rank)]."""
         chunks = np.asarray(self.chunks_of(rank), dtype=np.int64)
         return (chunks[:, None] * self.chunk_size + np.arange(self.chunk_size)).reshape(-1)
 
@@ -74,8 +92,9 @@ def solve_dispatch(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int, 
     if not isinstance(slices, SliceArray):
         slices = SliceArray.from_slices(slices)
     areas = chunk_areas(slices, total_seqlen, chunk_size)
-    return dispatch_meta(areas, total_seqlen, cp_size, chunk_size,
-                         get_dispatch_algorithm(algorithm).solve(areas, cp_size))
+    solution = get_dispatch_algorithm(algorithm).solve_for_mask(slices, total_seqlen, chunk_size,
+                                                                areas, cp_size)
+    return dispatch_meta(areas, total_seqlen, cp_size, chunk_size, solution)
 
 
 def dispatch_meta(areas: np.ndarray, total_seqlen: int, cp_size: int, chunk_size: int,

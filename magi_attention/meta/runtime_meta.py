@@ -92,7 +92,7 @@ def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferT
                        fused: bool = False, split: bool = False) -> DistAttnRuntimeMeta:
     """``split``: cut the fused stage by rows where that pays (``fused_split``)."""
     pieces = local_row_pieces(rows, dispatch, rank)
-    n = dispatch.shard_seqlen
+    n = dispatch.shard_seqlen_of(rank)
     own = host_runs(dispatch, rank)
     host = StageAttnArgs(merge_adjacent(map_keys(pieces, own)), n, n)
     stages, recv = [], []
@@ -110,7 +110,7 @@ def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferT
         both = StageAttnArgs(merge_adjacent(map_keys(pieces, layout.runs)), n, layout.size)
         if split:
             cut = _fused_split(both, layout, n)
-    return DistAttnRuntimeMeta(rank, dispatch.cp_size, dispatch.shard_seqlen, host, tuple(stages),
+    return DistAttnRuntimeMeta(rank, dispatch.cp_size, n, host, tuple(stages),
                                both, layout, cut)
 
 

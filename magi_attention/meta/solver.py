@@ -115,10 +115,11 @@ def rank_costs(rows: RowPieces, dispatch: DispatchMeta, shape: AttnShape,
                          minlength=dispatch.cp_size).astype(np.float64)
     areas = dispatch.bucket_areas().astype(np.float64)
     frac = np.divide(remote, needed, out=np.zeros_like(remote), where=needed > 0)
-    q_bytes = dispatch.shard_seqlen * shape.num_heads_q * shape.head_dim * shape.element_size
+    q_bytes = [n * shape.num_heads_q * shape.head_dim * shape.element_size
+               for n in dispatch.shard_seqlens]
     local = local_rows_areas(rows, dispatch) if local_rows else np.zeros(dispatch.cp_size)
-    return [RankCost(a * (1 - f), a * f, float(t) * shape.kv_bytes_per_token, q_bytes, lo)
-            for a, f, t, lo in zip(areas, frac, remote, local)]
+    return [RankCost(a * (1 - f), a * f, float(t) * shape.kv_bytes_per_token, qb, lo)
+            for a, f, t, qb, lo in zip(areas, frac, remote, q_bytes, local)]
 
 
 def local_rows_areas(rows: RowPieces, dispatch: DispatchMeta) -> np.ndarray:

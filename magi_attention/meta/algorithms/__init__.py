@@ -1,4 +1,4 @@
-"""Dispatch algorithms, by name: chunks with loads -> equal-count buckets."""
+"""Dispatch algorithms, by name: chunks with loads -> buckets (equal counts but for unequal_runs)."""
 from __future__ import annotations
 
 from .balanced_runs import BalancedRunsDispatch
@@ -6,12 +6,14 @@ from .base import DispatchAlgorithm, DispatchSolution
 from .min_heap import MinHeapDispatch
 from .sequential import SequentialDispatch
 from .sorted_sequential import SortedSequentialDispatch
+from .unequal_runs import UnequalRunsDispatch
 
 DISPATCH_ALGORITHMS: dict[str, type[DispatchAlgorithm]] = {
     "min_heap": MinHeapDispatch,
     "sequential": SequentialDispatch,
     "sorted_sequential": SortedSequentialDispatch,
     "balanced_runs": BalancedRunsDispatch,
+    "unequal_runs": UnequalRunsDispatch,  # opt-in: ranks hold unequal token counts
 }
 
 
@@ -25,4 +27,5 @@ def get_dispatch_algorithm(name: str | DispatchAlgorithm) -> DispatchAlgorithm:
 
 
 __all__ = ["BalancedRunsDispatch", "DISPATCH_ALGORITHMS", "DispatchAlgorithm", "DispatchSolution",
-           "MinHeapDispatch", "SequentialDispatch", "SortedSequentialDispatch", "get_dispatch_algorithm"]
+           "MinHeapDispatch", "SequentialDispatch", "SortedSequentialDispatch", "UnequalRunsDispatch",
+           "get_dispatch_algorithm"]

@@ -42,7 +42,10 @@ OVERLAPS = {"whole": dict(fused=True, cut="none"), "split": dict(fused=True, spl
             "staged": dict(fused=False, num_stages=2),
             # the fused stage cut by keys in one direction (the other whole), and as timed
             "cut_fwd": dict(fused=True, cut="fwd"), "cut_bwd": dict(fused=True, cut="bwd"),
-            "cut_auto": dict(fused=True, cut="auto")}
+            "cut_auto": dict(fused=True, cut="auto"),
+            # the opt-in unequal_runs dispatch (ranks hold unequal token counts), overlap default
+            "unequal": dict()}
+DISPATCH = {"unequal": ("unequal_runs", 128)}  # (dispatch_alg, chunk_size); else balanced_runs
 
 
 def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SEQLEN):
@@ -66,10 +69,14 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
         q, k, v, dout = make(HEADS[0]), make(HEADS[1]), make(HEADS[1]), make(HEADS[0])
         for name in MASKS:
             mask = build_mask(name, seqlen, doc_lens=list(sample_doc_lens(seqlen, seed=0)))
+            alg, chunk = DISPATCH.get(mode, ("balanced_runs", 512))
             key = magi_attn_flex_key(*convert.to_slices_tensors(mask, "cpu"), seqlen, *HEADS,
-                                     HEAD_DIM, dist.group.WORLD, chunk_size=512,
-                                     dispatch_alg="balanced_runs", backend=backend,
+                                     HEAD_DIM, dist.group.WORLD, chunk_size=chunk,
+                                     dispatch_alg=alg, backend=backend,
                                      overlap=OverlapConfig(**OVERLAPS[mode]))
+            if mode == "unequal":
+                shards = key.meta.dispatch.shard_seqlens
+                lines.append(f"{name} shard_seqlens={shards}")
             split = key.runtime.meta.fused_split is not None
             if mode == "staged":
                 assert key.runtime.meta.fused is None and key.num_stages == 2, key.num_stages
@@ -122,5 +129,8 @@ def test_fused_stage_is_exact_and_does_not_synchronise(backend, mode):
                  for line in open(os.path.join(out_dir, f"rank{r}.txt")).read().splitlines()]
     print("\n".join(lines))
     assert lines and not any(line.startswith("ERROR") or line.endswith("FAIL") for line in lines)
+    if mode == "unequal":  # the sampled documents leave some mask unequally shared
+        assert any("shard_seqlens=" in line and len(set(eval(line.split("=")[1]))) > 1
+                   for line in lines), lines
     # the cut path ran where asked for; never where not
     assert any("split=True" in line for line in lines) == mode.startswith("split")

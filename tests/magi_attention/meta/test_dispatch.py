@@ -1,4 +1,5 @@
-"""Dispatch solvers: equal token counts, exact chunk areas, and the balance of the greedy solver."""
+"""Dispatch solvers: equal token counts (unequal_runs: one run per rank, or cp 2's window), exact
+chunk areas, the balance of the greedy solver, and unequal_runs' tile model against FA4's."""
 import numpy as np
 import pytest
 
@@ -17,7 +18,13 @@ def test_every_bucket_gets_the_same_tokens_and_areas_are_exact(name, algorithm):
                       **({"window": 40} if "window" in name else {}))
     meta = solve_dispatch(mask.slices, seqlen, cp_size, chunk_size, algorithm)
     counts = [len(b) for b in meta.solution.buckets]
-    assert counts == [seqlen // (cp_size * chunk_size)] * cp_size
+    if get_dispatch_algorithm(algorithm).equal_counts:
+        assert counts == [seqlen // (cp_size * chunk_size)] * cp_size
+        assert meta.equal_shards and meta.shard_seqlen == seqlen // cp_size
+    else:  # contiguous runs in order, each at most max_share (2.0) x the equal share
+        assert min(counts) >= 1 and max(counts) <= 2 * seqlen // (cp_size * chunk_size)
+        assert [c for b in meta.solution.buckets for c in b] == list(range(sum(counts)))
+        assert list(meta.shard_seqlens) == [c * chunk_size for c in counts]
     assert sorted(np.concatenate([meta.position_ids(r) for r in range(cp_size)]).tolist()) \
         == list(range(seqlen))
     # chunk area = summed per-slice cells in the chunk's rows, from the dense form of each slice
@@ -57,3 +64,73 @@ def test_unknown_algorithm_and_bad_counts():
         get_dispatch_algorithm("random")
     with pytest.raises(ValueError, match="multiple of num_buckets"):
         get_dispatch_algorithm("min_heap").solve(np.ones(6), 4)
+
+
+def test_unequal_runs_partition_is_the_exact_min_max():
+    from itertools import combinations
+
+    from magi_attention.meta.algorithms.unequal_runs import _partition
+    rng = np.random.default_rng(0)
+    for trial in range(20):
+        w = rng.integers(0, 50, size=9)
+        prefix = np.concatenate([[0], np.cumsum(w)])
+        cost = lambda s, e: float(prefix[e] - prefix[s])  # noqa: E731
+        ends = _partition(cost, 1, 9, 3, max_len=9)
+        got = max(cost(s, e) for s, e in zip([0] + ends[:-1], ends))
+        best = min(max(cost(0, a), cost(a, b), cost(b, 9))
+                   for a, b in combinations(range(1, 9), 2))
+        assert len(ends) == 3 and ends[-1] == 9 and all(np.diff([0] + ends) > 0)
+        assert got == best, (w, ends)
+
+
+def _brute_tiles(dense: np.ndarray, entries) -> tuple[int, int]:
+    """(key tiles, q tiles) of varlen entries (q0, q1, k0, k1) on a dense mask, each entry
+    tiled by 128 from its own start: a key tile counts where any of its cells is kept."""
+    tiles = q_tiles = 0
+    for q0, q1, k0, k1 in entries:
+        for t in range(q0, q1, 128):
+            q_tiles += 1
+            block = dense[t:min(t + 128, q1), k0:k1]
+            tiles += sum(block[:, j:j + 128].any() for j in range(0, k1 - k0, 128))
+    return tiles, q_tiles
+
+
+@pytest.mark.parametrize("name", ["causal_document", "full_document", "causal"])
+def test_unequal_runs_row_cost_counts_the_tiles_fa4_varlen_visits(name):
+    from magi_attention.meta import SliceArray
+    from magi_attention.meta.algorithms.unequal_runs import (NS_PER_Q_TILE, NS_PER_RECV_TOKEN,
+                                                             NS_PER_TILE, RowCost)
+    seqlen = 2048
+    mask = build_mask(name, seqlen, doc_lens=[300, 700, 130, 918], seed=0)
+    dense = to_dense(mask.slices, seqlen).numpy()
+    cost = RowCost(SliceArray.from_slices(mask.slices))
+    for s, e in [(0, 2048), (256, 1408), (1000, 1300), (640, 2048)]:
+        entries, recv = [], 0
+        for sl in mask.slices:  # each slice's rows in [s, e): one entry over the keys they read
+            q0, q1 = max(sl.q_range.start, s), min(sl.q_range.end, e)
+            if q1 <= q0:
+                continue
+            kept = np.flatnonzero(dense[q0:q1, sl.k_range.start:sl.k_range.end].any(0))
+            k1 = sl.k_range.start + int(kept.max()) + 1
+            entries.append((q0, q1, sl.k_range.start, k1))
+            recv += (k1 - sl.k_range.start) - max(0, min(k1, e) - max(sl.k_range.start, s))
+        tiles, q_tiles = _brute_tiles(dense, entries)
+        expected = NS_PER_TILE * tiles + NS_PER_Q_TILE * q_tiles + NS_PER_RECV_TOKEN * recv
+        assert cost.run(s, e) == pytest.approx(expected), (s, e)
+
+
+def test_unequal_runs_keeps_one_heavy_document_alone_at_cp2():
+    # one causal document of 8192 between twelve of 2048 that cost about as much together (by
+    # the tile model 1.56 ms and 1.53 ms): the window holds it, as HybridCP would place it
+    # (whole), or all but one chunk of its head, whose rows are cheap: moved to the other rank
+    # they even the two out for 512 received keys; equal shards would cut it in half
+    docs = [2048] * 6 + [8192] + [2048] * 6
+    seqlen = sum(docs)
+    mask = build_mask("causal_document", seqlen, doc_lens=docs, seed=0)
+    meta = solve_dispatch(mask.slices, seqlen, 2, 512, "unequal_runs")
+    first, last = meta.position_ids(0)[[0, -1]].tolist()
+    assert first in (12288, 12288 + 512) and last == 12288 + 8192 - 1
+    assert meta.shard_seqlens == (last + 1 - first, seqlen - (last + 1 - first))
+    assert not meta.equal_shards
+    with pytest.raises(ValueError, match="shard_seqlen_of"):
+        meta.shard_seqlen
