@@ -2151,7 +2151,83 @@ def pytest_s27() -> str:
     return "; ".join(f"{name}: {_pytest_counts(path)}" for name, path in logs.items())
 
 
+# -- session 28: 2 H100s (nvidia-h200-x2 asked for, H100s came) ---------------------------------
+# issue 15's whole table at 8da5025 (16k: cp 1 and 2, repeat 10; 64k: cp 2 repeat 6, then magi
+# and single_gpu at cp 1), then the unequal_runs A/B at 9ba2da0 (magi, magi_unequal, hybrid_cp)
+CP_S28 = {"fa4, 16k/GPU": "h100x2/cp_s28/cp_h100x2__fa4_16k.csv",
+          "triton, 16k/GPU": "h100x2/cp_s28/cp_h100x2__triton_16k.csv",
+          "fa4, 64k/GPU": ("h100x2/cp_s28/cp_h100x2__fa4_64k.csv",
+                           "h100x2/cp_s28/cp_h100x2__fa4_64k_cp1.csv"),
+          "triton, 64k/GPU": ("h100x2/cp_s28/cp_h100x2__triton_64k.csv",
+                              "h100x2/cp_s28/cp_h100x2__triton_64k_cp1.csv")}
+UNEQUAL_S28 = {(b, s): f"h100x2/cp_unequal_s28/cp_h100x2__{b}_{s}_unequal.csv"
+               for s in ("16k", "64k") for b in ("fa4", "triton")}
+
+
+def cp_s28_table() -> str:
+    return cp2_s16_table(CP_S28)
+
+
+def cp_s28_summary() -> str:
+    return cp2_s16_summary(CP_S28)
+
+
+def cp_s28_below() -> str:
+    return _below_best(((run, mask, d, v, "") for run, relpath in CP_S28.items()
+                        for (mask, cp, d), v in sorted(_cp_cells(relpath).items())
+                        if cp == 2 and "magi" in v), digits=3)
+
+
+def unequal_s28_table() -> str:
+    """magi (equal shards), magi_unequal and HybridCP per document cell, with the tokens each
+    rank held under unequal_runs."""
+    lines = ["| local | S/GPU | mask | dir | magi | magi_unequal | hybrid_cp | unequal / magi | "
+             "unequal / hybrid_cp | magi / hybrid_cp | tokens a rank (unequal) |",
+             "|" + "---|" * 11]
+    for (backend, size), relpath in UNEQUAL_S28.items():
+        rows = _tf_cells(relpath)
+        for mask in DOC_MASKS:
+            for d in ("fwd", "bwd"):
+                magi, uneq, hyb = (rows[k, mask, d].tflops_per_s
+                                   for k in ("magi", "magi_unequal", "hybrid_cp"))
+                share = unequal_token_share(rows["magi_unequal", mask, d].message)
+                lines.append(f"| {backend} | {size} | {mask} | {d} | {magi:.0f} | {uneq:.0f} | "
+                             f"{hyb:.0f} | {uneq / magi:.2f} | {uneq / hyb:.2f} | "
+                             f"{magi / hyb:.2f} | {share} |")
+    return "\n".join(lines)
+
+
+def _unequal_ratios(size: str, over: str) -> list[float]:
+    return [_tf_cells(relpath)["magi_unequal", m, d].tflops_per_s
+            / _tf_cells(relpath)[over, m, d].tflops_per_s
+            for (_, s), relpath in UNEQUAL_S28.items() if s == size
+            for m in DOC_MASKS for d in ("fwd", "bwd")]
+
+
+def unequal_s28_summary() -> str:
+    """unequal_runs over magi and over HybridCP at 16k and 64k, and its 16k cells >= HybridCP."""
+    out = []
+    for size in ("16k", "64k"):
+        vs_magi, vs_hyb = _unequal_ratios(size, "magi"), _unequal_ratios(size, "hybrid_cp")
+        out.append(f"{size}: {min(vs_magi):.2f}-{max(vs_magi):.2f}x magi, "
+                   f"{min(vs_hyb):.2f}-{max(vs_hyb):.2f}x HybridCP "
+                   f"({sum(r >= 1.0 for r in vs_hyb)} of {len(vs_hyb)} cells >= 1.0)")
+    return "; ".join(out)
+
+
+def pytest_s28() -> str:
+    return (f"every 2-GPU exactness mode at 8da5025: "
+            f"{_pytest_counts('h100x2/tests/pytest_nccl_8da5025.log')}; mode unequal at "
+            f"9ba2da0: {_pytest_counts('h100x2/tests/pytest_nccl_unequal_9ba2da0.log')}")
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h100x2.cp_s28_table": cp_s28_table,
+    "h100x2.cp_s28_summary": cp_s28_summary,
+    "h100x2.cp_s28_below": cp_s28_below,
+    "h100x2.unequal_s28_table": unequal_s28_table,
+    "h100x2.unequal_s28_summary": unequal_s28_summary,
+    "h100x2.pytest_s28": pytest_s28,
     "h100.o_regs_s27": o_regs_s27,
     "h100.fwd_threshold_s27_table": fwd_threshold_s27_table,
     "h100.route_cache_s27": route_cache_s27,
