@@ -29,7 +29,9 @@ from bench.status import NOT_MEASURED, experiment_cells, with_missing
 __all__ = ["METRICS", "pivot", "write_tables", "main"]
 
 METRICS = {"tflops_per_s": "TFLOPs/s", "peak_mem_gb": "peak memory (GiB)", "runtime_ms": "runtime (ms)"}
-TABLE_GROUPS = ("hardware", "mask", "direction", "cp_size", LOCAL_KERNEL)  # the last: CP rows
+# seqlen_per_gpu and the last: CP rows (whose tables have cp_size as rows, so one table per
+# tokens-a-GPU; a CP row's seqlen is the whole sequence, seqlen_per_gpu * cp_size)
+TABLE_GROUPS = ("hardware", "seqlen_per_gpu", "mask", "direction", "cp_size", LOCAL_KERNEL)
 DESCRIPTION = ("Write Markdown and CSV tables (x values as rows, kernels as columns) from the "
                "result rows of one experiment, or of the files given.")
 
@@ -104,6 +106,9 @@ def write_tables(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
         ValueError: a folder holding several experiments and no ``experiment`` chosen.
     """
     frame = with_missing(latest_rows(read_results(experiment_files(results, experiment, kind))))
+    if x == "cp_size" and {"seqlen", "cp_size"} <= set(frame.columns):
+        frame["seqlen_per_gpu"] = (pd.to_numeric(frame["seqlen"]) // pd.to_numeric(
+            frame["cp_size"])).astype("Int64")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written, sections = [], []

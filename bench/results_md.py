@@ -2154,12 +2154,12 @@ def pytest_s27() -> str:
 # -- session 28: 2 H100s (nvidia-h200-x2 asked for, H100s came) ---------------------------------
 # issue 15's whole table at 8da5025 (16k: cp 1 and 2, repeat 10; 64k: cp 2 repeat 6, then magi
 # and single_gpu at cp 1), then the unequal_runs A/B at 9ba2da0 (magi, magi_unequal, hybrid_cp)
-CP_S28 = {"fa4, 16k/GPU": "h100x2/cp_s28/cp_h100x2__fa4_16k.csv",
-          "triton, 16k/GPU": "h100x2/cp_s28/cp_h100x2__triton_16k.csv",
-          "fa4, 64k/GPU": ("h100x2/cp_s28/cp_h100x2__fa4_64k.csv",
-                           "h100x2/cp_s28/cp_h100x2__fa4_64k_cp1.csv"),
-          "triton, 64k/GPU": ("h100x2/cp_s28/cp_h100x2__triton_64k.csv",
-                              "h100x2/cp_s28/cp_h100x2__triton_64k_cp1.csv")}
+CP_S28 = {"fa4, 16k/GPU": "h100x2/cp/cp_h100x2__fa4_16k_s28.csv",
+          "triton, 16k/GPU": "h100x2/cp/cp_h100x2__triton_16k_s28.csv",
+          "fa4, 64k/GPU": ("h100x2/cp/cp_h100x2__fa4_64k_s28.csv",
+                           "h100x2/cp/cp_h100x2__fa4_64k_cp1_s28.csv"),
+          "triton, 64k/GPU": ("h100x2/cp/cp_h100x2__triton_64k_s28.csv",
+                              "h100x2/cp/cp_h100x2__triton_64k_cp1_s28.csv")}
 UNEQUAL_S28 = {(b, s): f"h100x2/cp_unequal_s28/cp_h100x2__{b}_{s}_unequal.csv"
                for s in ("16k", "64k") for b in ("fa4", "triton")}
 

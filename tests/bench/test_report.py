@@ -131,3 +131,18 @@ def test_help_text_is_whole_sentences(capsys):
         report.main(["--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert report.DESCRIPTION in help_text and report.DESCRIPTION.endswith(".")
+
+
+def test_cp_tables_keep_each_tokens_per_gpu_apart(tmp_path):
+    # cp 1 and 2 at 16k and 64k tokens a GPU: a table per tokens-a-GPU, never the last row of
+    # either size under one cp_size (a CP row's seqlen is the whole sequence)
+    folder = tmp_path / "results" / "cp"
+    for per_gpu, tf in ((16384, 100.0), (65536, 200.0)):
+        for cp in (1, 2):
+            append_row(folder / "cp.csv", replace(BASE, kernel="magi", cp_size=cp,
+                                                  seqlen=per_gpu * cp, tflops_per_s=tf + cp))
+    out = tmp_path / "tables"
+    report.write_tables(folder, out, x="cp_size", kind=None)
+    for per_gpu, tf in ((16384, 100.0), (65536, 200.0)):
+        csv = pd.read_csv(out / f"tflops_per_s_cpu_{per_gpu}_causal_fwd.csv", index_col=0)
+        assert csv["magi"].to_dict() == {1: tf + 1, 2: tf + 2}
