@@ -2215,6 +2215,22 @@ def unequal_s28_summary() -> str:
     return "; ".join(out)
 
 
+def unequal_gain_s28() -> str:
+    """unequal_runs over magi on the 16k causal and block-causal document cells."""
+    ratios = [_tf_cells(relpath)["magi_unequal", m, d].tflops_per_s
+              / _tf_cells(relpath)["magi", m, d].tflops_per_s
+              for (_, size), relpath in UNEQUAL_S28.items() if size == "16k"
+              for m in ("causal_document", "block_causal_document") for d in ("fwd", "bwd")]
+    return f"{min(ratios):.2f}-{max(ratios):.2f}x"
+
+
+def unequal_gap_s28() -> str:
+    """FA4 causal_document forward at 16k: magi_unequal against HybridCP, ms a step."""
+    rows = _tf_cells(UNEQUAL_S28["fa4", "16k"])
+    uneq, hyb = (rows[k, "causal_document", "fwd"].runtime_ms for k in ("magi_unequal", "hybrid_cp"))
+    return f"FA4: {uneq:.2f} against {hyb:.2f} ms, {uneq - hyb:.2f} ms"
+
+
 def pytest_s28() -> str:
     return (f"every 2-GPU exactness mode at 8da5025: "
             f"{_pytest_counts('h100x2/tests/pytest_nccl_8da5025.log')}; mode unequal at "
@@ -2228,6 +2244,8 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h100x2.unequal_s28_table": unequal_s28_table,
     "h100x2.unequal_s28_summary": unequal_s28_summary,
     "h100x2.pytest_s28": pytest_s28,
+    "h100x2.unequal_gap_s28": unequal_gap_s28,
+    "h100x2.unequal_gain_s28": unequal_gain_s28,
     "h100.o_regs_s27": o_regs_s27,
     "h100.fwd_threshold_s27_table": fwd_threshold_s27_table,
     "h100.route_cache_s27": route_cache_s27,

@@ -32,7 +32,10 @@ TILE = 128
 # FA4_US_PER_TILE and FA4_US_PER_Q_TILE); a received token (k and v, 8 heads x 128 x bf16 =
 # 4 KB) at the 28 MB / 130 us NCCL measured for the cast at cp 2 (notes/magi_cp.md, session 26)
 NS_PER_TILE, NS_PER_Q_TILE, NS_PER_RECV_TOKEN = 680, 2200, 19
-MAX_WINDOW_POINTS = 1024  # cp 2's window search: at most this many cut points (pairs: ~0.5M)
+# cp 2's window search evaluates every pair of cut points against every slice: at most
+# WINDOW_BUDGET (pairs x slices, ~0.5 s of numpy on the host) and MAX_WINDOW_POINTS points (a
+# document mask of 31 slices: ~570 points; hash_sparse at 32k, 13082 slices: ~27)
+MAX_WINDOW_POINTS, MIN_WINDOW_POINTS, WINDOW_BUDGET = 1024, 16, 10_000_000
 
 
 class UnequalRunsDispatch(DispatchAlgorithm):
@@ -183,11 +186,14 @@ def _partition(cost, unit: int, n: int, num_runs: int, max_len: int) -> list[int
 def _window(cost: RowCost, unit: int, n: int, max_len: int, beat: float,
             slice_bounds: np.ndarray):
     """cp 2: the (a, b) chunk pair whose window [a, b) (rank 0) and outside (rank 1) have the
-    lowest costlier side, if below ``beat``. Cut points: every ``step``-th chunk boundary and
-    the chunk boundaries around each slice's rows (where a document can be kept whole)."""
-    step = max(1, -(-n // MAX_WINDOW_POINTS))
+    lowest costlier side, if below ``beat``. Cut points: every ``step``-th chunk boundary and,
+    for masks of few slices, the chunk boundaries around each slice's rows (where a document
+    can be kept whole); fewer points the more slices there are (``WINDOW_BUDGET``)."""
+    budget = int(np.sqrt(2 * WINDOW_BUDGET / max(1, len(cost.q0))))
+    max_points = min(MAX_WINDOW_POINTS, max(MIN_WINDOW_POINTS, budget))
+    step = max(1, -(-n // max_points))
     points = set(range(0, n + 1, step)) | {n}
-    if len(slice_bounds) <= MAX_WINDOW_POINTS:
+    if len(slice_bounds) <= max_points // 2:
         points |= set((slice_bounds // unit).tolist()) | set((-(-slice_bounds // unit)).tolist())
     points = np.array(sorted(p for p in points if 0 <= p <= n), dtype=np.int64)
     total = n * unit
