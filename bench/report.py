@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.results import LOCAL_KERNEL, experiment_files, job_log_of, latest_rows, read_results
+from bench.results import (LOCAL_KERNEL, experiment_files, job_log_of, latest_rows, read_results,
+                           seqlen_per_gpu)
 from bench.status import NOT_MEASURED, experiment_cells, with_missing
 
 __all__ = ["METRICS", "pivot", "write_tables", "main"]
@@ -107,8 +108,7 @@ def write_tables(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
     """
     frame = with_missing(latest_rows(read_results(experiment_files(results, experiment, kind))))
     if x == "cp_size" and {"seqlen", "cp_size"} <= set(frame.columns):
-        frame["seqlen_per_gpu"] = (pd.to_numeric(frame["seqlen"]) // pd.to_numeric(
-            frame["cp_size"])).astype("Int64")
+        frame["seqlen_per_gpu"] = seqlen_per_gpu(frame)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written, sections = [], []

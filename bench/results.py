@@ -41,7 +41,7 @@ __all__ = ["STATUSES", "FINAL_STATUSES", "CELL_KEY", "RESUME_KEY", "ENV_COLUMNS"
            "RunMeta", "SweepInterrupted", "append_row", "repair_file", "summary_line",
            "interrupted_line", "record_row", "job_log_of", "job_log_path", "kind_sources", "experiment_of",
            "experiment_files", "read_results", "latest_rows", "done_cells", "resume_key",
-           "run_meta"]
+           "run_meta", "seqlen_per_gpu"]
 
 log = logging.getLogger(__name__)
 
@@ -380,6 +380,12 @@ def _with_local_kernel(frame: pd.DataFrame) -> pd.DataFrame:
         return frame
     frame[LOCAL_KERNEL] = versions.str.extract(r"\blocal=(\w+)", expand=False).fillna("")
     return frame
+
+
+def seqlen_per_gpu(frame: pd.DataFrame) -> pd.Series:
+    """Tokens a GPU of CP rows (their ``seqlen`` is the whole sequence); <NA> where a row has
+    no cp_size (e.g. a not-measured cell)."""
+    return (pd.to_numeric(frame["seqlen"]) // pd.to_numeric(frame["cp_size"])).astype("Int64")
 
 
 def latest_rows(frame: pd.DataFrame, key: Iterable[str] = TABLE_KEY) -> pd.DataFrame:

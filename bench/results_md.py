@@ -1008,10 +1008,15 @@ def cp_s25_summary() -> str:
     return cp2_s16_summary(CP_S25)
 
 
-def cp_s25_below() -> str:
-    return _below_best(((run, mask, d, v, "") for run, relpath in CP_S25.items()
+def _cp2_below(files: dict) -> str:
+    """The cp 2 cells of a run's files where magi is below the best baseline."""
+    return _below_best(((run, mask, d, v, "") for run, relpath in files.items()
                         for (mask, cp, d), v in sorted(_cp_cells(relpath).items())
                         if cp == 2 and "magi" in v), digits=3)
+
+
+def cp_s25_below() -> str:
+    return _cp2_below(CP_S25)
 
 
 def cp_s25_cp1_low() -> str:
@@ -2173,9 +2178,7 @@ def cp_s28_summary() -> str:
 
 
 def cp_s28_below() -> str:
-    return _below_best(((run, mask, d, v, "") for run, relpath in CP_S28.items()
-                        for (mask, cp, d), v in sorted(_cp_cells(relpath).items())
-                        if cp == 2 and "magi" in v), digits=3)
+    return _cp2_below(CP_S28)
 
 
 def unequal_s28_table() -> str:

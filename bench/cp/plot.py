@@ -23,7 +23,7 @@ import pandas as pd
 from bench.barplot import FIGURES, label_x, plot_bars, series_colors, series_order
 from bench.cp import STRATEGIES
 from bench.cp.hybrid_cp import unequal_token_share
-from bench.results import LOCAL_KERNEL, latest_rows, read_results
+from bench.results import LOCAL_KERNEL, latest_rows, read_results, seqlen_per_gpu
 from bench.status import experiment_cells
 
 __all__ = ["plot_cp_results", "ratio_table", "write_ratios", "cp_title", "main"]
@@ -44,7 +44,7 @@ def _cp_rows(results) -> pd.DataFrame:
         return frame
     frame = frame[frame["cp_size"].notna()].copy()
     frame["cp_size"] = frame["cp_size"].astype(int)
-    frame["seqlen_per_gpu"] = frame["seqlen"].astype(int) // frame["cp_size"]
+    frame["seqlen_per_gpu"] = seqlen_per_gpu(frame)
     return frame
 
 

@@ -41,7 +41,7 @@ class DispatchMeta:
         return len(set(self.shard_seqlens)) == 1
 
     def shard_seqlen_of(self, rank: int) -> int:
-        return len(self.solution.buckets[rank]) * self.chunk_size
+        return self.shard_seqlens[rank]
 
     @property
     def shard_seqlen(self) -> int:

@@ -41,6 +41,13 @@ class DispatchAlgorithm(abc.ABC):
         the algorithm weighs the mask itself (unequal_runs' tile model)."""
         return self.solve(areas, num_buckets)
 
+    def _check_counts(self, num_chunks: int, num_buckets: int) -> None:
+        if self.equal_counts and (num_buckets <= 0 or num_chunks % num_buckets):
+            raise ValueError(f"num_chunks={num_chunks} must be a positive multiple of "
+                             f"num_buckets={num_buckets}")
+        if num_buckets <= 0 or num_chunks < num_buckets:
+            raise ValueError(f"num_chunks={num_chunks} must be >= num_buckets={num_buckets} > 0")
+
     def _solution(self, buckets, num_chunks: int) -> DispatchSolution:
         assert sorted(c for b in buckets for c in b) == list(range(num_chunks))
         assert all(buckets), "every bucket holds at least one chunk"
@@ -48,11 +55,7 @@ class DispatchAlgorithm(abc.ABC):
 
     def solve(self, areas: np.ndarray, num_buckets: int) -> DispatchSolution:
         areas = np.asarray(areas, dtype=np.int64)
-        if self.equal_counts and (num_buckets <= 0 or len(areas) % num_buckets):
-            raise ValueError(f"num_chunks={len(areas)} must be a positive multiple of "
-                             f"num_buckets={num_buckets}")
-        if num_buckets <= 0 or len(areas) < num_buckets:
-            raise ValueError(f"num_chunks={len(areas)} must be >= num_buckets={num_buckets} > 0")
+        self._check_counts(len(areas), num_buckets)
         if self.equal_counts:
             buckets = self._solve(areas, num_buckets, len(areas) // num_buckets)
         else:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...common.slice_array import UNBOUNDED
 from .base import DispatchAlgorithm, DispatchSolution
 
 TILE = 128
@@ -52,11 +53,10 @@ class UnequalRunsDispatch(DispatchAlgorithm):
                        num_buckets: int) -> DispatchSolution:
         cost = RowCost(slices)
         n = total_seqlen // chunk_size
-        max_len = max(1, int(self.max_share * n / num_buckets))
-        if n < num_buckets:
-            raise ValueError(f"num_chunks={n} must be >= num_buckets={num_buckets}")
+        self._check_counts(n, num_buckets)
+        max_len = self._max_len(n, num_buckets)
         ends = _partition(cost, chunk_size, n, num_buckets, max_len)
-        buckets = [list(range(s, e)) for s, e in zip([0] + ends[:-1], ends)]
+        buckets = _runs(ends)
         if num_buckets == 2:
             best = max(cost.run(0, ends[0] * chunk_size), cost.run(ends[0] * chunk_size,
                                                                    total_seqlen))
@@ -69,11 +69,18 @@ class UnequalRunsDispatch(DispatchAlgorithm):
 
     def _solve_unequal(self, areas: np.ndarray, num_buckets: int) -> list[list[int]]:
         """Without the mask (``solve(areas)``): the linear partition of the chunk areas."""
-        max_len = max(1, int(self.max_share * len(areas) / num_buckets))
         prefix = np.concatenate([[0], np.cumsum(areas)])
-        ends = _partition(lambda s, e: prefix[e] - prefix[s], 1, len(areas), num_buckets,
-                          max_len)
-        return [list(range(s, e)) for s, e in zip([0] + ends[:-1], ends)]
+        return _runs(_partition(lambda s, e: prefix[e] - prefix[s], 1, len(areas), num_buckets,
+                                self._max_len(len(areas), num_buckets)))
+
+    def _max_len(self, num_chunks: int, num_buckets: int) -> int:
+        """The most chunks a rank may hold: ``max_share`` x the equal share."""
+        return max(1, int(self.max_share * num_chunks / num_buckets))
+
+
+def _runs(ends: list[int]) -> list[list[int]]:
+    """Chunk ids of the contiguous runs ending (exclusive) at ``ends``."""
+    return [list(range(s, e)) for s, e in zip([0] + ends[:-1], ends)]
 
 
 class RowCost:
@@ -85,7 +92,8 @@ class RowCost:
     def __init__(self, slices) -> None:
         self.q0, self.q1 = slices.q_start, slices.q_end
         self.k0, self.k1 = slices.k_start, slices.k_end
-        self.causal = (slices.mask_type == 1) | (slices.mask_type == 3)  # bottom-right diagonal
+        self.upper = slices.upper_offset  # row q keeps keys <= q + upper (UNBOUNDED: no bound)
+        self.causal = self.upper < UNBOUNDED  # bottom-right diagonal: CAUSAL, BICAUSAL
 
     def __call__(self, s, e):
         return self.run(s, e)
@@ -109,8 +117,7 @@ class RowCost:
         """Each slice's rows inside [s, e) and the keys its last such row reads (from k0)."""
         lo, hi = np.maximum(self.q0, s), np.minimum(self.q1, e)
         hi = np.maximum(hi, lo)
-        klen = self.k1 - self.k0
-        keys = np.where(self.causal, np.clip(klen - (self.q1 - hi), 0, klen), klen)
+        keys = np.clip(hi + self.upper - self.k0, 0, self.k1 - self.k0)  # row hi - 1's keys
         return lo, hi, np.where(hi > lo, keys, 0)
 
     def _tiles_ns(self, lo, hi, keys):
@@ -203,8 +210,8 @@ def _window(cost: RowCost, unit: int, n: int, max_len: int, beat: float,
         b = b[(b - a <= max_len) & (n - (b - a) <= max_len) & ~((a == 0) & (b == n))]
         if not len(b):
             continue
-        side = np.maximum(cost.run(np.full_like(b, a) * unit, b * unit),
-                          cost.outer(np.full_like(b, a) * unit, b * unit, total))
+        starts, ends = np.full_like(b, a) * unit, b * unit
+        side = np.maximum(cost.run(starts, ends), cost.outer(starts, ends, total))
         i = int(np.argmin(side))
         if side[i] < best:
             best, pair = float(side[i]), (int(a), int(b[i]))
