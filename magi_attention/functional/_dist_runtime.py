@@ -97,7 +97,10 @@ class DistAttnRuntime:
         module = load_backend(name)
         fused = (self.meta.fused,) if self.meta.fused is not None else ()
         split = self.meta.fused_split.stage_args() if self.meta.fused_split is not None else ()
-        for attn in (self.meta.host, *(stage.attn for stage in self.meta.stages), *fused, *split):
+        windows = tuple(s.window.attn for s in self.meta.stages
+                        if s.window is not None and not s.window.covers(s.attn.seqlen_q))
+        for attn in (self.meta.host, *(stage.attn for stage in self.meta.stages), *fused, *split,
+                     *windows):
             attn.plan.tensors(device)
             if attn.num_slices and hasattr(module, "prepare"):
                 module.prepare(attn.plan, head_dim, torch.device(device))
@@ -260,8 +263,7 @@ class DistAttnRuntime:
                 out, lse = self._fwd(q, k, v, self.meta.host, backend)
             recv = landing()
         if "fwd" in cut:
-            o, l = self._fwd(q, recv[:, :h], recv[:, h:], self.meta.stages[0].attn, backend)
-            out, lse = merge_out_lse(out, lse, o, l, q.dtype)
+            out, lse = self._merge_received(q, recv[:, :h], recv[:, h:], out, lse, backend)
         else:
             out, lse = self._fwd(q, kv_all[:, :h], kv_all[:, h:], self.meta.fused, backend)
         return out, lse, (recv if "bwd" in cut else kv_all)
@@ -275,13 +277,36 @@ class DistAttnRuntime:
         if recv is None:
             recv = self._issue(self._cast((k, v), 0)).wait()
         dq, dk, dv = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
-        dq_r, dk_r, dv_r = self._bwd(dout, q, recv[:, :h], recv[:, h:], out, lse,
-                                     self.meta.stages[0].attn, backend)
+        win = self.meta.stages[0].window
+        if win is None:  # no row reads a received key: their gradients are zero
+            dq_r, dk_r, dv_r = None, *(torch.zeros_like(x) for x in (recv[:, :h], recv[:, h:]))
+        elif win.covers(q.shape[0]):
+            dq_r, dk_r, dv_r = self._bwd(dout, q, recv[:, :h], recv[:, h:], out, lse,
+                                         self.meta.stages[0].attn, backend)
+        else:  # the rows that read received keys alone
+            rows = slice(win.start, win.end)
+            dq_r, dk_r, dv_r = self._bwd(dout[rows], q[rows], recv[:, :h], recv[:, h:],
+                                         out[rows], lse[rows], win.attn, backend)
         if dq is None:
-            dq = torch.zeros_like(q) if dq_r is None else dq_r
-        elif dq_r is not None:
-            dq.add_(dq_r)
+            dq = torch.zeros_like(q)
+        if dq_r is not None:
+            dq[win.start:win.end].add_(dq_r)
         return (dq, *self._reduce_into_own(torch.cat([dk_r, dv_r], dim=1), dk, dv))
+
+    def _merge_received(self, q, k_recv, v_recv, out, lse, backend: str):
+        """(out, lse) of the own keys merged with the received keys' (stage 0, cut by keys),
+        in q's dtype: the received keys' kernel and the merge run on their rows alone."""
+        win = self.meta.stages[0].window
+        if win is None:
+            return out.to(q.dtype), lse
+        if win.covers(q.shape[0]):
+            o, l = self._fwd(q, k_recv, v_recv, self.meta.stages[0].attn, backend)
+            return merge_out_lse(out, lse, o, l, q.dtype)
+        rows = slice(win.start, win.end)
+        o, l = self._fwd(q[rows], k_recv, v_recv, win.attn, backend)
+        out = out.to(q.dtype)  # the host kernel's out (q's dtype already: no copy)
+        out[rows], lse[rows] = merge_out_lse(out[rows], lse[rows], o, l, q.dtype)
+        return out, lse
 
     def _fused_kv_start(self, k: torch.Tensor, v: torch.Tensor):
         """(buffer, landing): the fused KV buffer [size, 2 * Hkv, D] as ``meta.fused_layout``

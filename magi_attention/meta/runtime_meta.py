@@ -42,9 +42,40 @@ class StageAttnArgs:
 
 
 @dataclass(frozen=True)
+class RowWindow:
+    """The rows [start, end) of the local shard that read a stage's keys, and the stage's args
+    on those rows alone. Run cut by keys, the received keys' kernel and its merge (or dq add)
+    then touch these rows only: where a rank receives a few keys that a few rows read, the
+    rest of the shard is not read or written again."""
+
+    start: int
+    end: int
+    attn: StageAttnArgs
+
+    @classmethod
+    def of(cls, attn: StageAttnArgs) -> "RowWindow | None":
+        """The window of ``attn``'s rows; None where it has no slices."""
+        if not attn.num_slices:
+            return None
+        start, end = int(attn.slices.q_start.min()), int(attn.slices.q_end.max())
+        return cls(start, end, StageAttnArgs(attn.slices.shift(-start, 0), end - start,
+                                             attn.seqlen_k))
+
+    def covers(self, seqlen_q: int) -> bool:
+        """Whether the window is every row (the stage's own args serve as they are)."""
+        return self.start == 0 and self.end == seqlen_q
+
+
+@dataclass(frozen=True)
 class RemoteStage:
+    """``window``: the stage's rows alone (``RowWindow``), for the fused stage cut by keys."""
+
     cast: GroupCollectiveArgs
     attn: StageAttnArgs
+    window: RowWindow | None = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "window", RowWindow.of(self.attn))
 
 
 @dataclass(frozen=True)

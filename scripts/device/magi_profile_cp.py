@@ -47,7 +47,9 @@ def _train_step(strategy: MagiAttention, q, k, v, dout):
 
 
 def _pieces(strategy: MagiAttention, q, k, v, dout, warmup: int, repeat: int) -> dict[str, float]:
-    """calc_attn fwd / fwd+bwd, and the fused path's pieces when it has one."""
+    """calc_attn fwd / fwd+bwd, and the fused path's pieces when it has one (the fused KV
+    buffer, the own KV's copies into it, the own keys' kernel alone, the kernel over the buffer,
+    the group-reduce)."""
     def fwd():
         with torch.no_grad():
             strategy.attention(q, k, v)
@@ -68,12 +70,28 @@ def _pieces(strategy: MagiAttention, q, k, v, dout, warmup: int, repeat: int) ->
     times["kernel_bwd"] = time_cuda_ms(
         lambda: mod.bwd(dout, q, kv_all[:, :h], kv_all[:, h:], out, lse, plan, scale, 0.0, False),
         warmup, repeat)
+    lay = meta.fused_layout
+
+    def own_copies():  # the own KV's copies into the fused buffer (what the cut by keys skips)
+        for src, dst, m in lay.own_copies:
+            kv_all[dst:dst + m, :h] = k[src:src + m]
+            kv_all[dst:dst + m, h:] = v[src:src + m]
+    times["own_copies"] = time_cuda_ms(own_copies, warmup, repeat)
+    if meta.host.num_slices:  # the own keys' kernel alone, on k and v in place
+        times["host_kernel_fwd"] = time_cuda_ms(
+            lambda: mod.fwd(q, k, v, meta.host.plan, scale, 0.0, False), warmup, repeat)
     recv = meta.stages[0].cast.recv_seqlen
     partial = torch.randn(recv, 2 * h, D, device=q.device, dtype=q.dtype)
     acc = torch.zeros(k.shape[0], 2 * h, D, device=q.device, dtype=torch.float32)
     times["group_reduce"] = time_cuda_ms(lambda: runtime._reduce(partial, acc, 0).wait(),
                                          warmup, repeat)
     return times
+
+
+def _received(strategy: MagiAttention) -> str:
+    """The tokens this rank receives over all stages (the cast's size)."""
+    stages = strategy.key.runtime.meta.stages
+    return f"recv_tokens={sum(s.cast.recv_seqlen for s in stages)}"
 
 
 def main() -> None:
@@ -83,6 +101,8 @@ def main() -> None:
     p.add_argument("--masks", nargs="+", default=["causal_document", "full_document"])
     p.add_argument("--backend", default="fa4")
     p.add_argument("--dispatch-alg", default="auto")
+    p.add_argument("--chunk-size", type=int, default=None)
+    p.add_argument("--cut", default="auto")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeat", type=int, default=10)
     args = p.parse_args()
@@ -91,7 +111,8 @@ def main() -> None:
     dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
     rank, world = dist.get_rank(), dist.get_world_size()
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"magi_profile_cp{world}_{args.backend}_rank{rank}.csv"
+    tag = f"{args.backend}_{args.dispatch_alg}" + (f"_c{args.chunk_size}" if args.chunk_size else "")
+    path = args.out / f"magi_profile_cp{world}_{tag}_rank{rank}.csv"
     seqlen = args.seqlen_per_gpu * world
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, FIELDS)
@@ -101,7 +122,8 @@ def main() -> None:
                              HKV)
             strategy = MagiAttention(mask, None, num_heads_q=HQ, num_heads_kv=HKV,
                                      kernel=LocalKernel(args.backend),
-                                     dispatch_alg=args.dispatch_alg)
+                                     dispatch_alg=args.dispatch_alg,
+                                     chunk_size=args.chunk_size, cut=args.cut)
             g = torch.Generator(device="cuda").manual_seed(0)
             q, k, v, dout = (torch.randn(seqlen, h, D, device="cuda", generator=g).bfloat16()
                              for h in (HQ, HKV, HKV, HQ))
@@ -109,13 +131,14 @@ def main() -> None:
             times = _pieces(strategy, q, k, v, dout, args.warmup, args.repeat)
             for piece, ms in times.items():
                 writer.writerow(dict(mask=name, backend=args.backend, cp_size=world, rank=rank,
-                                     piece=piece, ms=f"{ms:.4f}", notes=strategy.notes))
+                                     piece=piece, ms=f"{ms:.4f}",
+                                     notes=f"{strategy.notes} {_received(strategy)}"))
             f.flush()
             print(f"rank {rank} {name}: " + ", ".join(f"{k} {v:.3f}" for k, v in times.items()),
                   flush=True)
             # collective: every rank steps and writes its own tables
             suffix = "" if rank == 0 else f"_rank{rank}"
-            table = args.out / f"magi_profile_cp{world}_{args.backend}_{name}{suffix}.txt"
+            table = args.out / f"magi_profile_cp{world}_{tag}_{name}{suffix}.txt"
             syncs = profile_steps(_train_step(strategy, q, k, v, dout), table)
             print(f"rank {rank} {name}: {syncs} device-to-host syncs per step", flush=True)
             dist.barrier()

@@ -96,6 +96,9 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shap
                                 "fused": key.runtime.meta.fused is not None,
                                 "split": split,
                                 "cut": sorted(key.runtime.cut),
+                                # the received keys' rows, where cut by keys: all of the
+                                # shard's or part of them (their kernel and merge on those)
+                                "window": _window_kind(key.runtime.meta),
                                 # the fused backward's reduce: into dk, dv (one partial a row)
                                 # or through an fp32 accumulator
                                 "reduce_in_place": bool(key.runtime.meta.stages)
@@ -107,6 +110,14 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shap
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(results, f)
     dist.destroy_process_group()
+
+
+def _window_kind(meta) -> str | None:
+    """"all" / "part": stage 0 reads received keys on every row of the shard / on some."""
+    window = meta.stages[0].window if meta.stages else None
+    if window is None:
+        return None
+    return "all" if window.covers(meta.shard_seqlen) else "part"
 
 
 def run_group(cp_size, chunk_size, num_stages, mesh_shape=None, mask_names=None):
@@ -159,6 +170,9 @@ def test_magi_attn_equals_dense_attention_fwd_bwd_every_mask_and_algorithm(cp_si
         want = ["bwd", "fwd"] if num_stages == "cut_both" else [num_stages[4:]]
         cuts = [res["cut"] for results in per_rank for res in results if res["fused"]]
         assert cuts and all(c == want for c in cuts)
+        # the received keys' kernel ran on part of the rows somewhere, on all of them elsewhere
+        windows = {res["window"] for results in per_rank for res in results if res["fused"]}
+        assert {"all", "part"} <= windows, windows
 
 
 HIER_MASKS = ["causal", "causal_document", "sliding_window", "global_sliding_window",
