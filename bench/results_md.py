@@ -619,8 +619,8 @@ CP_S18 = {"fa4, 16k/GPU": "h200x2/cp_history/cp_h200x2__fa4_16k__946e08914a0a.cs
           "fa4, 64k/GPU": CP_S17["fa4, 64k/GPU"],
           "triton, 64k/GPU": CP_S17["triton, 64k/GPU"]}
 # session 19: the fused path without its whole-buffer passes (16k at repeat 10, 64k at 3)
-CP_S19 = {run: f"h200x2/cp/cp_h200x2__{run.split(',')[0]}_{run.split(' ')[1][:3]}.csv"
-          for run in CP_S18}
+CP_S19 = {run: f"h200x2/cp_history/cp_h200x2__{run.split(',')[0]}_{run.split(' ')[1][:3]}"
+                 "__b469163b3783.csv" for run in CP_S18}
 # session 18, the fused stage cut by rows on (the runs before it was turned off)
 CP_S18_SPLIT = {run: f"h200x2/cp_split/cp_h200x2__{run.split(',')[0]}_{run.split(' ')[1][:3]}"
                      "__split.csv" for run in CP_S18}
@@ -2181,13 +2181,13 @@ def cp_s28_below() -> str:
     return _cp2_below(CP_S28)
 
 
-def unequal_s28_table() -> str:
+def unequal_s28_table(files: dict = UNEQUAL_S28) -> str:
     """magi (equal shards), magi_unequal and HybridCP per document cell, with the tokens each
     rank held under unequal_runs."""
     lines = ["| local | S/GPU | mask | dir | magi | magi_unequal | hybrid_cp | unequal / magi | "
              "unequal / hybrid_cp | magi / hybrid_cp | tokens a rank (unequal) |",
              "|" + "---|" * 11]
-    for (backend, size), relpath in UNEQUAL_S28.items():
+    for (backend, size), relpath in files.items():
         rows = _tf_cells(relpath)
         for mask in DOC_MASKS:
             for d in ("fwd", "bwd"):
@@ -2200,18 +2200,19 @@ def unequal_s28_table() -> str:
     return "\n".join(lines)
 
 
-def _unequal_ratios(size: str, over: str) -> list[float]:
+def _unequal_ratios(size: str, over: str, files: dict = UNEQUAL_S28) -> list[float]:
     return [_tf_cells(relpath)["magi_unequal", m, d].tflops_per_s
             / _tf_cells(relpath)[over, m, d].tflops_per_s
-            for (_, s), relpath in UNEQUAL_S28.items() if s == size
+            for (_, s), relpath in files.items() if s == size
             for m in DOC_MASKS for d in ("fwd", "bwd")]
 
 
-def unequal_s28_summary() -> str:
-    """unequal_runs over magi and over HybridCP at 16k and 64k, and its 16k cells >= HybridCP."""
+def unequal_s28_summary(files: dict = UNEQUAL_S28) -> str:
+    """unequal_runs over magi and over HybridCP per size, and its cells >= HybridCP."""
     out = []
-    for size in ("16k", "64k"):
-        vs_magi, vs_hyb = _unequal_ratios(size, "magi"), _unequal_ratios(size, "hybrid_cp")
+    for size in sorted({s for _, s in files}):
+        vs_magi = _unequal_ratios(size, "magi", files)
+        vs_hyb = _unequal_ratios(size, "hybrid_cp", files)
         out.append(f"{size}: {min(vs_magi):.2f}-{max(vs_magi):.2f}x magi, "
                    f"{min(vs_hyb):.2f}-{max(vs_hyb):.2f}x HybridCP "
                    f"({sum(r >= 1.0 for r in vs_hyb)} of {len(vs_hyb)} cells >= 1.0)")
@@ -2240,7 +2241,125 @@ def pytest_s28() -> str:
             f"9ba2da0: {_pytest_counts('h100x2/tests/pytest_nccl_unequal_9ba2da0.log')}")
 
 
+# -- session 29: 2 H200s (nvidia-h200-x2; the first 2-H200 node since session 20) -------------
+# issue 15's whole table at ddb9bdd (16k: cp 1 and 2 with magi_unequal on 32-token chunks beside
+# magi, repeat 10; 64k: magi and single_gpu at cp 1, then every strategy at cp 2, repeat 10),
+# magi with the cut by keys off (cut=none) beside HybridCP, and the fused path's pieces under
+# unequal_runs on 128-token chunks
+CP_S29 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
+          for s in ("16k", "64k") for b in ("fa4", "triton")}
+UNEQUAL_S29 = {(b, "16k"): CP_S29[f"{b}, 16k/GPU"] for b in ("fa4", "triton")}
+CUT_NONE_S29 = {b: f"h200x2/cp_cut_s29/cp_h200x2__{b}_16k_magi_cut_none.csv"
+                for b in ("fa4", "triton")}
+PROFILE_S29 = "h200x2/magi_profile_s29/magi_profile_cp2_fa4_unequal_runs_c128_rank{}.csv"
+
+
+def cp_s29_table() -> str:
+    return cp2_s16_table(CP_S29)
+
+
+def cp_s29_summary() -> str:
+    return cp2_s16_summary(CP_S29)
+
+
+def cp_s29_below() -> str:
+    return _cp2_below(CP_S29)
+
+
+def unequal_s29_table() -> str:
+    return unequal_s28_table(UNEQUAL_S29)
+
+
+def unequal_s29_summary() -> str:
+    return unequal_s28_summary(UNEQUAL_S29)
+
+
+def cp_s29_with_unequal() -> str:
+    """The 16k cp 2 cells where magi or magi_unequal (the opt-in config) reaches the best
+    baseline, of all 16k cp 2 cells."""
+    wins = total = 0
+    for run, relpath in CP_S29.items():
+        if "16k" not in run:
+            continue
+        for (_, cp, _), v in _cp_cells(relpath).items():
+            if cp == 2 and "magi" in v:
+                total += 1
+                wins += max(v["magi"], v.get("magi_unequal", 0.0)) >= max(_baselines(v).values())
+    return f"{wins} of {total}"
+
+
+def cut_none_s29_table() -> str:
+    """magi with the timed cut (issue 15's run) and with cut=none (the run after it, same node),
+    each over the HybridCP of its own run, on the 16k document masks."""
+    lines = ["| local | mask | dir | cut chosen | magi / hybrid_cp (timed cut) | "
+             "magi / hybrid_cp (cut=none) |", "|" + "---|" * 6]
+    for backend, relpath in CUT_NONE_S29.items():
+        timed, none = _tf_cells(CP_S29[f"{backend}, 16k/GPU"]), _tf_cells(relpath)
+        for mask in DOC_MASKS:
+            for d in ("fwd", "bwd"):
+                cut = re.search(r"cut=([^;]*)", timed["magi", mask, d].message)[1]
+                ratios = [rows["magi", mask, d].tflops_per_s / rows["hybrid_cp", mask, d].tflops_per_s
+                          for rows in (timed, none)]
+                lines.append(f"| {backend} | {mask} | {d} | {cut} | {ratios[0]:.2f} | "
+                             f"{ratios[1]:.2f} |")
+    return "\n".join(lines)
+
+
+def profile_s29_table() -> str:
+    """The fused path's pieces per rank (FA4, unequal_runs on 128-token chunks, cut=none), ms."""
+    pieces = ("calc_attn_fwd", "fused_kv", "own_copies", "host_kernel_fwd", "kernel_fwd")
+    lines = ["| mask | rank | tokens received | " + " | ".join(pieces) + " |",
+             "|" + "---|" * (3 + len(pieces))]
+    frames = [pd.read_csv(RESULTS / PROFILE_S29.format(r)) for r in (0, 1)]
+    for mask in DOC_MASKS:
+        for rank, frame in enumerate(frames):
+            rows = frame[frame["mask"] == mask].set_index("piece")
+            recv = re.search(r"recv_tokens=(\d+)", rows.notes.iloc[0])[1]
+            lines.append(f"| {mask} | {rank} | {recv} | "
+                         + " | ".join(f"{rows.ms[p]:.3f}" for p in pieces) + " |")
+    return "\n".join(lines)
+
+
+def triton_keys_s29() -> str:
+    """Triton at 64k a GPU, cp 2, forward TFLOPs/s/GPU: the strategies whose kernel calls read
+    all 128k keys at once against the rings that call it per block of keys (cp 2: 64k, or
+    zigzag halves on causal), and the kernel at cp 1."""
+    cells = _cp_cells(CP_S29["triton, 64k/GPU"])
+    out = []
+    for mask in ("full", "causal"):
+        v, one = cells[mask, 2, "fwd"], cells[mask, 1, "fwd"]
+        whole = ", ".join(f"{k} {v[k]:.0f}" for k in ("magi", "ring_allgather", "ulysses"))
+        blocks = ", ".join(f"{k} {v[k]:.0f}" for k in ("ring_p2p", "usp", "loongtrain"))
+        out.append(f"{mask}: {whole} against {blocks} (single_gpu at cp 1: "
+                   f"{one['single_gpu']:.0f})")
+    return "; ".join(out)
+
+
+def _pytest_dots(relpath: str) -> str:
+    """A pytest -q log cut before its summary line: the tests that passed (dots), and any
+    that failed (F) or errored (E)."""
+    marks = (RESULTS / relpath).read_text().strip().splitlines()[0]
+    return (f"{marks.count('.')} passed, {marks.count('F')} failed, {marks.count('E')} errors "
+            "before the call's timeout stopped the run (no summary line)")
+
+
+def pytest_s29() -> str:
+    return (f"modes cut_fwd, cut_bwd, cut_auto and unequal, both local kernels: "
+            f"{_pytest_dots('h200x2/tests/pytest_nccl_cut_unequal_ddb9bdd.log')}; every other "
+            f"mode: {_pytest_counts('h200x2/tests/pytest_nccl_rest_ddb9bdd.log')}")
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h200x2.cp_s29_table": cp_s29_table,
+    "h200x2.cp_s29_summary": cp_s29_summary,
+    "h200x2.cp_s29_below": cp_s29_below,
+    "h200x2.cp_s29_with_unequal": cp_s29_with_unequal,
+    "h200x2.unequal_s29_table": unequal_s29_table,
+    "h200x2.unequal_s29_summary": unequal_s29_summary,
+    "h200x2.cut_none_s29_table": cut_none_s29_table,
+    "h200x2.profile_s29_table": profile_s29_table,
+    "h200x2.triton_keys_s29": triton_keys_s29,
+    "h200x2.pytest_s29": pytest_s29,
     "h100x2.cp_s28_table": cp_s28_table,
     "h100x2.cp_s28_summary": cp_s28_summary,
     "h100x2.cp_s28_below": cp_s28_below,
