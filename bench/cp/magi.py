@@ -156,6 +156,10 @@ class MagiAttention(CPStrategy):
                       f"cut={','.join(sorted(self.key.runtime.cut)) or '-'}; "
                       f"pred_comm_us={plan.comm_us:.0f}; pred_hidden_us={plan.hidden_us:.0f}; "
                       f"local={self.key.backend}; imbalance={meta.imbalance():.3f}")
+        timed = self.key.runtime.cut_seconds
+        if timed:  # the key's timing of the cut by keys (ms a call: whole / cut)
+            self.notes += "; cut_ms=" + ",".join(
+                f"{d}:{whole * 1e3:.3f}/{cut * 1e3:.3f}" for d, (whole, cut) in timed.items())
         if not meta.equal_shards:  # unequal_runs: the rest of a layer runs on unequal shares
             self.notes += "; " + token_share_note(list(meta.shard_seqlens))
 

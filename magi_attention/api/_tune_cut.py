@@ -56,9 +56,10 @@ def resolve_cut(overlap: OverlapConfig, runtime: DistAttnRuntime, device: torch.
     if key not in chosen:
         if len(chosen) >= MAX_CHOSEN:
             del chosen[next(iter(chosen))]  # oldest first: the same on every rank of the group
-        chosen[key] = _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype,
-                                 iters)
-    return chosen[key]
+        cut = _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype, iters)
+        chosen[key] = (cut, runtime.cut_seconds)
+    cut, runtime.cut_seconds = chosen[key]
+    return cut
 
 
 def _group_ranks(group) -> tuple[int, ...]:
@@ -88,7 +89,8 @@ def _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype, iter
             del out, lse, saved
     finally:
         runtime.cut = frozenset()
-    return choose_cut({d: (times["none", d], times[d, d]) for d in ("fwd", "bwd")})
+    runtime.cut_seconds = {d: (times["none", d], times[d, d]) for d in ("fwd", "bwd")}
+    return choose_cut(runtime.cut_seconds)
 
 
 def choose_cut(seconds: dict[str, tuple[float, float]]) -> frozenset[str]:

@@ -77,6 +77,8 @@ class DistAttnRuntime:
         # keys (the forward's while the cast is in flight), one over the received keys, merged
         # (OverlapConfig.cut; chosen at key time, see magi_attention.api._tune_cut)
         self.cut: frozenset[str] = frozenset()
+        # what chose it where it was timed: {direction: (whole s, cut s)}, the slowest rank's
+        self.cut_seconds: dict[str, tuple[float, float]] | None = None
         # directions whose fused stage runs cut by rows where the meta has a split
         # (OverlapConfig.split); the other direction runs the fused stage whole
         self.split: frozenset[str] = frozenset({"fwd", "bwd"})

@@ -12,7 +12,8 @@ from magi_attention.meta import OverlapConfig
 
 
 def _runtime(fused: bool):
-    return SimpleNamespace(meta=SimpleNamespace(fused=object() if fused else None), group=None)
+    return SimpleNamespace(meta=SimpleNamespace(fused=object() if fused else None), group=None,
+                           cut_seconds=None)
 
 
 def _resolve(overlap, fused=True, device="cpu"):
@@ -31,16 +32,24 @@ def test_auto_cuts_nothing_on_cpu_and_nothing_is_cut_by_default():
 
 
 def test_auto_times_once_per_signature(monkeypatch):
-    """A key built again for the same mask and shapes reuses the timed choice."""
+    """A key built again for the same mask and shapes reuses the timed choice, and the times
+    that chose it (for the rows' notes)."""
     import magi_attention.api._tune_cut as tune
     calls = []
+    seconds = {"fwd": (2.0, 1.0), "bwd": (1.0, 1.5)}
+
+    def timed(runtime, *args):
+        calls.append(args)
+        runtime.cut_seconds = seconds
+        return frozenset({"fwd"})
     monkeypatch.setattr(tune, "_CHOSEN", {})
-    monkeypatch.setattr(tune, "_timed_cut", lambda *a: calls.append(a) or frozenset({"fwd"}))
+    monkeypatch.setattr(tune, "_timed_cut", timed)
     cuda = torch.device("cuda", 0)  # never touched: the timing is replaced
     for signature in ("mask a", "mask a", "mask b", "mask a"):
-        got = resolve_cut(OverlapConfig(cut="auto"), _runtime(True), cuda, 4, 2, 16,
+        runtime = _runtime(True)
+        got = resolve_cut(OverlapConfig(cut="auto"), runtime, cuda, 4, 2, 16,
                           torch.bfloat16, signature)
-        assert got == {"fwd"}
+        assert got == {"fwd"} and runtime.cut_seconds == seconds
     assert len(calls) == 2
 
 
@@ -76,6 +85,8 @@ def _timing_worker(rank, init_file, out_file):
                                  chunk_size=32, overlap=OverlapConfig(fused=True, cut="none"),
                                  backend="reference", dtype=torch.float32)
         got = _timed_cut(key.runtime, torch.device("cpu"), 4, 2, 16, torch.float32, 2)
+        timed = key.runtime.cut_seconds  # kept for the rows' notes, both directions timed
+        assert sorted(timed) == ["bwd", "fwd"] and all(t > 0 for p in timed.values() for t in p)
         result = f"{sorted(got)} {sorted(key.runtime.cut)}"
     except Exception as e:  # noqa: BLE001 - reported to the test
         result = f"ERROR {e!r}"
