@@ -33,6 +33,13 @@ TILE = 128
 # FA4_US_PER_TILE and FA4_US_PER_Q_TILE); a received token (k and v, 8 heads x 128 x bf16 =
 # 4 KB) at the 28 MB / 130 us NCCL measured for the cast at cp 2 (notes/magi_cp.md, session 26)
 NS_PER_TILE, NS_PER_Q_TILE, NS_PER_RECV_TOKEN = 680, 2200, 19
+# FA4 (``for_kernel("fa4")``): a rank whose rows meet one slice is one entry (its keys, own and
+# received, one segment of the fused buffer), run by FA4's dense kernel instead of its varlen
+# one: this much of the time per tile; other kernels have one path (factor 1). 2 x H200, FA4 forward, 16k a GPU (session 29, results/h200x2/magi_profile_s29 and
+# cp/): 8192-token causal document alone (dense) <= 1.54 ms against 1.72 ms with 32 + 96
+# tokens of its neighbours (varlen), 0.90; full, 0.72 us a tile on the 8192-token document
+# alone against 0.83 on 7456 of its rows and a 1376-token document, 0.86.
+DENSE_TILE_FACTOR = 0.88
 # cp 2's window search evaluates every pair of cut points against every slice: at most
 # WINDOW_BUDGET (pairs x slices, ~0.5 s of numpy on the host) and MAX_WINDOW_POINTS points (a
 # document mask of 31 slices: ~570 points; hash_sparse at 32k, 13082 slices: ~27)
@@ -43,15 +50,22 @@ class UnequalRunsDispatch(DispatchAlgorithm):
     name = "unequal_runs"
     equal_counts = False
 
-    def __init__(self, max_share: float = 2.0) -> None:
+    def __init__(self, max_share: float = 2.0, dense_factor: float = 1.0) -> None:
         if max_share < 1.0:
             raise ValueError(f"max_share must be >= 1.0 (a rank's tokens over S / cp), "
                              f"got {max_share}")
-        self.max_share = max_share
+        if not 0.0 < dense_factor <= 1.0:
+            raise ValueError(f"dense_factor must be in (0, 1], got {dense_factor}")
+        self.max_share, self.dense_factor = max_share, dense_factor
+
+    @classmethod
+    def for_kernel(cls, kernel: str | None, **kwargs) -> "UnequalRunsDispatch":
+        """The dispatch whose tile model knows ``kernel``'s paths (FA4's dense kernel)."""
+        return cls(dense_factor=DENSE_TILE_FACTOR if kernel == "fa4" else 1.0, **kwargs)
 
     def solve_for_mask(self, slices, total_seqlen: int, chunk_size: int, areas: np.ndarray,
                        num_buckets: int) -> DispatchSolution:
-        cost = RowCost(slices)
+        cost = RowCost(slices, self.dense_factor)
         n = total_seqlen // chunk_size
         self._check_counts(n, num_buckets)
         max_len = self._max_len(n, num_buckets)
@@ -87,9 +101,11 @@ class RowCost:
     """The tile model's ns for a rank holding rows [s, e) (``run``), or [0, a) and [b, S)
     (``outer``): every slice's rows there as one varlen entry each, plus the keys they read
     outside the rank's rows, received. ``s``, ``e``, ``a``, ``b`` may be arrays (of one shape):
-    the costs of many candidates at once."""
+    the costs of many candidates at once. ``dense_factor``: the tile time of a rank whose rows
+    meet one slice (one entry: FA4's dense kernel), relative to several."""
 
-    def __init__(self, slices) -> None:
+    def __init__(self, slices, dense_factor: float = 1.0) -> None:
+        self.dense_factor = dense_factor
         self.q0, self.q1 = slices.q_start, slices.q_end
         self.k0, self.k1 = slices.k_start, slices.k_end
         self.upper = slices.upper_offset  # row q keeps keys <= q + upper (UNBOUNDED: no bound)
@@ -102,16 +118,23 @@ class RowCost:
         s, e = _col(s), _col(e)
         lo, hi, keys = self._piece(s, e)
         recv = keys - _overlap(self.k0, self.k0 + keys, s, e)
-        return _total(self._tiles_ns(lo, hi, keys) + NS_PER_RECV_TOKEN * recv)
+        return self._dense(self._tiles_ns(lo, hi, keys), hi > lo) + _total(NS_PER_RECV_TOKEN * recv)
 
     def outer(self, a, b, total: int):
         a, b = _col(a), _col(b)
-        ns = 0
+        tiles = recv = entries = 0
         for s, e in ((np.zeros_like(a), a), (b, np.full_like(b, total))):
             lo, hi, keys = self._piece(s, e)
-            inside = _overlap(self.k0, self.k0 + keys, a, b)  # keys the window holds
-            ns = ns + self._tiles_ns(lo, hi, keys) + NS_PER_RECV_TOKEN * inside
-        return _total(ns)
+            tiles = tiles + self._tiles_ns(lo, hi, keys)
+            entries = entries + (hi > lo)
+            recv = recv + _overlap(self.k0, self.k0 + keys, a, b)  # keys the window holds
+        return self._dense(tiles, entries) + _total(NS_PER_RECV_TOKEN * recv)
+
+    def _dense(self, tile_ns, entries):
+        """The summed tile time of each candidate, times dense_factor where one slice has rows."""
+        count = np.asarray(entries).sum(axis=-1)
+        factor = np.where(count == 1, self.dense_factor, 1.0)
+        return _total(tile_ns) * (factor if count.ndim else float(factor))
 
     def _piece(self, s, e):
         """Each slice's rows inside [s, e) and the keys its last such row reads (from k0)."""

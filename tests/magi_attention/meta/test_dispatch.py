@@ -134,3 +134,41 @@ def test_unequal_runs_keeps_one_heavy_document_alone_at_cp2():
     assert not meta.equal_shards
     with pytest.raises(ValueError, match="shard_seqlen_of"):
         meta.shard_seqlen
+
+
+def test_unequal_runs_costs_one_entry_at_fa4s_dense_rate():
+    """A rank whose rows meet one slice runs FA4's dense kernel: its tiles cost
+    DENSE_TILE_FACTOR of the varlen rate; two entries or more, the varlen rate (received keys
+    are a cast either way)."""
+    from magi_attention.meta import SliceArray
+    from magi_attention.meta.algorithms.unequal_runs import DENSE_TILE_FACTOR, RowCost
+    mask = build_mask("full_document", 2048, doc_lens=[300, 700, 130, 918], seed=0)
+    slices = SliceArray.from_slices(mask.slices)
+    varlen, dense = RowCost(slices), RowCost(slices, DENSE_TILE_FACTOR)
+    received = (1000 - 800) * 19  # rows [300, 800) of the document [300, 1000): 200 keys away
+    assert dense.run(300, 800) - received == pytest.approx(
+        DENSE_TILE_FACTOR * (varlen.run(300, 800) - received))
+    assert dense.run(0, 800) == pytest.approx(varlen.run(0, 800))  # two documents' rows
+    # cp 2's outer pair: one entry only where one side is empty of slices' rows
+    assert dense.outer(300, 1000, 2048) == pytest.approx(varlen.outer(300, 1000, 2048))
+
+
+def test_unequal_runs_for_fa4_keeps_the_heavy_full_document_alone():
+    """The bench's full_document at 16k a GPU, cp 2 (its 28 documents): FA4's dense rate puts
+    the 8192-token document alone on a rank, as HybridCP does (measured on 2 H200s: its rank
+    with 7424 of the document's rows and a 1376-token document ran slower than the document
+    alone); without it the tile model cuts the document. Other kernels keep factor 1."""
+    from magi_attention.meta.algorithms import UnequalRunsDispatch
+    from magi_attention.meta.algorithms.unequal_runs import DENSE_TILE_FACTOR
+    docs = [722, 346, 86, 46, 1099, 3961, 779, 1391, 853, 3219, 1285, 23, 1761, 80, 1541, 134,
+            1803, 706, 299, 468, 21, 123, 875, 827, 526, 226, 8192, 1376]
+    seqlen = sum(docs)
+    mask = build_mask("full_document", seqlen, doc_lens=docs, seed=0)
+    heavy = sum(docs[:26])
+    assert UnequalRunsDispatch.for_kernel("fa4").dense_factor == DENSE_TILE_FACTOR
+    assert UnequalRunsDispatch.for_kernel("triton").dense_factor == 1.0
+    fa4 = solve_dispatch(mask.slices, seqlen, 2, 32, UnequalRunsDispatch.for_kernel("fa4"))
+    first, last = fa4.position_ids(0)[[0, -1]].tolist()
+    assert (first, last + 1) == (heavy, heavy + 8192)
+    plain = solve_dispatch(mask.slices, seqlen, 2, 32, UnequalRunsDispatch.for_kernel(None))
+    assert sorted(plain.shard_seqlens) != [8192, seqlen - 8192]
