@@ -236,3 +236,51 @@ def native_tiles(form: NativeForm, seqlen_q: int, seqlen_k: int, block_m: int, b
         np.minimum(lk[entry], last + shift + form.window_right + 1)
     tiles = np.where(hi > lo, -(-hi // block_n) - lo // block_n, 0)
     return int(tiles.sum()), int(len(entry))
+
+
+# FA4's dense kernel ran a document 10-14% faster per 128 x 128 tile than its varlen kernel did
+# on CP ranks of several documents (2 x H200, notes/magi_cp.md "Session 29"; measured alone by
+# scripts/dev/fa4_dense_vs_varlen.py). Where one entry of a varlen form holds a large share of
+# the work, it can run alone on the dense kernel, the entries before and after it as calls of
+# their own (MAGI_ATTENTION_FA4_DENSE_SPLIT, off by default until measured). The share and size
+# bound keep the two extra launches (and their partial last waves) small against the gain.
+DENSE_SPLIT_MIN_SHARE = 0.25
+DENSE_SPLIT_MIN_ROWS = 2048
+
+
+def entry_areas(form: NativeForm) -> np.ndarray:
+    """Kept cells of each entry of a varlen form (FA4's semantics, as ``native_dense``)."""
+    cq, ck = np.asarray(form.cu_seqlens_q), np.asarray(form.cu_seqlens_k)
+    lq, lk = np.diff(cq), np.diff(ck)
+    entry = np.repeat(np.arange(len(lq)), lq)
+    diag = np.arange(cq[-1]) - cq[entry] + lk[entry] - lq[entry]
+    lo = 0 if form.window_left is None else np.maximum(0, diag - form.window_left)
+    hi = lk[entry] if form.window_right is None else np.minimum(lk[entry],
+                                                                diag + form.window_right + 1)
+    return np.bincount(entry, weights=np.maximum(hi - lo, 0), minlength=len(lq))
+
+
+def dense_split(form: NativeForm) -> tuple[NativeGroup, ...] | None:
+    """A varlen form as up to three groups: the entries before its largest one, that entry
+    alone (FA4's dense kernel) and the entries after it; None where that entry holds less than
+    DENSE_SPLIT_MIN_SHARE of the kept cells or fewer than DENSE_SPLIT_MIN_ROWS rows (or the
+    form is not varlen)."""
+    if not form.varlen:
+        return None
+    cq, ck = form.cu_seqlens_q, form.cu_seqlens_k
+    areas = entry_areas(form)
+    i = int(np.argmax(areas))
+    if areas[i] < DENSE_SPLIT_MIN_SHARE * areas.sum() or cq[i + 1] - cq[i] < DENSE_SPLIT_MIN_ROWS:
+        return None
+
+    def group(a: int, b: int) -> NativeGroup | None:
+        """Entries [a, b) as one group (None when they have no rows)."""
+        if cq[b] == cq[a]:
+            return None
+        q, k = tuple(x - cq[a] for x in cq[a:b + 1]), tuple(x - ck[a] for x in ck[a:b + 1])
+        one = b - a == 1
+        return NativeGroup(cq[a], cq[b], ck[a], ck[b],
+                           NativeForm(None if one else q, None if one else k,
+                                      form.window_left, form.window_right))
+    parts = (group(0, i), group(i, i + 1), group(i + 1, len(cq) - 1))
+    return tuple(g for g in parts if g is not None)

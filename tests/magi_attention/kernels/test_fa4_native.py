@@ -257,3 +257,46 @@ def test_scattered_causal_chunks_stay_block_sparse():
               for i, g in enumerate(chunks)]
     assert _form(slices, len(chunks) * c, n) is None
     assert _groups(slices, len(chunks) * c, n) is None
+
+
+@pytest.mark.parametrize("kind", WINDOWS)
+@pytest.mark.parametrize("seed", range(40))
+def test_dense_split_groups_cover_the_form_cell_for_cell(kind, seed, monkeypatch):
+    """The largest entry alone (one entry: FA4's dense kernel) and the entries before and after
+    it as groups reproduce the varlen form; entry_areas counts its cells."""
+    from magi_attention.kernels.fa4 import _native
+    monkeypatch.setattr(_native, "DENSE_SPLIT_MIN_ROWS", 1)
+    monkeypatch.setattr(_native, "DENSE_SPLIT_MIN_SHARE", 0.0)
+    rng = random.Random(seed)
+    slices, seqlen_q, seqlen_k = random_staircase(rng, rng.randint(2, 6), 40, kind)
+    form = _form(slices, seqlen_q, seqlen_k) if to_dense(slices, seqlen_q, seqlen_k).any() else None
+    if form is None or not form.varlen:
+        return
+    want = native_dense(form, seqlen_q, seqlen_k)
+    areas = _native.entry_areas(form)
+    assert areas.sum() == want.sum()
+    groups = _native.dense_split(form)
+    got = np.zeros_like(want)
+    for g in groups:
+        got[g.q_start:g.q_end, g.k_start:g.k_end] |= native_dense(
+            g.form, g.q_end - g.q_start, g.k_end - g.k_start)
+    assert np.array_equal(got, want)
+    rows = [(g.q_start, g.q_end) for g in groups]  # disjoint, in order, every row
+    assert rows[0][0] == 0 and rows[-1][1] == seqlen_q
+    assert all(a[1] == b[0] for a, b in zip(rows, rows[1:]))
+    largest = int(np.argmax(areas))
+    assert any(not g.form.varlen and (g.q_start, g.q_end) == form.cu_seqlens_q[largest:largest + 2]
+               for g in groups)
+
+
+def test_dense_split_only_where_one_entry_dominates():
+    """Defaults: the largest entry needs a quarter of the cells and 2048 rows."""
+    from magi_attention.kernels.fa4._native import dense_split
+    docs = [(0, 700), (700, 8892), (8892, 10000)]  # an 8192-token document between two others
+    slices = [AttnSlice.make(a, b, a, b, AttnMaskType.CAUSAL) for a, b in docs]
+    groups = dense_split(_form(slices, 10000))
+    assert [(g.q_start, g.q_end, g.form.varlen) for g in groups] == [
+        (0, 700, False), (700, 8892, False), (8892, 10000, False)]
+    many = [AttnSlice.make(a, a + 1000, a, a + 1000, AttnMaskType.CAUSAL)
+            for a in range(0, 10000, 1000)]  # ten equal documents: none dominates
+    assert dense_split(_form(many, 10000)) is None
