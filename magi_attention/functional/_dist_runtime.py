@@ -99,8 +99,8 @@ class DistAttnRuntime:
         module = load_backend(name)
         fused = (self.meta.fused,) if self.meta.fused is not None else ()
         split = self.meta.fused_split.stage_args() if self.meta.fused_split is not None else ()
-        windows = tuple(s.window.attn for s in self.meta.stages
-                        if s.window is not None and not s.window.covers(s.attn.seqlen_q))
+        # a window of every row is the stage's own args: planned once (the plan is cached)
+        windows = tuple(s.window.attn for s in self.meta.stages if s.window is not None)
         for attn in (self.meta.host, *(stage.attn for stage in self.meta.stages), *fused, *split,
                      *windows):
             attn.plan.tensors(device)
@@ -282,10 +282,7 @@ class DistAttnRuntime:
         win = self.meta.stages[0].window
         if win is None:  # no row reads a received key: their gradients are zero
             dq_r, dk_r, dv_r = None, *(torch.zeros_like(x) for x in (recv[:, :h], recv[:, h:]))
-        elif win.covers(q.shape[0]):
-            dq_r, dk_r, dv_r = self._bwd(dout, q, recv[:, :h], recv[:, h:], out, lse,
-                                         self.meta.stages[0].attn, backend)
-        else:  # the rows that read received keys alone
+        else:  # the rows that read received keys alone (views: no copy)
             rows = slice(win.start, win.end)
             dq_r, dk_r, dv_r = self._bwd(dout[rows], q[rows], recv[:, :h], recv[:, h:],
                                          out[rows], lse[rows], win.attn, backend)
@@ -301,8 +298,8 @@ class DistAttnRuntime:
         win = self.meta.stages[0].window
         if win is None:
             return out.to(q.dtype), lse
-        if win.covers(q.shape[0]):
-            o, l = self._fwd(q, k_recv, v_recv, self.meta.stages[0].attn, backend)
+        if win.covers(q.shape[0]):  # the merge's result is the whole out: no copy back
+            o, l = self._fwd(q, k_recv, v_recv, win.attn, backend)
             return merge_out_lse(out, lse, o, l, q.dtype)
         rows = slice(win.start, win.end)
         o, l = self._fwd(q[rows], k_recv, v_recv, win.attn, backend)

@@ -54,15 +54,18 @@ class RowWindow:
 
     @classmethod
     def of(cls, attn: StageAttnArgs) -> "RowWindow | None":
-        """The window of ``attn``'s rows; None where it has no slices."""
+        """The window of ``attn``'s rows (``attn`` itself where they are every row); None
+        where it has no slices."""
         if not attn.num_slices:
             return None
         start, end = int(attn.slices.q_start.min()), int(attn.slices.q_end.max())
+        if start == 0 and end == attn.seqlen_q:
+            return cls(start, end, attn)
         return cls(start, end, StageAttnArgs(attn.slices.shift(-start, 0), end - start,
                                              attn.seqlen_k))
 
     def covers(self, seqlen_q: int) -> bool:
-        """Whether the window is every row (the stage's own args serve as they are)."""
+        """Whether the window is every row (its args are then the stage's own)."""
         return self.start == 0 and self.end == seqlen_q
 
 
