@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from ..common import AttnSlice
-from .algorithms import DispatchAlgorithm, UnequalRunsDispatch
+from .algorithms import DispatchAlgorithm, get_dispatch_algorithm
 from .attn_meta import host_runs
 from .comm_meta import (RowPieces, TransferTable, build_transfer_table, merge_ranges,
                         needed_ranges, remote_ranges, row_pieces)
@@ -92,8 +92,7 @@ def solve_magi_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int,
         choice, chosen = choose_and_solve(slices, total_seqlen, cp_size, chunk_size, shape,
                                           overlap, kernel)
         algorithm = choice.algorithm
-    if algorithm == "unequal_runs":  # its tile model knows the local kernel's paths
-        algorithm = UnequalRunsDispatch.for_kernel(kernel)
+    algorithm = get_dispatch_algorithm(algorithm, kernel)  # a cost model may know the kernel
     if chosen is None:
         dispatch = solve_dispatch(slices, total_seqlen, cp_size, chunk_size, algorithm)
         solved = solve_for_dispatch(slices, dispatch, shape, overlap)
@@ -101,8 +100,8 @@ def solve_magi_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int,
     else:
         solved, runtimes = chosen
         runtime = runtimes[rank]
-    name = algorithm if isinstance(algorithm, str) else algorithm.name
-    return MagiMeta(solved.dispatch, solved.table, runtime, solved.stage_plan, name, choice)
+    return MagiMeta(solved.dispatch, solved.table, runtime, solved.stage_plan, algorithm.name,
+                    choice)
 
 
 def rank_costs(rows: RowPieces, dispatch: DispatchMeta, shape: AttnShape,

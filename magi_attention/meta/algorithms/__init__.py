@@ -17,13 +17,15 @@ DISPATCH_ALGORITHMS: dict[str, type[DispatchAlgorithm]] = {
 }
 
 
-def get_dispatch_algorithm(name: str | DispatchAlgorithm) -> DispatchAlgorithm:
+def get_dispatch_algorithm(name: str | DispatchAlgorithm, kernel: str | None = None
+                           ) -> DispatchAlgorithm:
+    """The algorithm of that name, for the local kernel ``kernel`` (``for_kernel``)."""
     if isinstance(name, DispatchAlgorithm):
         return name
     if name not in DISPATCH_ALGORITHMS:
         raise ValueError(f"unknown dispatch algorithm {name!r}; expected one of "
                          f"{list(DISPATCH_ALGORITHMS)}")
-    return DISPATCH_ALGORITHMS[name]()
+    return DISPATCH_ALGORITHMS[name].for_kernel(kernel)
 
 
 __all__ = ["BalancedRunsDispatch", "DISPATCH_ALGORITHMS", "DispatchAlgorithm", "DispatchSolution",

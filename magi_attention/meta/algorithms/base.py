@@ -35,6 +35,12 @@ class DispatchAlgorithm(abc.ABC):
     name: str
     equal_counts: bool = True
 
+    @classmethod
+    def for_kernel(cls, kernel: str | None) -> "DispatchAlgorithm":
+        """The algorithm for the local kernel ``kernel`` ("fa4", "triton", ...; None: unknown):
+        the same for every kernel unless its cost model knows a kernel's paths."""
+        return cls()
+
     def solve_for_mask(self, slices, total_seqlen: int, chunk_size: int, areas: np.ndarray,
                        num_buckets: int) -> DispatchSolution:
         """The solution for a mask (``solve_dispatch``): ``solve`` on the chunk areas, unless

@@ -59,9 +59,9 @@ class UnequalRunsDispatch(DispatchAlgorithm):
         self.max_share, self.dense_factor = max_share, dense_factor
 
     @classmethod
-    def for_kernel(cls, kernel: str | None, **kwargs) -> "UnequalRunsDispatch":
+    def for_kernel(cls, kernel: str | None) -> "UnequalRunsDispatch":
         """The dispatch whose tile model knows ``kernel``'s paths (FA4's dense kernel)."""
-        return cls(dense_factor=DENSE_TILE_FACTOR if kernel == "fa4" else 1.0, **kwargs)
+        return cls(dense_factor=DENSE_TILE_FACTOR if kernel == "fa4" else 1.0)
 
     def solve_for_mask(self, slices, total_seqlen: int, chunk_size: int, areas: np.ndarray,
                        num_buckets: int) -> DispatchSolution:
