@@ -108,3 +108,32 @@ def test_timing_agrees_on_every_rank_and_leaves_the_runtime_whole():
         results = [open(os.path.join(d, f"out.{r}")).read() for r in range(2)]
     assert not any(r.startswith("ERROR") for r in results), results
     assert results[0] == results[1] and results[0].endswith(" []"), results
+
+
+def test_timing_alternates_the_ways_and_keeps_each_ones_fastest_round(monkeypatch):
+    """Whole and cut are timed in turn, ROUNDS times, and each keeps its fastest round: a
+    slow spell during one way's only timing no longer decides for the other."""
+    import magi_attention.api._tune_cut as tune
+    order = []
+    # the whole forward is slow in round 0 only (a clock drift), the cut forward 5% faster
+    # than its best; the cut backward slower in every round
+    fake = {("none", "fwd"): [2.0, 1.0, 1.1], ("fwd", "fwd"): [0.95, 0.96, 0.95],
+            ("none", "bwd"): [1.0, 1.0, 1.0], ("bwd", "bwd"): [1.2, 1.1, 1.3]}
+
+    class Clock:
+        def __init__(self, *args):
+            pass
+
+        def seconds(self, fn, label):
+            fn()
+            order.append(label)
+            return fake[label][sum(x == label for x in order) - 1]
+    runtime = SimpleNamespace(meta=SimpleNamespace(shard_seqlen=8), group=None, cut=frozenset(),
+                              cut_seconds=None, forward_saving=lambda q, k, v: (q, None, None),
+                              backward=lambda *args: None)
+    monkeypatch.setattr(tune, "_Clock", Clock)
+    got = tune._timed_cut(runtime, torch.device("cpu"), 2, 1, 4, torch.float32, 2)
+    ways = [("none", "fwd"), ("none", "bwd"), ("fwd", "fwd"), ("bwd", "bwd")]
+    assert order == ways * tune.ROUNDS
+    assert runtime.cut_seconds == {"fwd": (1.0, 0.95), "bwd": (1.0, 1.1)}
+    assert got == {"fwd"} and runtime.cut == frozenset()
