@@ -54,7 +54,7 @@ STATUSES = ("ok", "unsupported", "missing", "oom", "error", "wrong")
 FINAL_STATUSES = ("ok", "unsupported", "oom", "wrong")
 # Process-level settings that change kernel timings; copied into every row.
 ENV_COLUMNS = ("CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_ALGO", "NCCL_PROTO", "TORCH_CUDNN_V8_API_ENABLED",
-               "MAGI_ATTENTION_FA4_BACKEND", "MAGI_ATTENTION_FA4_DENSE_SPLIT")
+               "MAGI_ATTENTION_FA4_BACKEND")
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,6 @@ MAGI_ATTENTION_GLUON_BWD (default 1)
     gluon_backward, sm90 only; dq by TMA reduce-adds, so not bitwise repeatable) where the
     inputs allow, deterministic=False and the plan's q-tile lists are long enough
     (gluon_backward.plan_suits); 0 keeps the ordered Triton backward everywhere.
-MAGI_ATTENTION_FA4_DENSE_SPLIT (default 0)
-    Whether the FA4 backend runs the largest entry of a varlen mask (one document holding a
-    large share of the work, e.g. a CP rank's) alone on FA4's dense kernel and the entries
-    before and after it as calls of their own (kernels.fa4._native.dense_split); off until
-    measured against the one varlen call.
 MAGI_ATTENTION_LOG_LEVEL
     Level of the ``magi_attention`` logger, a ``logging`` level name (default WARNING); set on
     that logger when this module is first imported (``magi_attention.functional`` imports it).
@@ -38,7 +33,6 @@ def _flag(name: str, default: bool) -> bool:
 PREFER_FA4_BACKEND: bool = _flag("MAGI_ATTENTION_FA4_BACKEND", default=True)
 PREFER_GLUON_FWD: bool = _flag("MAGI_ATTENTION_GLUON_FWD", default=True)
 PREFER_GLUON_BWD: bool = _flag("MAGI_ATTENTION_GLUON_BWD", default=True)
-FA4_DENSE_SPLIT: bool = _flag("MAGI_ATTENTION_FA4_DENSE_SPLIT", default=False)
 LOG_LEVEL: str = os.environ.get("MAGI_ATTENTION_LOG_LEVEL", "WARNING").strip().upper()
 
 

@@ -33,8 +33,7 @@ import torch
 from .._cache import LRUCache
 from ..block_sparse import BlockSparsePlan, plan_for, union_row_intervals
 from ..plan import FlexAttnPlan
-from ... import env
-from ._native import NativeForm, NativeGroup, dense_split, native_form, native_groups
+from ._native import NativeForm, NativeGroup, native_form, native_groups
 
 BITS_PER_WORD = 32
 # Conversions kept per process (each holds a few MB at 64k): a training loop reuses a handful.
@@ -177,12 +176,9 @@ def _build(mask: FlexAttnPlan, block_m: int, block_n: int) -> Fa4BlockSparse:
     bits = _tile_bitmaps(plan, _intervals(mask), part_qt, part_kt)
     # never empty: FA4 converts every aux tensor, and a zero-size one has no valid layout
     tile_bits = _to_int32_words(bits) if len(part_qt) else torch.zeros(4, dtype=torch.int32)
-    native, groups = native_of(mask), native_groups_of(mask)
-    if native is not None and env.FA4_DENSE_SPLIT:  # opt-in: its largest entry on the dense kernel
-        split = dense_split(native)
-        native, groups = (None, split) if split is not None else (native, groups)
     return Fa4BlockSparse(seqlen_q, seqlen_k, block_m, block_n, plan.area, *fwd, *bwd,
-                          torch.from_numpy(tile_map), tile_bits, native, groups)
+                          torch.from_numpy(tile_map), tile_bits, native_of(mask),
+                          native_groups_of(mask))
 
 
 _CONVERSIONS = LRUCache(CONVERSION_CACHE_SIZE)

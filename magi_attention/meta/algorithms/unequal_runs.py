@@ -35,10 +35,14 @@ TILE = 128
 NS_PER_TILE, NS_PER_Q_TILE, NS_PER_RECV_TOKEN = 680, 2200, 19
 # FA4 (``for_kernel("fa4")``): a rank whose rows meet one slice is one entry (its keys, own and
 # received, one segment of the fused buffer), run by FA4's dense kernel instead of its varlen
-# one: this much of the time per tile; other kernels have one path (factor 1). 2 x H200, FA4 forward, 16k a GPU (session 29, results/h200x2/magi_profile_s29 and
-# cp/): 8192-token causal document alone (dense) <= 1.54 ms against 1.72 ms with 32 + 96
-# tokens of its neighbours (varlen), 0.90; full, 0.72 us a tile on the 8192-token document
-# alone against 0.83 on 7456 of its rows and a 1376-token document, 0.86.
+# one: this much of the time per tile; other kernels have one path (factor 1). Fit on CP ranks
+# (2 x H200, FA4 forward, 16k a GPU, session 29, results/h200x2/magi_profile_s29 and cp/):
+# the 8192-token causal document alone (dense) <= 1.54 ms against 1.72 ms with 32 + 96 tokens
+# of its neighbours (varlen), 0.90; full, 0.72 us a tile on the 8192-token document alone
+# against 0.83 on 7456 of its rows and a 1376-token document, 0.86. The kernel alone on one
+# document (session 30, results/h200/probes_s30/fa4_dense_vs_varlen.csv) shows less of it,
+# 0.93-0.95 forward at 8k-16k (0.995 on causal 16k): the rest of the ranks' gap is not the path
+# alone. Placed with 0.88, full_document 16k ran 1.01x / 1.06x HybridCP (session 30).
 DENSE_TILE_FACTOR = 0.88
 # cp 2's window search evaluates every pair of cut points against every slice: at most
 # WINDOW_BUDGET (pairs x slices, ~0.5 s of numpy on the host) and MAX_WINDOW_POINTS points (a

@@ -246,21 +246,3 @@ def test_native_groups_of_two_causal_runs(quarter):
     conv = fa4_block_sparse(FlexAttnPlan.from_slices(slices, 2 * quarter, n), 128, 128)
     assert conv.native is None and len(conv.groups) == 2
     check_case(slices, 2 * quarter, n, 16, 2, 128, torch.bfloat16)
-
-
-@pytest.mark.gpu
-@needs_fa4
-@pytest.mark.parametrize("kind", (AttnMaskType.FULL, AttnMaskType.CAUSAL))
-def test_dense_split_matches_the_reference(kind, monkeypatch):
-    """MAGI_ATTENTION_FA4_DENSE_SPLIT: a 2500-token document between a 300- and a 500-token one
-    runs as three native calls (the middle one on FA4's dense kernel), equal to the reference
-    forward and backward."""
-    from magi_attention.kernels.fa4._convert import clear_conversion_cache
-    monkeypatch.setattr(env, "FA4_DENSE_SPLIT", True)
-    clear_conversion_cache()
-    bounds = (0, 300, 2800, 3300)
-    slices = [AttnSlice.make(a, b, a, b, kind) for a, b in zip(bounds, bounds[1:])]
-    conv = fa4_block_sparse(FlexAttnPlan.from_slices(slices, 3300, 3300), 128, 128)
-    assert conv.native is None and [g.form.varlen for g in conv.groups] == [False] * 3
-    check_case(slices, 3300, 3300, 16, 2, 128, torch.bfloat16)
-    clear_conversion_cache()

@@ -123,36 +123,3 @@ def test_native_false_skips_the_groups(fake_fa4):
     plan = FlexAttnPlan.from_slices(slices, seqlen_q, seqlen_k)
     conv = fa4._conversion(plan, 16, "cpu")
     assert fa4._uses_groups(conv, native=True) and not fa4._uses_groups(conv, native=False)
-
-
-def test_dense_split_runs_the_largest_document_alone(fake_fa4, monkeypatch):
-    """MAGI_ATTENTION_FA4_DENSE_SPLIT: a varlen mask whose largest document dominates runs as
-    three native calls (the documents before it, it alone on the dense kernel, those after),
-    exact against the reference in both directions; off, one varlen call."""
-    from magi_attention import env
-    from magi_attention.kernels.fa4 import _native
-    from magi_attention.kernels.fa4._convert import clear_conversion_cache
-    monkeypatch.setattr(_native, "DENSE_SPLIT_MIN_ROWS", 16)
-    docs = [(0, 9), (9, 57), (57, 70)]
-    slices = [AttnSlice.make(a, b, a, b, AttnMaskType.CAUSAL) for a, b in docs]
-    g = torch.Generator().manual_seed(0)
-    q, dout = (torch.randn(70, 4, 16, generator=g, dtype=torch.float64) for _ in range(2))
-    k, v = (torch.randn(70, 2, 16, generator=g, dtype=torch.float64) for _ in range(2))
-    scale = 16 ** -0.5
-    for split, calls in ((False, 1), (True, 3)):
-        monkeypatch.setattr(env, "FA4_DENSE_SPLIT", split)
-        clear_conversion_cache()  # conversions are shared across plans of one mask
-        plan = FlexAttnPlan.from_slices(slices, 70, 70)
-        conv = fa4._conversion(plan, 16, "cpu")
-        assert (conv.groups is not None) == split
-        FakeInterface.calls = 0
-        out, lse, _ = fa4.fwd(q, k, v, plan, scale)
-        assert FakeInterface.calls == calls
-        ro, rl, _ = reference.fwd(q, k, v, plan, scale)
-        torch.testing.assert_close(out, ro, **TOL)
-        torch.testing.assert_close(lse.double(), rl.double(), **TOL)
-        got = fa4.bwd(dout, q, k, v, out, lse, plan, scale)
-        for name, a, b in zip(("dq", "dk", "dv"), got, reference.bwd(dout, q, k, v, ro, rl, plan,
-                                                                     scale)):
-            torch.testing.assert_close(a, b, msg=name, **TOL)
-    clear_conversion_cache()
