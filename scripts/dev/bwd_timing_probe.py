@@ -34,11 +34,13 @@ sys.path.append(str(Path(__file__).resolve().parents[2]))
 from bench.config import DataConfig, MaskChoice  # noqa: E402
 from bench.cp.local_kernel import LocalKernel  # noqa: E402
 from bench.cp.magi import MagiAttention  # noqa: E402
+from bench.gate import gate_rows, restrict_dout  # noqa: E402
 from bench.metrics import time_cuda_ms  # noqa: E402
+from bench.problem import Inputs  # noqa: E402
 from bench.sweep import cell_mask  # noqa: E402
 from magi_attention.api._tune_cut import CUTS, _Clock  # noqa: E402
 
-FIELDS = ("mask", "backend", "cut", "rank", "way", "ms", "gpu_name")
+FIELDS = ("mask", "backend", "dout", "cut", "rank", "way", "ms", "gpu_name")
 HQ, HKV, D = 64, 8, 128
 
 
@@ -62,6 +64,8 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeat", type=int, default=6)
     p.add_argument("--cpu", action="store_true", help="gloo and the CPU (plumbing check)")
+    p.add_argument("--restricted-dout", action="store_true",
+                   help="dout zero off the gate's rows, as the CP runner's first seqlen times it")
     args = p.parse_args()
     if args.cpu:
         device = torch.device("cpu")
@@ -84,9 +88,15 @@ def main() -> None:
                              kernel=LocalKernel(args.backend), cut="none")
     runtime = strategy.key.runtime
     g = torch.Generator(device=device).manual_seed(0)
-    q, k, v, dout = (strategy.shard(torch.randn(seqlen, h, D, device=device, generator=g)
-                                    .to(dtype)) for h in (HQ, HKV, HKV, HQ))
-    path = args.out / f"bwd_timing_probe_rank{rank}.csv"
+    q, k, v, dout = (torch.randn(seqlen, h, D, device=device, generator=g).to(dtype)
+                     for h in (HQ, HKV, HKV, HQ))
+    if args.restricted_dout:
+        rows = gate_rows(seqlen, rows=256, full_max_seqlen=2048, seed=0)
+        inputs = Inputs(q[None], k[None], v[None], dout[None])
+        restrict_dout(inputs, rows)
+    q, k, v, dout = (strategy.shard(t) for t in (q, k, v, dout))
+    dout_kind = "restricted" if args.restricted_dout else "random"
+    path = args.out / f"bwd_timing_probe_{dout_kind}_rank{rank}.csv"
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, FIELDS)
         writer.writeheader()
@@ -117,7 +127,8 @@ def main() -> None:
                      "tuner_clock": clock.seconds(direct, "bwd") * 1e3,
                      "tuner_inputs": timer(tuner_inputs)}
             for way, ms in times.items():
-                writer.writerow(dict(mask=args.mask, backend=args.backend, cut=cut, rank=rank,
+                writer.writerow(dict(mask=args.mask, backend=args.backend, dout=dout_kind,
+                                     cut=cut, rank=rank,
                                      way=way, ms=f"{ms:.3f}", gpu_name=gpu))
             f.flush()
             print(f"rank {rank} cut={cut}: " + ", ".join(f"{w} {ms:.1f}" for w, ms in times.items()),
