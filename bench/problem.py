@@ -60,14 +60,26 @@ class Inputs:
     dout: torch.Tensor
 
 
-def make_inputs(shapes: Shapes, device: torch.device | str, seed: int = 0) -> Inputs:
-    """Standard-normal q, k, v, dout from ``seed`` (drawn on the device, so large S is cheap)."""
+def _draws(shapes: Shapes, device: torch.device | str, seed: int):
+    """q, k, v, dout in turn, standard-normal from ``seed`` (drawn on the device, so large S
+    is cheap)."""
     gen = torch.Generator(device=device).manual_seed(seed)
     b, s, d = shapes.batch, shapes.seqlen, shapes.head_dim
+    for heads in (shapes.num_heads_q, shapes.num_heads_kv, shapes.num_heads_kv,
+                  shapes.num_heads_q):
+        yield torch.randn(b, s, heads, d, generator=gen, device=device, dtype=torch.float32
+                          ).to(shapes.torch_dtype)
 
-    def draw(heads: int) -> torch.Tensor:
-        return torch.randn(b, s, heads, d, generator=gen, device=device, dtype=torch.float32
-                           ).to(shapes.torch_dtype)
 
-    return Inputs(q=draw(shapes.num_heads_q), k=draw(shapes.num_heads_kv),
-                  v=draw(shapes.num_heads_kv), dout=draw(shapes.num_heads_q))
+def make_inputs(shapes: Shapes, device: torch.device | str, seed: int = 0) -> Inputs:
+    """Standard-normal q, k, v, dout from ``seed``."""
+    return Inputs(*_draws(shapes, device, seed))
+
+
+def make_dout(shapes: Shapes, device: torch.device | str, seed: int = 0) -> torch.Tensor:
+    """The dout ``make_inputs`` draws for ``seed``, alone (q, k, v drawn and dropped one at a
+    time before it): what the runners time a backward with after gating it on a restricted
+    copy (``bench.gate.restrict_dout``)."""
+    for dout in _draws(shapes, device, seed):
+        pass
+    return dout

@@ -16,7 +16,8 @@ next step; the worst status wins, its message is gathered from the rank that rai
 2. gate (the first per-GPU seqlen this process measures for a (strategy, mask, cp_size)): one
    forward and one backward through the strategy, unsharded and compared on rank 0 with FFA's
    reference backend on the global inputs (``bench.gate``: a few row blocks at large S, with
-   dout zero off them, so the gradients are checked at every seqlen). Rank 0's verdict is
+   a copy of dout zero off them, so the gradients are checked at every seqlen; the timed
+   backward keeps the whole dout, whose values set the GPU's power draw). Rank 0's verdict is
    broadcast: a wrong output -> both directions ``wrong``; wrong gradients -> bwd ``wrong``;
    nothing of a wrong direction is timed. Later seqlens of a triple that failed are ``wrong`` too.
 3. fwd: ``strategy.attention`` under no_grad, timed with CUDA events on each rank (median of
@@ -150,6 +151,7 @@ class _State:
     local: list[torch.Tensor] = field(default_factory=list)   # q, k, v, dout shards
     notes: str = ""
     rows: torch.Tensor | None = None    # the gate's query rows (dout is zero off them)
+    gate_dout: torch.Tensor | None = None  # the local dout of the gate (zero off its rows)
     verdict: GateResult | None = None   # rank 0's, after the gate phase
 
 
@@ -270,18 +272,20 @@ class CPRunner:
             if name in cls.knob_names and knobs.get(name) is None:
                 knobs[name] = value
         inputs = make_inputs(cell.shapes, self.device, seed=config.seed)
-        if gate_now:  # same rows on every rank: same seed
-            gate = config.gate
-            state.rows = gate_rows(cell.shapes.seqlen, rows=gate.rows,
-                                   full_max_seqlen=gate.full_max_seqlen, seed=gate.seed)
-            restrict_dout(inputs, state.rows)
         state.strategy = cls(cell.mask, self.groups[cell.cp_size], num_heads_q=hw.num_heads_q,
                              num_heads_kv=hw.num_heads_kv, kernel=self.kernel, **knobs)
         state.local = [state.strategy.shard(t[0]) for t in (inputs.q, inputs.k, inputs.v,
                                                             inputs.dout)]
         state.notes = state.strategy.notes
-        if gate_now:
-            state.inputs = inputs
+        if gate_now:  # same rows on every rank: same seed
+            gate = config.gate
+            state.rows = gate_rows(cell.shapes.seqlen, rows=gate.rows,
+                                   full_max_seqlen=gate.full_max_seqlen, seed=gate.seed)
+            # the gate's dout is zero off its rows; the timed backward keeps the whole one (the
+            # values change the GPU's clocks: bench.kernels.base.Prepared.set_dout)
+            state.inputs = Inputs(inputs.q, inputs.k, inputs.v, inputs.dout.clone())
+            restrict_dout(state.inputs, state.rows)
+            state.gate_dout = state.strategy.shard(state.inputs.dout[0])
 
     def _gate(self, cell: _Cell, state: _State) -> None:
         """Members: one forward and one backward through the strategy, unsharded; rank 0
@@ -291,7 +295,7 @@ class CPRunner:
         out_local = strategy.attention(q, k, v)
         out = strategy.unshard(out_local.detach())
         grads = [strategy.unshard(g) for g in
-                 torch.autograd.grad(out_local, (q, k, v), state.local[3])]
+                 torch.autograd.grad(out_local, (q, k, v), state.gate_dout)]
         del out_local, q, k, v
         if self.rank != 0:
             return
@@ -376,7 +380,7 @@ class CPRunner:
             outcome = self._phase(cell, lambda: self._build(cell, state, gate_now))
             if outcome.status == "ok" and gate_now:
                 outcome = self._phase(cell, lambda: self._gate(cell, state))
-                state.inputs = None
+                state.inputs = state.gate_dout = None
                 if outcome.status == "ok":
                     verdict = self._share_verdict(state)
                     wrong = [d for d in config.directions if verdict.status(d) == "wrong"]
@@ -386,7 +390,7 @@ class CPRunner:
                         if d in remaining:
                             self._write(cell, d, "wrong", verdict.message(d))
                             remaining.remove(d)
-            state.inputs = None
+            state.inputs = state.gate_dout = None
             free_memory(self.device)
             for direction in list(remaining):
                 if outcome.status != "ok":

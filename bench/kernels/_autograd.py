@@ -67,8 +67,12 @@ def autograd_prepared(attention: Callable[[torch.Tensor, torch.Tensor, torch.Ten
             raise RuntimeError("grads_bshd() called before bwd()")
         return tuple(from_layout(g, layout, batch) for g in state["grads"])
 
+    def set_dout(t: torch.Tensor) -> None:
+        dout.copy_(to_layout(t, layout).detach())
+
     return Prepared(fwd=fwd, bwd=bwd, out_bshd=lambda out: from_layout(out, layout, batch),
-                    grads_bshd=grads_bshd, build_ms=build_ms, extra=dict(extra or {}))
+                    grads_bshd=grads_bshd, build_ms=build_ms, extra=dict(extra or {}),
+                    set_dout=set_dout)
 
 
 def needs_cuda(device: torch.device) -> str | None:

@@ -42,6 +42,11 @@ class Prepared:
         build_ms: time spent building the kernel's mask representation (e.g. a BlockMask),
             reported apart from the kernel time; None when there is none.
         extra: adapter notes for the row's message (e.g. {"gqa": "repeat_interleave"}).
+        set_dout: puts a new ``[batch, seqlen, num_heads_q, head_dim]`` dout in place of the
+            one ``bwd`` reads (same shape and dtype), or None where the adapter cannot. The
+            runner gates the backward with dout zero off the gate's rows and then times it with
+            the whole dout: the values change the GPU's power draw and so its clocks (an H200
+            ran the backward 15-21% faster on the restricted dout; RESULTS.md, session 30).
     """
 
     fwd: Callable[[], torch.Tensor]
@@ -50,6 +55,7 @@ class Prepared:
     grads_bshd: Callable[[], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
     build_ms: float | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    set_dout: Callable[[torch.Tensor], None] | None = None
 
 
 class KernelAdapter:

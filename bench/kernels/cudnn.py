@@ -287,4 +287,6 @@ class Cudnn(KernelAdapter):
         return Prepared(fwd=graphs.forward, bwd=graphs.backward, out_bshd=graphs.to_bshd,
                         grads_bshd=lambda: tuple(graphs.to_bshd(graphs.buffers[n])
                                                  for n in ("dq", "dk", "dv")),
+                        set_dout=lambda t: graphs.buffers["dout"].copy_(
+                            graphs._buffer(t, device)),
                         extra={"mask": how, "engines": "cuDNN library (frontend Python engines off)"})

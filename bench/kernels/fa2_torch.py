@@ -92,4 +92,5 @@ class Fa2Torch(KernelAdapter):
         how = (f"varlen, causal={causal}" if plan.varlen else f"dense, causal={causal}, "
                f"window={window}")
         return Prepared(fwd=lambda: forward()[0], bwd=bwd, out_bshd=to_bshd, grads_bshd=grads_bshd,
+                        set_dout=lambda t: dout.copy_(layout(t)),
                         extra={"mask": how, "gqa": "native"})

@@ -22,7 +22,7 @@ from bench.config import KernelBenchConfig, KernelChoice, MaskChoice
 from bench.gate import check_prepared, gate_rows, reference, restrict_dout
 from bench.masks import Mask, UnsupportedMask
 from bench.metrics import peak_mem_gb, reset_peak_mem, time_cuda_ms
-from bench.problem import Shapes, make_inputs
+from bench.problem import Shapes, make_dout, make_inputs
 from bench.results import (FINAL_STATUSES, ResultRow, RunMeta, SweepInterrupted, record_row,
                            done_cells, repair_file, run_meta)
 from bench.spec import measured_spec
@@ -113,10 +113,12 @@ class KernelRunner:
                     self._write(cell, direction, "wrong", verdict.message(direction))
                     remaining.remove(direction)
                     continue
+                notes = [verdict.message(direction) if verdict is not None else ""]
+                if direction == "bwd" and reference_cache.get("restricted"):
+                    notes.append(self._time_with_whole_dout(cell, prepared))
                 fn = prepared.fwd if direction == "fwd" else prepared.bwd
                 reset_peak_mem(self.device)
                 runtime = time_cuda_ms(fn, config.hardware.warmup, config.hardware.repeat)
-                notes = [verdict.message(direction) if verdict is not None else ""]
                 notes += [f"{k}={v}" for k, v in prepared.extra.items()]
                 self._write(cell, direction, "ok", "; ".join(n for n in notes if n), runtime,
                             peak_mem_gb(self.device), prepared.build_ms)
@@ -134,6 +136,15 @@ class KernelRunner:
                 for direction in remaining:
                     self._write(cell, direction, *failure)
 
+    def _time_with_whole_dout(self, cell: _Cell, prepared) -> str:
+        """After the gate (dout zero off its rows), the whole dout for the timed backward: the
+        values change the GPU's power draw and clocks (bench.kernels.base.Prepared.set_dout).
+        Returns the row's note where the adapter cannot swap it."""
+        if prepared.set_dout is None:
+            return "dout=gate rows only (the adapter cannot swap it)"
+        prepared.set_dout(make_dout(cell.shapes, self.device, seed=self.config.seed))
+        return ""
+
     def _gate_inputs(self, cell: _Cell, inputs, reference_cache: dict) -> None:
         """Restrict dout to the gate's rows; build the cell's reference once for all kernels."""
         gate = self.config.gate
@@ -142,6 +153,7 @@ class KernelRunner:
                                                 full_max_seqlen=gate.full_max_seqlen,
                                                 seed=gate.seed)
         restrict_dout(inputs, reference_cache["rows"])
+        reference_cache["restricted"] = len(reference_cache["rows"]) < cell.shapes.seqlen
         if "ref" not in reference_cache:
             reference_cache["ref"] = reference(cell.mask, cell.shapes, inputs,
                                                reference_cache["rows"],

@@ -73,8 +73,33 @@ class WrongGradients(RingP2P):
         return _ScaleGrad.apply(super().attention(q, k, v))
 
 
+class _FailOnZeroRows(torch.autograd.Function):
+    """Identity whose backward raises once a call after the first (the gate's, where dout may be
+    zero off the gate's rows) gets a gradient with an all-zero row: a timed backward must see
+    the whole dout, whose values set a GPU's clocks."""
+
+    @staticmethod
+    def forward(ctx, x, calls):
+        ctx.calls = calls
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.calls.append(1)
+        if len(ctx.calls) > 1 and (grad.flatten(1) == 0).all(dim=1).any():
+            raise RuntimeError("timed backward with dout zero off the gate's rows")
+        return grad, None
+
+
+class TimedOnWholeDout(RingP2P):
+    def attention(self, q, k, v):
+        self._calls = getattr(self, "_calls", [])
+        return _FailOnZeroRows.apply(super().attention(q, k, v), self._calls)
+
+
 INJECTED = {"raises": "RaisesEverywhere", "raises_rank1": "RaisesOnRank1",
-            "oom": "RunsOutOfMemory", "wrong": "WrongOutput", "wrong_grads": "WrongGradients"}
+            "oom": "RunsOutOfMemory", "wrong": "WrongOutput", "wrong_grads": "WrongGradients",
+            "whole_dout": "TimedOnWholeDout"}
 REAL = ("magi", "ulysses", "ring_p2p", "hybrid_cp")
 MASKS = ("causal", "causal_document")
 SEQLEN_PER_GPU = (64, 128)
@@ -249,8 +274,9 @@ def test_ratio_table_divides_magi_by_each_baseline(sweep):
     tmp, rows, *_ = sweep
     table = ratio_table(tmp / "results" / "cp")
     # raises_rank1 is ok at cp 1 (rank 1 is not a member); wrong_grads has ok fwd rows;
-    # magi_staged, a labelled variant of magi, is compared like any other strategy
-    ok_baselines = set(REAL[1:]) | {"raises_rank1", "wrong_grads", "magi_staged"}
+    # magi_staged, a labelled variant of magi, is compared like any other strategy, and so is
+    # whole_dout (ring_p2p with a check in its backward)
+    ok_baselines = set(REAL[1:]) | {"raises_rank1", "wrong_grads", "magi_staged", "whole_dout"}
     assert set(table.baseline) == ok_baselines
     got = table[(table.baseline == "ulysses") & (table["mask"] == "causal") & (table.cp_size == 2)
                 & (table.seqlen_per_gpu == 64) & (table.direction == "bwd")].ratio
@@ -327,3 +353,14 @@ def test_phase_failure_status(error, status):
     def phase():
         raise error
     assert _run_phase(True, phase).status == status
+
+
+def test_the_backward_is_timed_on_the_whole_dout(sweep):
+    """The gate's dout is zero off its rows at cp 2 (S = 128 > full_max_seqlen): the timed
+    calls must get the whole one (TimedOnWholeDout raises otherwise)."""
+    _, rows, *_ = sweep
+    spy = rows[rows.kernel == "whole_dout"]
+    assert len(spy) == len(SEQLEN_PER_GPU) * len(CP_SIZES) * len(MASKS) * 2
+    measured = spy[spy.cp_size <= 2]
+    assert (measured.status == "ok").all(), measured[["mask", "seqlen", "cp_size", "direction",
+                                                      "status", "message"]]

@@ -191,3 +191,36 @@ def test_a_backward_the_kernel_cannot_run_keeps_the_forward_row(tiny_config, mon
     rows = run_sweep(tiny_config(force=True))
     assert {r.direction: r.status for r in rows} == {"fwd": "ok", "bwd": "unsupported"}
     assert "no backward" in next(r.message for r in rows if r.direction == "bwd")
+
+
+@pytest.mark.parametrize("seqlen,restricted", [(128, False), (256, True)],
+                         ids=["gate_on_every_row", "gate_on_sampled_rows"])
+def test_the_backward_is_gated_on_its_rows_and_timed_on_the_whole_dout(tiny_config, monkeypatch,
+                                                                      seqlen, restricted):
+    """Above the gate's full_max_seqlen its dout is zero off a few rows, so dq is too. The
+    timed calls must see the whole dout (its values change a GPU's clocks): dq then has no
+    zero row. At or below it, the gate's dout is already whole and is kept."""
+    from bench.kernels.naive import Naive
+
+    real_prepare = Naive.prepare
+    zero_rows: list[int] = []  # per backward call: rows of dq that are all zero
+
+    def prepare(self, *args):
+        prepared = real_prepare(self, *args)
+        real_bwd = prepared.bwd
+
+        def bwd():
+            real_bwd()
+            dq = prepared.grads_bshd()[0][0]
+            zero_rows.append(int((dq.flatten(1) == 0).all(dim=1).sum()))
+        prepared.bwd = bwd
+        return prepared
+
+    monkeypatch.setattr(Naive, "prepare", prepare)
+    config = tiny_config(masks=("full",), seqlens=(seqlen,), directions=("bwd",))
+    (row,) = run_sweep(config)
+    assert row.status == "ok", row.message
+    gate_call, timed = zero_rows[0], zero_rows[1:]
+    assert len(timed) == config.hardware.warmup + config.hardware.repeat
+    assert (gate_call > 0) == restricted  # the gate's rows only: the others' dq is zero
+    assert timed == [0] * len(timed)
