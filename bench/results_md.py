@@ -2349,7 +2349,133 @@ def pytest_s29() -> str:
             f"mode: {_pytest_counts('h200x2/tests/pytest_nccl_rest_ddb9bdd.log')}")
 
 
+# -- session 30: one H200 (probes, the dense-split A/B), then 2 H200s ---------------------------
+# the key-length and FA4 dense/varlen probes and the FFA fa4 backend with and without the
+# (since removed) dense split, all on one H200; on 2 H200s the unequal_runs A/B with FA4's dense
+# rate (16k), Triton at 64k with the cut timed and forced, and the backward timing probe
+PROBES_S30 = "h200/probes_s30"
+CP_S30 = "h200x2/cp_s30"
+BWD_TIMING_S30 = "h200x2/bwd_timing_s30/bwd_timing_probe_{}_rank0.csv"
+
+
+def key_length_s30() -> str:
+    """One kernel call of S rows over 2S keys against two S x S calls and the lse merge."""
+    frame = pd.read_csv(RESULTS / PROBES_S30 / "key_length_probe.csv")
+    lines = ["| backend | mask | S | one call (TFLOPs/s) | two calls + merge | one / two |",
+             "|" + "---|" * 6]
+    for (backend, mask, s), g in frame.groupby(["backend", "mask", "seqlen"], sort=False):
+        t = dict(zip(g.calls, g.tflops_per_s))
+        lines.append(f"| {backend} | {mask} | {s // 1024}k | {t['one_call']:.0f} | "
+                     f"{t['two_calls']:.0f} | {t['one_call'] / t['two_calls']:.3f} |")
+    return "\n".join(lines)
+
+
+def dense_vs_varlen_s30() -> str:
+    """FA4 on one document of S tokens: its dense kernel, one varlen entry, and the document
+    between two short ones (three entries), ms; dense over varlen_1."""
+    frame = pd.read_csv(RESULTS / PROBES_S30 / "fa4_dense_vs_varlen.csv")
+    lines = ["| mask | S | dir | dense | varlen_1 | neighbours | dense / varlen_1 |",
+             "|" + "---|" * 7]
+    for (mask, s, d), g in frame.groupby(["mask", "seqlen", "direction"], sort=False):
+        t = dict(zip(g.path, g.runtime_ms))
+        lines.append(f"| {mask} | {s // 1024}k | {d} | {t['dense']:.3f} | {t['varlen_1']:.3f} | "
+                     f"{t['neighbours']:.3f} | {t['dense'] / t['varlen_1']:.3f} |")
+    return "\n".join(lines)
+
+
+def _split_cells(relpath: str) -> dict:
+    """{(kernel, mask, seqlen, direction): row} of a kernel-sweep file's ok rows."""
+    frame = _files((relpath,))
+    return {(r.kernel, r["mask"], r.seqlen, r.direction): r
+            for _, r in frame[frame.status == "ok"].iterrows()}
+
+
+def dense_split_table_s30() -> str:
+    off, on = (_split_cells(f"{PROBES_S30}/kernel_masks__fa4_dense_split_{x}_s30.csv")
+               for x in ("off", "on"))
+    lines = ["| mask | S | dir | ffa_fa4 off | ffa_fa4 on | on / off | fa4 (off run) |",
+             "|" + "---|" * 7]
+    for (kernel, mask, s, d), row in off.items():
+        if kernel != "ffa_fa4":
+            continue
+        split = on[kernel, mask, s, d].tflops_per_s
+        lines.append(f"| {mask} | {s // 1024}k | {d} | {row.tflops_per_s:.0f} | {split:.0f} | "
+                     f"{split / row.tflops_per_s:.3f} | {off['fa4', mask, s, d].tflops_per_s:.0f} |")
+    return "\n".join(lines)
+
+
+def unequal_dense_s30_table() -> str:
+    """magi, magi_unequal (FA4's dense rate in its tile model) and HybridCP, 16k a GPU, cp 2."""
+    rows = _tf_cells(f"{CP_S30}/fa4_16k_dense.csv")
+    lines = ["| mask | dir | magi | magi_unequal | hybrid_cp | unequal / hybrid_cp | "
+             "magi / hybrid_cp | tokens a rank (unequal) |", "|" + "---|" * 8]
+    for mask in ("full_document", "causal", "causal_document"):
+        for d in ("fwd", "bwd"):
+            m, u, h = (rows[k, mask, d] for k in ("magi", "magi_unequal", "hybrid_cp"))
+            tokens = re.search(r"tokens_per_rank=([\d-]+)", u.message)[1]
+            lines.append(f"| {mask} | {d} | {m.tflops_per_s:.0f} | {u.tflops_per_s:.0f} | "
+                         f"{h.tflops_per_s:.0f} | {u.tflops_per_s / h.tflops_per_s:.2f} | "
+                         f"{m.tflops_per_s / h.tflops_per_s:.2f} | {tokens} |")
+    return "\n".join(lines)
+
+
+def triton64k_s30_table() -> str:
+    """Triton, 64k a GPU, cp 2: magi (cut timed in rounds) against the best of the six
+    baselines in the same run, the cut it chose with its timing, and magi with cut=both (the
+    earlier run of the same session, against its own best of ring_p2p, loongtrain and usp)."""
+    cells = _cp_cells(f"{CP_S30}/triton_64k_all.csv")
+    rows = _tf_cells(f"{CP_S30}/triton_64k_all.csv")
+    both, early = (_cp_cells(f"{CP_S30}/triton_64k_cut_{x}.csv") for x in ("both", "auto"))
+    lines = ["| mask | dir | magi | best baseline | magi / best | cut chosen (timed ms whole/cut) "
+             "| cut=both, its run: magi / best |", "|" + "---|" * 7]
+    for mask in ("full", "causal"):
+        for d in ("fwd", "bwd"):
+            v = cells[mask, 2, d]
+            name, best = max(_baselines(v).items(), key=lambda kv: kv[1])
+            msg = rows["magi", mask, d].message
+            cut = re.search(r"cut=([^;]*)", msg)[1]
+            timed = re.search(r"cut_ms=([^;]*)", msg)[1]
+            other = max(_baselines(early[mask, 2, d]).values())
+            lines.append(f"| {mask} | {d} | {v['magi']:.0f} | {best:.0f} ({name}) | "
+                         f"{v['magi'] / best:.3f} | {cut} ({timed}) | "
+                         f"{both[mask, 2, d]['magi'] / other:.3f} |")
+    return "\n".join(lines)
+
+
+def bwd_timing_s30() -> str:
+    """One key's backward (MagiAttention, Triton, causal, 64k a GPU, rank 0), ms: the bench's
+    way and the timed cut's clock, on the benchmark's dout restricted to the gate's rows and on
+    the whole one, whole and cut by keys."""
+    lines = ["| dout | cut | bench_events | runtime_events | tuner_clock | tuner_inputs "
+             "(whole dout, same process) |", "|" + "---|" * 6]
+    for kind in ("random", "restricted"):
+        frame = pd.read_csv(RESULTS / BWD_TIMING_S30.format(kind))
+        for cut, g in frame.groupby("cut", sort=False):
+            t = dict(zip(g.way, g.ms))
+            label = "whole" if kind == "random" else "zero off the gate's 256 rows"
+            lines.append(f"| {label} | {cut} | {t['bench_events']:.1f} | "
+                         f"{t['runtime_events']:.1f} | {t['tuner_clock']:.1f} | "
+                         f"{t['tuner_inputs']:.1f} |")
+    return "\n".join(lines)
+
+
+def pytest_s30() -> str:
+    return (f"mode unequal, both local kernels: "
+            f"{_pytest_counts('h200x2/tests/pytest_nccl_unequal_6329018.log')}; mode cut_auto, "
+            f"Triton (timed in rounds): "
+            f"{_pytest_counts('h200x2/tests/pytest_nccl_cut_auto_triton_96c64d5.log')}; the FA4 "
+            f"dense split's GPU test (before its removal): "
+            f"{_pytest_counts('h200/tests/pytest_fa4_dense_split_s30_9b5e578.log')}")
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h200.key_length_s30": key_length_s30,
+    "h200.dense_vs_varlen_s30": dense_vs_varlen_s30,
+    "h200.dense_split_table_s30": dense_split_table_s30,
+    "h200x2.unequal_dense_s30_table": unequal_dense_s30_table,
+    "h200x2.triton64k_s30_table": triton64k_s30_table,
+    "h200x2.bwd_timing_s30": bwd_timing_s30,
+    "h200x2.pytest_s30": pytest_s30,
     "h200x2.cp_s29_table": cp_s29_table,
     "h200x2.cp_s29_summary": cp_s29_summary,
     "h200x2.cp_s29_below": cp_s29_below,
