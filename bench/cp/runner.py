@@ -282,10 +282,12 @@ class CPRunner:
             state.rows = gate_rows(cell.shapes.seqlen, rows=gate.rows,
                                    full_max_seqlen=gate.full_max_seqlen, seed=gate.seed)
             # the gate's dout is zero off its rows; the timed backward keeps the whole one (the
-            # values change the GPU's clocks: bench.kernels.base.Prepared.set_dout)
-            state.inputs = Inputs(inputs.q, inputs.k, inputs.v, inputs.dout.clone())
-            restrict_dout(state.inputs, state.rows)
-            state.gate_dout = state.strategy.shard(state.inputs.dout[0])
+            # values change the GPU's clocks: bench.kernels.base.Prepared.set_dout). The global
+            # dout is restricted in place, which a shard may view: the local one is copied first
+            state.local[3] = state.local[3].clone()
+            restrict_dout(inputs, state.rows)
+            state.gate_dout = state.strategy.shard(inputs.dout[0])
+            state.inputs = inputs
 
     def _gate(self, cell: _Cell, state: _State) -> None:
         """Members: one forward and one backward through the strategy, unsharded; rank 0
