@@ -115,6 +115,30 @@ def prepare(mask: FlexAttnPlan, head_dim: int, device) -> None:
     plan_for(mask, fcfg.block_m, fcfg.block_n, device, fcfg.max_table_intervals)
     plan_for(mask, bcfg.block_m1, bcfg.block_n1, device, bcfg.max_table_intervals)
     plan_for(mask, bcfg.block_m2, bcfg.block_n2, device, bcfg.max_table_intervals)
+    for _, _, part in _key_parts(mask) or ():  # the forward's calls over long key walks
+        if env.PREFER_GLUON_FWD and hopper:
+            _gluon_plan(part, device)
+        plan_for(part, fcfg.block_m, fcfg.block_n, device, fcfg.max_table_intervals)
+
+
+def _key_parts(mask: FlexAttnPlan):
+    from .key_parts import key_parts
+    return mask.cached("triton_key_parts", lambda: key_parts(mask))
+
+
+def _fwd_by_key_parts(q, k, v, parts, softmax_scale: float, softcap: float):
+    """The forward as one call per key part (key_parts: long key walks), merged by lse: the
+    partial outputs stay fp32 until the last merge writes q's dtype."""
+    from ...functional.merge import merge_out_lse  # the CP runtime's merge, one fused pass
+    out = lse = None
+    for i, (k0, k1, part) in enumerate(parts):
+        o, l, _ = fwd(q, k[k0:k1], v[k0:k1], part, softmax_scale, softcap)
+        if out is None:
+            out, lse = o, l
+        else:
+            out, lse = merge_out_lse(out, lse, o, l,
+                                     q.dtype if i + 1 == len(parts) else torch.float32)
+    return out, lse, None
 
 
 def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
@@ -125,6 +149,10 @@ def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
     from .forward import launch_fwd
 
     check_supported(q, k, v)
+    if config is None and not return_max_logits:  # rows walking > key_parts.SPLIT_ABOVE keys
+        parts = _key_parts(mask)
+        if parts is not None:
+            return _fwd_by_key_parts(q, k, v, parts, softmax_scale, softcap)
     q, k, v = (_dense_last(t) for t in (q, k, v))
     if config is None:  # decided once per mask and kind of input (a lookup per call)
         key = ("triton_fwd_route", q.device, q.dtype, q.shape[-1], softcap > 0,

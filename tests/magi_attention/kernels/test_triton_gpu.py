@@ -452,3 +452,26 @@ def test_gluon_backward_runs_from_bwd_where_its_plan_suits(monkeypatch, name):
     monkeypatch.setattr(env, "PREFER_GLUON_BWD", False)  # the switch keeps the ordered path
     assert all(torch.equal(a, c) for a, c in
                zip(tk.bwd(dout, q, k, v, out, lse, plan, 128 ** -0.5), ordered))
+
+
+def test_long_key_walks_run_in_parts(monkeypatch):
+    """Rows walking more than key_parts.SPLIT_ABOVE keys: the forward runs one call per key part
+    merged by lse (thresholds lowered to this size: 4 parts of 500 keys); the same results as
+    the reference, forward and backward, and a steady call does not synchronise."""
+    from magi_attention.kernels.triton import key_parts as kp
+    from magi_attention.testing.sync import assert_no_sync
+    monkeypatch.setattr(kp, "PART_KEYS", 512)
+    monkeypatch.setattr(kp, "SPLIT_ABOVE", 768)
+    slices = [AttnSlice.make(0, 1000, 0, 1000), AttnSlice.make(0, 1000, 1000, 2000, AttnMaskType.CAUSAL),
+              AttnSlice.make(300, 700, 1500, 1900, AttnMaskType.INVCAUSAL)]
+    plan = FlexAttnPlan.from_slices(slices, 1000, 2000)
+    assert len(kp.key_parts(plan)) == 4
+    check_case(slices, 1000, 2000, 8, 2, 128, torch.bfloat16, 0, max_logits=False)
+    q, k, v, dout = _inputs(1000, 2000, 8, 2, 128, torch.bfloat16, 1)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+
+    def step():
+        out, _ = flex_flash_attn_func(q, k, v, plan, backend="triton")
+        torch.autograd.grad(out, (q, k, v), dout)
+    step()
+    assert_no_sync(step)
