@@ -11,11 +11,15 @@ TMA reduce-add is emulated). Tolerance for fp16 inputs (P and dS rounded to fp16
 matmuls): max abs error <= 1e-2 * max|ref| + 2e-3.
 """
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+
+ROOT = str(Path(__file__).resolve().parents[3])
 
 pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
@@ -130,3 +134,47 @@ def test_interpreted_kernels_match_reference(interpreted, name, path):
     assert res.pop("lse_inf_match"), "rows without keys must give lse -inf, out 0, dq 0"
     for key, (err, scale) in res.items():
         assert err <= 1e-2 * scale + 2e-3, f"{key}: max err {err:.3e} (max |ref| {scale:.3e})"
+
+
+# The backend's forward itself (kernels.triton.fwd, not a launch function) where its rows walk
+# more keys than key_parts.SPLIT_ABOVE (lowered to this size): one call per key part, merged by
+# lse. The backend refuses CPU tensors, so its input check is switched off in the subprocess.
+KEY_PARTS_SCRIPT = textwrap.dedent('''
+    import json, os
+    os.environ["TRITON_INTERPRET"] = "1"
+    import torch
+    from magi_attention.common import AttnSlice
+    from magi_attention.kernels import reference
+    from magi_attention.kernels.plan import FlexAttnPlan
+    from magi_attention.testing.triton_interpreter import patch
+    patch()
+    import magi_attention.kernels.triton as backend
+    from magi_attention.kernels.triton import key_parts
+    backend.check_supported = lambda *args: None
+    key_parts.PART_KEYS, key_parts.SPLIT_ABOVE = 64, 96
+    calls = []
+    by_parts = backend._fwd_by_key_parts
+    backend._fwd_by_key_parts = lambda *args: calls.append(1) or by_parts(*args)
+    slices = [AttnSlice.make(0, 80, 0, 80), AttnSlice.make(0, 80, 80, 160, "causal"),
+              AttnSlice.make(20, 60, 100, 150, "invcausal")]
+    plan = FlexAttnPlan.from_slices(slices, 80, 160)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(s, h, 64, generator=g).half() for s, h in ((80, 4), (160, 2), (160, 2)))
+    out, lse, _ = backend.fwd(q, k, v, plan, 0.125)
+    ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), plan, 0.125)
+    print(json.dumps({"parts": len(key_parts.key_parts(plan)), "calls": len(calls),
+                      "dtype": str(out.dtype),
+                      "out": [(out.float() - ro).abs().max().item(), ro.abs().max().item()],
+                      "lse": (lse - rl).abs().max().item()}))
+''')
+
+
+def test_interpreted_forward_in_key_parts_matches_reference():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", KEY_PARTS_SCRIPT], capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["parts"] == 3 and res["calls"] == 1 and res["dtype"] == "torch.float16"
+    err, scale = res["out"]
+    assert err <= 1e-2 * scale + 2e-3 and res["lse"] <= 1e-3, res
