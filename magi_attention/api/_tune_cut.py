@@ -71,10 +71,11 @@ def _group_ranks(group) -> tuple[int, ...]:
 # the ways timed: whole (both directions), the cut forward (its fused buffer still built for a
 # whole backward), the cut backward
 VARIANTS = (("none", ("fwd", "bwd")), ("fwd", ("fwd",)), ("bwd", ("bwd",)))
-# rounds of the three, in turn; each way keeps its fastest round. Timed one after the other
-# once, a drift of the GPUs' clocks between them chose for it: on 2 H200s (session 30, Triton,
-# 64k tokens a rank) the timing saw the causal backward's cut 1% faster where the benchmark
-# measured 5%, and one session kept the forward whole that the next cut (9% faster)
+# rounds of the three, in turn; each way keeps its fastest round, so a moment's clocks (another
+# job, a drift) decide neither way alone. On 2 H200s (Triton, 64k tokens a rank) session 29's
+# one pass kept the forward whole where session 30's timings saw the cut 5-9% faster. (The
+# benchmark's backward disagreed with this timing for another reason: it ran on a mostly-zero
+# dout, RESULTS.md "Session 30"; both now time on a whole one.)
 ROUNDS = 3
 
 
