@@ -108,3 +108,24 @@ def test_flex_recompiles_with_small_tiles_when_inductor_runs_out_of_shared_memor
     monkeypatch.setattr(fa, "flex_attention", broken)
     with pytest.raises(RuntimeError, match="some other failure"):
         load_adapter("flex", compile="never").prepare(mask, SHAPES, CPU, inputs)
+
+
+@pytest.mark.parametrize("kernel", [k for k in CPU_KERNELS if k != "flex"])  # flex: no CPU bwd
+def test_set_dout_swaps_the_dout_the_backward_reads(kernel):
+    """Gated on a restricted dout, then given the whole one (as the runner times it): the
+    gradients equal those of an adapter prepared on the whole dout from the start."""
+    mask = _mask("causal_document")
+    adapter = load_adapter(kernel, **OPTIONS.get(kernel, {}))
+    whole = make_inputs(SHAPES, CPU, seed=1)
+    restricted = make_inputs(SHAPES, CPU, seed=1)
+    restrict_dout(restricted, gate_rows(SHAPES.seqlen, rows=32, full_max_seqlen=0, seed=0))
+    swapped = adapter.prepare(mask, SHAPES, CPU, restricted)
+    swapped.bwd()
+    before = swapped.grads_bshd()[0].clone()
+    swapped.set_dout(whole.dout)
+    swapped.bwd()
+    direct = adapter.prepare(mask, SHAPES, CPU, whole)
+    direct.bwd()
+    for got, want in zip(swapped.grads_bshd(), direct.grads_bshd()):
+        torch.testing.assert_close(got, want)
+    assert not torch.allclose(before, swapped.grads_bshd()[0])  # the swap changed something
