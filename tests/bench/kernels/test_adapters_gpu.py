@@ -33,3 +33,30 @@ def test_gpu_adapter_passes_gate_or_declines(kernel, mask_name, full_max_seqlen)
     with_grads = getattr(adapter, "supports_direction", lambda d: None)("bwd") is None
     result = check_prepared(prepared, ref, SHAPES.dtype, with_grads)
     assert not result.failed, result.message("bwd" if with_grads else "fwd")
+
+
+@pytest.mark.parametrize("kernel", KERNEL_NAMES)
+def test_set_dout_swaps_the_dout_the_backward_reads(kernel):
+    """As the runner times a backward: prepared on the gate's restricted dout, then given the
+    whole one. The gradients match an adapter prepared on the whole dout (the kernels'
+    nondeterminism aside: atomics), and an adapter that cannot swap says so (None)."""
+    device = torch.device("cuda")
+    mask = build_mask("causal_document", SHAPES.seqlen, doc_lens=DOC_LENS)
+    adapter = load_adapter(kernel, **OPTIONS.get(kernel, {}))
+    reason = adapter.supports(mask, SHAPES, device) or \
+        getattr(adapter, "supports_direction", lambda d: None)("bwd")
+    if reason is not None:
+        pytest.skip(f"{kernel}: {reason}")
+    whole = make_inputs(SHAPES, device, seed=1)
+    restricted = make_inputs(SHAPES, device, seed=1)
+    restrict_dout(restricted, gate_rows(SHAPES.seqlen, rows=256, full_max_seqlen=0, seed=0))
+    swapped = adapter.prepare(mask, SHAPES, device, restricted)
+    if swapped.set_dout is None:
+        pytest.skip(f"{kernel}: no set_dout (its rows note the restricted dout)")
+    swapped.bwd()
+    swapped.set_dout(whole.dout)
+    swapped.bwd()
+    direct = adapter.prepare(mask, SHAPES, device, whole)
+    direct.bwd()
+    for got, want in zip(swapped.grads_bshd(), direct.grads_bshd()):
+        torch.testing.assert_close(got.float(), want.float(), atol=2e-2, rtol=2e-2)
