@@ -2383,24 +2383,17 @@ def dense_vs_varlen_s30() -> str:
     return "\n".join(lines)
 
 
-def _split_cells(relpath: str) -> dict:
-    """{(kernel, mask, seqlen, direction): row} of a kernel-sweep file's ok rows."""
-    frame = _files((relpath,))
-    return {(r.kernel, r["mask"], r.seqlen, r.direction): r
-            for _, r in frame[frame.status == "ok"].iterrows()}
-
-
 def dense_split_table_s30() -> str:
-    off, on = (_split_cells(f"{PROBES_S30}/kernel_masks__fa4_dense_split_{x}_s30.csv")
+    """FFA's fa4 backend with the (since removed) dense split off and on, FA4 in the off run."""
+    off, on = (_files((f"{PROBES_S30}/kernel_masks__fa4_dense_split_{x}_s30.csv",))
                for x in ("off", "on"))
     lines = ["| mask | S | dir | ffa_fa4 off | ffa_fa4 on | on / off | fa4 (off run) |",
              "|" + "---|" * 7]
-    for (kernel, mask, s, d), row in off.items():
-        if kernel != "ffa_fa4":
-            continue
-        split = on[kernel, mask, s, d].tflops_per_s
-        lines.append(f"| {mask} | {s // 1024}k | {d} | {row.tflops_per_s:.0f} | {split:.0f} | "
-                     f"{split / row.tflops_per_s:.3f} | {off['fa4', mask, s, d].tflops_per_s:.0f} |")
+    cells = off[(off.kernel == "ffa_fa4") & (off.status == "ok")]
+    for mask, s, d in zip(cells["mask"], cells.seqlen, cells.direction):
+        base, split = _tf(off, "ffa_fa4", mask, s, d), _tf(on, "ffa_fa4", mask, s, d)
+        lines.append(f"| {mask} | {s // 1024}k | {d} | {base:.0f} | {split:.0f} | "
+                     f"{split / base:.3f} | {_tf(off, 'fa4', mask, s, d):.0f} |")
     return "\n".join(lines)
 
 
