@@ -108,17 +108,16 @@ def prepare(mask: FlexAttnPlan, head_dim: int, device) -> None:
     fcfg, bcfg = fwd_config(head_dim), bwd_config(head_dim)
     device = torch.device(device)
     hopper = device.type == "cuda" and torch.cuda.get_device_capability(device)[0] == 9
-    if env.PREFER_GLUON_FWD and hopper:  # where the Gluon kernels run
-        _gluon_plan(mask, device)
+    # the forward runs the mask itself, or its key parts where rows walk long (key_parts)
+    parts = _key_parts(mask)
+    for fwd_mask in [part for _, _, part in parts] if parts else [mask]:
+        if env.PREFER_GLUON_FWD and hopper:  # where the Gluon kernels run
+            _gluon_plan(fwd_mask, device)
+        plan_for(fwd_mask, fcfg.block_m, fcfg.block_n, device, fcfg.max_table_intervals)
     if env.PREFER_GLUON_BWD and hopper:
         _gluon_bwd_plan(mask, device)
-    plan_for(mask, fcfg.block_m, fcfg.block_n, device, fcfg.max_table_intervals)
     plan_for(mask, bcfg.block_m1, bcfg.block_n1, device, bcfg.max_table_intervals)
     plan_for(mask, bcfg.block_m2, bcfg.block_n2, device, bcfg.max_table_intervals)
-    for _, _, part in _key_parts(mask) or ():  # the forward's calls over long key walks
-        if env.PREFER_GLUON_FWD and hopper:
-            _gluon_plan(part, device)
-        plan_for(part, fcfg.block_m, fcfg.block_n, device, fcfg.max_table_intervals)
 
 
 def _key_parts(mask: FlexAttnPlan):
