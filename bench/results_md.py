@@ -662,7 +662,7 @@ def cp2_s16_summary(files: dict[str, str] = CP_S16) -> str:
 def cp2_dispatch_gain() -> str:
     """What "auto"'s dispatch changed at cp 2 on the document masks: FA4 with min_heap forced
     beside auto (same run), and Triton before (min_heap: auto was not evaluated) and after."""
-    fa4 = _cp_cells("h200x2/cp/cp_h200x2__fa4_16k_min_heap.csv")
+    fa4 = _cp_cells("h200x2/cp_history/cp_h200x2__fa4_16k_min_heap__342cdf62bec1.csv")
     fa4_auto = _cp_cells("h200x2/cp_history/cp_h200x2__fa4_16k__342cdf62bec1.csv")
     tri_before = _cp_cells("h200x2/cp_history/cp_h200x2__triton_16k__342cdf62bec1.csv")
     tri_after = _cp_cells(CP_S16["triton, 16k/GPU"])
@@ -2246,7 +2246,7 @@ def pytest_s28() -> str:
 # magi, repeat 10; 64k: magi and single_gpu at cp 1, then every strategy at cp 2, repeat 10),
 # magi with the cut by keys off (cut=none) beside HybridCP, and the fused path's pieces under
 # unequal_runs on 128-token chunks
-CP_S29 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
+CP_S29 = {f"{b}, {s}/GPU": f"h200x2/cp_history/cp_h200x2__{b}_{s}__ddb9bdd780a2.csv"
           for s in ("16k", "64k") for b in ("fa4", "triton")}
 UNEQUAL_S29 = {(b, "16k"): CP_S29[f"{b}, 16k/GPU"] for b in ("fa4", "triton")}
 CUT_NONE_S29 = {b: f"h200x2/cp_cut_s29/cp_h200x2__{b}_16k_magi_cut_none.csv"
@@ -2274,18 +2274,22 @@ def unequal_s29_summary() -> str:
     return unequal_s28_summary(UNEQUAL_S29)
 
 
-def cp_s29_with_unequal() -> str:
-    """The 16k cp 2 cells where magi or magi_unequal (the opt-in config) reaches the best
-    baseline, of all 16k cp 2 cells."""
+def _with_unequal(files: dict, size: str) -> str:
+    """The cp 2 cells of one size where magi or magi_unequal (the opt-in config) reaches the
+    best baseline, of all that size's cp 2 cells."""
     wins = total = 0
-    for run, relpath in CP_S29.items():
-        if "16k" not in run:
+    for run, relpath in files.items():
+        if size not in run:
             continue
         for (_, cp, _), v in _cp_cells(relpath).items():
             if cp == 2 and "magi" in v:
                 total += 1
                 wins += max(v["magi"], v.get("magi_unequal", 0.0)) >= max(_baselines(v).values())
     return f"{wins} of {total}"
+
+
+def cp_s29_with_unequal() -> str:
+    return _with_unequal(CP_S29, "16k")
 
 
 def cut_none_s29_table() -> str:
@@ -2461,7 +2465,79 @@ def pytest_s30() -> str:
             f"{_pytest_counts('h200/tests/pytest_fa4_dense_split_s30_9b5e578.log')}")
 
 
+# -- session 31: 2 H200s, issue 15's whole table with every backward on the whole dout ---------
+# (16k: cp 1 and 2, every strategy and magi_unequal, repeat 6; 64k: magi and single_gpu at cp 1,
+# every strategy at cp 2; Triton 64k's block_causal_document and one HybridCP causal_document
+# backward in two short calls after the first hit its limit, same machine), then one H200:
+# issue 14's kernel masks at 16k / 64k, ffa / fa4 / flex, cut by the call's limit
+CP_S31 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
+          for s in ("16k", "64k") for b in ("fa4", "triton")}
+UNEQUAL_S31 = {(b, s): CP_S31[f"{b}, {s}/GPU"] for s in ("16k", "64k") for b in ("fa4", "triton")}
+KERNELS_S31 = "h200/kernels/kernel_masks__whole_dout_16k_64k_s31.csv"
+
+
+def cp_s31_table() -> str:
+    return cp2_s16_table(CP_S31)
+
+
+def cp_s31_summary() -> str:
+    return cp2_s16_summary(CP_S31)
+
+
+def cp_s31_below() -> str:
+    return _cp2_below(CP_S31)
+
+
+def cp_s31_with_unequal() -> str:
+    return f"16k: {_with_unequal(CP_S31, '16k')}; 64k: {_with_unequal(CP_S31, '64k')}"
+
+
+def unequal_s31_table() -> str:
+    return unequal_s28_table(UNEQUAL_S31)
+
+
+def unequal_s31_summary() -> str:
+    return unequal_s28_summary(UNEQUAL_S31)
+
+
+def bwd_dout_shift_s31() -> str:
+    """magi / the best baseline of each cp 2 backward cell: session 29 (the gate's mostly-zero
+    dout) against session 31 (the whole dout)."""
+    lines = ["| run | mask | s29 (gate's dout) | s31 (whole dout) |", "|---|---|---|---|"]
+    for run in CP_S31:
+        before, after = _cp_cells(CP_S29[run]), _cp_cells(CP_S31[run])
+        for mask in CP_MASKS:
+            pair = [_magi_over_best(c[(mask, 2, "bwd")]) for c in (before, after)]
+            lines.append(f"| {run} | {mask} | {pair[0]:.3f} | {pair[1]:.3f} |")
+    return "\n".join(lines)
+
+
+def kernels_s31_table() -> str:
+    return triton_s21_table(KERNELS_S31)
+
+
+def kernels_s31_goals() -> str:
+    return triton_s21_goals(KERNELS_S31)
+
+
+def pytest_s31() -> str:
+    return (f"the Triton forward's key parts (`-k long_key`): "
+            f"{_pytest_counts('h200x2/tests/pytest_long_key_s31.log')}; every installed "
+            f"adapter's set_dout (`-k set_dout`, FA4 staged, no other peer): "
+            f"{_pytest_counts('h200x2/tests/pytest_set_dout_s31.log')}")
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h200x2.cp_s31_table": cp_s31_table,
+    "h200x2.cp_s31_summary": cp_s31_summary,
+    "h200x2.cp_s31_below": cp_s31_below,
+    "h200x2.cp_s31_with_unequal": cp_s31_with_unequal,
+    "h200x2.unequal_s31_table": unequal_s31_table,
+    "h200x2.unequal_s31_summary": unequal_s31_summary,
+    "h200x2.bwd_dout_shift_s31": bwd_dout_shift_s31,
+    "h200.kernels_s31_table": kernels_s31_table,
+    "h200.kernels_s31_goals": kernels_s31_goals,
+    "h200x2.pytest_s31": pytest_s31,
     "h200.key_length_s30": key_length_s30,
     "h200.dense_vs_varlen_s30": dense_vs_varlen_s30,
     "h200.dense_split_table_s30": dense_split_table_s30,
