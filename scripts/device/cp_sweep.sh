@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The CP benchmark on one multi-GPU node (nvidia-h200-x4 or -x2): MagiAttention and every
-# baseline, masks full, causal, full_document, causal_document, cp 1, 2, 4 (sizes above the GPU
-# count become rows "unsupported: needs cp_size ranks"), 8k and 16k tokens per GPU
-# (configs/experiment/cp_h200x4.yaml). One torchrun launch covers every cp_size.
+# The CP benchmark on one multi-GPU node (nvidia-h200-x4 or -x2): issue 15's cp 4 check
+# (configs/experiment/cp_h200x4.yaml: MagiAttention, magi_unequal and every baseline, the five
+# masks, cp 1 and 4 at 16k tokens per GPU; on a 2-GPU node the cp 4 rows become "unsupported:
+# needs cp_size ranks"). One torchrun launch covers every cp_size.
 #
 # The device image has no Hydra; its wheels travel in .whl (pure Python, ~400 KB):
 #   here:    bash scripts/device/cp_sweep.sh wheels        # fills .whl/, git-ignored

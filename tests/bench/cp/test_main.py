@@ -26,7 +26,7 @@ def test_gpu_recipe_on_cpu_needs_hardware_cpu():
                                          r"experiment=cp_h200x4 reaches seqlen 65536"):
         cp_bench_config(_compose("experiment=cp_h200x4"))
     config = cp_bench_config(_compose("experiment=cp_h200x4", "hardware=cpu"))
-    assert config.seqlen_per_gpu == (8192, 16384) and config.cp_sizes == (1, 2, 4)
+    assert config.seqlen_per_gpu == (16384,) and config.cp_sizes == (1, 4)
 
 
 def test_the_capped_hybrid_cp_is_a_labelled_variant_of_hybrid_cp():
