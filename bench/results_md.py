@@ -2520,6 +2520,36 @@ def kernels_s31_goals() -> str:
     return triton_s21_goals(KERNELS_S31)
 
 
+def key_parts_s31_table() -> str:
+    """Triton 64k/GPU cp 2 forward, full and causal, per strategy: session 30's run (one call
+    over a rank's 128k keys) against this one (the key parts: two 64k-key calls and a merge)."""
+    before = _cp_cells(f"{CP_S30}/triton_64k_all.csv")
+    after = _cp_cells(CP_S31["triton, 64k/GPU"])
+    lines = ["| strategy | mask | s30 fwd | s31 fwd | s31 / s30 |", "|---|---|---|---|---|"]
+    for mask in ("full", "causal"):
+        for k in ("magi", "ulysses", "ring_allgather", "ring_p2p", "usp", "loongtrain",
+                  "hybrid_cp"):
+            a, b = (c[(mask, 2, "fwd")][k] for c in (before, after))
+            lines.append(f"| {k} | {mask} | {a:.0f} | {b:.0f} | {b / a:.3f} |")
+    return "\n".join(lines)
+
+
+def key_parts_cut_ms_s31() -> str:
+    """magi's own timing of its forward whole and cut by keys (ms, one process, key time),
+    Triton 64k/GPU cp 2: session 30 (whole = one call over 128k keys) and session 31 (whole =
+    the key parts)."""
+    out = []
+    for label, relpath in (("s30", f"{CP_S30}/triton_64k_all.csv"),
+                           ("s31", CP_S31["triton, 64k/GPU"])):
+        frame = _files((relpath,))
+        for mask in ("full", "causal"):
+            row = frame[(frame.kernel == "magi") & (frame.cp_size == 2) & (frame["mask"] == mask)
+                        & (frame.direction == "fwd")].iloc[0]
+            whole, cut = re.search(r"cut_ms=fwd:([\d.]+)/([\d.]+)", row.message).groups()
+            out.append(f"{label} {mask}: whole {float(whole):.1f} / cut {float(cut):.1f} ms")
+    return "; ".join(out)
+
+
 def pytest_s31() -> str:
     return (f"the Triton forward's key parts (`-k long_key`): "
             f"{_pytest_counts('h200x2/tests/pytest_long_key_s31.log')}; every installed "
@@ -2536,6 +2566,8 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.unequal_s31_summary": unequal_s31_summary,
     "h200x2.bwd_dout_shift_s31": bwd_dout_shift_s31,
     "h200.kernels_s31_table": kernels_s31_table,
+    "h200x2.key_parts_s31_table": key_parts_s31_table,
+    "h200x2.key_parts_cut_ms_s31": key_parts_cut_ms_s31,
     "h200.kernels_s31_goals": kernels_s31_goals,
     "h200x2.pytest_s31": pytest_s31,
     "h200.key_length_s30": key_length_s30,
