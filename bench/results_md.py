@@ -417,6 +417,14 @@ def _tf(frame: pd.DataFrame, kernel: str, mask: str, seqlen: int, direction: str
     return float(hit.tflops_per_s.iloc[0]) if len(hit) else None
 
 
+def _no_rate(frame: pd.DataFrame, kernel: str, mask: str, seqlen: int, direction: str) -> str:
+    """A cell without an ok row: "X" where the run wrote one that failed, "not run" where the
+    run wrote none (it stopped first)."""
+    hit = frame[(frame.kernel == kernel) & (frame["mask"] == mask) & (frame.seqlen == seqlen)
+                & (frame.direction == direction)]
+    return "X" if len(hit) else "not run"
+
+
 def _pairs(frame, num: str, den: str, masks: Iterable[str] = KERNEL_MASKS):
     """((mask, seqlen, direction), num / den) over every cell of ``masks`` where both ran."""
     out = []
@@ -1957,9 +1965,11 @@ def triton_s21_table(relpath: str = S21_KERNELS, seqlens: tuple[int, ...] = (K16
     for mask in KERNEL_MASKS:
         for seqlen in seqlens:
             for d in ("fwd", "bwd"):
-                ffa, fa4, flex = (_tf(frame, k, mask, seqlen, d) for k in ("ffa", "fa4", "flex"))
+                kernels = ("ffa", "fa4", "flex")
+                ffa, fa4, flex = (_tf(frame, k, mask, seqlen, d) for k in kernels)
                 ratio = lambda b: "-" if ffa is None or b is None else f"{ffa / b:.2f}"  # noqa: E731
-                cells = ["X" if v is None else f"{v:.0f}" for v in (ffa, fa4, flex)]
+                cells = [f"{v:.0f}" if v is not None else _no_rate(frame, k, mask, seqlen, d)
+                         for k, v in zip(kernels, (ffa, fa4, flex))]
                 lines.append(f"| {mask} | {_k(seqlen)} | {d} | " + " | ".join(cells)
                              + f" | {ratio(fa4)} | {ratio(flex)} |")
     return "\n".join(lines)
