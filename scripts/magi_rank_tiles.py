@@ -1,13 +1,14 @@
 """Per rank at cp 2: the tiles the Triton (Gluon) kernels visit on MagiAttention's fused mask and
-on HybridCP's placement of the same documents (CPU only; notes/magi_cp.md "Session 25").
+on HybridCP's placement of the same documents, and on magi_unequal's (the unequal_runs
+dispatch; CPU only; notes/magi_cp.md "Session 25").
 
     python scripts/magi_rank_tiles.py [--seqlen-per-gpu 16384] [--masks causal_document ...]
 
 Forward: 128 x 128 tile pairs and the q tiles that have any (each q tile pays loading Q and
 writing O once); backward: 64-row x 128-key pairs, the key tiles (one program per key tile and
-KV head) and the longest key tile's q tiles. HybridCP is shown for full_document and
-causal_document, whose documents it runs alone; a document spread over both ranks (sub-group of
-2) is left out of its rows and counted in the last column.
+KV head) and the longest key tile's q tiles. HybridCP is shown for the document masks, whose
+documents it runs alone; a document spread over both ranks (sub-group of 2) is left out of its
+rows and counted in the last column.
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from magi_attention.kernels.block_sparse import plan_block_sparse
 from magi_attention.meta import AttnShape, OverlapConfig, solve_magi_meta
 
 FWD_TILE, BWD_TILE = (128, 128), (64, 128)  # gluon_forward / gluon_backward BLOCK_M x BLOCK_N
-HYBRID_MASKS = ("full_document", "causal_document")
+HYBRID_MASKS = ("full_document", "causal_document", "block_causal_document")
+UNEQUAL_CHUNK = 32  # configs/cp/magi_unequal.yaml
 
 
 def tile_counts(slices, seqlen_q: int, seqlen_k: int) -> dict[str, int]:
@@ -42,15 +44,18 @@ def _mask(name: str, seqlen_per_gpu: int, cp_size: int):
     return cell_mask(MaskChoice(name, name), seqlen, DataConfig(), 8), seqlen
 
 
-def magi_ranks_slices(name: str, seqlen_per_gpu: int, cp_size: int = 2):
+def magi_ranks_slices(name: str, seqlen_per_gpu: int, cp_size: int = 2,
+                      algorithm: str = "auto", kernel: str = "triton"):
     """[(slices, seqlen_q, seqlen_k)] per rank: the fused mask (else the host stage's) as the
-    benchmark's magi builds it for the Triton kernel."""
+    benchmark's magi builds it for ``kernel`` ("unequal_runs": magi_unequal's, on its chunks;
+    its ranks hold unequal row counts)."""
     mask, seqlen = _mask(name, seqlen_per_gpu, cp_size)
+    chunk = (UNEQUAL_CHUNK if algorithm == "unequal_runs"
+             else default_chunk_size(seqlen, cp_size))
     out = []
     for rank in range(cp_size):
-        meta = solve_magi_meta(mask.slices, seqlen, cp_size, default_chunk_size(seqlen, cp_size),
-                               rank, AttnShape(64, 8, 128), "auto", OverlapConfig(),
-                               kernel="triton")
+        meta = solve_magi_meta(mask.slices, seqlen, cp_size, chunk, rank, AttnShape(64, 8, 128),
+                               algorithm, OverlapConfig(), kernel=kernel)
         stage = meta.runtime.fused or meta.runtime.host
         out.append((stage.slices.to_slices(), stage.seqlen_q, stage.seqlen_k))
     return out
@@ -94,6 +99,8 @@ def main(argv=None) -> None:
     for name in args.masks:
         rows = [("magi", r, m, "-")
                 for r, m in enumerate(magi_ranks_slices(name, args.seqlen_per_gpu, cp_size))]
+        rows += [("magi_unequal", r, m, "-") for r, m in enumerate(
+            magi_ranks_slices(name, args.seqlen_per_gpu, cp_size, "unequal_runs"))]
         spread = str(spread_docs(name, args.seqlen_per_gpu, cp_size))
         rows += [("hybrid_cp", r, m, spread)
                  for r, m in enumerate(hybrid_ranks_slices(name, args.seqlen_per_gpu, cp_size))]

@@ -1,5 +1,6 @@
-"""The Gluon kernels alone on each cp-2 rank's mask: MagiAttention's fused masks against
-HybridCP's placement of the same documents (one GPU; notes/magi_cp.md "Session 25").
+"""The Gluon kernels alone on each cp-2 rank's mask: MagiAttention's fused masks (equal shards,
+and magi_unequal's unequal_runs placement) against HybridCP's placement of the same documents
+(one GPU; notes/magi_cp.md "Session 25").
 
 At 16k tokens per GPU, magi's Triton backward on causal_document ran 8.2 ms on rank 0 and 6.5
 ms on rank 1 for about the same tile pairs; this times each rank's mask alone, forward and
@@ -176,6 +177,8 @@ def main(argv=None) -> None:
         runs = []
         for name in args.masks:
             masks = [("magi", r, *m) for r, m in enumerate(magi_ranks_slices(name, args.seqlen_per_gpu))]
+            masks += [("magi_unequal", r, *m) for r, m in enumerate(
+                magi_ranks_slices(name, args.seqlen_per_gpu, algorithm="unequal_runs"))]
             masks += [("hybrid_cp", r, *m)
                       for r, m in enumerate(hybrid_ranks_slices(name, args.seqlen_per_gpu))]
             runs.append((name, masks))

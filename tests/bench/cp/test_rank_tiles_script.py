@@ -32,7 +32,7 @@ def test_one_causal_document_visits_the_tiles_counted_by_hand(tool):
                       "bwd_k_tiles": 64, "bwd_longest_k_tile": 128}
 
 
-@pytest.mark.parametrize("name", ["causal_document", "full_document"])
+@pytest.mark.parametrize("name", ["causal_document", "full_document", "block_causal_document"])
 def test_each_strategys_ranks_cover_the_mask_once(tool, name):
     per_gpu = 2048
     mask, seqlen = tool._mask(name, per_gpu, 2)
@@ -48,5 +48,16 @@ def test_each_strategys_ranks_cover_the_mask_once(tool, name):
     assert sum(plan_block_sparse(s, q, k, 64, 128).area for s, q, k in hybrid) == whole
 
 
-def test_hybrid_is_left_out_of_masks_it_does_not_run_alone(tool):
-    assert tool.hybrid_ranks_slices("block_causal_document", 2048) == []
+@pytest.mark.parametrize("name", ["causal_document", "block_causal_document"])
+def test_magi_unequals_ranks_cover_the_mask_once_on_unequal_rows(tool, name):
+    per_gpu = 2048
+    mask, seqlen = tool._mask(name, per_gpu, 2)
+    ranks = tool.magi_ranks_slices(name, per_gpu, algorithm="unequal_runs")
+    rows = [q for _, q, _ in ranks]
+    assert sum(rows) == seqlen and all(r % tool.UNEQUAL_CHUNK == 0 for r in rows)
+    assert sum(plan_block_sparse(s, q, k, 64, 128).area for s, q, k in ranks) == \
+        union_area(mask.slices)
+
+
+def test_hybrid_is_left_out_of_masks_without_documents(tool):
+    assert tool.hybrid_ranks_slices("causal", 2048) == []
