@@ -89,14 +89,24 @@ EOF
 
 # Runs a benchmark command in the background, copying its rows to $OUT every 15 s, so a call
 # cut by its limit still brings back every row measured; SWEEP_TIMEOUT stops it before that.
+# Beside it, every GPU's SM clock, power and temperature once a second ($OUT/clocks__NAME.csv,
+# named apart from the rows' NAME__N.csv; GPU_CLOCKS=0: none): a cell far off its peers (session
+# 31: one USP cell 20% below the rest) can then be matched, by the rows' `time`, against a clock
+# drop during it.
 run_and_copy_rows() {
-    local name=$1 pid rc
+    local name=$1 pid rc smi=
     shift
+    if [ "${GPU_CLOCKS:-1}" != 0 ] && command -v nvidia-smi >/dev/null; then
+        nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,temperature.gpu \
+            --format=csv,nounits -l 1 > "$OUT/clocks__${name}.csv" 2>/dev/null &
+        smi=$!
+    fi
     timeout "${SWEEP_TIMEOUT:-540}" "$@" out_dir="$RUNS/$name" report=false progress=false \
         > "$RUNS/$name.log" 2>&1 &
     pid=$!
     while kill -0 "$pid" 2>/dev/null; do sleep 15; copy_rows "$name"; done
     wait "$pid"; rc=$?
+    [ -z "$smi" ] || kill "$smi" 2>/dev/null
     echo "$name: exit $rc"; tail -15 "$RUNS/$name.log"
     copy_rows "$name"
     summarise_rows "$name"
