@@ -91,6 +91,7 @@ class HardwareSchema:
     kernels: Optional[List[str]] = None
     warmup: Optional[int] = None
     repeat: Optional[int] = None
+    warmup_ms: Optional[float] = None    # None: 0 (warm by count alone)
 
 
 @dataclass
@@ -238,6 +239,10 @@ class HardwareConfig:
     kernels: tuple[str, ...]
     warmup: int
     repeat: int
+    # after the ``warmup`` calls, more untimed calls back to back until this much GPU time has
+    # passed, so every cell is timed at the clocks of sustained load and not at the boost a GPU
+    # keeps for a while after the idle of the previous cell's build (bench.metrics.time_cuda_ms)
+    warmup_ms: float = 0.0
 
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda"):
@@ -248,6 +253,8 @@ class HardwareConfig:
         if self.warmup < 0 or self.repeat < 1:
             raise ValueError(f"hardware.warmup must be >= 0 and repeat >= 1, got "
                              f"{self.warmup}, {self.repeat}")
+        if self.warmup_ms < 0:
+            raise ValueError(f"hardware.warmup_ms must be >= 0, got {self.warmup_ms}")
         Shapes(self.batch, 1, self.num_heads_q, self.num_heads_kv, self.head_dim, self.dtype)
 
 
@@ -410,6 +417,8 @@ def resolve_hardware(hardware: Mapping[str, Any], configs_dir: Path = CONFIGS_DI
         loaded.pop("defaults", None)
         values = {**loaded, **{k: v for k, v in values.items() if v is not None and k != "name"}}
         values["name"] = preset
+    if values.get("warmup_ms") is None:  # optional: presets need not name it
+        values["warmup_ms"] = 0.0
     missing = [k for k, v in values.items() if v is None]
     if missing:
         raise ValueError(f"hardware preset {values.get('name')!r} leaves {missing} unset")

@@ -8,6 +8,7 @@ such matmuls, 2.5x the forward. Softmax and masking are not counted.
 from __future__ import annotations
 
 import contextlib
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -119,23 +120,31 @@ def _time_cuda_events_ms(fn: Callable[[], Any], repeat: int) -> list[float]:
     return [start.elapsed_time(end) for start, end in pairs]
 
 
-def time_cuda_ms(fn: Callable[[], Any], warmup: int, repeat: int) -> float:
+def time_cuda_ms(fn: Callable[[], Any], warmup: int, repeat: int, warmup_ms: float = 0.0,
+                 agree: Callable[[int], int] | None = None) -> float:
     """Median runtime of ``fn()`` in milliseconds.
 
     With CUDA available, each call is bracketed by CUDA events on the current stream (after
-    ``warmup`` untimed calls and a synchronize); without CUDA it falls back to
+    the untimed warm-up calls and a synchronize); without CUDA it falls back to
     ``time.perf_counter`` around each call, so CPU tests can use it.
 
     Args:
         fn: zero-argument callable doing the work to time.
         warmup: untimed calls first (>= 0).
         repeat: timed calls (>= 1).
+        warmup_ms: then more untimed calls, back to back, until about this much time has
+            passed (sized from the last warm-up call; at most ``MAX_WARMUP_CALLS``): a GPU
+            that idled before the cell runs its first calls at boost clocks, which a
+            power-limited GPU cannot hold under load.
+        agree: maps this process's count of those extra calls to the one every process uses
+            (e.g. the max over a process group), where ``fn`` is a collective whose calls must
+            match on every rank.
 
     Returns:
         The median of the ``repeat`` timings, in ms.
 
     Raises:
-        ValueError: warmup < 0 or repeat < 1.
+        ValueError: warmup < 0, repeat < 1 or warmup_ms < 0.
 
     Example:
         >>> time_cuda_ms(lambda: sum(range(1000)), warmup=1, repeat=5) > 0
@@ -145,13 +154,36 @@ def time_cuda_ms(fn: Callable[[], Any], warmup: int, repeat: int) -> float:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
     if repeat < 1:
         raise ValueError(f"repeat must be >= 1, got {repeat}")
+    if warmup_ms < 0:
+        raise ValueError(f"warmup_ms must be >= 0, got {warmup_ms}")
     use_cuda = torch.cuda.is_available()
     for _ in range(warmup):
         fn()
+    if warmup_ms > 0:
+        _warm_for(fn, warmup_ms, use_cuda, agree)
     if use_cuda:
         torch.cuda.synchronize()
         return statistics.median(_time_cuda_events_ms(fn, repeat))
     return statistics.median(_time_cpu_ms(fn, repeat))
+
+
+MAX_WARMUP_CALLS = 10_000
+
+
+def _warm_for(fn: Callable[[], Any], warmup_ms: float, use_cuda: bool,
+              agree: Callable[[int], int] | None) -> None:
+    """One call timed alone sizes the rest, which then run back to back (as the timed calls
+    will), so the GPU's clocks settle at the load being measured."""
+    if use_cuda:
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    if use_cuda:
+        torch.cuda.synchronize()
+    per_call_ms = max((time.perf_counter() - start) * 1e3, 1e-3)
+    extra = max(0, min(MAX_WARMUP_CALLS, math.ceil(warmup_ms / per_call_ms) - 1))
+    for _ in range(agree(extra) if agree is not None else extra):
+        fn()
 
 
 @contextlib.contextmanager

@@ -21,7 +21,8 @@ next step; the worst status wins, its message is gathered from the rank that rai
    broadcast: a wrong output -> both directions ``wrong``; wrong gradients -> bwd ``wrong``;
    nothing of a wrong direction is timed. Later seqlens of a triple that failed are ``wrong`` too.
 3. fwd: ``strategy.attention`` under no_grad, timed with CUDA events on each rank (median of
-   ``repeat`` after ``warmup``); runtime = the slowest rank's median.
+   ``repeat`` after ``warmup`` calls and, with ``hardware.warmup_ms``, untimed calls for about
+   that long, their count agreed over the cell's ranks); runtime = the slowest rank's median.
 4. bwd: one forward with autograd, then ``torch.autograd.grad(out, (q, k, v), dout,
    retain_graph=True)`` timed alone (every strategy's autograd.Function keeps its tensors in
    ``save_for_backward``, so the graph can be replayed); runtime as for fwd.
@@ -315,14 +316,24 @@ class CPRunner:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
+    def _group_max(self, group) -> Callable[[int], int]:
+        """The max of an int over the cell's ranks: the warm-up calls each rank sized for
+        itself, made one count, since every call of a strategy is a collective."""
+        def agree(n: int) -> int:
+            t = torch.tensor([n], dtype=torch.int64, device=self.comm_device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+            return int(t.item())
+        return agree
+
     def _time(self, state: _State, direction: str) -> _Outcome:
         """values: (runtime_ms, peak GiB, bytes sent per call) of this rank."""
         hw, strategy = self.config.hardware, state.strategy
-        calls = hw.warmup + hw.repeat
+        calls = [0]  # the comm counters add up over every call, warm-up ones included
         if direction == "fwd":
             q, k, v = state.local[:3]
 
             def fn():
+                calls[0] += 1
                 with torch.no_grad():
                     strategy.attention(q, k, v)
             out = None
@@ -332,19 +343,22 @@ class CPRunner:
             dout = state.local[3]
 
             def fn():
+                calls[0] += 1
                 torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
         strategy.reset_comm_stats()
         reset_peak_mem(self.device)
-        runtime = time_cuda_ms(fn, hw.warmup, hw.repeat)
+        agree = self._group_max(strategy.group)
+        runtime = time_cuda_ms(fn, hw.warmup, hw.repeat, hw.warmup_ms, agree)
         peak = peak_mem_gb(self.device)
-        sent = strategy.comm_bytes().get(direction, 0) / calls
+        sent = strategy.comm_bytes().get(direction, 0) / calls[0]
         # comm time the strategy's overlap hides (serial - overlapped), sent as 1 + ms so that
         # 0 (what ranks outside the cell and NaN agree as) means "not measured"
         hidden = 0.0
         set_overlap = getattr(strategy, "set_overlap", None)
         if set_overlap is not None and set_overlap(False):
             try:
-                hidden = 1.0 + max(0.0, time_cuda_ms(fn, hw.warmup, hw.repeat) - runtime)
+                hidden = 1.0 + max(0.0, time_cuda_ms(fn, hw.warmup, hw.repeat, hw.warmup_ms,
+                                                      agree) - runtime)
             finally:
                 set_overlap(True)
         del out, fn

@@ -118,7 +118,8 @@ class KernelRunner:
                     notes.append(self._time_with_whole_dout(cell, prepared))
                 fn = prepared.fwd if direction == "fwd" else prepared.bwd
                 reset_peak_mem(self.device)
-                runtime = time_cuda_ms(fn, config.hardware.warmup, config.hardware.repeat)
+                hw = config.hardware
+                runtime = time_cuda_ms(fn, hw.warmup, hw.repeat, hw.warmup_ms)
                 notes += [f"{k}={v}" for k, v in prepared.extra.items()]
                 self._write(cell, direction, "ok", "; ".join(n for n in notes if n), runtime,
                             peak_mem_gb(self.device), prepared.build_ms)

@@ -64,10 +64,40 @@ def test_time_cpu_fallback_returns_positive_median():
     assert 2.0 <= runtime_ms < 200.0
 
 
+def test_warmup_ms_adds_untimed_calls_sized_from_one_call():
+    calls = []
+
+    def work():
+        calls.append(time.perf_counter())
+        time.sleep(0.002)
+
+    time_cuda_ms(work, warmup=1, repeat=3, warmup_ms=40)
+    # 1 counted warm-up, then one sizing call of ~2 ms and enough more to fill ~40 ms, then 3
+    extra = len(calls) - 1 - 3
+    assert 8 <= extra <= 21, extra
+    assert calls[1 + extra] - calls[1] >= 0.02  # the warm-up took about warmup_ms
+
+
+def test_warmup_ms_count_goes_through_agree():
+    calls, asked = [], []
+
+    def agree(n):
+        asked.append(n)
+        return 7  # e.g. the max over a process group
+
+    time_cuda_ms(lambda: calls.append(None), warmup=0, repeat=2, warmup_ms=1.0, agree=agree)
+    assert len(asked) == 1 and len(calls) == 1 + 7 + 2
+
+
 @pytest.mark.parametrize("warmup, repeat, name", [(-1, 3, "warmup"), (0, 0, "repeat")])
 def test_time_bad_counts_raise(warmup, repeat, name):
     with pytest.raises(ValueError, match=name):
         time_cuda_ms(lambda: None, warmup=warmup, repeat=repeat)
+
+
+def test_negative_warmup_ms_raises():
+    with pytest.raises(ValueError, match="warmup_ms"):
+        time_cuda_ms(lambda: None, warmup=0, repeat=1, warmup_ms=-1.0)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU behaviour")

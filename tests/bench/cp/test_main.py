@@ -34,3 +34,13 @@ def test_the_capped_hybrid_cp_is_a_labelled_variant_of_hybrid_cp():
     labels = {s.label: (s.name, dict(s.knobs)) for s in config.strategies}
     assert labels == {"hybrid_cp": ("hybrid_cp", {}),
                       "hybrid_cp_capped": ("hybrid_cp", {"token_capacity": 1.0})}
+
+
+def test_warmup_ms_is_zero_unless_asked_and_the_cp_experiments_ask():
+    assert cp_bench_config(_compose()).hardware.warmup_ms == 0.0
+    assert cp_bench_config(_compose("hardware.warmup_ms=50")).hardware.warmup_ms == 50.0
+    for experiment in ("cp_h200x2", "cp_h200x4"):
+        config = cp_bench_config(_compose(f"experiment={experiment}", "hardware=cpu"))
+        assert config.hardware.warmup_ms == 300.0
+    with pytest.raises(ValueError, match="warmup_ms"):
+        cp_bench_config(_compose("hardware.warmup_ms=-1"))

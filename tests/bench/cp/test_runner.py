@@ -109,6 +109,8 @@ CP_SIZES = (1, 2, 4)
 def _command(tmp: Path) -> list[str]:
     overrides = [
         "hardware=cpu", "hardware.head_dim=16", "hardware.warmup=0", "hardware.repeat=2",
+        # warm-up by time: each rank sizes its own extra calls, which must agree (collectives)
+        "hardware.warmup_ms=3",
         f"cp=[{','.join(REAL)}]", f"mask=[{','.join(MASKS)}]",
         f"seqlen_per_gpu=[{','.join(map(str, SEQLEN_PER_GPU))}]",
         f"cp_sizes=[{','.join(map(str, CP_SIZES))}]",
