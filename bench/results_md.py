@@ -2530,6 +2530,21 @@ def kernels_s31_goals() -> str:
     return triton_s21_goals(KERNELS_S31)
 
 
+def cp1_spread_s31() -> str:
+    """At cp 1 every strategy runs the same local kernel on the same inputs: the fastest over
+    the slowest of them, per 16k cell, is the run's timing noise between cells."""
+    out = []
+    for run in ("fa4, 16k/GPU", "triton, 16k/GPU"):
+        spreads = {}
+        for (mask, cp, d), v in _cp_cells(CP_S31[run]).items():
+            if cp == 1:
+                spreads[f"{mask} {d}"] = max(v.values()) / min(v.values())
+        worst = max(spreads, key=spreads.get)
+        out.append(f"{run.split(',')[0]}: {min(spreads.values()):.3f}-{spreads[worst]:.3f} "
+                   f"over {len(spreads)} cells (widest: {worst})")
+    return "; ".join(out)
+
+
 def key_parts_s31_table() -> str:
     """Triton 64k/GPU cp 2 forward, full and causal, per strategy: session 30's run (one call
     over a rank's 128k keys) against this one (the key parts: two 64k-key calls and a merge)."""
@@ -2577,6 +2592,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.bwd_dout_shift_s31": bwd_dout_shift_s31,
     "h200.kernels_s31_table": kernels_s31_table,
     "h200x2.key_parts_s31_table": key_parts_s31_table,
+    "h200x2.cp1_spread_s31": cp1_spread_s31,
     "h200x2.key_parts_cut_ms_s31": key_parts_cut_ms_s31,
     "h200.kernels_s31_goals": kernels_s31_goals,
     "h200x2.pytest_s31": pytest_s31,
