@@ -175,6 +175,8 @@ class CPRunner:
         self.meta: RunMeta = run_meta()
         extra = [f"{k}={os.environ[k]}" for k in CP_ENV if k in os.environ]
         extra += [f"world_size={self.world_size}", f"dist_backend={dist.get_backend()}"]
+        if config.hardware.warmup_ms:  # how the cells were warmed changes what they measure
+            extra.append(f"warmup_ms={config.hardware.warmup_ms:g}")
         self.env = ";".join([self.meta.env] * bool(self.meta.env) + extra)
         self.source = RowSource(self.meta, config.hardware.name, self.env)
         self.kernel = LocalKernel(backend=config.local_kernel)

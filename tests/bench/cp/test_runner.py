@@ -222,10 +222,12 @@ def test_staged_magi_reports_the_communication_its_overlap_hides(sweep):
 
 
 def test_comm_bytes_of_a_ring_step(sweep):
-    """ring_p2p at cp 2, full KV block sent once per forward: 2 * S/2 * Hkv * D * 4 bytes."""
+    """ring_p2p at cp 2, full KV block sent once per forward: 2 * S/2 * Hkv * D * 4 bytes (per
+    call, though the warm-up by time made more calls than warmup + repeat)."""
     _, rows, *_ = sweep
     row = _cell(rows, "ring_p2p", "causal", 64, 2, "fwd")
     assert f"comm_bytes_per_rank={2 * 64 * 2 * 16 * 4}" in row.message
+    assert "warmup_ms=3" in row.env.split(";")
 
 
 def test_cp_sizes_beyond_the_launch_are_unsupported_with_reason(sweep):
