@@ -1,0 +1,170 @@
+"""Interleaved timing of CP strategies on one cell: every strategy built once, then timed in
+turn, round after round, so a drift of the GPU's clocks lands on all of them alike.
+
+The CP runner times its cells one after the other (build, gate, time, free), so two strategies
+of one cell are timed seconds apart, each after its own build's idle; at 16k tokens a GPU that
+spread identical work by up to 13% (RESULTS.md "Session 31", cp 1). A ratio near 1.0 there is
+decided here: each round times every strategy's forward and backward (the runner's way: median
+of `hardware.repeat` after the warm-up, `hardware.warmup_ms` included; the slowest rank's), and
+each strategy's round times are summarised by their median. Correctness is the runner's job; nothing is gated here.
+
+    torchrun --nproc-per-node 2 scripts/dev/cp_ab.py --out $OUT --rounds 5 -- \\
+        experiment=cp_h200x2 hardware=h200 local_kernel=fa4 'cp=[magi,hybrid_cp]' \\
+        mask=causal_document 'seqlen_per_gpu=[16384]' 'cp_sizes=[2]'
+
+The Hydra overrides pick the strategies, the mask (the first of the list), the per-GPU seqlen
+and cp size (the first of each), the hardware and the local kernel, as for `python -m bench.cp`.
+Rows: `cp_ab.csv` (strategy, direction, round, ms), and a summary on rank 0's stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from hydra import compose, initialize_config_dir  # noqa: E402
+
+from bench.config import CONFIGS_DIR, cp_bench_config, register_schemas  # noqa: E402
+from bench.cp.local_kernel import LocalKernel  # noqa: E402
+from bench.cp.runner import init_distributed  # noqa: E402
+from bench.metrics import time_cuda_ms  # noqa: E402
+from bench.problem import make_inputs  # noqa: E402
+from bench.sweep import cell_mask  # noqa: E402
+
+
+def load_config(overrides: list[str]):
+    register_schemas()
+    with initialize_config_dir(config_dir=str(CONFIGS_DIR), version_base="1.3"):
+        return cp_bench_config(compose(config_name="cp_bench", overrides=overrides))
+
+
+def build(config, device: torch.device, group) -> tuple[list, list]:
+    """(labels, [(strategy, (q, k, v, dout) local)]) of the config's strategies on its first
+    mask, per-GPU seqlen and cp size."""
+    hw, cp_size = config.hardware, config.cp_sizes[0]
+    seqlen = config.seqlen_per_gpu[0] * cp_size
+    mask = cell_mask(config.masks[0], seqlen, config.data, hw.num_heads_kv)
+    inputs = make_inputs(config.shapes(seqlen), device, seed=config.seed)
+    kernel = LocalKernel(backend=config.local_kernel)
+    labels, built = [], []
+    for spec in config.strategies:
+        cls = spec.load()
+        knobs = dict(spec.knobs)
+        for name, value in (("head_dim", hw.head_dim), ("dtype", hw.dtype)):
+            if name in cls.knob_names and knobs.get(name) is None:
+                knobs[name] = value
+        strategy = cls(mask, group, num_heads_q=hw.num_heads_q, num_heads_kv=hw.num_heads_kv,
+                       kernel=kernel, **knobs)
+        local = [strategy.shard(t[0]) for t in (inputs.q, inputs.k, inputs.v, inputs.dout)]
+        labels.append(spec.label)
+        built.append((strategy, local))
+    return labels, built
+
+
+def timers(strategy, local) -> dict:
+    """direction -> a zero-argument call, as the CP runner times it."""
+    q, k, v, dout = local
+
+    def fwd():
+        with torch.no_grad():
+            strategy.attention(q, k, v)
+    qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+    out = strategy.attention(qg, kg, vg)
+    return {"fwd": fwd,
+            "bwd": lambda: torch.autograd.grad(out, (qg, kg, vg), dout, retain_graph=True)}
+
+
+def group_max(value: float, group, device: torch.device) -> float:
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    return float(t.item())
+
+
+def _agreed(group, device: torch.device):
+    """The warm-up by time's call count, one for every rank (each call is a collective)."""
+    return lambda n: int(group_max(float(n), group, device))
+
+
+def run(config, rounds: int, out: Path | None) -> dict:
+    """{(label, direction): [ms per round]} (the slowest rank's) on rank 0, {} on the others;
+    rank 0 writes them to ``out`` as rows while they come."""
+    created = init_distributed(config.hardware.device)
+    device = (torch.device("cuda", torch.cuda.current_device())
+              if config.hardware.device == "cuda" else torch.device("cpu"))
+    comm_device = device if dist.get_backend() == "nccl" else torch.device("cpu")
+    cp_size = config.cp_sizes[0]
+    group = dist.new_group(list(range(cp_size)))  # every rank calls new_group
+    times: dict = {}
+    try:
+        if dist.get_rank() < cp_size:
+            times = _rounds(config, rounds, out, device, comm_device, group)
+        dist.barrier()
+        if dist.get_rank() != 0:
+            times = {}
+    finally:
+        if created:
+            dist.destroy_process_group()
+    return times
+
+
+def _rounds(config, rounds, out, device, comm_device, group) -> dict:
+    hw = config.hardware
+    labels, built = build(config, device, group)
+    calls = [timers(strategy, local) for strategy, local in built]
+    writer = None
+    if out is not None and dist.get_rank() == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        handle = (out / "cp_ab.csv").open("w", newline="")
+        writer = csv.writer(handle)
+        writer.writerow(["strategy", "direction", "round", "ms"])
+    times: dict = {}
+    for r in range(rounds):
+        for label, fns in zip(labels, calls):
+            for direction in config.directions:
+                ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms,
+                                  _agreed(group, comm_device))
+                ms = group_max(ms, group, comm_device)
+                times.setdefault((label, direction), []).append(ms)
+                if writer is not None:
+                    writer.writerow([label, direction, r, f"{ms:.4f}"])
+                    handle.flush()
+    if writer is not None:
+        handle.close()
+    return times
+
+
+def summary(times: dict) -> list[str]:
+    """Each strategy's median over the rounds, and its ratio to the first strategy's."""
+    lines = []
+    for direction in sorted({d for _, d in times}):
+        base = None
+        for (label, d), ms in times.items():
+            if d != direction:
+                continue
+            med = statistics.median(ms)
+            base = base or med
+            lines.append(f"{direction} {label}: median {med:.3f} ms over {len(ms)} rounds "
+                         f"(min {min(ms):.3f}, max {max(ms):.3f}); first / this {base / med:.3f}")
+    return lines
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m bench.cp")
+    args = p.parse_args(argv)
+    times = run(load_config(args.overrides), args.rounds, args.out)
+    if times:  # rank 0
+        print("\n".join(summary(times)))
+
+
+if __name__ == "__main__":
+    main()

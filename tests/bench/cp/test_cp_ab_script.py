@@ -1,0 +1,28 @@
+"""scripts/dev/cp_ab.py under torchrun with gloo: every strategy of the cell timed in every
+round (both directions), one row each, written once, and a summary on rank 0."""
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_rounds_interleave_every_strategy_and_direction(tmp_path):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           str(ROOT / "scripts" / "dev" / "cp_ab.py"), "--out", str(tmp_path), "--rounds", "3",
+           "--", "hardware=cpu", "hardware.head_dim=16", "hardware.warmup=1",
+           "hardware.repeat=1", "hardware.warmup_ms=2", "cp=[magi,ring_p2p]", "mask=[causal]",
+           "seqlen_per_gpu=[64]", "cp_sizes=[2]"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with (tmp_path / "cp_ab.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    order = [(r["strategy"], r["direction"], int(r["round"])) for r in rows]
+    assert order == [(s, d, i) for i in range(3) for s in ("magi", "ring_p2p")
+                     for d in ("fwd", "bwd")]
+    assert all(float(r["ms"]) > 0 for r in rows)
+    summary = [line for line in proc.stdout.splitlines() if "over 3 rounds" in line]
+    assert len(summary) == 4  # printed once, by rank 0
