@@ -133,7 +133,7 @@ def time_cuda_ms(fn: Callable[[], Any], warmup: int, repeat: int, warmup_ms: flo
         warmup: untimed calls first (>= 0).
         repeat: timed calls (>= 1).
         warmup_ms: then more untimed calls, back to back, until about this much time has
-            passed (sized from the last warm-up call; at most ``MAX_WARMUP_CALLS``): a GPU
+            passed (sized from one call timed alone; at most ``MAX_WARMUP_CALLS``): a GPU
             that idled before the cell runs its first calls at boost clocks, which a
             power-limited GPU cannot hold under load.
         agree: maps this process's count of those extra calls to the one every process uses
