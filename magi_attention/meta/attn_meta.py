@@ -62,12 +62,19 @@ def merge_adjacent(slices: SliceArray) -> SliceArray:
       with equal k_start and upper diagonal, INVCAUSAL with equal k_end and lower diagonal,
       BICAUSAL with equal diagonals.
 
-    Empty slices are dropped; the kernels take the union, so order does not matter.
+    Empty slices are dropped; the kernels take the union, so order does not matter. One pass
+    can leave fusions for the next (a one-row piece absorbed last lets two stacked pieces meet:
+    a causal document cut at 512-token chunks kept 185 slices for 29 documents after one pass),
+    so the passes repeat until one fuses nothing.
     """
     if len(slices) == 0:
         return slices
     live = slices.take(np.flatnonzero(slices.areas() > 0))
-    return _absorb_single_rows(_stack(_side_by_side(live)))
+    while True:
+        merged = _absorb_single_rows(_stack(_side_by_side(live)))
+        if len(merged) == len(live):
+            return merged
+        live = merged
 
 
 def _fields(arr: SliceArray, i: int) -> list[int]:
