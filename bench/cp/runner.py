@@ -112,6 +112,46 @@ def init_distributed(device: str, timeout_min: float = 10.0) -> bool:
 
 
 # ----------------------------------------------------------------------------- helpers
+def build_strategy(choice: StrategyChoice, mask: Mask, group, hw, kernel: LocalKernel
+                   ) -> CPStrategy:
+    """The strategy of ``choice`` on ``mask`` over ``group`` (collective), with the problem
+    facts a strategy may declare as knobs (MagiAttention's cost model) filled from ``hw``."""
+    cls = choice.load()
+    knobs = dict(choice.knobs)
+    for name, value in (("head_dim", hw.head_dim), ("dtype", hw.dtype)):
+        if name in cls.knob_names and knobs.get(name) is None:
+            knobs[name] = value
+    return cls(mask, group, num_heads_q=hw.num_heads_q, num_heads_kv=hw.num_heads_kv,
+               kernel=kernel, **knobs)
+
+
+def timed_call(strategy: CPStrategy, local, direction: str) -> Callable[[], object]:
+    """One call of ``direction`` on this rank's (q, k, v, dout) shards, as the sweep times it:
+    the forward under no_grad; the backward replays the autograd graph of one forward."""
+    q, k, v, dout = local[:4]
+    if direction == "fwd":
+        def fwd():
+            with torch.no_grad():
+                return strategy.attention(q, k, v)
+        return fwd
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    out = strategy.attention(q, k, v)
+    return lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+
+
+def group_max(value: float, group, device: torch.device) -> float:
+    """The max of ``value`` over ``group`` (every member calls it)."""
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    return float(t.item())
+
+
+def agreed_count(group, device: torch.device) -> Callable[[int], int]:
+    """time_cuda_ms's ``agree`` over ``group``: the warm-up calls each rank sized for itself,
+    made one count, since every call of a strategy is a collective."""
+    return lambda n: int(group_max(float(n), group, device))
+
+
 @dataclass
 class _Outcome:
     """One phase's result on this rank, then (after ``_agree``) on all ranks."""
@@ -267,16 +307,10 @@ class CPRunner:
 
     # -- phases ------------------------------------------------------------------------------
     def _build(self, cell: _Cell, state: _State, gate_now: bool) -> None:
-        config, hw = self.config, self.config.hardware
-        cls = cell.strategy.load()
-        knobs = dict(cell.strategy.knobs)
-        # problem facts a strategy may declare as knobs (MagiAttention's cost model)
-        for name, value in (("head_dim", hw.head_dim), ("dtype", hw.dtype)):
-            if name in cls.knob_names and knobs.get(name) is None:
-                knobs[name] = value
+        config = self.config
         inputs = make_inputs(cell.shapes, self.device, seed=config.seed)
-        state.strategy = cls(cell.mask, self.groups[cell.cp_size], num_heads_q=hw.num_heads_q,
-                             num_heads_kv=hw.num_heads_kv, kernel=self.kernel, **knobs)
+        state.strategy = build_strategy(cell.strategy, cell.mask, self.groups[cell.cp_size],
+                                        config.hardware, self.kernel)
         state.local = [state.strategy.shard(t[0]) for t in (inputs.q, inputs.k, inputs.v,
                                                             inputs.dout)]
         state.notes = state.strategy.notes
@@ -318,38 +352,18 @@ class CPRunner:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
-    def _group_max(self, group) -> Callable[[int], int]:
-        """The max of an int over the cell's ranks: the warm-up calls each rank sized for
-        itself, made one count, since every call of a strategy is a collective."""
-        def agree(n: int) -> int:
-            t = torch.tensor([n], dtype=torch.int64, device=self.comm_device)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
-            return int(t.item())
-        return agree
-
     def _time(self, state: _State, direction: str) -> _Outcome:
         """values: (runtime_ms, peak GiB, bytes sent per call) of this rank."""
         hw, strategy = self.config.hardware, state.strategy
+        call = timed_call(strategy, state.local, direction)
         calls = [0]  # the comm counters add up over every call, warm-up ones included
-        if direction == "fwd":
-            q, k, v = state.local[:3]
 
-            def fn():
-                calls[0] += 1
-                with torch.no_grad():
-                    strategy.attention(q, k, v)
-            out = None
-        else:
-            q, k, v = (t.detach().requires_grad_() for t in state.local[:3])
-            out = strategy.attention(q, k, v)
-            dout = state.local[3]
-
-            def fn():
-                calls[0] += 1
-                torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+        def fn():
+            calls[0] += 1
+            call()
         strategy.reset_comm_stats()
         reset_peak_mem(self.device)
-        agree = self._group_max(strategy.group)
+        agree = agreed_count(strategy.group, self.comm_device)
         runtime = time_cuda_ms(fn, hw.warmup, hw.repeat, hw.warmup_ms, agree)
         peak = peak_mem_gb(self.device)
         sent = strategy.comm_bytes().get(direction, 0) / calls[0]
@@ -363,7 +377,7 @@ class CPRunner:
                                                       agree) - runtime)
             finally:
                 set_overlap(True)
-        del out, fn
+        del call, fn
         return _Outcome("ok", "", (runtime, peak if peak is not None else float("nan"), sent,
                                    hidden))
 

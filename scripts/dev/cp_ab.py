@@ -33,7 +33,8 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 
 from bench.config import CONFIGS_DIR, cp_bench_config, register_schemas  # noqa: E402
 from bench.cp.local_kernel import LocalKernel  # noqa: E402
-from bench.cp.runner import init_distributed  # noqa: E402
+from bench.cp.runner import (agreed_count, build_strategy, group_max,  # noqa: E402
+                             init_distributed, timed_call)
 from bench.metrics import time_cuda_ms  # noqa: E402
 from bench.problem import make_inputs  # noqa: E402
 from bench.sweep import cell_mask  # noqa: E402
@@ -55,41 +56,11 @@ def build(config, device: torch.device, group) -> tuple[list, list]:
     kernel = LocalKernel(backend=config.local_kernel)
     labels, built = [], []
     for spec in config.strategies:
-        cls = spec.load()
-        knobs = dict(spec.knobs)
-        for name, value in (("head_dim", hw.head_dim), ("dtype", hw.dtype)):
-            if name in cls.knob_names and knobs.get(name) is None:
-                knobs[name] = value
-        strategy = cls(mask, group, num_heads_q=hw.num_heads_q, num_heads_kv=hw.num_heads_kv,
-                       kernel=kernel, **knobs)
+        strategy = build_strategy(spec, mask, group, hw, kernel)
         local = [strategy.shard(t[0]) for t in (inputs.q, inputs.k, inputs.v, inputs.dout)]
         labels.append(spec.label)
         built.append((strategy, local))
     return labels, built
-
-
-def timers(strategy, local) -> dict:
-    """direction -> a zero-argument call, as the CP runner times it."""
-    q, k, v, dout = local
-
-    def fwd():
-        with torch.no_grad():
-            strategy.attention(q, k, v)
-    qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
-    out = strategy.attention(qg, kg, vg)
-    return {"fwd": fwd,
-            "bwd": lambda: torch.autograd.grad(out, (qg, kg, vg), dout, retain_graph=True)}
-
-
-def group_max(value: float, group, device: torch.device) -> float:
-    t = torch.tensor([value], dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
-    return float(t.item())
-
-
-def _agreed(group, device: torch.device):
-    """The warm-up by time's call count, one for every rank (each call is a collective)."""
-    return lambda n: int(group_max(float(n), group, device))
 
 
 def run(config, rounds: int, out: Path | None) -> dict:
@@ -117,7 +88,8 @@ def run(config, rounds: int, out: Path | None) -> dict:
 def _rounds(config, rounds, out, device, comm_device, group) -> dict:
     hw = config.hardware
     labels, built = build(config, device, group)
-    calls = [timers(strategy, local) for strategy, local in built]
+    calls = [{d: timed_call(strategy, local, d) for d in config.directions}
+             for strategy, local in built]
     writer = None
     if out is not None and dist.get_rank() == 0:
         out.mkdir(parents=True, exist_ok=True)
@@ -129,7 +101,7 @@ def _rounds(config, rounds, out, device, comm_device, group) -> dict:
         for label, fns in zip(labels, calls):
             for direction in config.directions:
                 ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms,
-                                  _agreed(group, comm_device))
+                                  agreed_count(group, comm_device))
                 ms = group_max(ms, group, comm_device)
                 times.setdefault((label, direction), []).append(ms)
                 if writer is not None:
