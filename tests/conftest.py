@@ -1,5 +1,10 @@
+import importlib.util
+from pathlib import Path
+
 import pytest
 import torch
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -9,3 +14,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords or "multigpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """``load_script("scripts/dev/x.py")``: a repository script (not a package module) loaded
+    as a module, for tests of its CPU parts."""
+    def load(relpath: str):
+        path = ROOT / relpath
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    return load

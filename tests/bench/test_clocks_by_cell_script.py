@@ -1,12 +1,8 @@
 """scripts/dev/clocks_by_cell.py: nvidia-smi's samples parsed and attributed to the cell whose
 interval (previous row's time, own time] holds them."""
-import importlib.util
-from pathlib import Path
 
 import pandas as pd
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
 
 SMI = """timestamp, index, clocks.current.sm [MHz], power.draw [W], temperature.gpu
 2026/11/26 03:13:04.500, 0, 1980, 400.00, 50
@@ -18,12 +14,8 @@ SMI = """timestamp, index, clocks.current.sm [MHz], power.draw [W], temperature.
 
 
 @pytest.fixture(scope="module")
-def tool():
-    spec = importlib.util.spec_from_file_location("clocks_by_cell",
-                                                  ROOT / "scripts" / "dev" / "clocks_by_cell.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def tool(load_script):
+    return load_script("scripts/dev/clocks_by_cell.py")
 
 
 def test_samples_go_to_the_cell_they_fall_in(tool, tmp_path):

@@ -1,24 +1,16 @@
 """scripts/dev/rank_mask_probe.py (a GPU probe): its CPU parts, the synthetic masks it times and
 the variants it names."""
-import importlib.util
 import inspect
-from pathlib import Path
 
 import pytest
 
 from magi_attention.common import union_area
 from magi_attention.kernels.triton import gluon_backward, gluon_forward
 
-ROOT = Path(__file__).resolve().parents[3]
-
 
 @pytest.fixture(scope="module")
-def probe():
-    spec = importlib.util.spec_from_file_location("rank_mask_probe",
-                                                  ROOT / "scripts" / "dev" / "rank_mask_probe.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def probe(load_script):
+    return load_script("scripts/dev/rank_mask_probe.py")
 
 
 @pytest.mark.parametrize("doc_len, seqlen", [(1024, 4096), (3000, 8192), (4096, 4096)])

@@ -1,7 +1,5 @@
 """scripts/magi_rank_tiles.py: per-rank tile counts of magi's fused masks and HybridCP's
 placement, checked against counts worked out by hand and against the whole mask's area."""
-import importlib.util
-from pathlib import Path
 
 import pytest
 
@@ -9,16 +7,10 @@ from magi_attention.common import AttnRange, AttnSlice, union_area
 from magi_attention.common.mask_type import AttnMaskType
 from magi_attention.kernels.block_sparse import plan_block_sparse
 
-ROOT = Path(__file__).resolve().parents[3]
-
 
 @pytest.fixture(scope="module")
-def tool():
-    spec = importlib.util.spec_from_file_location("magi_rank_tiles",
-                                                  ROOT / "scripts" / "magi_rank_tiles.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def tool(load_script):
+    return load_script("scripts/magi_rank_tiles.py")
 
 
 def test_one_causal_document_visits_the_tiles_counted_by_hand(tool):

@@ -1,7 +1,6 @@
 """scripts/dev/triton_resources.py: the Triton kernels compiled for sm90 on a machine without a
 GPU, and the ptxas report of their registers, spills and shared memory; the register cap of a
 config (max_registers -> Triton's maxnreg) reaches ptxas."""
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -22,14 +21,10 @@ def test_launch_options_pass_the_register_cap_only_when_set():
 
 
 @pytest.fixture(scope="module")
-def tool():
+def tool(load_script):
     if torch.cuda.is_available():
         pytest.skip("the compile-only driver is for machines without a GPU")
-    spec = importlib.util.spec_from_file_location("triton_resources",
-                                                  ROOT / "scripts" / "dev" / "triton_resources.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
+    yield load_script("scripts/dev/triton_resources.py")
     sys.path[:] = [p for p in sys.path if not p.startswith(str(ROOT / "scripts"))]
 
 
