@@ -410,19 +410,23 @@ def _files(relpaths: tuple[str, ...]) -> pd.DataFrame:
     return latest_rows(rows)
 
 
+def _cell_rows(frame: pd.DataFrame, kernel: str, mask: str, seqlen: int,
+               direction: str) -> pd.DataFrame:
+    return frame[(frame.kernel == kernel) & (frame["mask"] == mask) & (frame.seqlen == seqlen)
+                 & (frame.direction == direction)]
+
+
 def _tf(frame: pd.DataFrame, kernel: str, mask: str, seqlen: int, direction: str):
     """TFLOPs/s of one ok cell of ``frame`` (newest rows), or None."""
-    hit = frame[(frame.kernel == kernel) & (frame["mask"] == mask) & (frame.seqlen == seqlen)
-                & (frame.direction == direction) & (frame.status == "ok")]
+    hit = _cell_rows(frame, kernel, mask, seqlen, direction)
+    hit = hit[hit.status == "ok"]
     return float(hit.tflops_per_s.iloc[0]) if len(hit) else None
 
 
 def _no_rate(frame: pd.DataFrame, kernel: str, mask: str, seqlen: int, direction: str) -> str:
     """A cell without an ok row: "X" where the run wrote one that failed, "not run" where the
     run wrote none (it stopped first)."""
-    hit = frame[(frame.kernel == kernel) & (frame["mask"] == mask) & (frame.seqlen == seqlen)
-                & (frame.direction == direction)]
-    return "X" if len(hit) else "not run"
+    return "X" if len(_cell_rows(frame, kernel, mask, seqlen, direction)) else "not run"
 
 
 def _pairs(frame, num: str, den: str, masks: Iterable[str] = KERNEL_MASKS):
