@@ -302,8 +302,8 @@ def cp_check() -> str:
             f"{'/'.join(_k(s) for s in sorted(rows.seqlen.unique()))}: {counts}{why}")
 
 
-CP_SWEEP = "h200x4/cp/cp_h200x4.csv"
-CP_SCALING = "h200x4/cp/cp_scaling_cp1-4.csv"
+CP_SWEEP = "h200x4/cp_history/cp_h200x4__1a6361c0d6dc.csv"
+CP_SCALING = "h200x4/cp_history/cp_scaling_cp1-4__1a6361c0d6dc.csv"
 
 
 def cp_sweep_rows() -> str:
@@ -638,10 +638,10 @@ CP_S18_SPLIT = {run: f"h200x2/cp_split/cp_h200x2__{run.split(',')[0]}_{run.split
                      "__split.csv" for run in CP_S18}
 
 
-def cp2_s16_table(files: dict[str, str] = CP_S16) -> str:
-    """magi at cp 1 against the single-GPU kernel, at cp 2 against the best baseline."""
-    lines = ["| run | mask | cp 1 magi / single_gpu, fwd / bwd | cp 2 fwd magi / best (name) "
-             "| cp 2 bwd magi / best (name) |", "|---|---|---|---|---|"]
+def cp2_s16_table(files: dict[str, str] = CP_S16, cp: int = 2) -> str:
+    """magi at cp 1 against the single-GPU kernel, at ``cp`` against the best baseline."""
+    lines = [f"| run | mask | cp 1 magi / single_gpu, fwd / bwd | cp {cp} fwd magi / best (name) "
+             f"| cp {cp} bwd magi / best (name) |", "|---|---|---|---|---|"]
     for label, relpath in files.items():
         cells = _cp_cells(relpath)
         for mask in CP_MASKS:
@@ -650,25 +650,26 @@ def cp2_s16_table(files: dict[str, str] = CP_S16) -> str:
                 v = cells.get((mask, 1, d), {})
                 one.append(f"{v['magi'] / v['single_gpu']:.2f}" if {"magi", "single_gpu"} <= set(v)
                            else "-")
-            two = [_vs_best(cells.get((mask, 2, d), {})) for d in ("fwd", "bwd")]
+            two = [_vs_best(cells.get((mask, cp, d), {})) for d in ("fwd", "bwd")]
             lines.append(f"| {label} | {mask} | {' / '.join(one)} | {two[0]} | {two[1]} |")
     return "\n".join(lines)
 
 
-def cp2_s16_summary(files: dict[str, str] = CP_S16) -> str:
-    """Counts of cp 2 cells at >= 1.0x the best baseline, and the range of magi / single_gpu."""
+def cp2_s16_summary(files: dict[str, str] = CP_S16, cp_n: int = 2) -> str:
+    """Counts of cp ``cp_n`` cells at >= 1.0x the best baseline, and the range of magi /
+    single_gpu (cp 1)."""
     wins = total = 0
     ones = []
     for relpath in files.values():
         for (mask, cp, d), v in _cp_cells(relpath).items():
             base = _baselines(v)
-            if cp == 2 and "magi" in v and base:
+            if cp == cp_n and "magi" in v and base:
                 total += 1
                 wins += v["magi"] >= max(base.values())
             if cp == 1 and {"magi", "single_gpu"} <= set(v):
                 ones.append(v["magi"] / v["single_gpu"])
     return (f"cp 1: magi / single_gpu {min(ones):.2f}-{max(ones):.2f} over {len(ones)} cells; "
-            f"cp 2: magi >= the best baseline on {wins} of {total} cells")
+            f"cp {cp_n}: magi >= the best baseline on {wins} of {total} cells")
 
 
 def cp2_dispatch_gain() -> str:
@@ -1020,11 +1021,11 @@ def cp_s25_summary() -> str:
     return cp2_s16_summary(CP_S25)
 
 
-def _cp2_below(files: dict) -> str:
-    """The cp 2 cells of a run's files where magi is below the best baseline."""
+def _cp2_below(files: dict, cp_n: int = 2) -> str:
+    """The cp ``cp_n`` cells of a run's files where magi is below the best baseline."""
     return _below_best(((run, mask, d, v, "") for run, relpath in files.items()
                         for (mask, cp, d), v in sorted(_cp_cells(relpath).items())
-                        if cp == 2 and "magi" in v), digits=3)
+                        if cp == cp_n and "magi" in v), digits=3)
 
 
 def cp_s25_below() -> str:
@@ -2288,15 +2289,15 @@ def unequal_s29_summary() -> str:
     return unequal_s28_summary(UNEQUAL_S29)
 
 
-def _with_unequal(files: dict, size: str) -> str:
-    """The cp 2 cells of one size where magi or magi_unequal (the opt-in config) reaches the
-    best baseline, of all that size's cp 2 cells."""
+def _with_unequal(files: dict, size: str, cp_n: int = 2) -> str:
+    """The cp ``cp_n`` cells of one size where magi or magi_unequal (the opt-in config) reaches
+    the best baseline, of all that size's cp ``cp_n`` cells."""
     wins = total = 0
     for run, relpath in files.items():
         if size not in run:
             continue
         for (_, cp, _), v in _cp_cells(relpath).items():
-            if cp == 2 and "magi" in v:
+            if cp == cp_n and "magi" in v:
                 total += 1
                 wins += max(v["magi"], v.get("magi_unequal", 0.0)) >= max(_baselines(v).values())
     return f"{wins} of {total}"
@@ -2534,13 +2535,13 @@ def kernels_s31_goals() -> str:
     return triton_s21_goals(KERNELS_S31)
 
 
-def cp1_spread_s31() -> str:
+def cp1_spread_s31(files: dict = CP_S31) -> str:
     """At cp 1 every strategy runs the same local kernel on the same inputs: the fastest over
     the slowest of them, per 16k cell, is the run's timing noise between cells."""
     out = []
     for run in ("fa4, 16k/GPU", "triton, 16k/GPU"):
         spreads = {}
-        for (mask, cp, d), v in _cp_cells(CP_S31[run]).items():
+        for (mask, cp, d), v in _cp_cells(files[run]).items():
             if cp == 1:
                 spreads[f"{mask} {d}"] = max(v.values()) / min(v.values())
         worst = max(spreads, key=spreads.get)
@@ -2586,6 +2587,79 @@ def pytest_s31() -> str:
             f"{_pytest_counts('h200x2/tests/pytest_set_dout_s31.log')}")
 
 
+# -- session 32: 4 H200s (nvidia-h200-x4, the first 4-GPU node lent for issue 15) -------------
+# issue 15's cp 4 check at 0348a47: 16k a GPU (cp 1 and 4, every strategy and magi_unequal,
+# repeat 6) with FA4 and Triton; FA4 at 64k a GPU, cp 4 (repeat 3; the call's limit cut full
+# before four of its baselines). Then the interleaved A/B of Triton's dispatch on causal.
+CP_S32 = {"fa4, 16k/GPU": "h200x4/cp/cp_h200x4__fa4_16k.csv",
+          "triton, 16k/GPU": "h200x4/cp/cp_h200x4__triton_16k.csv",
+          "fa4, 64k/GPU": "h200x4/cp/cp_h200x4__fa4_64k.csv"}
+UNEQUAL_S32 = {tuple(run.replace("/GPU", "").split(", ")): relpath
+               for run, relpath in CP_S32.items()}
+AB_S32 = {name: f"h200x4/cp_ab_s32/cp_ab__triton_16k_{name}.csv"
+          for name in ("cp4_causal", "cp2_causal", "cp4_full")}
+BASELINE_COUNT = 6
+
+
+def cp_s32_table() -> str:
+    return cp2_s16_table(CP_S32, cp=4)
+
+
+def cp_s32_summary() -> str:
+    return cp2_s16_summary(CP_S32, cp_n=4)
+
+
+def cp_s32_below() -> str:
+    return _cp2_below(CP_S32, cp_n=4)
+
+
+def cp_s32_with_unequal() -> str:
+    return (f"16k: {_with_unequal(CP_S32, '16k', cp_n=4)}; "
+            f"64k: {_with_unequal(CP_S32, '64k', cp_n=4)}")
+
+
+def cp_s32_partial() -> str:
+    """The cp 4 cells measured with fewer than the six baselines."""
+    out = [f"{run.replace('/GPU', '')} {mask} {d}: {len(_baselines(v))} of {BASELINE_COUNT} "
+           f"({', '.join(sorted(_baselines(v)))})"
+           for run, relpath in CP_S32.items()
+           for (mask, cp, d), v in sorted(_cp_cells(relpath).items())
+           if cp == 4 and len(_baselines(v)) < BASELINE_COUNT]
+    return "; ".join(out) or "none"
+
+
+def cp_s32_docs() -> str:
+    """magi / the best baseline on the three document masks at cp 4, per run."""
+    out = []
+    for run, relpath in CP_S32.items():
+        ratios = [_magi_over_best(v) for (mask, cp, d), v in _cp_cells(relpath).items()
+                  if cp == 4 and mask in DOC_MASKS]
+        out.append(f"{run.replace('/GPU', '')} {min(ratios):.2f}-{max(ratios):.2f}")
+    return "; ".join(out)
+
+
+def cp1_spread_s32() -> str:
+    return cp1_spread_s31(CP_S32)
+
+
+def unequal_s32_table() -> str:
+    return unequal_s28_table(UNEQUAL_S32)
+
+
+def ab_s32_table() -> str:
+    """Triton's dispatch on one causal sequence (and full), interleaved: each strategy's median
+    over the rounds of the slowest rank's ms, and magi's (auto, min_heap then) over it."""
+    lines = ["| run | dir | strategy | median ms | magi (min_heap) ms / this |",
+             "|---|---|---|---|---|"]
+    for name, relpath in AB_S32.items():
+        rows = pd.read_csv(RESULTS / relpath)
+        med = rows.groupby(["direction", "strategy"], sort=False).ms.median()
+        for d in ("fwd", "bwd"):
+            for strategy, ms in med[d].items():
+                lines.append(f"| {name} | {d} | {strategy} | {ms:.2f} | "
+                             f"{med[d]['magi'] / ms:.3f} |")
+    return "\n".join(lines)
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.cp_s31_table": cp_s31_table,
     "h200x2.cp_s31_summary": cp_s31_summary,
@@ -2600,6 +2674,15 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.key_parts_cut_ms_s31": key_parts_cut_ms_s31,
     "h200.kernels_s31_goals": kernels_s31_goals,
     "h200x2.pytest_s31": pytest_s31,
+    "h200x4.cp_s32_table": cp_s32_table,
+    "h200x4.cp_s32_summary": cp_s32_summary,
+    "h200x4.cp_s32_below": cp_s32_below,
+    "h200x4.cp_s32_with_unequal": cp_s32_with_unequal,
+    "h200x4.cp_s32_partial": cp_s32_partial,
+    "h200x4.cp_s32_docs": cp_s32_docs,
+    "h200x4.cp1_spread_s32": cp1_spread_s32,
+    "h200x4.unequal_s32_table": unequal_s32_table,
+    "h200x4.ab_s32_table": ab_s32_table,
     "h200.key_length_s30": key_length_s30,
     "h200.dense_vs_varlen_s30": dense_vs_varlen_s30,
     "h200.dense_split_table_s30": dense_split_table_s30,

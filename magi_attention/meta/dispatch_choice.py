@@ -13,6 +13,8 @@ global order in the buffer) and cuts the runs for balance. The cost model, per c
     predicted = exposed communication (overlap solver)
                 + (1 + bwd factor) * max over ranks of effective area / compute rate
 
+(equal predictions go to the runs: ``TIE_ORDER``)
+
 where, on FA4, a stage mask it runs natively counts its area, and any other counts its area
 plus PARTIAL_TILE_COST full tiles per partial tile; on the Triton kernel, which computes every
 tile it touches whole, a mask counts its touched 128 x 64 tiles (min_heap's 512-token pieces
@@ -47,6 +49,11 @@ FA4_TILE = 128
 TRITON_TILE = (128, 64)  # the Triton forward's default tile (kernels/triton/configs.py)
 EVALUATED_KERNELS = ("fa4", "triton")
 CANDIDATES = ("min_heap", "sequential", "balanced_runs")
+# Ties go to the contiguous runs: on one causal sequence the Triton tile model counts min_heap
+# and balanced_runs alike, yet min_heap's 512-token pieces ran slower (4 H200s, cp 4, 16k a GPU,
+# interleaved: forward 1.078x, backward 1.021x for balanced_runs; cp 2: 1.00x / 1.046x;
+# full: equal; notes/magi_cp.md "Session 32"), as its rank's mask is one slice per piece.
+TIE_ORDER = ("balanced_runs", "sequential", "min_heap")
 # FA4 forward on an H200 (64 q heads, head_dim 128), fit to the kernel alone on both ranks of
 # causal_document 32k at cp 2 (notes/magi_cp.md, session 17): time = a * key tiles + b * q tiles
 FA4_US_PER_TILE = 0.68
@@ -161,9 +168,9 @@ def predicted_us(runtimes, exposed_us: float, flops_per_cell: float,
 def choose_and_solve(slices, total_seqlen: int, cp_size: int, chunk_size: int, shape,
                      overlap: OverlapConfig, kernel: str | None):
     """(DispatchChoice, (the chosen candidate's DispatchSolve, every rank's runtime meta)), the
-    second None when nothing was evaluated: the candidate with the lowest prediction (min_heap
-    on ties); min_heap alone when ``kernel`` (the resolved local backend) is not one the model
-    knows (``EVALUATED_KERNELS``)."""
+    second None when nothing was evaluated: the candidate with the lowest prediction (on ties,
+    the first of ``TIE_ORDER``); min_heap alone when ``kernel`` (the resolved local backend)
+    is not one the model knows (``EVALUATED_KERNELS``)."""
     from .solver import solve_for_dispatch  # the solver calls here for "auto"
     if kernel not in EVALUATED_KERNELS or cp_size == 1:
         return DispatchChoice("min_heap", {}), None
@@ -178,7 +185,7 @@ def choose_and_solve(slices, total_seqlen: int, cp_size: int, chunk_size: int, s
         times[name] = float(predicted_us(runtimes, solved.stage_plan.exposed_us,
                                          shape.flops_per_cell, overlap, kernel))
         solves[name] = (solved, runtimes)
-    best = min(CANDIDATES, key=lambda n: (times[n], CANDIDATES.index(n)))
+    best = min(CANDIDATES, key=lambda n: (times[n], TIE_ORDER.index(n)))
     return DispatchChoice(best, times), solves[best]
 
 
