@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bench.cp.hybrid_cp import unequal_token_share
@@ -1327,7 +1328,6 @@ def _bwd_fit_s26(backend: str):
     """Least squares of the backward's ms on (tile pairs, partial pairs, key tiles) over run
     a's masks (the plan's order): (coefficients in us, {(mask, strategy, rank): measured /
     fitted})."""
-    import numpy as np
     frame = _probe_s26("a")
     rows = frame[(frame.backend == backend) & (frame.direction == "bwd")
                  & frame.order.isin(["default", "heavy_first"])]
@@ -1963,9 +1963,11 @@ def gluon_ws_table() -> str:
     return gluon_poc_table(("h200/ffa_triton/s21_gluon_poc_d.csv", S21_GLUON_WS), "de")
 
 
-def triton_s21_table(relpath: str = S21_KERNELS, seqlens: tuple[int, ...] = (K16, K64)) -> str:
-    """FFA's Triton backend (bench adapter "ffa") against FA4 and compiled Flex, one bench run."""
-    frame = _files((relpath,))
+def triton_s21_table(relpath: str | tuple[str, ...] = S21_KERNELS,
+                     seqlens: tuple[int, ...] = (K16, K64)) -> str:
+    """FFA's Triton backend (bench adapter "ffa") against FA4 and compiled Flex, one bench run
+    (or several, each cell from the latest that measured it)."""
+    frame = _files(relpath if isinstance(relpath, tuple) else (relpath,))
     lines = ["| mask | S | dir | ffa | fa4 | flex | ffa/fa4 | ffa/flex |", "|" + "---|" * 8]
     for mask in KERNEL_MASKS:
         for seqlen in seqlens:
@@ -1988,9 +1990,9 @@ def gluon_s21_goals() -> str:
     return triton_s21_goals(S21_GLUON_KERNELS)
 
 
-def triton_s21_goals(relpath: str = S21_KERNELS) -> str:
-    """Issue 14's must-show cells in one s21 bench run."""
-    frame = _files((relpath,))
+def triton_s21_goals(relpath: str | tuple[str, ...] = S21_KERNELS) -> str:
+    """Issue 14's must-show cells in one s21 bench run (or several)."""
+    frame = _files(relpath if isinstance(relpath, tuple) else (relpath,))
     out = []
     for d, goal in (("fwd", 0.85), ("bwd", 0.75)):
         r = [p for (m, _, dd), p in _pairs(frame, "ffa", "fa4", ("full", "causal")) if dd == d]
@@ -2660,6 +2662,55 @@ def ab_s32_table() -> str:
                              f"{med[d]['magi'] / ms:.3f} |")
     return "\n".join(lines)
 
+KERNELS_S32 = "h200/kernels/kernel_masks__whole_dout_swc_bcd_s32.csv"
+# issue 14's six kernel masks on the whole dout: session 31's four, this session's other two
+KERNELS_WHOLE_DOUT = (KERNELS_S31, KERNELS_S32)
+RANK_PROBE_S32 = "h200/rank_probe_s32/rank_mask_probe.csv"
+
+
+def kernels_s32_table() -> str:
+    return triton_s21_table(KERNELS_WHOLE_DOUT)
+
+
+def kernels_s32_goals() -> str:
+    return triton_s21_goals(KERNELS_WHOLE_DOUT)
+
+
+def _rank_probe_fit() -> pd.DataFrame:
+    """The rank probe's rows with each (backend, direction)'s least-squares fit of the kernel's
+    ms to its 128 x 128 pairs and q tiles (column ``fit``)."""
+    rows = pd.read_csv(RESULTS / RANK_PROBE_S32)
+    rows["fit"] = 0.0
+    for _, g in rows.groupby(["backend", "direction"]):
+        x = g[["pairs", "tiles"]].to_numpy(float)
+        coef = np.linalg.lstsq(x, g.ms.to_numpy(), rcond=None)[0]
+        rows.loc[g.index, "fit"] = x @ coef
+    return rows
+
+
+def rank_probe_s32_fits() -> str:
+    """Each fit's spread (measured / fitted, over every rank of every placement and mask)."""
+    rows = _rank_probe_fit()
+    out = []
+    for (b, d), g in rows.groupby(["backend", "direction"]):
+        r = g.ms / g.fit
+        out.append(f"{b} {d} {r.min():.2f}-{r.max():.2f}")
+    return "; ".join(out)
+
+
+def rank_probe_s32_table() -> str:
+    """The slower rank's kernel ms of each placement (cp 2, 16k a GPU), measured and fitted."""
+    rows = _rank_probe_fit()
+    slow = rows.groupby(["mask", "backend", "direction", "strategy"])[["ms", "fit"]].max()
+    lines = ["| mask | kernel | dir | magi | magi_unequal | hybrid_cp | fastest measured | "
+             "fastest fitted |", "|" + "---|" * 8]
+    for (mask, b, d), g in slow.groupby(level=[0, 1, 2]):
+        g = g.droplevel([0, 1, 2])
+        cells = [f"{g.ms[k]:.2f} ({g.fit[k]:.2f})" for k in ("magi", "magi_unequal", "hybrid_cp")]
+        lines.append(f"| {mask} | {b} | {d} | " + " | ".join(cells)
+                     + f" | {g.ms.idxmin()} | {g.fit.idxmin()} |")
+    return "\n".join(lines)
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.cp_s31_table": cp_s31_table,
     "h200x2.cp_s31_summary": cp_s31_summary,
@@ -2683,6 +2734,10 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x4.cp1_spread_s32": cp1_spread_s32,
     "h200x4.unequal_s32_table": unequal_s32_table,
     "h200x4.ab_s32_table": ab_s32_table,
+    "h200.kernels_s32_table": kernels_s32_table,
+    "h200.kernels_s32_goals": kernels_s32_goals,
+    "h200.rank_probe_s32_fits": rank_probe_s32_fits,
+    "h200.rank_probe_s32_table": rank_probe_s32_table,
     "h200.key_length_s30": key_length_s30,
     "h200.dense_vs_varlen_s30": dense_vs_varlen_s30,
     "h200.dense_split_table_s30": dense_split_table_s30,
