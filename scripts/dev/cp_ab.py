@@ -12,9 +12,11 @@ each strategy's round times are summarised by their median. Correctness is the r
         experiment=cp_h200x2 hardware=h200 local_kernel=fa4 'cp=[magi,hybrid_cp]' \\
         mask=causal_document 'seqlen_per_gpu=[16384]' 'cp_sizes=[2]'
 
-The Hydra overrides pick the strategies, the mask (the first of the list), the per-GPU seqlen
-and cp size (the first of each), the hardware and the local kernel, as for `python -m bench.cp`.
-Rows: `cp_ab.csv` (strategy, direction, round, ms), and a summary on rank 0's stdout.
+The Hydra overrides pick the strategies, the masks (each in turn: its strategies built, timed
+over the rounds and freed before the next mask's), the per-GPU seqlen and cp size (the first of
+each), the hardware and the local kernel, as for `python -m bench.cp`; one launch for several
+masks saves a launch's start-up and compiles a mask.
+Rows: `cp_ab.csv` (mask, strategy, direction, round, ms), and a summary on rank 0's stdout.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from bench.cp.runner import (agreed_count, build_strategy, group_max,  # noqa: E
                              init_distributed, timed_call)
 from bench.metrics import time_cuda_ms  # noqa: E402
 from bench.problem import make_inputs  # noqa: E402
-from bench.sweep import cell_mask  # noqa: E402
+from bench.sweep import cell_mask, free_memory  # noqa: E402
 
 
 def load_config(overrides: list[str]):
@@ -46,12 +48,12 @@ def load_config(overrides: list[str]):
         return cp_bench_config(compose(config_name="cp_bench", overrides=overrides))
 
 
-def build(config, device: torch.device, group) -> tuple[list, list]:
-    """(labels, [(strategy, (q, k, v, dout) local)]) of the config's strategies on its first
-    mask, per-GPU seqlen and cp size."""
+def build(config, device: torch.device, group, choice) -> tuple[list, list]:
+    """(labels, [(strategy, (q, k, v, dout) local)]) of the config's strategies on the mask
+    ``choice`` (one of ``config.masks``) at its first per-GPU seqlen and cp size."""
     hw, cp_size = config.hardware, config.cp_sizes[0]
     seqlen = config.seqlen_per_gpu[0] * cp_size
-    mask = cell_mask(config.masks[0], seqlen, config.data, hw.num_heads_kv)
+    mask = cell_mask(choice, seqlen, config.data, hw.num_heads_kv)
     inputs = make_inputs(config.shapes(seqlen), device, seed=config.seed)
     kernel = LocalKernel(backend=config.local_kernel)
     labels, built = [], []
@@ -64,8 +66,8 @@ def build(config, device: torch.device, group) -> tuple[list, list]:
 
 
 def run(config, rounds: int, out: Path | None) -> dict:
-    """{(label, direction): [ms per round]} (the slowest rank's) on rank 0, {} on the others;
-    rank 0 writes them to ``out`` as rows while they come."""
+    """{(mask, label, direction): [ms per round]} (the slowest rank's) on rank 0, {} on the
+    others; rank 0 writes them to ``out`` as rows while they come."""
     created = init_distributed(config.hardware.device)
     device = (torch.device("cuda", torch.cuda.current_device())
               if config.hardware.device == "cuda" else torch.device("cpu"))
@@ -86,43 +88,55 @@ def run(config, rounds: int, out: Path | None) -> dict:
 
 
 def _rounds(config, rounds, out, device, comm_device, group) -> dict:
-    hw = config.hardware
-    labels, built = build(config, device, group)
-    calls = [{d: timed_call(strategy, local, d) for d in config.directions}
-             for strategy, local in built]
-    writer = None
+    writer = handle = None
     if out is not None and dist.get_rank() == 0:
         out.mkdir(parents=True, exist_ok=True)
         handle = (out / "cp_ab.csv").open("w", newline="")
         writer = csv.writer(handle)
-        writer.writerow(["strategy", "direction", "round", "ms"])
+        writer.writerow(["mask", "strategy", "direction", "round", "ms"])
     times: dict = {}
+    try:
+        for choice in config.masks:
+            _mask_rounds(config, choice, rounds, writer, handle, device, comm_device, group,
+                         times)
+            free_memory(device)  # the mask's strategies and inputs, before the next mask's
+    finally:
+        if handle is not None:
+            handle.close()
+    return times
+
+
+def _mask_rounds(config, choice, rounds, writer, handle, device, comm_device, group, times):
+    hw = config.hardware
+    labels, built = build(config, device, group, choice)
+    calls = [{d: timed_call(strategy, local, d) for d in config.directions}
+             for strategy, local in built]
+    del built
     for r in range(rounds):
         for label, fns in zip(labels, calls):
             for direction in config.directions:
                 ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms,
                                   agreed_count(group, comm_device))
                 ms = group_max(ms, group, comm_device)
-                times.setdefault((label, direction), []).append(ms)
+                times.setdefault((choice.label, label, direction), []).append(ms)
                 if writer is not None:
-                    writer.writerow([label, direction, r, f"{ms:.4f}"])
+                    writer.writerow([choice.label, label, direction, r, f"{ms:.4f}"])
                     handle.flush()
-    if writer is not None:
-        handle.close()
-    return times
 
 
 def summary(times: dict) -> list[str]:
-    """Each strategy's median over the rounds, and its ratio to the first strategy's."""
+    """Per mask, each strategy's median over the rounds, and its ratio to the first
+    strategy's."""
     lines = []
-    for direction in sorted({d for _, d in times}):
+    masks = dict.fromkeys(m for m, _, _ in times)  # in the order they ran
+    for mask, direction in ((m, d) for m in masks for d in sorted({d for *_, d in times})):
         base = None
-        for (label, d), ms in times.items():
-            if d != direction:
+        for (m, label, d), ms in times.items():
+            if (m, d) != (mask, direction):
                 continue
             med = statistics.median(ms)
             base = base or med
-            lines.append(f"{direction} {label}: median {med:.3f} ms over {len(ms)} rounds "
+            lines.append(f"{mask} {direction} {label}: median {med:.3f} ms over {len(ms)} rounds "
                          f"(min {min(ms):.3f}, max {max(ms):.3f}); first / this {base / med:.3f}")
     return lines
 

@@ -1,5 +1,5 @@
-"""scripts/dev/cp_ab.py under torchrun with gloo: every strategy of the cell timed in every
-round (both directions), one row each, written once, and a summary on rank 0."""
+"""scripts/dev/cp_ab.py under torchrun with gloo: per mask, every strategy timed in every round
+(both directions), one row each, written once, and a summary on rank 0."""
 import csv
 import os
 import subprocess
@@ -13,16 +13,17 @@ def test_rounds_interleave_every_strategy_and_direction(tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            str(ROOT / "scripts" / "dev" / "cp_ab.py"), "--out", str(tmp_path), "--rounds", "3",
            "--", "hardware=cpu", "hardware.head_dim=16", "hardware.warmup=1",
-           "hardware.repeat=1", "hardware.warmup_ms=2", "cp=[magi,ring_p2p]", "mask=[causal]",
+           "hardware.repeat=1", "hardware.warmup_ms=2", "cp=[magi,ring_p2p]", "mask=[causal,full]",
            "seqlen_per_gpu=[64]", "cp_sizes=[2]"]
     proc = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     with (tmp_path / "cp_ab.csv").open() as f:
         rows = list(csv.DictReader(f))
-    order = [(r["strategy"], r["direction"], int(r["round"])) for r in rows]
-    assert order == [(s, d, i) for i in range(3) for s in ("magi", "ring_p2p")
-                     for d in ("fwd", "bwd")]
+    order = [(r["mask"], r["strategy"], r["direction"], int(r["round"])) for r in rows]
+    assert order == [(m, s, d, i) for m in ("causal", "full") for i in range(3)
+                     for s in ("magi", "ring_p2p") for d in ("fwd", "bwd")]
     assert all(float(r["ms"]) > 0 for r in rows)
     summary = [line for line in proc.stdout.splitlines() if "over 3 rounds" in line]
-    assert len(summary) == 4  # printed once, by rank 0
+    assert len(summary) == 8  # printed once, by rank 0
+    assert summary[0].startswith("causal bwd magi") and summary[-1].startswith("full fwd ring_p2p")
