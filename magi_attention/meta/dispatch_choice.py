@@ -53,7 +53,8 @@ CANDIDATES = ("min_heap", "sequential", "balanced_runs")
 # and balanced_runs alike, yet min_heap's 512-token pieces ran slower (4 H200s, cp 4, 16k a GPU,
 # interleaved: forward 1.078x, backward 1.021x for balanced_runs; cp 2: 1.00x / 1.046x;
 # full: equal; notes/magi_cp.md "Session 32"), as its rank's mask is one slice per piece.
-TIE_ORDER = ("balanced_runs", "sequential", "min_heap")
+# Between the two run layouts the order is the old one (sequential first, e.g. on windows).
+TIE_ORDER = ("sequential", "balanced_runs", "min_heap")
 # FA4 forward on an H200 (64 q heads, head_dim 128), fit to the kernel alone on both ranks of
 # causal_document 32k at cp 2 (notes/magi_cp.md, session 17): time = a * key tiles + b * q tiles
 FA4_US_PER_TILE = 0.68
