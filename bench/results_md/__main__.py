@@ -1,0 +1,5 @@
+"""python -m bench.results_md"""
+from . import main
+
+
+main()

@@ -1,0 +1,175 @@
+"""Sections on one H100: the GPU suite, the kernel sweeps and probes."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import pandas as pd
+
+from ._common import (DOC_MASKS, FFA_FA4_GOAL, K16, K64, KERNEL_MASKS, _by_size_table, _files, _k,
+                      _low_cells, _pairs, _span, _summed_counts, _variant_ratios, triton_s21_goals,
+                      triton_s21_table)
+from ._paths import RESULTS
+
+
+KERNELS_S26 = "h100/kernels/kernel_masks__16k_s26.csv"
+
+
+def kernels_s26_table() -> str:
+    return triton_s21_table(KERNELS_S26, (K16,))
+
+
+def kernels_s26_goals() -> str:
+    return triton_s21_goals(KERNELS_S26)
+
+
+# -- session 15: the GPU suite and kernel_masks on one H100, the window patterns, v4 backward ---
+H100_SUITE_LOG = "h100/tests/pytest_gpu_6e50c055a20c_6workers.log"
+H100_FLASHINFER_LOG = "h100/tests/pytest_gpu_6e50c055a20c_flashinfer.log"
+H100_RUNS = {**{s: "h100/kernels/kernel_masks__1k-2k-4k-8k-16k.csv"
+                for s in (1024, 2048, 4096, 8192, K16)},
+             **{s: "h100/kernels/kernel_masks__32k-64k.csv" for s in (32768, K64)}}
+H100_KERNELS = ("sdpa", "cudnn", "fa2_torch", "fa3", "flashinfer", "flex", "ffa", "ffa_fa4")
+
+
+def h100_pytest_gpu_all() -> str:
+    return _summed_counts(H100_SUITE_LOG)
+
+
+def h100_pytest_failed() -> str:
+    """The failing tests of the H100 suite and how many of them ran out of GPU memory."""
+    text = (RESULTS / H100_SUITE_LOG).read_text()
+    names = re.findall(r"^_{3,} (test_\S+) _{3,}$", text, re.M)
+    oom = re.findall(r"^E\s+torch\.OutOfMemoryError", text, re.M)
+    return f"{len(names)} ({', '.join(names)}); {len(oom)} of them CUDA out of memory"
+
+
+def h100_pytest_flashinfer() -> str:
+    return _summed_counts(H100_FLASHINFER_LOG)
+
+
+def h100_by_size_table() -> str:
+    return _by_size_table(H100_RUNS, H100_KERNELS)
+
+
+def _h100_pairs(num: str, den: str, min_seqlen: int, masks: Iterable[str] = KERNEL_MASKS):
+    """num / den per cell of the H100 runs from ``min_seqlen`` up, each ratio within its file."""
+    return [(cell, r) for f in sorted(set(H100_RUNS.values()))
+            for cell, r in _pairs(_files((f,)), num, den, masks) if cell[1] >= min_seqlen]
+
+
+def h100_ffa_fa4_vs_fa4() -> str:
+    return _low_cells(_h100_pairs("ffa_fa4", "fa4", 4096), FFA_FA4_GOAL)
+
+
+def h100_ffa_fa4_vs_flex() -> str:
+    return _low_cells(_h100_pairs("ffa_fa4", "flex", K16), 1.2)
+
+
+def h100_ffa_vs_flex() -> str:
+    return _low_cells(_h100_pairs("ffa", "flex", K16), 1.2)
+
+
+def h100_ffa_vs_fa4() -> str:
+    """FFA's Triton kernel over FA4 on full and causal at 16k and 64k, fwd and bwd apart."""
+    pairs = [(c, r) for c, r in _h100_pairs("ffa", "fa4", K16, ("full", "causal"))
+             if c[1] in (K16, K64)]
+    return "; ".join(f"{d} {_span([r for (_, _, dd), r in pairs if dd == d])}"
+                     for d in ("fwd", "bwd"))
+
+
+# -- session 27: O from registers, the forward's threshold and default path, the row split's
+# forward on a second stream, HybridCP capped, kernel_masks at 64k on an H100 -----------------
+O_REGS_S27 = ("h100/probes_s27/rank_mask_probe_o_regs_1.csv",
+              "h100/probes_s27/rank_mask_probe_o_regs_2.csv")
+FWD_PATHS_S27 = "h100/ffa_triton/s27_gluon_vs_triton_fwd.csv"
+FWD_ROUTE_S27 = "h100/ffa_triton/s27_gluon_vs_triton_fwd_route_cache.csv"
+KERNELS_S27 = "h100/kernels/kernel_masks__64k_s27.csv"
+FULL_OR_CAUSAL_S27 = ("full_16k", "causal_16k", "causal_64k")
+
+
+def o_regs_s27() -> str:
+    return _variant_ratios(O_REGS_S27, "fwd_o_regs", "fwd_o_tma", FULL_OR_CAUSAL_S27)
+
+
+def _fwd_paths(relpath: str) -> pd.DataFrame:
+    """ms by (seqlen, mask) x kernel of a gluon_vs_triton_fwd.py run."""
+    return pd.read_csv(RESULTS / relpath).pivot_table(index=["seqlen", "mask"], columns="kernel",
+                                                      values="runtime_ms")
+
+
+def fwd_threshold_s27_table() -> str:
+    """The Triton forward's time over the persistent Gluon kernel's (launched directly), 1k-8k."""
+    t = _fwd_paths(FWD_PATHS_S27)
+    seqlens = [s for s in sorted({s for s, _ in t.index}) if s <= 8192]
+    lines = ["| mask | " + " | ".join(_k(s) for s in seqlens) + " |", "|---|" + "---|" * len(seqlens)]
+    for mask in KERNEL_MASKS:
+        cells = [f"{t.loc[(s, mask), 'triton'] / t.loc[(s, mask), 'gluon_o_tma']:.2f}"
+                 for s in seqlens]
+        lines.append(f"| {mask} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def route_cache_s27() -> str:
+    """Host time of the default forward path over launching the Triton forward with its config
+    (synced timing, us a call) at 1k, where the Triton forward runs both before and after."""
+    before, after = _fwd_paths(FWD_PATHS_S27), _fwd_paths(FWD_ROUTE_S27)
+    extra = lambda t, m: 1000 * (t.loc[(1024, m), "gluon"] - t.loc[(1024, m), "triton"])  # noqa: E731
+    return "; ".join(f"{m} {extra(before, m):+.0f} -> {extra(after, m):+.0f} us"
+                     for m in DOC_MASKS)
+
+
+def kernels_s27_table() -> str:
+    return triton_s21_table(KERNELS_S27, (K64,))
+
+
+def kernels_s27_goals() -> str:
+    return triton_s21_goals(KERNELS_S27)
+
+
+HEADS_INNER_S27 = ("h100/probes_s27/rank_mask_probe_heads_inner.csv",)
+NCU_S27 = (("causal documents of 1k", "ncu_causal_document_1024_dq2.txt"),
+           ("the same, dQ never added", "ncu_causal_document_1024_dq3.txt"),
+           ("full documents of 1k", "ncu_full_document_1024_dq2.txt"),
+           ("the same, dQ never added", "ncu_full_document_1024_dq3.txt"),
+           ("causal documents of 1k, heads inside", "ncu_causal_document_1024_heads_inner.txt"))
+
+
+def heads_inner_s27() -> str:
+    return _variant_ratios(HEADS_INNER_S27, "bwd_heads_inner", "bwd_heavy_first",
+                           ("full_16k", "causal_16k", "full_docs_16384", "causal_docs_16384"))
+
+
+def _ncu_metric(text: str, name: str) -> float:
+    return float(re.search(rf"^\s*{re.escape(name)}\s+\S+\s+([\d,.]+)\s*$", text,
+                           re.MULTILINE).group(1).replace(",", ""))
+
+
+def ncu_bwd_s27_table() -> str:
+    """ncu of one Gluon backward launch (16k, GQA 64:8, d128) on equal documents of 1k."""
+    lines = ["| mask | ms | DRAM throughput % | L2 hit rate % |", "|---|---|---|---|"]
+    for label, name in NCU_S27:
+        text = (RESULTS / "h100/probes_s27" / name).read_text()
+        lines.append(f"| {label} | {_ncu_metric(text, 'Duration'):.2f} | "
+                     f"{_ncu_metric(text, 'DRAM Throughput'):.1f} | "
+                     f"{_ncu_metric(text, 'L2 Hit Rate'):.1f} |")
+    return "\n".join(lines)
+
+
+BWD_ORDERS_S27 = ("h100/probes_s27/rank_mask_probe_bwd_orders_1.csv",
+                  "h100/probes_s27/rank_mask_probe_bwd_orders_2.csv")
+
+
+def bwd_orders_s27() -> str:
+    """The backward's key tile orders over the plan's heaviest first, per run: mean, range and
+    causal_document at 64k."""
+    parts = []
+    for run, relpath in enumerate(BWD_ORDERS_S27, 1):
+        t = pd.read_csv(RESULTS / relpath).pivot_table(index=["mask", "strategy", "rank"],
+                                                       columns="order", values="ms")
+        for order in ("bwd_natural", "bwd_docs_heavy_first"):
+            r = t[order] / t.bwd_heavy_first
+            parts.append(f"run {run} {order.removeprefix('bwd_')}: mean {r.mean():.2f} "
+                         f"({r.min():.2f}-{r.max():.2f}, {len(r)} masks; causal_document 64k "
+                         f"{r.loc[('causal_document_64k', 'single', 0)]:.2f})")
+    return "; ".join(parts)

@@ -1,0 +1,914 @@
+"""Sections on one H200: the kernel sweeps, FFA (Triton, FA4) against its peers, probes."""
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+from ._common import (CP_MASKS, FFA_FA4_GOAL, K16, K64, KERNEL_MASKS, _baselines, _by_size_table,
+                      _cp_cells, _files, _helper, _k, _kernel_tflops, _low_cells, _pairs,
+                      _pytest_counts, _rows, _span, _summed_counts, _tf, _verdict,
+                      triton_s21_goals, triton_s21_table)
+from ._paths import RESULTS
+
+
+DOC_WINDOW_MASKS = ("full_document", "causal_document", "sliding_window_causal")
+# the FA4 helper script's files (scripts/device/fa4_check.py)
+HELPER_5 = "h200/ffa_fa4/fa4_bench.csv"
+HELPER_30 = "h200/ffa_fa4/fa4_bench_16k_repeat30.csv"
+FFA_GOALS = {"fwd": 0.8, "bwd": 0.7}  # FFA (Triton) over FA4, issue 3
+FFA_FA4_FLEX_GOAL = 2.0  # ffa_fa4 over FlexAttention where FA4 cannot run, issue 4
+
+
+def _helper_tflops(relpath: str, impl: str, mask: str, seqlen: int, direction: str) -> float | None:
+    rows = _helper(relpath)
+    hit = rows[(rows.impl == impl) & (rows["mask"] == mask) & (rows.seqlen == seqlen)
+               & (rows.direction == direction) & (rows.status == "ok")]
+    return float(hit.tflops.iloc[0]) if len(hit) else None
+
+
+def _ratios(tflops: Callable[..., float | None], num: str, den: str, masks: Iterable[str],
+            seqlens: Iterable[int], directions: Iterable[str]) -> list[float]:
+    """num / den over every cell where both ran."""
+    out = []
+    for mask in masks:
+        for seqlen in seqlens:
+            for d in directions:
+                a, b = tflops(num, mask, seqlen, d), tflops(den, mask, seqlen, d)
+                if a is not None and b is not None:
+                    out.append(a / b)
+    return out
+
+
+def pytest_gpu_h200() -> str:
+    return _pytest_counts("h200/tests/pytest_gpu_h200.log")
+
+
+def pytest_fa4() -> str:
+    return _pytest_counts("h200/ffa_fa4/pytest_fa4.log")
+
+
+# -- kernel sweep on one H200 -------------------------------------------------------------------
+KERNEL_TABLE_KERNELS = ("ffa", "ffa_fa4", "fa4", "cudnn", "flex")
+KERNEL_TABLE_RATIOS = (("ffa", "fa4"), ("ffa", "flex"), ("ffa_fa4", "fa4"), ("ffa_fa4", "flex"))
+
+
+def kernel_table() -> str:
+    head = ["mask", "S", "dir", *KERNEL_TABLE_KERNELS,
+            *(f"{a}/{b}" for a, b in KERNEL_TABLE_RATIOS)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for mask in KERNEL_MASKS:
+        for seqlen in (K16, K64):
+            for d in ("fwd", "bwd"):
+                values = {k: _kernel_tflops(k, mask, seqlen, d) for k in KERNEL_TABLE_KERNELS}
+                cells = ["X" if v is None else f"{v:.0f}" for v in values.values()]
+                cells += ["-" if values[a] is None or values[b] is None
+                          else f"{values[a] / values[b]:.2f}" for a, b in KERNEL_TABLE_RATIOS]
+                lines.append(f"| {mask} | {_k(seqlen)} | {d} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def kernel_sweep_rows() -> str:
+    rows = _rows("h200/kernels")
+    rows = rows[rows["mask"].isin(KERNEL_MASKS)]  # the kernel_masks experiment's cells
+    counts = rows.status.value_counts()
+    return f"{len(rows)} cells: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+
+
+def harness_ffa_fa4_small() -> str:
+    return _span(_ratios(_kernel_tflops, "ffa_fa4", "fa4", DOC_WINDOW_MASKS, [K16], ["fwd"]))
+
+
+def helper_ffa_fa4_small() -> str:
+    tflops = functools.partial(_helper_tflops, HELPER_5)
+    return _span(_ratios(tflops, "ffa_fa4", "fa4", DOC_WINDOW_MASKS, [K16], ["fwd"]))
+
+
+# -- FFA (Triton) against its peers -------------------------------------------------------------
+def _ffa_vs(den: str, direction: str) -> list[float]:
+    return _ratios(_kernel_tflops, "ffa", den, ("full", "causal"), (K16, K64), [direction])
+
+
+def ffa_vs_fa4_fwd() -> str:
+    return _span(_ffa_vs("fa4", "fwd"))
+
+
+def ffa_vs_fa4_bwd() -> str:
+    return _span(_ffa_vs("fa4", "bwd"))
+
+
+def ffa_goal() -> str:
+    met = all(min(_ffa_vs("fa4", d)) >= goal for d, goal in FFA_GOALS.items())
+    return "met" if met else "**not met**"
+
+
+def ffa_vs_cudnn_fwd() -> str:
+    return _span(_ffa_vs("cudnn", "fwd"))
+
+
+def _against_flex(direction: str) -> str:
+    values = _ratios(_kernel_tflops, "ffa", "flex", KERNEL_MASKS, (K16, K64), [direction])
+    ahead = [v for v in values if v >= 1]
+    behind = [v for v in values if v < 1]
+    parts = [f"ahead on {len(ahead)} of {len(values)} cells"
+             + (f" ({_span(ahead)}x)" if ahead else "")]
+    if behind:
+        parts.append(f"behind on {len(behind)} ({_span(behind)}x)")
+    return ", ".join(parts)
+
+
+def ffa_vs_flex_fwd() -> str:
+    return _against_flex("fwd")
+
+
+def ffa_vs_flex_bwd() -> str:
+    return _against_flex("bwd")
+
+
+def ffa_vs_flex_verdict() -> str:
+    values = _ratios(_kernel_tflops, "ffa", "flex", KERNEL_MASKS, (K16, K64), ("fwd", "bwd"))
+    return "ahead on every cell" if min(values) >= 1 else "**not ahead on every mask**"
+
+
+# -- FFA_FA4 ------------------------------------------------------------------------------------
+def _helper_vs_fa4(relpath: str, seqlens, masks=("full", "causal", "causal_document",
+                                                 "sliding_window_causal")) -> list[float]:
+    tflops = functools.partial(_helper_tflops, relpath)
+    return _ratios(tflops, "ffa_fa4", "fa4", masks, seqlens, ("fwd", "bwd"))
+
+
+def helper_ffa_fa4_64k() -> str:
+    tflops = functools.partial(_helper_tflops, HELPER_5)
+    parts = []
+    for mask in ("full", "causal", "causal_document", "sliding_window_causal"):
+        pair = [_ratios(tflops, "ffa_fa4", "fa4", [mask], [K64], [d]) for d in ("fwd", "bwd")]
+        parts.append(f"{mask} " + "/".join(f"{r[0]:.2f}" for r in pair))
+    return ", ".join(parts)
+
+
+def helper_ffa_fa4_16k_30() -> str:
+    return _span(_helper_vs_fa4(HELPER_30, [K16]))
+
+
+def helper_ffa_fa4_goal_64k() -> str:
+    return _verdict(_helper_vs_fa4(HELPER_5, [K64]), FFA_FA4_GOAL)
+
+
+def helper_ffa_fa4_goal_16k() -> str:
+    return _verdict(_helper_vs_fa4(HELPER_30, [K16]), FFA_FA4_GOAL)
+
+
+def sweep_ffa_fa4_64k() -> str:
+    return _span(_ratios(_kernel_tflops, "ffa_fa4", "fa4", KERNEL_MASKS, [K64], ("fwd", "bwd")))
+
+
+def sweep_ffa_fa4_goal_64k() -> str:
+    values = _ratios(_kernel_tflops, "ffa_fa4", "fa4", KERNEL_MASKS, [K64], ("fwd", "bwd"))
+    return _verdict(values, FFA_FA4_GOAL)
+
+
+def fa4_window_64k_fwd() -> str:
+    helper = _helper_tflops(HELPER_5, "fa4", "sliding_window_causal", K64, "fwd")
+    sweep = _kernel_tflops("fa4", "sliding_window_causal", K64, "fwd")
+    return f"{helper:.0f} TFLOPs/s in the helper run, {sweep:.0f} in the kernel sweep"
+
+
+def helper_ffa_fa4_vs_flex() -> str:
+    tflops = functools.partial(_helper_tflops, HELPER_5)
+    parts = []
+    for seqlen in (K64, K16):
+        pair = [_ratios(tflops, "ffa_fa4", "flex", ["block_causal_document"], [seqlen], [d])
+                for d in ("fwd", "bwd")]
+        parts.append("/".join(f"{r[0]:.2f}" for r in pair) + f" at {_k(seqlen)}")
+    return ", ".join(parts)
+
+
+def helper_ffa_fa4_vs_flex_goal() -> str:
+    tflops = functools.partial(_helper_tflops, HELPER_5)
+    values = _ratios(tflops, "ffa_fa4", "flex", ["block_causal_document"], (K16, K64),
+                     ("fwd", "bwd"))
+    return _verdict(values, FFA_FA4_FLEX_GOAL)
+
+
+# -- this session's runs: plan-once FFA, peers, Triton v3, 2xH200 CP -----------------------------
+PLAN_ONCE = ("h200/kernels/kernel_masks__plan_once_4k-16k.csv",
+             "h200/kernels/kernel_masks__plan_once_32k-64k.csv")
+PEERS = "h200/kernels/kernel_masks__peers_16k_64k.csv"
+SWEEP_V3 = "h200/ffa_triton/sweep.csv"
+DEFAULT_V3 = {"fwd": "fwd_tma_128x64_w4_s3_p2", "bwd": "bwd_det_64x64_w4_s3_p2"}
+FFA_FA4_PLAN_GOAL = 0.97  # issue 13
+# this session's runs: the fa4 backend's inference call without lse (one file per device run)
+NO_LSE = ("h200/kernels/kernel_masks__peers_nolse_2k-16k-64k.csv",
+          "h200/kernels/kernel_masks__nolse_4k-8k-32k.csv")
+LSE_PROBE = "h200/ffa_fa4/fa4_lse_probe.csv"
+
+
+def _vs_flex(pairs) -> str:
+    """The span of ffa_fa4 / flex and the block_causal_document cells (FA4 cannot run them)."""
+    bcd = {(s, d): r for (m, s, d), r in pairs if m == "block_causal_document"}
+    return (f"{_span([r for _, r in pairs])} over {len(pairs)} cells (block_causal_document 16k "
+            f"{bcd[(K16, 'fwd')]:.2f}/{bcd[(K16, 'bwd')]:.2f}, 64k {bcd[(K64, 'fwd')]:.2f}/"
+            f"{bcd[(K64, 'bwd')]:.2f} fwd/bwd)")
+
+
+def plan_once_vs_fa4() -> str:
+    return _low_cells(_pairs(_files(PLAN_ONCE), "ffa_fa4", "fa4"), FFA_FA4_PLAN_GOAL)
+
+
+def plan_once_vs_flex() -> str:
+    return _vs_flex(_pairs(_files(PLAN_ONCE), "ffa_fa4", "flex"))
+
+
+def _per_run_pairs(num: str, den: str, min_seqlen: int):
+    """Pairs of each run file on its own (ratios never mix runs), from ``min_seqlen`` up."""
+    return [(cell, r) for f in NO_LSE for cell, r in _pairs(_files((f,)), num, den)
+            if cell[1] >= min_seqlen]
+
+
+def plan_once_full_document_fwd() -> str:
+    """ffa_fa4 / fa4 on the full_document forward in the plan-once rows (before the no-lse call)."""
+    pairs = _pairs(_files(PLAN_ONCE), "ffa_fa4", "fa4")
+    return _span([r for (m, _, d), r in pairs if m == "full_document" and d == "fwd"])
+
+
+def no_lse_vs_fa4() -> str:
+    return _low_cells(_per_run_pairs("ffa_fa4", "fa4", 4096), FFA_FA4_PLAN_GOAL)
+
+
+def no_lse_vs_flex() -> str:
+    return _vs_flex(_per_run_pairs("ffa_fa4", "flex", 4096))
+
+
+def no_lse_2k() -> str:
+    return ", ".join(f"{m} {d} {r:.2f}" for (m, s, d), r in _per_run_pairs("ffa_fa4", "fa4", 2048)
+                     if s == 2048 and r < FFA_FA4_PLAN_GOAL)
+
+
+def _probe_cells():
+    """(mask, seqlen, {variant: device ms}) of each cell of the lse probe, in file order."""
+    for (mask, seqlen), cell in _helper(LSE_PROBE).groupby(["mask", "seqlen"], sort=False):
+        yield mask, int(seqlen), dict(zip(cell.variant, cell.device_ms))
+
+
+def lse_probe_table() -> str:
+    variants = ("peer", "ffa", "ffa_lse", "raw_nolse", "raw_lse")
+    lines = ["| mask | S | " + " | ".join(variants) + " | raw_lse / raw_nolse |",
+             "|" + "---|" * (len(variants) + 3)]
+    for mask, seqlen, ms in _probe_cells():
+        lines.append(f"| {mask} | {_k(seqlen)} | "
+                     + " | ".join(f"{ms[v]:.3f}" for v in variants)
+                     + f" | {ms['raw_lse'] / ms['raw_nolse']:.3f} |")
+    return "\n".join(lines)
+
+
+def lse_cost() -> str:
+    """Extra forward time with lse on the full-document varlen kernel, e.g. '4-6%'."""
+    cost = [round((ms["raw_lse"] / ms["raw_nolse"] - 1) * 100)
+            for mask, _, ms in _probe_cells() if mask == "full_document"]
+    return f"{min(cost)}-{max(cost)}%" if min(cost) != max(cost) else f"{cost[0]}%"
+
+
+def peers_table() -> str:
+    frame = _files((PEERS,))
+    kernels = ("cudnn", "fa2_torch", "fa3", "fa4", "ffa_fa4", "flex")
+    lines = ["| mask | S | dir | " + " | ".join(kernels) + " |", "|" + "---|" * (len(kernels) + 3)]
+    for mask in KERNEL_MASKS:
+        for seqlen in (K16, K64):
+            for d in ("fwd", "bwd"):
+                cells = [_tf(frame, k, mask, seqlen, d) for k in kernels]
+                lines.append(f"| {mask} | {_k(seqlen)} | {d} | "
+                             + " | ".join("X" if v is None else f"{v:.0f}" for v in cells) + " |")
+    return "\n".join(lines)
+
+
+def peers_vs_fa4() -> str:
+    frame = _files((PEERS,))
+    return ", ".join(f"{k} {_span([r for _, r in _pairs(frame, k, 'fa4')])}"
+                     for k in ("cudnn", "fa2_torch", "fa3"))
+
+
+@functools.cache
+def _sweep_v3() -> pd.DataFrame:
+    frame = pd.read_csv(RESULTS / SWEEP_V3)
+    return frame[frame.status == "ok"]
+
+
+def _v3(kernel: str, variant: str | None, mask: str, seqlen: int, d: str):
+    f = _sweep_v3()
+    hit = f[(f.kernel == kernel) & (f["mask"] == mask) & (f.seqlen == seqlen) & (f.direction == d)]
+    if variant is not None:
+        hit = hit[hit.variant == variant]
+    return float(hit.tflops_per_s.iloc[0]) if len(hit) else None
+
+
+def triton_v3_table() -> str:
+    lines = ["| mask | S | dir | ffa (default) | fa4 | flex | ffa/fa4 | ffa/flex |",
+             "|" + "---|" * 8]
+    for mask in ("full", "causal", "causal_document", "sliding_window_causal",
+                 "block_causal_document"):
+        for seqlen in (K16, K64):
+            for d in ("fwd", "bwd"):
+                ffa = _v3("ffa", DEFAULT_V3[d], mask, seqlen, d)
+                fa4, flex = _v3("fa4", None, mask, seqlen, d), _v3("flex", None, mask, seqlen, d)
+                ratio = lambda b: "-" if ffa is None or b is None else f"{ffa / b:.2f}"  # noqa: E731
+                cells = ["X" if v is None else f"{v:.0f}" for v in (ffa, fa4, flex)]
+                lines.append(f"| {mask} | {_k(seqlen)} | {d} | " + " | ".join(cells)
+                             + f" | {ratio(fa4)} | {ratio(flex)} |")
+    return "\n".join(lines)
+
+
+def magi_profile_table() -> str:
+    steps = {"before": "h200/magi_profile/magi_profile_step0_before.csv",
+             "plan once": "h200/magi_profile/magi_profile_step1_plan_once.csv",
+             "no empty stage, fused merge": "h200/magi_profile/magi_profile_step2_no_empty_stage.csv"}
+    lines = ["| step | backend | mask | fwd magi cp1 / kernel (ms) | bwd magi cp1 / kernel (ms) | syncs per step |",
+             "|---|---|---|---|---|---|"]
+    for label, relpath in steps.items():
+        f = pd.read_csv(RESULTS / relpath, keep_default_na=False)
+        for (backend, mask), cell in f.groupby(["backend", "mask"], sort=False):
+            def ms(impl, d):
+                return float(cell[(cell.impl == impl) & (cell.direction == d)].runtime_ms.iloc[0])
+            ratio = [f"{ms('magi_cp1', d):.2f} / {ms('kernel', d):.2f} = "
+                     f"{ms('kernel', d) / ms('magi_cp1', d):.2f}x" for d in ("fwd", "bwd")]
+            syncs = cell[cell.impl == "magi_cp1"].syncs_per_step.iloc[0]
+            lines.append(f"| {label} | {backend} | {mask} | {ratio[0]} | {ratio[1]} | {syncs} |")
+    return "\n".join(lines)
+
+
+# -- session 14: the GPU suite, peers 1k-64k, the dense masks, block-sparse, magi at cp 1 --------
+GPU_SUITE_LOG = "h200/tests/pytest_gpu_905043273ce1_6workers.log"
+FLASHINFER_LOG = "h200/tests/pytest_gpu_905043273ce1_flashinfer.log"
+PEERS_SMALL = "h200/kernels/kernel_masks__peers_1k-4k-8k-32k.csv"
+DENSE_MORE = "h200/kernels/dense_sweep__8_more_masks_4k-16k-64k.csv"
+BLOCK_SPARSE = "h200/kernels/block_sparse_sweep__cut_at_270s.csv"
+CP1_H200 = "h200/cp/cp1_fa4_16k.csv"
+PEER_KERNELS = ("cudnn", "fa2_torch", "fa3", "flashinfer", "ffa", "ffa_fa4", "flex")
+
+
+def pytest_gpu_all() -> str:
+    return _summed_counts(GPU_SUITE_LOG)
+
+
+def pytest_gpu_failed_tests() -> str:
+    """The distinct failing test names of the suite's log, e.g. 'test_x[...-v] (16)'."""
+    names = re.findall(r"^_{3,} (test_\S+) _{3,}$", (RESULTS / GPU_SUITE_LOG).read_text(), re.M)
+    variants = sorted({n.split("[")[1].rstrip("]").split("-")[-1] for n in names})
+    tests = sorted({n.split("[")[0] for n in names})
+    return f"{len(names)}, all {', '.join(tests)} with variant {', '.join(variants)}"
+
+
+def pytest_flashinfer() -> str:
+    return _summed_counts(FLASHINFER_LOG)
+
+
+def peers_by_size_table() -> str:
+    return _by_size_table({1024: PEERS_SMALL, 2048: NO_LSE[0], 4096: PEERS_SMALL,
+                           8192: PEERS_SMALL, K16: NO_LSE[0], 32768: PEERS_SMALL, K64: NO_LSE[0]},
+                          PEER_KERNELS)
+
+
+def peer_x_reasons() -> str:
+    """Each peer's reasons for X cells in the peer runs, with the masks they cover."""
+    frame = pd.concat([_files((PEERS_SMALL,)), _files((NO_LSE[0],))], ignore_index=True)
+    lines = []
+    for kernel in ("cudnn", "fa2_torch", "fa3", "fa4", "flashinfer"):
+        x = frame[(frame.kernel == kernel) & (frame.status != "ok")]
+        # the reason without its parenthesised details (which name the mask and its sizes)
+        reasons = x.message.str.replace(r" \((?:[^()]|\([^()]*\))*\)", "", regex=True)
+        for message, cell in x.groupby(reasons, sort=True):
+            masks = ", ".join(sorted(cell["mask"].unique()))
+            dirs = "/".join(sorted(cell.direction.unique()))
+            lines.append(f"- {kernel} ({dirs}; {masks}): {message}")
+    return "\n".join(lines)
+
+
+def h200_masks_with_rows() -> str:
+    """The distinct mask patterns with ok rows anywhere under results/h200/kernels."""
+    ok = _rows("h200/kernels")
+    names = sorted(ok[ok.status == "ok"]["mask"].map(_pattern_of).unique())
+    return f"{len(names)} ({', '.join(names)})"
+
+
+def _pattern_of(label: str) -> str:
+    """A result row's mask label without the parameter suffix of block-sparse variants."""
+    return "block_sparse" if label.startswith("block_sparse") else label
+
+
+def dense_more_table(relpath: str = DENSE_MORE,
+                     kernels: tuple[str, ...] = ("sdpa", "flashinfer", "flex", "ffa", "ffa_fa4")) -> str:
+    frame = _files((relpath,))
+    lines = ["| mask | S | dir | " + " | ".join(kernels) + " | ffa_fa4 / flex | ffa / flex |",
+             "|" + "---|" * (len(kernels) + 5)]
+    for mask in sorted(frame["mask"].unique()):
+        for seqlen in sorted(frame.seqlen.unique()):
+            for d in ("fwd", "bwd"):
+                v = {k: _tf(frame, k, mask, int(seqlen), d) for k in kernels}
+                if v["ffa_fa4"] is None and v["ffa"] is None:
+                    continue  # the sweep stopped before this cell
+                ratio = lambda a: "-" if v[a] is None or v["flex"] is None else f"{v[a] / v['flex']:.2f}"  # noqa: E731
+                lines.append(f"| {mask} | {_k(int(seqlen))} | {d} | "
+                             + " | ".join("X" if v[k] is None else f"{v[k]:.0f}" for k in kernels)
+                             + f" | {ratio('ffa_fa4')} | {ratio('ffa')} |")
+    return "\n".join(lines)
+
+
+def _dense_more_vs_flex(kernel: str) -> dict:
+    """{(mask, seqlen, direction): kernel / flex} over the dense_sweep masks' cells."""
+    frame = _files((DENSE_MORE,))
+    return dict(_pairs(frame, kernel, "flex", sorted(frame["mask"].unique())))
+
+
+def dense_more_vs_flex() -> str:
+    ratios = list(_dense_more_vs_flex("ffa_fa4").values())
+    return f"{_span(ratios)} over {len(ratios)} cells"
+
+
+def dense_more_below_flex() -> str:
+    fa4, ffa = _dense_more_vs_flex("ffa_fa4"), _dense_more_vs_flex("ffa")
+    cells = [cell for cell in {**fa4, **ffa} if min(fa4.get(cell, 1), ffa.get(cell, 1)) < 1]
+    cells.sort(key=lambda c: (c[0], c[1], ("fwd", "bwd").index(c[2])))
+    text = lambda r: "X" if r is None else f"{r:.2f}"  # noqa: E731
+    return "; ".join(f"{m} {_k(s)} {d} {text(fa4.get((m, s, d)))} | {text(ffa.get((m, s, d)))}"
+                     for m, s, d in cells) or "none"
+
+
+def block_sparse_table() -> str:
+    frame = _files((BLOCK_SPARSE,))
+    lines = ["| mask | S | dir | flex | ffa | ffa_fa4 | ffa / flex | ffa_fa4 / flex |",
+             "|" + "---|" * 8]
+    for (mask, seqlen), _ in frame.groupby(["mask", "seqlen"], sort=False):
+        for d in ("fwd", "bwd"):
+            flex, ffa, fa4 = (_tf(frame, k, mask, int(seqlen), d) for k in ("flex", "ffa", "ffa_fa4"))
+            if ffa is None or flex is None or fa4 is None:
+                continue
+            lines.append(f"| {mask} | {_k(int(seqlen))} | {d} | {flex:.0f} | {ffa:.0f} | {fa4:.0f} "
+                         f"| {ffa / flex:.2f} | {fa4 / flex:.2f} |")
+    return "\n".join(lines)
+
+
+def cp1_h200_table() -> str:
+    cells = _cp_cells(CP1_H200)
+    lines = ["| mask | dir | magi | ulysses | ring_allgather | magi / best |", "|---|---|---|---|---|---|"]
+    for mask in CP_MASKS:
+        for d in ("fwd", "bwd"):
+            v = cells[(mask, 1, d)]
+            base = max(_baselines(v).values())
+            lines.append(f"| {mask} | {d} | " + " | ".join(
+                f"{v[k]:.0f}" for k in ("magi", "ulysses", "ring_allgather"))
+                + f" | {v['magi'] / base:.2f} |")
+    return "\n".join(lines)
+DENSE_WINDOWS = "h200/kernels/dense_sweep__sliding_window_global_sliding_window__cut_at_320s.csv"
+TRITON_V4 = "h200/ffa_triton/v4_bwd_det_sweep.csv"
+V3_DEFAULT_BWD = "bwd_det_64x64_w4_s3_p2"  # the ordered two-kernel path, pointer loads
+
+
+def dense_windows_table() -> str:
+    return dense_more_table(DENSE_WINDOWS, ("sdpa", "cudnn", "fa4", "flex", "ffa", "ffa_fa4"))
+
+
+# session 21 (issue 14): the forward options measured, the Gluon proof of concept, and one
+# bench run of FFA's Triton kernel against FA4 and compiled FlexAttention
+S21_SWEEP = "h200/ffa_triton/s21_sweep.csv"
+S21_GLUON = ("h200/ffa_triton/s21_gluon_poc_a.csv", "h200/ffa_triton/s21_gluon_poc_b.csv")
+S21_GLUON_KERNELS = "h200/kernels/kernel_masks__gluon_fwd_16k_64k_s21.csv"
+S21_GLUON_WS = "h200/ffa_triton/s21_gluon_poc_e.csv"
+S21_VARIANTS = {"fwd_tma_128x64_w4_s3_p2": "default (w4)",
+                "fwd_tma_128x64_w8_s3_p2_r128": "short-row (w8 r128)",
+                "fwd_tma_rs8_128x64_w4_s3_p2": "lazy rescale w4",
+                "fwd_tma_rs8_128x64_w8_s3_p2_r128": "lazy rescale w8 r128",
+                "fwd_tma_pf_rs8_128x128_w8_s2_p2": "early QK^T + lazy, 128x128 w8"}
+
+
+def triton_s21_variants() -> str:
+    """Forward TFLOPs/s per variant and FA4's in the same run (s21 sweep)."""
+    f = pd.read_csv(RESULTS / S21_SWEEP)
+    f = f[(f.status == "ok") & (f.direction == "fwd")]
+    lines = ["| mask | S | " + " | ".join(S21_VARIANTS.values()) + " | fa4 |",
+             "|" + "---|" * (len(S21_VARIANTS) + 3)]
+    for (mask, seqlen), cell in f.groupby(["mask", "seqlen"], sort=False):
+        tf = {r.variant: r.tflops_per_s for r in cell.itertuples()}
+        vals = [tf.get(v) for v in (*S21_VARIANTS, "fa4")]
+        lines.append(f"| {mask} | {_k(seqlen)} | "
+                     + " | ".join("X" if v is None else f"{v:.0f}" for v in vals) + " |")
+    return "\n".join(lines)
+
+
+def gluon_poc_table(runs: tuple[str, ...] = S21_GLUON, labels: str = "ab") -> str:
+    """The Gluon forward (full mask) against FFA's Triton kernel and FA4, per run."""
+    lines = ["| run | S | kernel / variant | TFLOPs/s | / Triton default |", "|---|---|---|---|---|"]
+    for run, relpath in zip(labels, runs):
+        f = pd.read_csv(RESULTS / relpath)
+        f = f[f.status == "ok"]
+        for seqlen, cell in f.groupby("seqlen"):
+            base = cell[cell.kernel == "ffa_triton"].tflops_per_s
+            for r in cell.itertuples():
+                ratio = f"{r.tflops_per_s / base.iloc[0]:.2f}" if len(base) else "-"
+                lines.append(f"| {run} | {_k(seqlen)} | {r.kernel} / {r.variant} | "
+                             f"{r.tflops_per_s:.0f} | {ratio} |")
+    return "\n".join(lines)
+
+
+def gluon_poc_checks() -> str:
+    f = pd.concat([pd.read_csv(RESULTS / r) for r in S21_GLUON])
+    checks = f[f.status.str.startswith("check")]
+    return ", ".join(f"S={s}: {int((c.status == 'check_ok').sum())} of {len(c)} ok"
+                     for s, c in checks.groupby("seqlen"))
+
+
+def pytest_gpu_s21() -> str:
+    return _summed_counts("h200/tests/pytest_gpu_d19533480c0e_6workers.log")
+
+
+def pytest_triton_s21() -> str:
+    return _summed_counts("h200/tests/pytest_triton_gpu_6d26a3647c93.log")
+
+
+
+# ---- session 22: the Gluon one-pass backward (issue 14) ----
+S22_FINAL = ("h200/ffa_triton/s22_gluon_bwd_final_16k_sweep.csv",
+             "h200/ffa_triton/s22_gluon_bwd_final_64k_sweep.csv")
+S22_GLUON, S22_TRITON = "bwd_gluon_tma_b2", "bwd_det_tma_64x64_w4_s3_p2"
+# probe runs, each with the default variant (S22_GLUON) in the same run: run -> file
+S22_PROBES = {"a": "h200/ffa_triton/s22_gluon_bwd_a_sweep.csv",
+              "b": "h200/ffa_triton/s22_gluon_bwd_b_sweep.csv",
+              "c": "h200/ffa_triton/s22_gluon_bwd_c_sweep.csv",
+              "d": "h200/ffa_triton/s22_gluon_bwd_d_sweep.csv",
+              "e": "h200/ffa_triton/s22_gluon_bwd_e_sweep.csv",
+              "f": "h200/ffa_triton/s22_gluon_bwd_f_sweep.csv",
+              "g": "h200/ffa_triton/s22_gluon_bwd_g_sweep.csv"}
+S22_PROBE_CELLS = (("full", 16384), ("causal", 16384), ("full", 65536), ("causal", 65536))
+
+
+def _bwd_cells(files: tuple[str, ...]):
+    """{(mask, seqlen): {gluon, triton, fa4, flex: TFLOPs/s}} of a final backward sweep, in run
+    order (gluon: the Gluon kernel with dQ by TMA; triton: the ordered Triton backward)."""
+    f = pd.concat([pd.read_csv(RESULTS / r) for r in files])
+    cells = {}
+    for r in f[(f.status == "ok") & (f.direction == "bwd")].itertuples():
+        key = {S22_GLUON: "gluon", S22_TRITON: "triton"}.get(r.variant, r.kernel)
+        if key in ("gluon", "triton", "fa4", "flex"):  # not the timing probes
+            cells.setdefault((r.mask, int(r.seqlen)), {})[key] = r.tflops_per_s
+    return cells
+
+
+def _bwd_table(files: tuple[str, ...], default: str) -> str:
+    lines = [f"| mask | S | gluon{' (default)' if default == 'gluon' else ''} | triton"
+             f"{' (default)' if default == 'triton' else ''} | fa4 | flex | gluon/fa4 | "
+             "triton/fa4 | gluon/flex | triton/flex |", "|---|---|---|---|---|---|---|---|---|---|"]
+    ratio = lambda a, b: f"{a / b:.2f}" if a and b else "-"
+    for (mask, seqlen), c in _bwd_cells(files).items():
+        g, t, a, x = (c.get(k) for k in ("gluon", "triton", "fa4", "flex"))
+        fmt = lambda v: "X" if v is None else f"{v:.0f}"
+        lines.append(f"| {mask} | {_k(seqlen)} | {fmt(g)} | {fmt(t)} | {fmt(a)} | {fmt(x)} | "
+                     f"{ratio(g, a)} | {ratio(t, a)} | {ratio(g, x)} | {ratio(t, x)} |")
+    return "\n".join(lines)
+
+
+def gluon_bwd_s22_table() -> str:
+    """Backward TFLOPs/s: the Gluon one-pass kernel, the ordered Triton path (the default), FA4
+    and compiled Flex, one run per seqlen."""
+    return _bwd_table(S22_FINAL, "triton")
+
+
+def gluon_bwd_s22_goals() -> str:
+    """Issue 14's backward goals from the final runs, with FFA's better backward per cell."""
+    return _bwd_goals(S22_FINAL)
+
+
+def _bwd_goals(files: tuple[str, ...]) -> str:
+    cells = _bwd_cells(files)
+    best = {k: max(v for n, v in c.items() if n in ("gluon", "triton")) for k, c in cells.items()}
+    vs_fa4 = [best[k] / c["fa4"] for k, c in cells.items()
+              if k[0] in ("full", "causal") and "fa4" in c]
+    vs_flex = [best[k] / c["flex"] for k, c in cells.items() if "flex" in c]
+    return (f"bwd / fa4 on full and causal {_span(vs_fa4)} ({_verdict(vs_fa4, 0.75)}); "
+            f"bwd / flex {_span(vs_flex)}, {sum(v >= 1.2 for v in vs_flex)} of {len(vs_flex)} "
+            f"cells at >= 1.2")
+
+
+def gluon_bwd_probes_table() -> str:
+    """Each probe variant / the default Gluon backward (dQ by TMA) of the same run."""
+    return _probes_table(S22_PROBES, S22_PROBE_CELLS)
+
+
+def _probes_table(probes: dict[str, str], probe_cells) -> str:
+    lines = ["| run | variant | " + " | ".join(f"{m} {_k(s)}" for m, s in probe_cells) + " |",
+             "|" + "---|" * (len(probe_cells) + 2)]
+    for run, relpath in probes.items():
+        f = pd.read_csv(RESULTS / relpath)
+        f = f[(f.status == "ok") & (f.direction == "bwd")]
+        tf = {(r.variant, r.mask, int(r.seqlen)): r.tflops_per_s for r in f.itertuples()}
+        for variant in dict.fromkeys(f.variant):
+            if variant == S22_GLUON:
+                continue
+            vals = [tf.get((variant, m, s)) / tf[(S22_GLUON, m, s)]
+                    if (variant, m, s) in tf and (S22_GLUON, m, s) in tf else None
+                    for m, s in probe_cells]
+            lines.append(f"| {run} | {variant.replace('bwd_', '')} | "
+                         + " | ".join("-" if v is None else f"{v:.2f}" for v in vals) + " |")
+    return "\n".join(lines)
+
+
+def pytest_triton_s22() -> str:
+    return _pytest_counts("h200/tests/pytest_triton_gpu_s22_609ee7ffb027.log")
+
+# ---- session 23: the Gluon backward at FA4's pace (issue 14) ----
+S23_FINAL = ("h200/ffa_triton/s23_gluon_bwd_final_sweep.csv",)
+S23_PROBES = {"a": "h200/ffa_triton/s23_gluon_bwd_a_sweep.csv",
+              "c": "h200/ffa_triton/s23_gluon_bwd_c_sweep.csv",
+              "d": "h200/ffa_triton/s23_gluon_bwd_d_sweep.csv"}
+S23_PROBE_CELLS = (("full", 16384), ("causal", 16384), ("causal_document", 16384))
+
+
+def gluon_bwd_s23_table() -> str:
+    """Backward TFLOPs/s after session 23: the Gluon kernel (now the default where its plan
+    suits), the ordered Triton path, FA4 and compiled Flex, one run over 16k and 64k."""
+    return _bwd_table(S23_FINAL, "gluon")
+
+
+def gluon_bwd_s23_goals() -> str:
+    return _bwd_goals(S23_FINAL)
+
+
+def gluon_bwd_s23_probes_table() -> str:
+    return _probes_table(S23_PROBES, S23_PROBE_CELLS)
+
+
+def gluon_vs_triton_bwd_table() -> str:
+    """Gluon backward / ordered Triton backward per (mask, seqlen), same masks, one run."""
+    return gluon_vs_triton_table("h200/ffa_triton/s23_gluon_vs_triton_bwd.csv")
+
+
+def pytest_triton_s23() -> str:
+    return _pytest_counts("h200/tests/pytest_triton_gpu_s23_e696a3600db2.log")
+
+
+def pytest_magi_s23() -> str:
+    return _pytest_counts("h200/tests/pytest_gpu_magi_s23_356dce7.log")
+
+
+def pytest_gluon_bwd_s23() -> str:
+    return _pytest_counts("h200/tests/pytest_gluon_bwd_s23_356dce7.log")
+
+
+# ---- session 24: step-order and row-interval probes of the Gluon backward (issue 14) ----
+S24_ORDER = ("h200/ffa_triton/s24_gluon_bwd_order_16k_sweep.csv",
+             "h200/ffa_triton/s24_gluon_bwd_order_64k_sweep.csv")
+S24_ROW = ("h200/ffa_triton/s24_gluon_bwd_rowtma_16k_masks_sweep.csv",
+           "h200/ffa_triton/s24_gluon_bwd_rowtma_64k_sweep.csv")
+S24_KERNELS_BEFORE = "h200/kernels/kernel_masks__gluon_bwd_16k_64k_s24.csv"
+S24_KERNELS = "h200/kernels/kernel_masks__gluon_bwd_rowtma_16k_64k_s24.csv"
+
+
+def _bwd_rows(files: tuple[str, ...]) -> dict:
+    """{(mask, seqlen): {variant: TFLOPs/s}} of the ok backward rows, in run order."""
+    f = pd.concat([pd.read_csv(RESULTS / r) for r in files])
+    cells = {}
+    for r in f[(f.status == "ok") & (f.direction == "bwd")].itertuples():
+        cells.setdefault((r.mask, int(r.seqlen)), {})[r.variant] = r.tflops_per_s
+    return cells
+
+
+def _ratio_table(cells: dict, columns: dict[str, tuple[str, str]]) -> str:
+    """One row per cell; each column a / b of two variants of that cell ('-' where one is absent)."""
+    lines = ["| mask | S | " + " | ".join(columns) + " |", "|---|---|" + "---|" * len(columns)]
+    for (mask, seqlen), c in cells.items():
+        vals = [f"{c[a] / c[b]:.2f}" if a in c and b in c else "-" for a, b in columns.values()]
+        lines.append(f"| {mask} | {_k(seqlen)} | " + " | ".join(vals) + " |")
+    return "\n".join(lines)
+
+
+def gluon_bwd_s24_order_table() -> str:
+    """Each step-order probe / the Gluon backward of the same run and cell."""
+    base = "bwd_gluon_tma_b2"
+    return _ratio_table(_bwd_rows(S24_ORDER), {
+        "al": ("bwd_gluon_tma_al_b2", base), "hf": ("bwd_gluon_tma_hf_b2", base),
+        "al+hf": ("bwd_gluon_tma_alhf_b2", base)})
+
+
+def gluon_bwd_s24_row_table() -> str:
+    """Row intervals by TMA / from the global table (the session 23 kernel), the same kernel
+    measured again after them, and that kernel against compiled Flex in the same run."""
+    base, again = "bwd_gluon_rowglobal_b2", "bwd_gluon_rowglobal_again_b2"
+    return _ratio_table(_bwd_rows(S24_ROW), {
+        "by TMA / table": ("bwd_gluon_rowtma_b2", base), "again / first": (again, base),
+        "first / flex": (base, "flex"), "again / flex": (again, "flex")})
+
+
+def pytest_gluon_bwd_s24() -> str:
+    return _pytest_counts("h200/tests/pytest_gluon_bwd_rowtma_s24_07772d2.log")
+
+
+def pytest_gluon_bwd_s24_final() -> str:
+    return _pytest_counts("h200/tests/pytest_gluon_bwd_s24_2e86b94.log")
+
+
+def pytest_magi_s24() -> str:
+    return _pytest_counts("h200/tests/pytest_gpu_magi_s24_2e86b94.log")
+
+
+def kernels_s24_table() -> str:
+    """The kernel_masks bench run (ffa, fa4, flex) after the row-interval rule."""
+    return triton_s21_table(S24_KERNELS)
+
+
+def kernels_s24_goals() -> str:
+    return triton_s21_goals(S24_KERNELS)
+
+
+def kernels_s24_before_goals() -> str:
+    """The same bench run before the rule (Gluon backward of session 23)."""
+    return triton_s21_goals(S24_KERNELS_BEFORE)
+
+
+def kernels_s24_before_cell() -> str:
+    """causal_document 16k backward, ffa / flex, in the run before the rule and after it."""
+    ratio = lambda f: _tf(f, "ffa", "causal_document", K16, "bwd") / _tf(
+        f, "flex", "causal_document", K16, "bwd")
+    return (f"{ratio(_files((S24_KERNELS_BEFORE,))):.2f} before, "
+            f"{ratio(_files((S24_KERNELS,))):.2f} after")
+
+
+def gluon_vs_triton_table(relpath: str = "h200/ffa_triton/s21_gluon_vs_triton_fwd.csv") -> str:
+    """Gluon kernel / Triton kernel per (mask, seqlen), same plans, one run."""
+    f = pd.read_csv(RESULTS / relpath)
+    g = f[f.kernel == "gluon"].set_index(["mask", "seqlen"]).tflops_per_s
+    tr = f[f.kernel == "triton"].set_index(["mask", "seqlen"]).tflops_per_s
+    seqlens = sorted(f.seqlen.unique())
+    lines = ["| mask | " + " | ".join(_k(s) for s in seqlens) + " |", "|" + "---|" * (len(seqlens) + 1)]
+    for mask in dict.fromkeys(f["mask"]):  # the run's order
+        cells = [f"{g[(mask, s)] / tr[(mask, s)]:.2f}" if (mask, s) in g.index else "-"
+                 for s in seqlens]
+        lines.append(f"| {mask} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+CP1_TRITON_S21 = "h200/cp/cp1_triton_16k_64k_s21.csv"
+
+
+def cp1_triton_s24() -> str:
+    """The same check after the Gluon backward became the default (session 24's run)."""
+    return cp1_triton_s21("h200/cp/cp1_triton_16k_64k_s24.csv")
+
+
+def cp1_triton_s24_table() -> str:
+    """Each strategy at cp 1 / single_gpu, fwd and bwd, Triton local kernel, one run."""
+    frame = _files(("h200/cp/cp1_triton_16k_64k_s24.csv",))
+    names = [n for n in sorted(frame.kernel.unique()) if n != "single_gpu"]
+    lines = ["| mask | S | dir | single_gpu TFLOPs/s | " + " | ".join(names) + " |",
+             "|" + "---|" * (len(names) + 4)]
+    for mask in CP_MASKS:
+        for seqlen in (K16, K64):
+            for d in ("fwd", "bwd"):
+                base = _tf(frame, "single_gpu", mask, seqlen, d)
+                if base is None:
+                    continue
+                cells = [_tf(frame, n, mask, seqlen, d) for n in names]
+                lines.append(f"| {mask} | {_k(seqlen)} | {d} | {base:.0f} | " + " | ".join(
+                    "X" if c is None else f"{c / base:.2f}" for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def cp1_triton_s21(relpath: str = CP1_TRITON_S21) -> str:
+    """magi / single_gpu at cp 1 with the Triton local kernel (forward: Gluon on long rows)."""
+    frame = _files((relpath,))
+    pairs = []
+    for mask in CP_MASKS:
+        for seqlen in (K16, K64):
+            for d in ("fwd", "bwd"):
+                a, b = _tf(frame, "magi", mask, seqlen, d), _tf(frame, "single_gpu", mask, seqlen, d)
+                if a is not None and b is not None:
+                    pairs.append(((mask, seqlen, d), a / b))
+    return _low_cells(pairs, 0.95)
+
+
+def gluon_ws_table() -> str:
+    return gluon_poc_table(("h200/ffa_triton/s21_gluon_poc_d.csv", S21_GLUON_WS), "de")
+
+
+def gluon_s21_table() -> str:
+    return triton_s21_table(S21_GLUON_KERNELS)
+
+
+def gluon_s21_goals() -> str:
+    return triton_s21_goals(S21_GLUON_KERNELS)
+
+
+def triton_v4_table() -> str:
+    """The v4 backward variants on full 16k, with FA4's backward of the same run."""
+    f = pd.read_csv(RESULTS / TRITON_V4)
+    f = f[(f.status == "ok") & (f.direction == "bwd")]
+    fa4 = float(f[f.kernel == "fa4"].tflops_per_s.iloc[0])
+    ffa = f[f.kernel == "ffa"].set_index("variant").tflops_per_s
+    lines = ["| variant (full 16k bwd) | TFLOPs/s | / v3 default | / fa4 |", "|---|---|---|---|"]
+    for variant, tf in ffa.items():
+        lines.append(f"| {variant} | {tf:.0f} | {tf / ffa[V3_DEFAULT_BWD]:.2f} | {tf / fa4:.2f} |")
+    lines.append(f"| fa4 | {fa4:.0f} | | |")
+    return "\n".join(lines)
+
+
+# -- session 30: one H200 (probes, the dense-split A/B), then 2 H200s ---------------------------
+# the key-length and FA4 dense/varlen probes and the FFA fa4 backend with and without the
+# (since removed) dense split, all on one H200; on 2 H200s the unequal_runs A/B with FA4's dense
+# rate (16k), Triton at 64k with the cut timed and forced, and the backward timing probe
+PROBES_S30 = "h200/probes_s30"
+
+
+def key_length_s30() -> str:
+    """One kernel call of S rows over 2S keys against two S x S calls and the lse merge."""
+    frame = pd.read_csv(RESULTS / PROBES_S30 / "key_length_probe.csv")
+    lines = ["| backend | mask | S | one call (TFLOPs/s) | two calls + merge | one / two |",
+             "|" + "---|" * 6]
+    for (backend, mask, s), g in frame.groupby(["backend", "mask", "seqlen"], sort=False):
+        t = dict(zip(g.calls, g.tflops_per_s))
+        lines.append(f"| {backend} | {mask} | {s // 1024}k | {t['one_call']:.0f} | "
+                     f"{t['two_calls']:.0f} | {t['one_call'] / t['two_calls']:.3f} |")
+    return "\n".join(lines)
+
+
+def dense_vs_varlen_s30() -> str:
+    """FA4 on one document of S tokens: its dense kernel, one varlen entry, and the document
+    between two short ones (three entries), ms; dense over varlen_1."""
+    frame = pd.read_csv(RESULTS / PROBES_S30 / "fa4_dense_vs_varlen.csv")
+    lines = ["| mask | S | dir | dense | varlen_1 | neighbours | dense / varlen_1 |",
+             "|" + "---|" * 7]
+    for (mask, s, d), g in frame.groupby(["mask", "seqlen", "direction"], sort=False):
+        t = dict(zip(g.path, g.runtime_ms))
+        lines.append(f"| {mask} | {s // 1024}k | {d} | {t['dense']:.3f} | {t['varlen_1']:.3f} | "
+                     f"{t['neighbours']:.3f} | {t['dense'] / t['varlen_1']:.3f} |")
+    return "\n".join(lines)
+
+
+def dense_split_table_s30() -> str:
+    """FFA's fa4 backend with the (since removed) dense split off and on, FA4 in the off run."""
+    off, on = (_files((f"{PROBES_S30}/kernel_masks__fa4_dense_split_{x}_s30.csv",))
+               for x in ("off", "on"))
+    lines = ["| mask | S | dir | ffa_fa4 off | ffa_fa4 on | on / off | fa4 (off run) |",
+             "|" + "---|" * 7]
+    cells = off[(off.kernel == "ffa_fa4") & (off.status == "ok")]
+    for mask, s, d in zip(cells["mask"], cells.seqlen, cells.direction):
+        base, split = _tf(off, "ffa_fa4", mask, s, d), _tf(on, "ffa_fa4", mask, s, d)
+        lines.append(f"| {mask} | {s // 1024}k | {d} | {base:.0f} | {split:.0f} | "
+                     f"{split / base:.3f} | {_tf(off, 'fa4', mask, s, d):.0f} |")
+    return "\n".join(lines)
+KERNELS_S31 = "h200/kernels/kernel_masks__whole_dout_16k_64k_s31.csv"
+
+
+def kernels_s31_table() -> str:
+    return triton_s21_table(KERNELS_S31)
+
+
+def kernels_s31_goals() -> str:
+    return triton_s21_goals(KERNELS_S31)
+
+KERNELS_S32 = "h200/kernels/kernel_masks__whole_dout_swc_bcd_s32.csv"
+# issue 14's six kernel masks on the whole dout: session 31's four, this session's other two
+KERNELS_WHOLE_DOUT = (KERNELS_S31, KERNELS_S32)
+RANK_PROBE_S32 = "h200/rank_probe_s32/rank_mask_probe.csv"
+
+
+def kernels_s32_table() -> str:
+    return triton_s21_table(KERNELS_WHOLE_DOUT)
+
+
+def kernels_s32_goals() -> str:
+    return triton_s21_goals(KERNELS_WHOLE_DOUT)
+
+
+def _rank_probe_fit() -> pd.DataFrame:
+    """The rank probe's rows with each (backend, direction)'s least-squares fit of the kernel's
+    ms to its 128 x 128 pairs and q tiles (column ``fit``)."""
+    rows = pd.read_csv(RESULTS / RANK_PROBE_S32)
+    rows["fit"] = 0.0
+    for _, g in rows.groupby(["backend", "direction"]):
+        x = g[["pairs", "tiles"]].to_numpy(float)
+        coef = np.linalg.lstsq(x, g.ms.to_numpy(), rcond=None)[0]
+        rows.loc[g.index, "fit"] = x @ coef
+    return rows
+
+
+def rank_probe_s32_fits() -> str:
+    """Each fit's spread (measured / fitted, over every rank of every placement and mask)."""
+    rows = _rank_probe_fit()
+    out = []
+    for (b, d), g in rows.groupby(["backend", "direction"]):
+        r = g.ms / g.fit
+        out.append(f"{b} {d} {r.min():.2f}-{r.max():.2f}")
+    return "; ".join(out)
+
+
+def rank_probe_s32_table() -> str:
+    """The slower rank's kernel ms of each placement (cp 2, 16k a GPU), measured and fitted."""
+    rows = _rank_probe_fit()
+    slow = rows.groupby(["mask", "backend", "direction", "strategy"])[["ms", "fit"]].max()
+    lines = ["| mask | kernel | dir | magi | magi_unequal | hybrid_cp | fastest measured | "
+             "fastest fitted |", "|" + "---|" * 8]
+    for (mask, b, d), g in slow.groupby(level=[0, 1, 2]):
+        g = g.droplevel([0, 1, 2])
+        cells = [f"{g.ms[k]:.2f} ({g.fit[k]:.2f})" for k in ("magi", "magi_unequal", "hybrid_cp")]
+        lines.append(f"| {mask} | {b} | {d} | " + " | ".join(cells)
+                     + f" | {g.ms.idxmin()} | {g.fit.idxmin()} |")
+    return "\n".join(lines)

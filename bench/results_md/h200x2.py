@@ -1,0 +1,623 @@
+"""Sections on 2 H200s: MagiAttention against the CP baselines (issue 15)."""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _baselines, _below_best, _cp2_below,
+                      _cp_cells, _files, _helper, _magi_over_best, _profiler_rows, _pytest_counts,
+                      _summed_counts, _tf_cells, _vs_best, _with_unequal, cp2_s16_summary,
+                      cp2_s16_table, unequal_s28_summary, unequal_s28_table)
+from ._paths import RESULTS
+
+
+def cp2_table() -> str:
+    files = {"fa4, 16k/GPU": "h200x2/cp_history/cp_h200x2__fa4_16k__7fb1b4627a14.csv",
+             "triton, 16k/GPU": "h200x2/cp_history/cp_h200x2__triton_16k__7fb1b4627a14.csv",
+             "fa4, 64k/GPU": "h200x2/cp_history/cp_h200x2__fa4_64k__7fb1b4627a14.csv"}
+    lines = ["| run | mask | cp | fwd magi / best (name) | bwd magi / best (name) |",
+             "|---|---|---|---|---|"]
+    for label, relpath in files.items():
+        cells = _cp_cells(relpath)
+        for mask in CP_MASKS:
+            for cp in (1, 2):
+                values = [_vs_best(cells[(mask, cp, d)]) for d in ("fwd", "bwd")]
+                lines.append(f"| {label} | {mask} | {cp} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+# session 17: FA4 with native groups (causal on balanced_runs), Triton with the TMA backward
+# (its 16k runs moved to cp_history when session 18 measured 16k again, its 64k in session 19)
+CP_S17 = {"fa4, 16k/GPU": "h200x2/cp_history/cp_h200x2__fa4_16k__ad557dfca2fe.csv",
+          "triton, 16k/GPU": "h200x2/cp_history/cp_h200x2__triton_16k__f581334a1415.csv",
+          "fa4, 64k/GPU": "h200x2/cp_history/cp_h200x2__fa4_64k__ad557dfca2fe.csv",
+          "triton, 64k/GPU": "h200x2/cp_history/cp_h200x2__triton_64k__f581334a1415.csv"}
+# session 18: the tile-model cut of balanced_runs (16k, repeat 10); 64k not rerun at this code
+CP_S18 = {"fa4, 16k/GPU": "h200x2/cp_history/cp_h200x2__fa4_16k__946e08914a0a.csv",
+          "triton, 16k/GPU": "h200x2/cp_history/cp_h200x2__triton_16k__946e08914a0a.csv",
+          "fa4, 64k/GPU": CP_S17["fa4, 64k/GPU"],
+          "triton, 64k/GPU": CP_S17["triton, 64k/GPU"]}
+# session 19: the fused path without its whole-buffer passes (16k at repeat 10, 64k at 3)
+CP_S19 = {run: f"h200x2/cp_history/cp_h200x2__{run.split(',')[0]}_{run.split(' ')[1][:3]}"
+                 "__b469163b3783.csv" for run in CP_S18}
+# session 18, the fused stage cut by rows on (the runs before it was turned off)
+CP_S18_SPLIT = {run: f"h200x2/cp_split/cp_h200x2__{run.split(',')[0]}_{run.split(' ')[1][:3]}"
+                     "__split.csv" for run in CP_S18}
+
+
+def cp2_dispatch_gain() -> str:
+    """What "auto"'s dispatch changed at cp 2 on the document masks: FA4 with min_heap forced
+    beside auto (same run), and Triton before (min_heap: auto was not evaluated) and after."""
+    fa4 = _cp_cells("h200x2/cp_history/cp_h200x2__fa4_16k_min_heap__342cdf62bec1.csv")
+    fa4_auto = _cp_cells("h200x2/cp_history/cp_h200x2__fa4_16k__342cdf62bec1.csv")
+    tri_before = _cp_cells("h200x2/cp_history/cp_h200x2__triton_16k__342cdf62bec1.csv")
+    tri_after = _cp_cells(CP_S16["triton, 16k/GPU"])
+    lines = ["| mask | dir | FA4: min_heap / auto (balanced_runs), magi / best before -> after "
+             "| Triton: min_heap (before) / auto, magi / best before -> after |",
+             "|---|---|---|---|"]
+    # (magi's rows before, the run whose baselines it is held to, magi's rows after, magi's label)
+    sides = ((fa4, fa4_auto, fa4_auto, "magi_min_heap"), (tri_before, tri_before, tri_after, "magi"))
+    best = lambda cells: max(_baselines(cells).values())  # noqa: E731
+    for mask in ("full_document", "causal_document", "block_causal_document"):
+        for d in ("fwd", "bwd"):
+            key = (mask, 2, d)
+            parts = []
+            for before, before_peers, after, label in sides:
+                b, a = before[key][label], after[key]["magi"]
+                parts.append(f"{b:.0f} / {a:.0f}, {b / best(before_peers[key]):.2f} -> "
+                             f"{a / best(after[key]):.2f}")
+            lines.append(f"| {mask} | {d} | {parts[0]} | {parts[1]} |")
+    return "\n".join(lines)
+
+
+def _profile_pieces() -> pd.DataFrame:
+    rows = pd.concat([pd.read_csv(RESULTS / f"h200x2/magi_profile/magi_profile_cp2_fa4_rank{r}.csv")
+                      for r in (0, 1)])
+    return rows.pivot_table(index=["mask", "rank"], columns="piece", values="ms", sort=False)
+
+
+def cp2_profile_table() -> str:
+    """calc_attn at cp 2 against its fused path's pieces, per rank (ms)."""
+    lines = ["| mask | rank | calc_attn fwd | kernel fwd (fused mask) | fwd: kernel / calc_attn "
+             "| calc_attn bwd (fwd+bwd - fwd) | kernel bwd | bwd: kernel / calc_attn | cast + "
+             "copies alone | group-reduce alone |", "|---|---|---|---|---|---|---|---|---|---|"]
+    t = _profile_pieces()
+    for mask, rank in sorted(t.index, key=lambda i: i[1]):  # rank 0's masks, then rank 1's
+        ms = t.loc[(mask, rank)]
+        bwd = ms.calc_attn_fwd_bwd - ms.calc_attn_fwd
+        lines.append(f"| {mask} | {rank} | {ms.calc_attn_fwd:.2f} | {ms.kernel_fwd:.2f} | "
+                     f"{ms.kernel_fwd / ms.calc_attn_fwd:.2f} | {bwd:.2f} | "
+                     f"{ms.kernel_bwd:.2f} | {ms.kernel_bwd / bwd:.2f} | "
+                     f"{ms.fused_kv:.2f} | {ms.group_reduce:.2f} |")
+    return "\n".join(lines)
+
+
+def cp2_profile_summary() -> str:
+    """calc_attn / its kernel over all ranks and directions, and over the slower rank; then the
+    causal_document cell against HybridCP (the FA4 16k run)."""
+    t = _profile_pieces()
+    bwd = t.calc_attn_fwd_bwd - t.calc_attn_fwd
+    ratios = pd.concat([t.kernel_fwd / t.calc_attn_fwd, t.kernel_bwd / bwd])
+    slow = t.groupby(level="mask").apply(
+        lambda g: pd.Series([g.kernel_fwd.max() / g.calc_attn_fwd.max(),
+                             g.kernel_bwd.max() / (g.calc_attn_fwd_bwd - g.calc_attn_fwd).max()]))
+    cd = t.loc["causal_document"]
+    hybrid = _files((CP_S16["fa4, 16k/GPU"],))
+    hyb = hybrid[(hybrid.kernel == "hybrid_cp") & (hybrid["mask"] == "causal_document")
+                 & (hybrid.cp_size == 2) & (hybrid.direction == "fwd")].runtime_ms.iloc[0]
+    cell = _cp_cells(CP_S16["fa4, 16k/GPU"])[("causal_document", 2, "fwd")]
+    return (f"calc_attn runs at {ratios.min():.2f}-{ratios.max():.2f} of its own kernel (on the "
+            f"slower rank, which sets the step: {slow.values.min():.2f}-{slow.values.max():.2f}); "
+            f"the rest is the exposed cast and reduce. Where magi still loses (causal_document "
+            f"at 16k, {cell['magi'] / cell['hybrid_cp']:.2f} fwd), the kernel over the slower "
+            f"rank's fused mask alone ({cd.kernel_fwd.max():.2f} ms fwd) already takes longer "
+            f"than HybridCP's whole step ({hyb:.2f} ms)")
+
+
+def cp2_s17_table() -> str:
+    return cp2_s16_table(CP_S17)
+
+
+def cp2_s17_summary() -> str:
+    return cp2_s16_summary(CP_S17)
+
+
+def cp2_s17_changes() -> str:
+    """magi / best baseline at cp 2, session 16's run -> session 17's, on the cells either
+    change touched: FA4 causal (balanced_runs in native groups) and every Triton backward."""
+    lines = ["| run | mask | dir | magi TFLOPs/s/GPU s16 -> s17 | magi / best s16 -> s17 |",
+             "|---|---|---|---|---|"]
+    picks = [(run, mask, d) for run in ("fa4, 16k/GPU", "fa4, 64k/GPU") for mask in ("causal",)
+             for d in ("fwd", "bwd")]
+    picks += [(run, mask, "bwd") for run in ("triton, 16k/GPU", "triton, 64k/GPU")
+              for mask in CP_MASKS]
+    for run, mask, d in picks:
+        before = _cp_cells(CP_S16[run])[(mask, 2, d)]
+        after = _cp_cells(CP_S17[run])[(mask, 2, d)]
+        lines.append(f"| {run} | {mask} | {d} | {before['magi']:.0f} -> {after['magi']:.0f} | "
+                     f"{_magi_over_best(before):.2f} -> {_magi_over_best(after):.2f} |")
+    return "\n".join(lines)
+
+
+def cp2_s18_table() -> str:
+    return cp2_s16_table(CP_S18)
+
+
+def cp2_s18_summary() -> str:
+    return cp2_s16_summary(CP_S18)
+
+
+def cp2_s18_changes() -> str:
+    """magi at cp 2 on the masks either change of session 18 touches, TFLOPs/s/GPU and magi /
+    best baseline of its own run: session 17, the fused stage cut by rows (with the moved cut),
+    the moved cut alone (the default); at 64k only the first two were run."""
+    lines = ["| run | mask | dir | magi s17 / split / default now | magi / best s17 / split / "
+             "default now |", "|---|---|---|---|---|"]
+    for run in CP_S18:
+        now = CP_S18[run] if CP_S18[run] != CP_S17[run] else None
+        for mask in ("causal", "full_document", "causal_document", "block_causal_document"):
+            for d in ("fwd", "bwd"):
+                cells = [_cp_cells(f)[(mask, 2, d)] for f in (CP_S17[run], CP_S18_SPLIT[run])]
+                cells.append(_cp_cells(now)[(mask, 2, d)] if now else None)
+                tf = " / ".join(f"{c['magi']:.0f}" if c else "-" for c in cells)
+                rr = " / ".join(f"{_magi_over_best(c):.2f}" if c else "-" for c in cells)
+                lines.append(f"| {run} | {mask} | {d} | {tf} | {rr} |")
+    return "\n".join(lines)
+
+
+def pytest_nccl_split() -> str:
+    return _pytest_counts("h200x2/tests/pytest_nccl_split_0d26ef42cf48.log")
+
+
+def cp2_s19_table() -> str:
+    return cp2_s16_table(CP_S19)
+
+
+def cp2_s19_summary() -> str:
+    return cp2_s16_summary(CP_S19)
+
+
+def cp2_s19_changes() -> str:
+    """magi at cp 2 on every mask, the previous default's run (session 18 at 16k, 17 at 64k)
+    against session 19's: TFLOPs/s/GPU and magi / best baseline of its own run."""
+    lines = ["| run | mask | fwd magi before -> after (/ best) | bwd magi before -> after (/ best) |",
+             "|---|---|---|---|"]
+    for run in CP_S19:
+        before, after = _cp_cells(CP_S18[run]), _cp_cells(CP_S19[run])
+        for mask in CP_MASKS:
+            parts = []
+            for d in ("fwd", "bwd"):
+                b, a = before[(mask, 2, d)], after[(mask, 2, d)]
+                parts.append(f"{b['magi']:.0f} -> {a['magi']:.0f} ({_magi_over_best(b):.2f} -> "
+                             f"{_magi_over_best(a):.2f})")
+            lines.append(f"| {run} | {mask} | {parts[0]} | {parts[1]} |")
+    return "\n".join(lines)
+
+
+PROFILE_S19 = "h200x2/magi_profile_s19"
+
+
+def _profile_kernels(side: str, mask: str, rank: int) -> dict[str, float]:
+    """CUDA ms per fwd + bwd step (the table holds 3) of one rank's torch.profiler table, by
+    kind of device kernel: FA4's, NCCL's (its time includes waiting for the other rank) and
+    the memory passes around them (torch's copies, casts, cats, fills and the range kernels)."""
+    suffix = "" if rank == 0 else f"_rank{rank}"
+    text = (RESULTS / PROFILE_S19 / side / f"magi_profile_cp2_fa4_{mask}{suffix}.txt").read_text()
+    sums = {"fa4": 0.0, "nccl": 0.0, "passes": 0.0}
+    for name, ms, _ in _profiler_rows(text):
+        if name.startswith("kernel_cutlass"):
+            sums["fa4"] += ms
+        elif name.startswith("ncclDevKernel"):
+            sums["nccl"] += ms
+        elif name.startswith(("void at::native", "Memcpy DtoD")) or name.endswith("_rows_kernel"):
+            sums["passes"] += ms
+    return {kind: ms / 3 for kind, ms in sums.items()}
+
+
+def cp2_s19_profile() -> str:
+    """Per fwd + bwd step and rank, CUDA ms of FA4's kernels, of the memory passes around
+    them and of NCCL, before -> after the change."""
+    lines = ["| mask | rank | FA4 kernels | memory passes | NCCL (incl. waiting) |",
+             "|---|---|---|---|---|"]
+    for mask in ("causal_document", "full_document", "block_causal_document"):
+        for rank in (0, 1):
+            b, a = (_profile_kernels(side, mask, rank) for side in ("before", "after"))
+            lines.append(f"| {mask} | {rank} | " + " | ".join(
+                f"{b[k]:.2f} -> {a[k]:.2f}" for k in ("fa4", "passes", "nccl")) + " |")
+    return "\n".join(lines)
+
+
+def cp2_s19_below() -> str:
+    """The cp 2 cells of session 19 where magi is below the best baseline: run, mask,
+    direction, magi / best (the best's name)."""
+    return _below_best((run, mask, d, v, "") for run, relpath in CP_S19.items()
+                       for (mask, cp, d), v in sorted(_cp_cells(relpath).items())
+                       if cp == 2 and "magi" in v and _baselines(v))
+
+
+def pytest_nccl_s19() -> str:
+    return _pytest_counts("h200x2/tests/pytest_nccl_b469163b3783.log")
+
+
+def pytest_nccl_s19_kernels() -> str:
+    """The Triton cases again after the range kernels' shared prologue (eeb474c)."""
+    return _pytest_counts("h200x2/tests/pytest_nccl_triton_eeb474c08cc9.log")
+
+
+# session 20: the fused stage cut by keys per direction, timed at key time (cp 2 only; 64k on
+# full and causal only: the document masks' 64k cells stay session 19's)
+CP_S20 = {run: f"h200x2/cp_s20/cp_h200x2__{run.split(',')[0]}_{run.split(' ')[1][:3]}.csv"
+          for run in CP_S18}
+CP_AB_S20 = {run: f"h200x2/cp_ab_s20/cp_ab__{run.split(',')[0]}_{run.split(' ')[1][:3]}.csv"
+             for run in CP_S18}
+
+
+def _magi_notes(relpath: str) -> dict[tuple[str, str], dict[str, str]]:
+    """{(mask, direction): {"cut": ..., "hidden_comm_ms": ... (where the row has it)}} of
+    magi's cp 2 rows, in the order of the row's message."""
+    frame = _files((relpath,))
+    rows = frame[(frame.kernel == "magi") & (frame.cp_size == 2) & (frame.status == "ok")]
+    return {(r["mask"], r.direction): dict(re.findall(r"(cut|hidden_comm_ms)=([^;]*)", r.message))
+            for _, r in rows.iterrows()}
+
+
+def _joined(note: dict[str, str] | None) -> str:
+    return "; ".join(f"{k}={v}" for k, v in note.items()) if note else "-"
+
+
+def cp_ab_s20_table() -> str:
+    """The A/B before the change: magi (fused), magi_staged, magi_balanced_runs and the best
+    baseline at cp 2, TFLOPs/s/GPU, on full and causal."""
+    lines = ["| run | mask | dir | magi | magi_staged | magi_balanced_runs | best baseline (name) |",
+             "|---|---|---|---|---|---|---|"]
+    for run, relpath in CP_AB_S20.items():
+        for (mask, cp, d), v in sorted(_cp_cells(relpath).items()):
+            base = _baselines(v)
+            best = max(base, key=base.get)
+            cols = [f"{v[k]:.0f}" if k in v else "-"
+                    for k in ("magi", "magi_staged", "magi_balanced_runs")]
+            lines.append(f"| {run} | {mask} | {d} | {' | '.join(cols)} | {base[best]:.0f} "
+                         f"({best}) |")
+    return "\n".join(lines)
+
+
+def _s20_cells() -> dict:
+    """{(run, mask, direction): (cell values, session)} of the 40 cp 2 cells: session 20's
+    rows where it measured them, else session 19's (the 64k document masks)."""
+    out = {}
+    for run in CP_S20:
+        new, old = _cp_cells(CP_S20[run]), _cp_cells(CP_S19[run])
+        for mask in CP_MASKS:
+            for d in ("fwd", "bwd"):
+                cell = new.get((mask, 2, d))
+                out[run, mask, d] = (cell, 20) if cell else (old[(mask, 2, d)], 19)
+    return out
+
+
+def cp2_s20_table() -> str:
+    """magi at cp 2 on every cell: session 19's magi / best -> session 20's (where measured),
+    TFLOPs/s/GPU now, and the cut the key chose with the communication it hid."""
+    lines = ["| run | mask | dir | magi TFLOPs/s/GPU s19 -> s20 | magi / best s19 -> s20 (name) "
+             "| cut chosen; hidden_comm_ms |", "|---|---|---|---|---|---|"]
+    for run in CP_S20:
+        before, notes = _cp_cells(CP_S19[run]), _magi_notes(CP_S20[run])
+        after = _cp_cells(CP_S20[run])
+        for mask in CP_MASKS:
+            for d in ("fwd", "bwd"):
+                b, a = before[(mask, 2, d)], after.get((mask, 2, d))
+                if a is None:
+                    continue
+                base = _baselines(a)
+                lines.append(f"| {run} | {mask} | {d} | {b['magi']:.0f} -> {a['magi']:.0f} | "
+                             f"{_magi_over_best(b):.2f} -> {_magi_over_best(a):.2f} "
+                             f"({max(base, key=base.get)}) | {_joined(notes.get((mask, d)))} |")
+    return "\n".join(lines)
+
+
+def cp2_s20_cut_cells() -> str:
+    """The cells whose direction the key cut: run, mask, direction, magi / best session 19 ->
+    session 20, and the communication hidden."""
+    out = []
+    for run in CP_S20:
+        before, after, notes = (_cp_cells(CP_S19[run]), _cp_cells(CP_S20[run]),
+                                _magi_notes(CP_S20[run]))
+        for (mask, d), note in sorted(notes.items()):
+            if d not in note["cut"].split(","):
+                continue
+            hidden = note.get("hidden_comm_ms") if d == "fwd" else None
+            out.append(f"{run.replace('/GPU', '')} {mask} {d} "
+                       f"{_magi_over_best(before[(mask, 2, d)]):.2f} -> "
+                       f"{_magi_over_best(after[(mask, 2, d)]):.2f}"
+                       + (f" (hidden {hidden} ms)" if hidden else ""))
+    return "; ".join(out)
+
+
+def cp2_s20_summary() -> str:
+    cells = _s20_cells()
+    won = sum(_magi_over_best(v) >= 1.0 for v, _ in cells.values())
+    measured = sum(session == 20 for _, session in cells.values())
+    return (f"{won} of {len(cells)} cells at >= 1.0x the best baseline ({measured} measured "
+            f"this session, {len(cells) - measured} from session 19's runs)")
+
+
+def cp2_s20_below() -> str:
+    """The cp 2 cells below the best baseline after session 20 (session 19's rows where
+    session 20 did not measure the cell)."""
+    return _below_best(((run, mask, d, v, f"; s{session}")
+                        for (run, mask, d), (v, session) in _s20_cells().items()), digits=3)
+
+
+def pytest_nccl_s20() -> str:
+    return _pytest_counts("h200x2/tests/pytest_nccl_cut_5dcc1b589a2b.log")
+
+
+FA4_GROUPS = "h200x2/fa4_groups/fa4_bench.csv"
+
+
+def fa4_groups_table() -> str:
+    """ffa_fa4 (native groups) against its block-sparse path, same run (H200, one GPU)."""
+    f = _helper(FA4_GROUPS)  # fa4_check.py's file, as the helper runs above
+    f = f[f.status == "ok"]
+    t = f.pivot_table(index=["mask", "seqlen", "direction"], columns="impl", values="tflops",
+                      sort=False)
+    lines = ["| mask | S | dir | native groups | block-sparse | groups / block-sparse |",
+             "|---|---|---|---|---|---|"]
+    for (mask, seqlen, d), v in t.iterrows():
+        lines.append(f"| {mask} | {seqlen // 1024}k | {d} | {v.ffa_fa4:.0f} | {v.ffa_fa4_bs:.0f} "
+                     f"| {v.ffa_fa4 / v.ffa_fa4_bs:.2f} |")
+    return "\n".join(lines)
+
+
+def pytest_fa4_groups() -> str:
+    return _pytest_counts("h200x2/fa4_groups/pytest_groups.log")
+
+
+def pytest_triton_s17() -> str:
+    return _summed_counts("h200x2/tests/pytest_gpu_triton_f581334a1415.log")
+
+
+def cp_gpu_check_2() -> str:
+    f = pd.read_csv(RESULTS / "h200x2/cp_gpu_check.csv")
+    counts = f.status.value_counts()
+    return ", ".join(f"{n} {s}" for s, n in counts.items()) + f" ({len(f)} cells, cp 2)"
+
+
+def pytest_gpu_magi_s16() -> str:
+    return _pytest_counts("h200x2/tests/pytest_gpu_magi_342cdf62bec1.log")
+
+
+# -- session 29: 2 H200s (nvidia-h200-x2; the first 2-H200 node since session 20) -------------
+# issue 15's whole table at ddb9bdd (16k: cp 1 and 2 with magi_unequal on 32-token chunks beside
+# magi, repeat 10; 64k: magi and single_gpu at cp 1, then every strategy at cp 2, repeat 10),
+# magi with the cut by keys off (cut=none) beside HybridCP, and the fused path's pieces under
+# unequal_runs on 128-token chunks
+CP_S29 = {f"{b}, {s}/GPU": f"h200x2/cp_history/cp_h200x2__{b}_{s}__ddb9bdd780a2.csv"
+          for s in ("16k", "64k") for b in ("fa4", "triton")}
+UNEQUAL_S29 = {(b, "16k"): CP_S29[f"{b}, 16k/GPU"] for b in ("fa4", "triton")}
+CUT_NONE_S29 = {b: f"h200x2/cp_cut_s29/cp_h200x2__{b}_16k_magi_cut_none.csv"
+                for b in ("fa4", "triton")}
+PROFILE_S29 = "h200x2/magi_profile_s29/magi_profile_cp2_fa4_unequal_runs_c128_rank{}.csv"
+
+
+def cp_s29_table() -> str:
+    return cp2_s16_table(CP_S29)
+
+
+def cp_s29_summary() -> str:
+    return cp2_s16_summary(CP_S29)
+
+
+def cp_s29_below() -> str:
+    return _cp2_below(CP_S29)
+
+
+def unequal_s29_table() -> str:
+    return unequal_s28_table(UNEQUAL_S29)
+
+
+def unequal_s29_summary() -> str:
+    return unequal_s28_summary(UNEQUAL_S29)
+
+
+def cp_s29_with_unequal() -> str:
+    return _with_unequal(CP_S29, "16k")
+
+
+def cut_none_s29_table() -> str:
+    """magi with the timed cut (issue 15's run) and with cut=none (the run after it, same node),
+    each over the HybridCP of its own run, on the 16k document masks."""
+    lines = ["| local | mask | dir | cut chosen | magi / hybrid_cp (timed cut) | "
+             "magi / hybrid_cp (cut=none) |", "|" + "---|" * 6]
+    for backend, relpath in CUT_NONE_S29.items():
+        timed, none = _tf_cells(CP_S29[f"{backend}, 16k/GPU"]), _tf_cells(relpath)
+        for mask in DOC_MASKS:
+            for d in ("fwd", "bwd"):
+                cut = re.search(r"cut=([^;]*)", timed["magi", mask, d].message)[1]
+                ratios = [rows["magi", mask, d].tflops_per_s / rows["hybrid_cp", mask, d].tflops_per_s
+                          for rows in (timed, none)]
+                lines.append(f"| {backend} | {mask} | {d} | {cut} | {ratios[0]:.2f} | "
+                             f"{ratios[1]:.2f} |")
+    return "\n".join(lines)
+
+
+def profile_s29_table() -> str:
+    """The fused path's pieces per rank (FA4, unequal_runs on 128-token chunks, cut=none), ms."""
+    pieces = ("calc_attn_fwd", "fused_kv", "own_copies", "host_kernel_fwd", "kernel_fwd")
+    lines = ["| mask | rank | tokens received | " + " | ".join(pieces) + " |",
+             "|" + "---|" * (3 + len(pieces))]
+    frames = [pd.read_csv(RESULTS / PROFILE_S29.format(r)) for r in (0, 1)]
+    for mask in DOC_MASKS:
+        for rank, frame in enumerate(frames):
+            rows = frame[frame["mask"] == mask].set_index("piece")
+            recv = re.search(r"recv_tokens=(\d+)", rows.notes.iloc[0])[1]
+            lines.append(f"| {mask} | {rank} | {recv} | "
+                         + " | ".join(f"{rows.ms[p]:.3f}" for p in pieces) + " |")
+    return "\n".join(lines)
+
+
+def triton_keys_s29() -> str:
+    """Triton at 64k a GPU, cp 2, forward TFLOPs/s/GPU: the strategies whose kernel calls read
+    all 128k keys at once against the rings that call it per block of keys (cp 2: 64k, or
+    zigzag halves on causal), and the kernel at cp 1."""
+    cells = _cp_cells(CP_S29["triton, 64k/GPU"])
+    out = []
+    for mask in ("full", "causal"):
+        v, one = cells[mask, 2, "fwd"], cells[mask, 1, "fwd"]
+        whole = ", ".join(f"{k} {v[k]:.0f}" for k in ("magi", "ring_allgather", "ulysses"))
+        blocks = ", ".join(f"{k} {v[k]:.0f}" for k in ("ring_p2p", "usp", "loongtrain"))
+        out.append(f"{mask}: {whole} against {blocks} (single_gpu at cp 1: "
+                   f"{one['single_gpu']:.0f})")
+    return "; ".join(out)
+
+
+def _pytest_dots(relpath: str) -> str:
+    """A pytest -q log cut before its summary line: the tests that passed (dots), and any
+    that failed (F) or errored (E)."""
+    marks = (RESULTS / relpath).read_text().strip().splitlines()[0]
+    return (f"{marks.count('.')} passed, {marks.count('F')} failed, {marks.count('E')} errors "
+            "before the call's timeout stopped the run (no summary line)")
+
+
+def pytest_s29() -> str:
+    return (f"modes cut_fwd, cut_bwd, cut_auto and unequal, both local kernels: "
+            f"{_pytest_dots('h200x2/tests/pytest_nccl_cut_unequal_ddb9bdd.log')}; every other "
+            f"mode: {_pytest_counts('h200x2/tests/pytest_nccl_rest_ddb9bdd.log')}")
+CP_S30 = "h200x2/cp_s30"
+BWD_TIMING_S30 = "h200x2/bwd_timing_s30/bwd_timing_probe_{}_rank0.csv"
+
+
+def unequal_dense_s30_table() -> str:
+    """magi, magi_unequal (FA4's dense rate in its tile model) and HybridCP, 16k a GPU, cp 2."""
+    rows = _tf_cells(f"{CP_S30}/fa4_16k_dense.csv")
+    lines = ["| mask | dir | magi | magi_unequal | hybrid_cp | unequal / hybrid_cp | "
+             "magi / hybrid_cp | tokens a rank (unequal) |", "|" + "---|" * 8]
+    for mask in ("full_document", "causal", "causal_document"):
+        for d in ("fwd", "bwd"):
+            m, u, h = (rows[k, mask, d] for k in ("magi", "magi_unequal", "hybrid_cp"))
+            tokens = re.search(r"tokens_per_rank=([\d-]+)", u.message)[1]
+            lines.append(f"| {mask} | {d} | {m.tflops_per_s:.0f} | {u.tflops_per_s:.0f} | "
+                         f"{h.tflops_per_s:.0f} | {u.tflops_per_s / h.tflops_per_s:.2f} | "
+                         f"{m.tflops_per_s / h.tflops_per_s:.2f} | {tokens} |")
+    return "\n".join(lines)
+
+
+def triton64k_s30_table() -> str:
+    """Triton, 64k a GPU, cp 2: magi (cut timed in rounds) against the best of the six
+    baselines in the same run, the cut it chose with its timing, and magi with cut=both (the
+    earlier run of the same session, against its own best of ring_p2p, loongtrain and usp)."""
+    cells = _cp_cells(f"{CP_S30}/triton_64k_all.csv")
+    rows = _tf_cells(f"{CP_S30}/triton_64k_all.csv")
+    both, early = (_cp_cells(f"{CP_S30}/triton_64k_cut_{x}.csv") for x in ("both", "auto"))
+    lines = ["| mask | dir | magi | best baseline | magi / best | cut chosen (timed ms whole/cut) "
+             "| cut=both, its run: magi / best |", "|" + "---|" * 7]
+    for mask in ("full", "causal"):
+        for d in ("fwd", "bwd"):
+            v = cells[mask, 2, d]
+            name, best = max(_baselines(v).items(), key=lambda kv: kv[1])
+            msg = rows["magi", mask, d].message
+            cut = re.search(r"cut=([^;]*)", msg)[1]
+            timed = re.search(r"cut_ms=([^;]*)", msg)[1]
+            other = max(_baselines(early[mask, 2, d]).values())
+            lines.append(f"| {mask} | {d} | {v['magi']:.0f} | {best:.0f} ({name}) | "
+                         f"{v['magi'] / best:.3f} | {cut} ({timed}) | "
+                         f"{both[mask, 2, d]['magi'] / other:.3f} |")
+    return "\n".join(lines)
+
+
+def bwd_timing_s30() -> str:
+    """One key's backward (MagiAttention, Triton, causal, 64k a GPU, rank 0), ms: the bench's
+    way and the timed cut's clock, on the benchmark's dout restricted to the gate's rows and on
+    the whole one, whole and cut by keys."""
+    lines = ["| dout | cut | bench_events | runtime_events | tuner_clock | tuner_inputs "
+             "(whole dout, same process) |", "|" + "---|" * 6]
+    for kind in ("random", "restricted"):
+        frame = pd.read_csv(RESULTS / BWD_TIMING_S30.format(kind))
+        for cut, g in frame.groupby("cut", sort=False):
+            t = dict(zip(g.way, g.ms))
+            label = "whole" if kind == "random" else "zero off the gate's 256 rows"
+            lines.append(f"| {label} | {cut} | {t['bench_events']:.1f} | "
+                         f"{t['runtime_events']:.1f} | {t['tuner_clock']:.1f} | "
+                         f"{t['tuner_inputs']:.1f} |")
+    return "\n".join(lines)
+
+
+def pytest_s30() -> str:
+    return (f"mode unequal, both local kernels: "
+            f"{_pytest_counts('h200x2/tests/pytest_nccl_unequal_6329018.log')}; mode cut_auto, "
+            f"Triton (timed in rounds): "
+            f"{_pytest_counts('h200x2/tests/pytest_nccl_cut_auto_triton_96c64d5.log')}; the FA4 "
+            f"dense split's GPU test (before its removal): "
+            f"{_pytest_counts('h200/tests/pytest_fa4_dense_split_s30_9b5e578.log')}")
+UNEQUAL_S31 = {(b, s): CP_S31[f"{b}, {s}/GPU"] for s in ("16k", "64k") for b in ("fa4", "triton")}
+
+
+def cp_s31_table() -> str:
+    return cp2_s16_table(CP_S31)
+
+
+def cp_s31_summary() -> str:
+    return cp2_s16_summary(CP_S31)
+
+
+def cp_s31_below() -> str:
+    return _cp2_below(CP_S31)
+
+
+def cp_s31_with_unequal() -> str:
+    return f"16k: {_with_unequal(CP_S31, '16k')}; 64k: {_with_unequal(CP_S31, '64k')}"
+
+
+def unequal_s31_table() -> str:
+    return unequal_s28_table(UNEQUAL_S31)
+
+
+def unequal_s31_summary() -> str:
+    return unequal_s28_summary(UNEQUAL_S31)
+
+
+def bwd_dout_shift_s31() -> str:
+    """magi / the best baseline of each cp 2 backward cell: session 29 (the gate's mostly-zero
+    dout) against session 31 (the whole dout)."""
+    lines = ["| run | mask | s29 (gate's dout) | s31 (whole dout) |", "|---|---|---|---|"]
+    for run in CP_S31:
+        before, after = _cp_cells(CP_S29[run]), _cp_cells(CP_S31[run])
+        for mask in CP_MASKS:
+            pair = [_magi_over_best(c[(mask, 2, "bwd")]) for c in (before, after)]
+            lines.append(f"| {run} | {mask} | {pair[0]:.3f} | {pair[1]:.3f} |")
+    return "\n".join(lines)
+
+
+def key_parts_s31_table() -> str:
+    """Triton 64k/GPU cp 2 forward, full and causal, per strategy: session 30's run (one call
+    over a rank's 128k keys) against this one (the key parts: two 64k-key calls and a merge)."""
+    before = _cp_cells(f"{CP_S30}/triton_64k_all.csv")
+    after = _cp_cells(CP_S31["triton, 64k/GPU"])
+    lines = ["| strategy | mask | s30 fwd | s31 fwd | s31 / s30 |", "|---|---|---|---|---|"]
+    for mask in ("full", "causal"):
+        for k in ("magi", "ulysses", "ring_allgather", "ring_p2p", "usp", "loongtrain",
+                  "hybrid_cp"):
+            a, b = (c[(mask, 2, "fwd")][k] for c in (before, after))
+            lines.append(f"| {k} | {mask} | {a:.0f} | {b:.0f} | {b / a:.3f} |")
+    return "\n".join(lines)
+
+
+def key_parts_cut_ms_s31() -> str:
+    """magi's own timing of its forward whole and cut by keys (ms, one process, key time),
+    Triton 64k/GPU cp 2: session 30 (whole = one call over 128k keys) and session 31 (whole =
+    the key parts)."""
+    out = []
+    for label, relpath in (("s30", f"{CP_S30}/triton_64k_all.csv"),
+                           ("s31", CP_S31["triton, 64k/GPU"])):
+        frame = _files((relpath,))
+        for mask in ("full", "causal"):
+            row = frame[(frame.kernel == "magi") & (frame.cp_size == 2) & (frame["mask"] == mask)
+                        & (frame.direction == "fwd")].iloc[0]
+            whole, cut = re.search(r"cut_ms=fwd:([\d.]+)/([\d.]+)", row.message).groups()
+            out.append(f"{label} {mask}: whole {float(whole):.1f} / cut {float(cut):.1f} ms")
+    return "; ".join(out)
+
+
+def pytest_s31() -> str:
+    return (f"the Triton forward's key parts (`-k long_key`): "
+            f"{_pytest_counts('h200x2/tests/pytest_long_key_s31.log')}; every installed "
+            f"adapter's set_dout (`-k set_dout`, FA4 staged, no other peer): "
+            f"{_pytest_counts('h200x2/tests/pytest_set_dout_s31.log')}")

@@ -1,0 +1,201 @@
+"""Sections on 4 H200s: the CP checks and sweeps at cp 4."""
+from __future__ import annotations
+
+import functools
+import json
+
+import pandas as pd
+
+from bench.cp.plot import ratio_table
+
+from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _baselines, _cp2_below, _cp_cells,
+                      _helper, _k, _kernel_tflops, _magi_over_best, _rows, _span, _with_unequal,
+                      cp1_spread_s31, cp2_s16_summary, cp2_s16_table, unequal_s28_table)
+from ._paths import RESULTS
+
+
+# -- MagiAttention on 4 H200s -------------------------------------------------------------------
+@functools.cache
+def _magi_check() -> dict:
+    return json.loads((RESULTS / "h200x4" / "magi_gpu_check.json").read_text())
+
+
+def magi_check() -> str:
+    checks = [r for r in _magi_check()["rows"] if r["part"] == "check"]
+    masks = dict.fromkeys(r["mask"] for r in checks)
+    algorithms = dict.fromkeys(r["algorithm"] for r in checks)
+    return (f"{len(masks)} masks x {len(algorithms)} dispatch algorithms "
+            f"({sum(r['ok'] for r in checks)} of {len(checks)} ok): "
+            f"**{_magi_check()['header']['check']}**")
+
+
+def _magi_bench(mask: str) -> dict:
+    (row,) = [r for r in _magi_check()["rows"] if r["part"] == "bench" and r["mask"] == mask]
+    return row
+
+
+def magi_bench() -> str:
+    full, docs = _magi_bench("full"), _magi_bench("causal_document")
+    return (f"full {full['fwd_tflops_per_gpu']:.0f} TFLOPs/s/GPU forward, "
+            f"{full['bwd_tflops_per_gpu']:.0f} backward; causal_document "
+            f"{docs['fwd_tflops_per_gpu']:.0f} / {docs['bwd_tflops_per_gpu']:.0f}")
+
+
+def magi_keeps() -> str:
+    full = _magi_bench("full")
+    single = {d: _kernel_tflops("ffa", "full", K64, d) for d in ("fwd", "bwd")}
+    keep = {d: full[f"{d}_tflops_per_gpu"] / single[d] for d in single}
+    return (f"{single['fwd']:.0f} / {single['bwd']:.0f} in the kernel sweep: cp 4 keeps "
+            f"{keep['fwd']:.0%} / {keep['bwd']:.0%}")
+
+
+# -- CP baselines and the CP sweep on 4 H200s ---------------------------------------------------
+def cp_check() -> str:
+    rows = _helper("h200x4/cp_gpu_check.csv")
+    masks = list(dict.fromkeys(rows["mask"]))
+    failed = rows[rows.status != "ok"]
+    counts = ", ".join(f"{n} {s}" for s, n in rows.status.value_counts().items())
+    why = (f" ({', '.join(dict.fromkeys(failed['mask']))})" if len(failed) else "")
+    return (f"{rows.strategy.nunique()} strategies x {len(masks)} masks ({', '.join(masks)}) at "
+            f"cp {'/'.join(map(str, sorted(rows.cp_size.unique())))}, S = "
+            f"{'/'.join(_k(s) for s in sorted(rows.seqlen.unique()))}: {counts}{why}")
+
+
+CP_SWEEP = "h200x4/cp_history/cp_h200x4__1a6361c0d6dc.csv"
+CP_SCALING = "h200x4/cp_history/cp_scaling_cp1-4__1a6361c0d6dc.csv"
+
+
+def cp_sweep_rows() -> str:
+    rows = _rows(CP_SWEEP)
+    counts = rows.status.value_counts().items()
+    return f"{len(rows)} rows: " + ", ".join(f"{n} {s}" for s, n in counts)
+
+
+def cp_ratio_table() -> str:
+    table = ratio_table(RESULTS / CP_SWEEP)
+    table = table[(table.cp_size == 4) & (table.seqlen_per_gpu == K16)]
+    order = ("ulysses", "ring_p2p", "ring_allgather", "usp", "loongtrain", "hybrid_cp")
+    baselines = [b for b in order if b in set(table.baseline)]
+    lines = ["| mask | " + " | ".join(f"vs {b}" for b in baselines) + " |",
+             "|---|" + "---|" * len(baselines)]
+    for mask in [m for m in KERNEL_MASKS if m in set(table["mask"])]:
+        cells = []
+        for b in baselines:
+            pick = table[(table["mask"] == mask) & (table.baseline == b)].set_index("direction")
+            cells.append(" / ".join(f"{pick.ratio[d]:.2f}" if d in pick.index else "-"
+                                    for d in ("fwd", "bwd")))
+        lines.append(f"| {mask} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _cp1_allgather_over_others(direction: str) -> list[float]:
+    rows = _rows(CP_SWEEP)
+    rows = rows[(rows.cp_size == 1) & (rows.status == "ok") & (rows.direction == direction)]
+    out = []
+    for _, cell in rows.groupby(["mask", "seqlen"]):
+        mine = cell[cell.kernel == "ring_allgather"].tflops_per_s
+        out += list(float(mine.iloc[0]) / cell[cell.kernel != "ring_allgather"].tflops_per_s)
+    return out
+
+
+def cp1_allgather_fwd() -> str:
+    return _span(_cp1_allgather_over_others("fwd"))
+
+
+def cp1_allgather_bwd() -> str:
+    return _span(_cp1_allgather_over_others("bwd"))
+
+
+def cp1_allgather_example() -> str:
+    rows = _rows(CP_SWEEP)
+    cell = rows[(rows.cp_size == 1) & (rows.seqlen == K16) & (rows["mask"] == "causal_document")
+                & (rows.direction == "fwd")].set_index("kernel").tflops_per_s
+    return (f"causal_document {_k(K16)}: ring_allgather {cell['ring_allgather']:.0f} vs magi "
+            f"{cell['magi']:.0f}")
+
+
+def cp_scaling() -> str:
+    rows = _rows(CP_SCALING)
+    rows = rows[(rows.kernel == "magi") & (rows.status == "ok")
+                & (rows.seqlen == rows.cp_size * K64)]
+    tf = rows.set_index(["mask", "direction", "cp_size"]).tflops_per_s
+    parts = []
+    for mask in dict.fromkeys(sorted(rows["mask"])):
+        pair = [f"{tf[mask, d, 4]:.0f}/{tf[mask, d, 1]:.0f} = {tf[mask, d, 4] / tf[mask, d, 1]:.2f}"
+                for d in ("fwd", "bwd")]
+        parts.append(f"{mask} " + ", ".join(pair))
+    return "; ".join(parts)
+
+
+# -- session 32: 4 H200s (nvidia-h200-x4, the first 4-GPU node lent for issue 15) -------------
+# issue 15's cp 4 check at 0348a47: 16k a GPU (cp 1 and 4, every strategy and magi_unequal,
+# repeat 6) with FA4 and Triton; FA4 at 64k a GPU, cp 4 (repeat 3; the call's limit cut full
+# before four of its baselines). Then the interleaved A/B of Triton's dispatch on causal.
+CP_S32 = {"fa4, 16k/GPU": "h200x4/cp/cp_h200x4__fa4_16k.csv",
+          "triton, 16k/GPU": "h200x4/cp/cp_h200x4__triton_16k.csv",
+          "fa4, 64k/GPU": "h200x4/cp/cp_h200x4__fa4_64k.csv"}
+UNEQUAL_S32 = {tuple(run.replace("/GPU", "").split(", ")): relpath
+               for run, relpath in CP_S32.items()}
+AB_S32 = {name: f"h200x4/cp_ab_s32/cp_ab__triton_16k_{name}.csv"
+          for name in ("cp4_causal", "cp2_causal", "cp4_full")}
+BASELINE_COUNT = 6
+
+
+def cp_s32_table() -> str:
+    return cp2_s16_table(CP_S32, cp=4)
+
+
+def cp_s32_summary() -> str:
+    return cp2_s16_summary(CP_S32, cp_n=4)
+
+
+def cp_s32_below() -> str:
+    return _cp2_below(CP_S32, cp_n=4)
+
+
+def cp_s32_with_unequal() -> str:
+    return (f"16k: {_with_unequal(CP_S32, '16k', cp_n=4)}; "
+            f"64k: {_with_unequal(CP_S32, '64k', cp_n=4)}")
+
+
+def cp_s32_partial() -> str:
+    """The cp 4 cells measured with fewer than the six baselines."""
+    out = [f"{run.replace('/GPU', '')} {mask} {d}: {len(_baselines(v))} of {BASELINE_COUNT} "
+           f"({', '.join(sorted(_baselines(v)))})"
+           for run, relpath in CP_S32.items()
+           for (mask, cp, d), v in sorted(_cp_cells(relpath).items())
+           if cp == 4 and len(_baselines(v)) < BASELINE_COUNT]
+    return "; ".join(out) or "none"
+
+
+def cp_s32_docs() -> str:
+    """magi / the best baseline on the three document masks at cp 4, per run."""
+    out = []
+    for run, relpath in CP_S32.items():
+        ratios = [_magi_over_best(v) for (mask, cp, d), v in _cp_cells(relpath).items()
+                  if cp == 4 and mask in DOC_MASKS]
+        out.append(f"{run.replace('/GPU', '')} {min(ratios):.2f}-{max(ratios):.2f}")
+    return "; ".join(out)
+
+
+def cp1_spread_s32() -> str:
+    return cp1_spread_s31(CP_S32)
+
+
+def unequal_s32_table() -> str:
+    return unequal_s28_table(UNEQUAL_S32)
+
+
+def ab_s32_table() -> str:
+    """Triton's dispatch on one causal sequence (and full), interleaved: each strategy's median
+    over the rounds of the slowest rank's ms, and magi's (auto, min_heap then) over it."""
+    lines = ["| run | dir | strategy | median ms | magi (min_heap) ms / this |",
+             "|---|---|---|---|---|"]
+    for name, relpath in AB_S32.items():
+        rows = pd.read_csv(RESULTS / relpath)
+        med = rows.groupby(["direction", "strategy"], sort=False).ms.median()
+        for d in ("fwd", "bwd"):
+            for strategy, ms in med[d].items():
+                lines.append(f"| {name} | {d} | {strategy} | {ms:.2f} | "
+                             f"{med[d]['magi'] / ms:.3f} |")
+    return "\n".join(lines)
