@@ -5,6 +5,7 @@ import functools
 import re
 from collections.abc import Iterable
 
+import numpy as np
 import pandas as pd
 
 from bench.cp.hybrid_cp import unequal_token_share
@@ -45,6 +46,13 @@ def _span(values: list[float]) -> str:
 
 def _verdict(values: list[float], goal: float) -> str:
     return "met" if min(values) >= goal else "**not met**"
+
+
+def _fit_ms(rows: pd.DataFrame, columns: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Least squares of the rows' ``ms`` on ``columns``: (coefficients in ms, fitted ms)."""
+    x = rows[columns].to_numpy(float)
+    coef = np.linalg.lstsq(x, rows.ms.to_numpy(), rcond=None)[0]
+    return coef, x @ coef
 
 
 def _k(seqlen: int) -> str:

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pandas as pd
 
-from ._common import (DOC_MASKS, UNEQUAL_S28, _cp2_below, _cp_cells, _files, _magi_over_best,
-                      _profiler_rows, _pytest_counts, _tf_cells, _variant_ratios, _vs_best,
-                      cp2_s16_summary, cp2_s16_table)
+from ._common import (DOC_MASKS, UNEQUAL_S28, _cp2_below, _cp_cells, _files, _fit_ms,
+                      _magi_over_best, _profiler_rows, _pytest_counts, _tf_cells, _variant_ratios,
+                      _vs_best, cp2_s16_summary, cp2_s16_table)
 from ._paths import RESULTS
 
 
@@ -307,9 +306,8 @@ def _bwd_fit_s26(backend: str):
     frame = _probe_s26("a")
     rows = frame[(frame.backend == backend) & (frame.direction == "bwd")
                  & frame.order.isin(["default", "heavy_first"])]
-    x = rows[["pairs", "partial", "tiles"]].to_numpy(float)
-    coef = np.linalg.lstsq(x, rows.ms.to_numpy(), rcond=None)[0]
-    ratio = rows.ms.to_numpy() / (x @ coef)
+    coef, fitted = _fit_ms(rows, ["pairs", "partial", "tiles"])
+    ratio = rows.ms.to_numpy() / fitted
     return coef * 1000, dict(zip(zip(rows["mask"], rows.strategy, rows["rank"]), ratio))
 
 

@@ -5,13 +5,12 @@ import functools
 import re
 from collections.abc import Callable, Iterable
 
-import numpy as np
 import pandas as pd
 
 from ._common import (CP_MASKS, FFA_FA4_GOAL, K16, K64, KERNEL_MASKS, _baselines, _by_size_table,
-                      _cp_cells, _files, _helper, _k, _kernel_tflops, _low_cells, _pairs,
-                      _pytest_counts, _rows, _span, _summed_counts, _tf, _verdict,
-                      triton_s21_goals, triton_s21_table)
+                      _cp_cells, _files, _fit_ms, _helper, _k, _kernel_tflops, _low_cells,
+                      _pairs, _pytest_counts, _rows, _span, _summed_counts, _tf,
+                      _verdict, triton_s21_goals, triton_s21_table)
 from ._paths import RESULTS
 
 
@@ -884,9 +883,7 @@ def _rank_probe_fit() -> pd.DataFrame:
     rows = pd.read_csv(RESULTS / RANK_PROBE_S32)
     rows["fit"] = 0.0
     for _, g in rows.groupby(["backend", "direction"]):
-        x = g[["pairs", "tiles"]].to_numpy(float)
-        coef = np.linalg.lstsq(x, g.ms.to_numpy(), rcond=None)[0]
-        rows.loc[g.index, "fit"] = x @ coef
+        rows.loc[g.index, "fit"] = _fit_ms(g, ["pairs", "tiles"])[1]
     return rows
 
 

@@ -14,6 +14,9 @@ from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _baselines, _cp2_below,
 from ._paths import RESULTS
 
 
+# the six CP baselines, in the order the tables show them
+CP_BASELINES = ("ulysses", "ring_p2p", "ring_allgather", "usp", "loongtrain", "hybrid_cp")
+
 # -- MagiAttention on 4 H200s -------------------------------------------------------------------
 @functools.cache
 def _magi_check() -> dict:
@@ -74,8 +77,7 @@ def cp_sweep_rows() -> str:
 def cp_ratio_table() -> str:
     table = ratio_table(RESULTS / CP_SWEEP)
     table = table[(table.cp_size == 4) & (table.seqlen_per_gpu == K16)]
-    order = ("ulysses", "ring_p2p", "ring_allgather", "usp", "loongtrain", "hybrid_cp")
-    baselines = [b for b in order if b in set(table.baseline)]
+    baselines = [b for b in CP_BASELINES if b in set(table.baseline)]
     lines = ["| mask | " + " | ".join(f"vs {b}" for b in baselines) + " |",
              "|---|" + "---|" * len(baselines)]
     for mask in [m for m in KERNEL_MASKS if m in set(table["mask"])]:
@@ -138,7 +140,6 @@ UNEQUAL_S32 = {tuple(run.replace("/GPU", "").split(", ")): relpath
                for run, relpath in CP_S32.items()}
 AB_S32 = {name: f"h200x4/cp_ab_s32/cp_ab__triton_16k_{name}.csv"
           for name in ("cp4_causal", "cp2_causal", "cp4_full")}
-BASELINE_COUNT = 6
 
 
 def cp_s32_table() -> str:
@@ -160,11 +161,11 @@ def cp_s32_with_unequal() -> str:
 
 def cp_s32_partial() -> str:
     """The cp 4 cells measured with fewer than the six baselines."""
-    out = [f"{run.replace('/GPU', '')} {mask} {d}: {len(_baselines(v))} of {BASELINE_COUNT} "
+    out = [f"{run.replace('/GPU', '')} {mask} {d}: {len(_baselines(v))} of {len(CP_BASELINES)} "
            f"({', '.join(sorted(_baselines(v)))})"
            for run, relpath in CP_S32.items()
            for (mask, cp, d), v in sorted(_cp_cells(relpath).items())
-           if cp == 4 and len(_baselines(v)) < BASELINE_COUNT]
+           if cp == 4 and len(_baselines(v)) < len(CP_BASELINES)]
     return "; ".join(out) or "none"
 
 

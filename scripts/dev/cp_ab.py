@@ -88,17 +88,22 @@ def run(config, rounds: int, out: Path | None) -> dict:
 
 
 def _rounds(config, rounds, out, device, comm_device, group) -> dict:
-    writer = handle = None
+    handle = None
     if out is not None and dist.get_rank() == 0:
         out.mkdir(parents=True, exist_ok=True)
         handle = (out / "cp_ab.csv").open("w", newline="")
         writer = csv.writer(handle)
         writer.writerow(["mask", "strategy", "direction", "round", "ms"])
+
+    def write(row):  # rank 0's rows, flushed as they come
+        if handle is not None:
+            writer.writerow(row)
+            handle.flush()
+
     times: dict = {}
     try:
         for choice in config.masks:
-            _mask_rounds(config, choice, rounds, writer, handle, device, comm_device, group,
-                         times)
+            times.update(_mask_rounds(config, choice, rounds, write, device, comm_device, group))
             free_memory(device)  # the mask's strategies and inputs, before the next mask's
     finally:
         if handle is not None:
@@ -106,22 +111,22 @@ def _rounds(config, rounds, out, device, comm_device, group) -> dict:
     return times
 
 
-def _mask_rounds(config, choice, rounds, writer, handle, device, comm_device, group, times):
+def _mask_rounds(config, choice, rounds, write, device, comm_device, group) -> dict:
+    """{(mask, label, direction): [ms per round]} of one mask's strategies."""
     hw = config.hardware
     labels, built = build(config, device, group, choice)
     calls = [{d: timed_call(strategy, local, d) for d in config.directions}
              for strategy, local in built]
-    del built
+    agree = agreed_count(group, comm_device)
+    times: dict = {}
     for r in range(rounds):
         for label, fns in zip(labels, calls):
             for direction in config.directions:
-                ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms,
-                                  agreed_count(group, comm_device))
+                ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms, agree)
                 ms = group_max(ms, group, comm_device)
                 times.setdefault((choice.label, label, direction), []).append(ms)
-                if writer is not None:
-                    writer.writerow([choice.label, label, direction, r, f"{ms:.4f}"])
-                    handle.flush()
+                write([choice.label, label, direction, r, f"{ms:.4f}"])
+    return times
 
 
 def summary(times: dict) -> list[str]:
