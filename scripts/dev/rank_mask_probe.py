@@ -104,9 +104,10 @@ def tail_mask(rows: int, head: int) -> list[AttnSlice]:
 
 def probe(slices, seqlen_q: int, seqlen_k: int, warmup: int, repeat: int,
           backends=("triton",), variants=("heavy_first", "natural", "bwd_heavy_first",
-                                            "bwd_natural")):
+                                            "bwd_natural"), warmup_ms: float = 0.0):
     """{(backend, order, direction): (ms, pairs, partial, tiles)} of one mask (pairs, partial
-    and tiles counted at the Gluon kernels' tiles, for FA4 rows too)."""
+    and tiles counted at the Gluon kernels' tiles, for FA4 rows too). The Triton variants run
+    in the order given, so two runs with the order reversed show what the position costs."""
     dev = torch.device("cuda")
     fplan = plan_block_sparse(slices, seqlen_q, seqlen_k, gluon_forward.BLOCK_M,
                               gluon_forward.BLOCK_N, dev)
@@ -130,9 +131,8 @@ def probe(slices, seqlen_q: int, seqlen_k: int, warmup: int, repeat: int,
             repeat), *bwd_feats)
     if "triton" not in backends:
         return res
-    for name, (direction, kw, natural) in TRITON_VARIANTS.items():
-        if name not in variants:
-            continue
+    for name in variants:
+        direction, kw, natural = TRITON_VARIANTS[name]
         if direction == "fwd":
             p = _natural(fplan, "q_tile_order") if natural else fplan
             fn = lambda: gluon_forward.launch_fwd(q, k, v, p, scale, **kw)  # noqa: E731
@@ -147,7 +147,7 @@ def probe(slices, seqlen_q: int, seqlen_k: int, warmup: int, repeat: int,
             fn = lambda: gluon_backward.launch_bwd(dout, q, k, v, out, lse, p, scale,  # noqa: E731
                                                    **kw)
             feats = bwd_feats
-        res["triton", name, direction] = (time_cuda_ms(fn, warmup, repeat), *feats)
+        res["triton", name, direction] = (time_cuda_ms(fn, warmup, repeat, warmup_ms), *feats)
     return res
 
 
@@ -158,6 +158,9 @@ def main(argv=None) -> None:
     p.add_argument("--seqlen-per-gpu", type=int, default=16384)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--warmup-ms", type=float, default=0.0,
+                   help="then calls for about this long before each Triton variant is timed "
+                        "(the first variant otherwise meets the clocks an idle GPU left)")
     p.add_argument("--synthetic", action="store_true")
     p.add_argument("--backends", nargs="+", default=["triton"], choices=["triton", "fa4"])
     p.add_argument("--variants", nargs="+", default=["heavy_first", "natural", "bwd_heavy_first",
@@ -200,7 +203,7 @@ def main(argv=None) -> None:
                     continue
                 for (backend, order, d), (ms, pairs, partial, tiles) in probe(
                         slices, sq, sk, args.warmup, args.repeat, args.backends,
-                        args.variants).items():
+                        args.variants, args.warmup_ms).items():
                     row = dict(mask=name, strategy=strategy, rank=rank, backend=backend, order=order,
                                direction=d, ms=f"{ms:.4f}", pairs=pairs, partial=partial,
                                tiles=tiles, us_per_pair=f"{1000 * ms / pairs:.3f}")
