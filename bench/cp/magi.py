@@ -84,8 +84,6 @@ class MagiAttention(CPStrategy):
         cut: the fused stage cut by keys per direction (``OverlapConfig.cut``): "auto"
             (default here: the key times it whole and cut on the GPU and keeps the faster,
             untimed like the rest of the key), "none", "fwd", "bwd" or "both".
-        refine_comm: at cp 2, "auto"'s balanced_runs cut weighs the exposed communication beside
-            the tile model (``OverlapConfig.refine_comm``; default false).
 
     The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
     no counterpart in the key and is ignored.
@@ -93,14 +91,12 @@ class MagiAttention(CPStrategy):
 
     name = "magi"
     knob_names = ("chunk_size", "num_stages", "dispatch_alg", "head_dim", "dtype",
-                  "fused_split", "fused", "cut", "refine_comm")
+                  "fused_split", "fused", "cut")
 
     @classmethod
     def _check(cls, mask, num_heads_q, num_heads_kv, cp_size, chunk_size=None, num_stages=None,
                dispatch_alg="auto", head_dim=128, dtype="bfloat16", fused_split=False,
-               fused=None, cut="auto", refine_comm=False):
-        if refine_comm not in (True, False):
-            raise ValueError(f"magi: refine_comm must be true or false, got {refine_comm!r}")
+               fused=None, cut="auto"):
         if cut not in CUT_CHOICES:
             raise ValueError(f"magi: cut must be one of {CUT_CHOICES}, got {cut!r}")
         if fused_split not in SPLIT_CHOICES:
@@ -124,17 +120,14 @@ class MagiAttention(CPStrategy):
         return None
 
     def _build(self, chunk_size=None, num_stages=None, dispatch_alg="auto", head_dim=128,
-               dtype="bfloat16", fused_split=False, fused=None, cut="auto",
-               refine_comm=False) -> None:
+               dtype="bfloat16", fused_split=False, fused=None, cut="auto") -> None:
         seqlen = self.mask.seqlen
         chunk = chunk_size if chunk_size is not None else default_chunk_size(seqlen, self.cp_size)
         kernel = self.kernel
         self.key = magi_attn_flex_key(
             *to_slices_tensors(self.mask, "cpu"), seqlen, self.num_heads_q, self.num_heads_kv,
             head_dim, self.group, chunk_size=chunk, dispatch_alg=dispatch_alg,
-            num_stages=num_stages,
-            overlap=OverlapConfig(split=fused_split, fused=fused, cut=cut,
-                                  refine_comm=bool(refine_comm)),
+            num_stages=num_stages, overlap=OverlapConfig(split=fused_split, fused=fused, cut=cut),
             softmax_scale=kernel.softmax_scale, softcap=kernel.softcap,
             backend=kernel.backend, dtype=getattr(torch, dtype))
         meta = self.key.meta.dispatch

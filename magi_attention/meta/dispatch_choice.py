@@ -125,31 +125,19 @@ def slowest_tile_time(runtimes, kernel: str) -> float | None:
     return worst
 
 
-def refine_cost(solved, runtimes, kernel: str, shape, overlap: OverlapConfig) -> float | None:
-    """What refine_cut minimises: the slowest rank's tile-model time, or with
-    ``overlap.refine_comm`` the predicted step, forward and backward (us): that time, as us,
-    times (1 + the backward factor), plus the stage plan's exposed communication (the forward's
-    cast and the backward's reduce). None where a mask is outside the tile model."""
-    tiles = slowest_tile_time(runtimes, kernel)
-    if tiles is None or not overlap.refine_comm:
-        return tiles
-    # FA4's tile model is in us already; Triton's counts touched cells
-    us = tiles if kernel == "fa4" else cells_us(tiles, shape.flops_per_cell, overlap)
-    return (1 + BWD_COMPUTE_FACTOR) * us + solved.stage_plan.exposed_us
-
-
 def refine_cut(slices, total_seqlen: int, chunk_size: int, shape, overlap: OverlapConfig,
                kernel: str, solved, runtimes):
     """At cp 2, balanced_runs' mirror (rank 0: chunks [a, a + n); rank 1 the rest) with ``a``
     moved by up to ``REFINE_CHUNKS`` chunks, in steps of half a chunk where the sequence allows,
-    to the cut of the lowest ``refine_cost`` (the fastest slower rank by the tile model, or with
-    ``overlap.refine_comm`` that plus the exposed communication); (solved, runtimes) of the best
-    (the given ones when nothing beats them)."""
+    to the cut of the fastest slower rank by the tile model; (solved, runtimes) of the best (the
+    given ones when nothing beats them). The tile model alone decides: weighing the exposed cast
+    beside it (session 32's refine_comm) moved FA4's causal_document 16k cut onto a document
+    edge and measured slower forward (session 33, notes/magi_cp.md)."""
     from .solver import solve_for_dispatch
     dispatch = solved.dispatch
     own = dispatch.chunks_of(0)
     n = len(own)
-    best = refine_cost(solved, runtimes, kernel, shape, overlap)
+    best = slowest_tile_time(runtimes, kernel)
     if dispatch.cp_size != 2 or best is None or list(own) != list(range(own[0], own[0] + n)):
         return solved, runtimes
     step = 2 if chunk_size % 2 == 0 and chunk_size // 2 >= FA4_TILE else 1
@@ -165,7 +153,7 @@ def refine_cut(slices, total_seqlen: int, chunk_size: int, shape, overlap: Overl
         moved = dispatch_meta(areas, total_seqlen, 2, chunk, DispatchSolution((middle, outer)))
         cand = solve_for_dispatch(slices, moved, shape, overlap)
         cand_runtimes = [cand.runtime(r) for r in range(2)]
-        t = refine_cost(cand, cand_runtimes, kernel, shape, overlap)
+        t = slowest_tile_time(cand_runtimes, kernel)
         if t is not None and t < best:
             best, solved, runtimes = t, cand, cand_runtimes
     return solved, runtimes

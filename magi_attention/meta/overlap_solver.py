@@ -47,10 +47,6 @@ class OverlapConfig:
     # time on CUDA and keep the faster (magi_attention.api._tune_cut: seconds per new mask, so
     # asked for, not the default; whole on CPU)
     cut: str = "none"
-    # balanced_runs' cut at cp 2 (dispatch_choice.refine_cut) weighs the exposed communication
-    # beside the kernel's tile model: a cut on a document edge may receive almost nothing for a
-    # few percent more work on the slower rank. Off by default until measured (session 32)
-    refine_comm: bool = False
     compute_tflops: float = 450.0        # attention forward throughput, TFLOPs/s
     comm_gb_per_s: float = 150.0         # per-rank all-to-all bandwidth, GB/s
     hbm_gb_per_s: float = 3000.0         # memory bandwidth of elementwise passes, GB/s
@@ -64,8 +60,6 @@ class OverlapConfig:
             raise ValueError(f"max_stages must be >= 1, got {self.max_stages}")
         if self.cut not in CUT_CHOICES:
             raise ValueError(f"cut must be one of {CUT_CHOICES}, got {self.cut!r}")
-        if not isinstance(self.refine_comm, bool):
-            raise ValueError(f"refine_comm must be true or false, got {self.refine_comm!r}")
         if self.split not in SPLIT_CHOICES:
             raise ValueError(f"split must be one of {SPLIT_CHOICES}, got {self.split!r}")
         if self.fused and self.num_stages not in (None, 1):

@@ -34,8 +34,7 @@ MASK_PARAMS = {
     "var_block_sparse": {"min_block": 16, "max_block": 64},
 }
 CP4_MASKS = ("full", "causal", "causal_document", "sliding_window_causal", "share_question")
-KNOBS = {2: [{}, {"chunk_size": 16, "num_stages": 2, "dispatch_alg": "sequential",
-                 "refine_comm": True}],
+KNOBS = {2: [{}, {"chunk_size": 16, "num_stages": 2, "dispatch_alg": "sequential"}],
          4: [{"chunk_size": 8, "head_dim": 16, "dtype": "float32"}]}
 
 
@@ -138,7 +137,6 @@ def test_supports_names_the_divisibility(seqlen, cp_size, chunk_size, reason):
     pytest.param({"num_stages": 0}, "num_stages", id="num_stages"),
     pytest.param({"fused": "yes"}, "fused", id="fused"),
     pytest.param({"cut": "sideways"}, "cut", id="cut"),
-    pytest.param({"refine_comm": "yes"}, "refine_comm", id="refine_comm"),
     pytest.param({"fused": True, "num_stages": 2}, "one stage", id="fused-stages"),
 ])
 def test_bad_knob_values_raise_value_error(knobs, match):

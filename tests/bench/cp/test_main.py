@@ -36,12 +36,6 @@ def test_the_capped_hybrid_cp_is_a_labelled_variant_of_hybrid_cp():
                       "hybrid_cp_capped": ("hybrid_cp", {"token_capacity": 1.0})}
 
 
-def test_the_comm_weighed_cut_is_a_labelled_variant_of_magi():
-    config = cp_bench_config(_compose("cp=[magi,magi_refine_comm]"))
-    labels = {s.label: (s.name, dict(s.knobs).get("refine_comm")) for s in config.strategies}
-    assert labels == {"magi": ("magi", None), "magi_refine_comm": ("magi", True)}
-
-
 def test_warmup_ms_is_zero_unless_asked_and_the_cp_experiments_ask():
     assert cp_bench_config(_compose()).hardware.warmup_ms == 0.0
     assert cp_bench_config(_compose("hardware.warmup_ms=50")).hardware.warmup_ms == 50.0

@@ -130,30 +130,6 @@ def test_refined_cut_balances_the_fa4_tile_model():
     assert max(per_rank) < 0.98 * slowest_tile_time(plain_runtimes, "fa4")
 
 
-def test_refine_comm_moves_the_cut_off_the_cast():
-    """causal_document at 32k, cp 2, FA4: the tile model's cut leaves each rank receiving the
-    prefix of a document cut in two; weighing the exposed cast (refine_comm) moves the cut one
-    half chunk, where almost nothing is received, for a few percent more tile time, and the
-    predicted step (refine_cost with the cast) is lower there. Off, the cut is the tile model's."""
-    from magi_attention.meta.dispatch_choice import choose_and_solve, refine_cost, slowest_tile_time
-    seqlen = 32768
-    slices = _slices("causal_document", seqlen)
-    plain, weighed = OverlapConfig(), OverlapConfig(refine_comm=True)
-    _, (tiles_only, tiles_rt) = choose_and_solve(slices, seqlen, 2, CHUNK, SHAPE, plain, "fa4")
-    _, (with_comm, comm_rt) = choose_and_solve(slices, seqlen, 2, CHUNK, SHAPE, weighed, "fa4")
-    assert with_comm.dispatch.chunks_of(0) != tiles_only.dispatch.chunks_of(0)
-    assert with_comm.stage_plan.exposed_us < 0.1 * tiles_only.stage_plan.exposed_us
-    assert slowest_tile_time(tiles_rt, "fa4") < slowest_tile_time(comm_rt, "fa4") \
-        < 1.05 * slowest_tile_time(tiles_rt, "fa4")
-    assert refine_cost(with_comm, comm_rt, "fa4", SHAPE, weighed) \
-        < refine_cost(tiles_only, tiles_rt, "fa4", SHAPE, weighed)
-
-
-def test_refine_comm_must_be_a_bool():
-    with pytest.raises(ValueError, match="refine_comm"):
-        OverlapConfig(refine_comm="yes")
-
-
 def _form_tiles_by_cells(form, seqlen_q, seqlen_k, bm, bn):
     """Tiles of each entry's own grid holding a kept cell, and q tiles, from FA4's varlen rule
     applied cell by cell."""
