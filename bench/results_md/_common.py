@@ -136,9 +136,9 @@ def _baselines(values: dict) -> dict:
     return {k: v for k, v in values.items() if k not in NOT_BASELINES and not k.startswith("magi")}
 
 
-def _magi_over_best(values: dict) -> float:
-    """magi / the best baseline of one cell."""
-    return values["magi"] / max(_baselines(values).values())
+def _magi_over_best(values: dict, kernel: str = "magi") -> float:
+    """magi (or one of its variants, ``kernel``) / the best baseline of one cell."""
+    return values[kernel] / max(_baselines(values).values())
 
 
 def _vs_best(values: dict) -> str:
@@ -221,6 +221,47 @@ def _cp2_below(files: dict, cp_n: int = 2) -> str:
                         if cp == cp_n and "magi" in v), digits=3)
 
 
+def _probe_ms(relpath: str) -> pd.DataFrame:
+    """ms by (mask, strategy, rank) x variant ("order") of a rank_mask_probe.py run."""
+    return pd.read_csv(RESULTS / relpath).pivot_table(index=["mask", "strategy", "rank"],
+                                                      columns="order", values="ms")
+
+
+def _bwd_orders(runs: dict[str, str]) -> str:
+    """The backward's key tile orders over the plan's heaviest first, per rank_mask_probe.py run
+    (label -> file): mean, range and causal_document at 64k."""
+    parts = []
+    for label, relpath in runs.items():
+        t = _probe_ms(relpath)
+        for order in ("bwd_natural", "bwd_docs_heavy_first"):
+            r = t[order] / t.bwd_heavy_first
+            parts.append(f"{label} {order.removeprefix('bwd_')}: mean {r.mean():.2f} "
+                         f"({r.min():.2f}-{r.max():.2f}, {len(r)} masks; causal_document 64k "
+                         f"{r.loc[('causal_document_64k', 'single', 0)]:.2f})")
+    return "; ".join(parts)
+
+
+def _ncu_metric(text: str, name: str) -> float:
+    """One metric's value in an ncu --print-details report (the first section naming it)."""
+    return float(re.search(rf"^\s*{re.escape(name)}\s+\S+\s+([\d,.]+)\s*$", text,
+                           re.MULTILINE).group(1).replace(",", ""))
+
+
+def _ab_table(runs: dict[str, str], first: str) -> str:
+    """cp_ab.py runs (label -> file; strategies interleaved over rounds): each strategy's median
+    over the rounds of the slowest rank's ms, and magi's (``first`` names it) over it."""
+    lines = [f"| run | dir | strategy | median ms | {first} ms / this |",
+             "|---|---|---|---|---|"]
+    for name, relpath in runs.items():
+        rows = pd.read_csv(RESULTS / relpath)
+        med = rows.groupby(["direction", "strategy"], sort=False).ms.median()
+        for d in ("fwd", "bwd"):
+            for strategy, ms in med[d].items():
+                lines.append(f"| {name} | {d} | {strategy} | {ms:.2f} | "
+                             f"{med[d]['magi'] / ms:.3f} |")
+    return "\n".join(lines)
+
+
 def _variant_ratios(relpaths: tuple[str, ...], variant: str, base: str,
                     whole_masks: tuple[str, ...]) -> str:
     """``variant`` / ``base`` kernel time per mask of rank_mask_probe.py runs, per run: the
@@ -228,8 +269,7 @@ def _variant_ratios(relpaths: tuple[str, ...], variant: str, base: str,
     rest."""
     out = []
     for run, relpath in enumerate(relpaths, 1):
-        f = pd.read_csv(RESULTS / relpath)
-        t = f.pivot_table(index=["mask", "strategy", "rank"], columns="order", values="ms")
+        t = _probe_ms(relpath)
         ratio = t[variant] / t[base]
         whole = ratio[[m in whole_masks for m, _, _ in ratio.index]]
         rest = ratio[[m not in whole_masks for m, _, _ in ratio.index]]

@@ -6,9 +6,9 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from ._common import (DOC_MASKS, FFA_FA4_GOAL, K16, K64, KERNEL_MASKS, _by_size_table, _files, _k,
-                      _low_cells, _pairs, _span, _summed_counts, _variant_ratios, triton_s21_goals,
-                      triton_s21_table)
+from ._common import (DOC_MASKS, FFA_FA4_GOAL, K16, K64, KERNEL_MASKS, _bwd_orders,
+                      _by_size_table, _files, _k, _low_cells, _ncu_metric, _pairs, _span,
+                      _summed_counts, _variant_ratios, triton_s21_goals, triton_s21_table)
 from ._paths import RESULTS
 
 
@@ -140,11 +140,6 @@ def heads_inner_s27() -> str:
                            ("full_16k", "causal_16k", "full_docs_16384", "causal_docs_16384"))
 
 
-def _ncu_metric(text: str, name: str) -> float:
-    return float(re.search(rf"^\s*{re.escape(name)}\s+\S+\s+([\d,.]+)\s*$", text,
-                           re.MULTILINE).group(1).replace(",", ""))
-
-
 def ncu_bwd_s27_table() -> str:
     """ncu of one Gluon backward launch (16k, GQA 64:8, d128) on equal documents of 1k."""
     lines = ["| mask | ms | DRAM throughput % | L2 hit rate % |", "|---|---|---|---|"]
@@ -161,15 +156,5 @@ BWD_ORDERS_S27 = ("h100/probes_s27/rank_mask_probe_bwd_orders_1.csv",
 
 
 def bwd_orders_s27() -> str:
-    """The backward's key tile orders over the plan's heaviest first, per run: mean, range and
-    causal_document at 64k."""
-    parts = []
-    for run, relpath in enumerate(BWD_ORDERS_S27, 1):
-        t = pd.read_csv(RESULTS / relpath).pivot_table(index=["mask", "strategy", "rank"],
-                                                       columns="order", values="ms")
-        for order in ("bwd_natural", "bwd_docs_heavy_first"):
-            r = t[order] / t.bwd_heavy_first
-            parts.append(f"run {run} {order.removeprefix('bwd_')}: mean {r.mean():.2f} "
-                         f"({r.min():.2f}-{r.max():.2f}, {len(r)} masks; causal_document 64k "
-                         f"{r.loc[('causal_document_64k', 'single', 0)]:.2f})")
-    return "; ".join(parts)
+    """The backward's key tile orders over the plan's heaviest first, per run."""
+    return _bwd_orders({f"run {n}": relpath for n, relpath in enumerate(BWD_ORDERS_S27, 1)})

@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterable
 
 import pandas as pd
 
-from ._common import (CP_MASKS, FFA_FA4_GOAL, K16, K64, KERNEL_MASKS, _baselines, _by_size_table,
-                      _cp_cells, _files, _fit_ms, _helper, _k, _kernel_tflops, _low_cells,
-                      _pairs, _pytest_counts, _rows, _span, _summed_counts, _tf,
-                      _verdict, triton_s21_goals, triton_s21_table)
+from ._common import (CP_MASKS, FFA_FA4_GOAL, K16, K64, KERNEL_MASKS, _baselines, _bwd_orders,
+                      _by_size_table, _cp_cells, _files, _fit_ms, _helper, _k, _kernel_tflops,
+                      _low_cells, _ncu_metric, _pairs, _probe_ms, _pytest_counts, _rows, _span,
+                      _summed_counts, _tf, _verdict, triton_s21_goals, triton_s21_table)
 from ._paths import RESULTS
 
 
@@ -909,3 +909,38 @@ def rank_probe_s32_table() -> str:
         lines.append(f"| {mask} | {b} | {d} | " + " | ".join(cells)
                      + f" | {g.ms.idxmin()} | {g.fit.idxmin()} |")
     return "\n".join(lines)
+
+
+# -- session 33: the Triton backward's key tile orders on the H200 (rank_mask_probe.py) ---------
+# run a: bwd_heavy_first (the library's), bwd_natural, bwd_docs_heavy_first; run b reversed;
+# 300 ms warm-up before each variant; ncu (SpeedOfLight, MemoryWorkloadAnalysis) of one backward
+# launch on causal_document 64k under each of the first two orders
+BWD_ORDER_S33 = {"run a": "h200/bwd_order_s33/rank_mask_probe_a.csv",
+                 "run b": "h200/bwd_order_s33/rank_mask_probe_b.csv"}
+NCU_BWD_S33 = "h200/bwd_order_s33/ncu_cd64k_bwd_{}.txt"
+
+
+def bwd_order_s33() -> str:
+    """Natural and documents-heaviest-first orders over the plan's heaviest first, per run, and
+    the masks where natural order is more than 2% faster."""
+    faster = []
+    for label, relpath in BWD_ORDER_S33.items():
+        t = _probe_ms(relpath)
+        r = t.bwd_natural / t.bwd_heavy_first
+        faster.append(f"{label} {(r < 0.98).sum()} of {len(r)} "
+                      f"(lowest {r.min():.2f}, {r.idxmin()[0]})")
+    return (f"{_bwd_orders(BWD_ORDER_S33)}. natural / heavy_first below 0.98: "
+            + ", ".join(faster))
+
+
+def ncu_bwd_s33() -> str:
+    """ncu of one Triton backward launch on causal_document 64k, per key tile order."""
+    out = []
+    for order in ("heavy_first", "natural"):
+        text = (RESULTS / NCU_BWD_S33.format(order)).read_text()
+        m = {k: _ncu_metric(text, k) for k in ("Duration", "SM Frequency", "Elapsed Cycles",
+                                               "DRAM Throughput", "L2 Hit Rate")}
+        out.append(f"{order}: {m['Duration']:.2f} ms at {m['SM Frequency']:.2f} GHz "
+                   f"({m['Elapsed Cycles'] / 1e6:.1f} M cycles), DRAM throughput "
+                   f"{m['DRAM Throughput']:.1f}%, L2 hit rate {m['L2 Hit Rate']:.1f}%")
+    return "; ".join(out)

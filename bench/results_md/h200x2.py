@@ -5,10 +5,10 @@ import re
 
 import pandas as pd
 
-from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _baselines, _below_best, _cp2_below,
-                      _cp_cells, _files, _helper, _magi_over_best, _profiler_rows, _pytest_counts,
-                      _summed_counts, _tf_cells, _vs_best, _with_unequal, cp2_s16_summary,
-                      cp2_s16_table, unequal_s28_summary, unequal_s28_table)
+from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _ab_table, _baselines, _below_best,
+                      _cp2_below, _cp_cells, _files, _helper, _magi_over_best, _profiler_rows,
+                      _pytest_counts, _summed_counts, _tf_cells, _vs_best, _with_unequal,
+                      cp2_s16_summary, cp2_s16_table, unequal_s28_summary, unequal_s28_table)
 from ._paths import RESULTS
 
 
@@ -621,3 +621,66 @@ def pytest_s31() -> str:
             f"{_pytest_counts('h200x2/tests/pytest_long_key_s31.log')}; every installed "
             f"adapter's set_dout (`-k set_dout`, FA4 staged, no other peer): "
             f"{_pytest_counts('h200x2/tests/pytest_set_dout_s31.log')}")
+
+
+# -- session 33: 2 H200s, 16k a GPU, cp 2 again at 8d6b466 (TIE_ORDER), with magi_refine_comm --
+# (balanced_runs' cut weighing the exposed cast: opt-in, removed after this run) beside magi and
+# the six baselines; then the interleaved A/B of the two on FA4 causal_document
+CP_S33 = {f"{b}, 16k/GPU": f"h200x2/cp_s33/cp_h200x2__{b}_16k_cp2.csv" for b in ("fa4", "triton")}
+REFINE_AB_S33 = {"cp2_causal_document": "h200x2/cp_s33/cp_ab__fa4_16k_refine_comm.csv"}
+
+
+def cp2_s33_table() -> str:
+    """cp 2, per run and mask: magi and magi_refine_comm over the best baseline, each direction,
+    and magi / best in session 31's run of the same cell."""
+    lines = ["| run | mask | fwd magi / best (name) | fwd refine_comm / best | "
+             "bwd magi / best (name) | bwd refine_comm / best | s31 magi / best, fwd / bwd |",
+             "|" + "---|" * 7]
+    for run, relpath in CP_S33.items():
+        cells, before = _cp_cells(relpath), _cp_cells(CP_S31[run])
+        for mask in CP_MASKS:
+            cols = [f"{_vs_best(cells[mask, 2, d])} | "
+                    f"{_magi_over_best(cells[mask, 2, d], 'magi_refine_comm'):.2f}"
+                    for d in ("fwd", "bwd")]
+            old = " / ".join(f"{_magi_over_best(before[mask, 2, d]):.2f}" for d in ("fwd", "bwd"))
+            lines.append(f"| {run} | {mask} | {' | '.join(cols)} | {old} |")
+    return "\n".join(lines)
+
+
+def _cp2_wins(relpath: str, kernel: str = "magi") -> tuple[int, int]:
+    """(cells where ``kernel`` >= the best baseline, cells) at cp 2 of one run."""
+    ratios = [_magi_over_best(v, kernel) for (_, cp, _), v in _cp_cells(relpath).items()
+              if cp == 2 and kernel in v]
+    return sum(r >= 1.0 for r in ratios), len(ratios)
+
+
+def cp2_s33_summary() -> str:
+    """cp 2 cells at >= 1.0x the best baseline per local kernel: magi, magi_refine_comm, and
+    magi in session 31's run."""
+    out = []
+    for run, relpath in CP_S33.items():
+        counts = [_cp2_wins(relpath), _cp2_wins(relpath, "magi_refine_comm"),
+                  _cp2_wins(CP_S31[run])]
+        out.append(f"{run.split(',')[0]}: magi " + ", ".join(
+            f"{label}{won} of {n}" for label, (won, n)
+            in zip(("", "magi_refine_comm ", "s31 magi "), counts)))
+    return "; ".join(out)
+
+
+def cp2_s33_below() -> str:
+    return _cp2_below(CP_S33)
+
+
+def refine_ab_s33() -> str:
+    return _ab_table(REFINE_AB_S33, "magi")
+
+
+def refine_runner_s33() -> str:
+    """FA4 causal_document cp 2 in the runner (same node as the A/B): ms of magi,
+    magi_refine_comm and HybridCP, each direction."""
+    frame = _files((CP_S33["fa4, 16k/GPU"],))
+    cell = frame[(frame["mask"] == "causal_document") & (frame.cp_size == 2)]
+    ms = cell.set_index(["direction", "kernel"]).runtime_ms
+    return "; ".join(f"{d} " + ", ".join(f"{k} {ms[d, k]:.2f}"
+                                         for k in ("magi", "magi_refine_comm", "hybrid_cp"))
+                     + " ms" for d in ("fwd", "bwd"))

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import functools
 import json
-
-import pandas as pd
+import re
 
 from bench.cp.plot import ratio_table
 
-from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _baselines, _cp2_below, _cp_cells,
-                      _helper, _k, _kernel_tflops, _magi_over_best, _rows, _span, _with_unequal,
-                      cp1_spread_s31, cp2_s16_summary, cp2_s16_table, unequal_s28_table)
+from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _ab_table, _baselines, _cp2_below,
+                      _cp_cells, _files, _helper, _k, _kernel_tflops, _magi_over_best, _rows,
+                      _span, _vs_best, _with_unequal, cp1_spread_s31, cp2_s16_summary,
+                      cp2_s16_table, unequal_s28_table)
 from ._paths import RESULTS
 
 
@@ -154,25 +154,25 @@ def cp_s32_below() -> str:
     return _cp2_below(CP_S32, cp_n=4)
 
 
-def cp_s32_with_unequal() -> str:
-    return (f"16k: {_with_unequal(CP_S32, '16k', cp_n=4)}; "
-            f"64k: {_with_unequal(CP_S32, '64k', cp_n=4)}")
+def cp_s32_with_unequal(files: dict[str, str] = CP_S32) -> str:
+    return (f"16k: {_with_unequal(files, '16k', cp_n=4)}; "
+            f"64k: {_with_unequal(files, '64k', cp_n=4)}")
 
 
-def cp_s32_partial() -> str:
+def cp_s32_partial(files: dict[str, str] = CP_S32) -> str:
     """The cp 4 cells measured with fewer than the six baselines."""
     out = [f"{run.replace('/GPU', '')} {mask} {d}: {len(_baselines(v))} of {len(CP_BASELINES)} "
            f"({', '.join(sorted(_baselines(v)))})"
-           for run, relpath in CP_S32.items()
+           for run, relpath in files.items()
            for (mask, cp, d), v in sorted(_cp_cells(relpath).items())
            if cp == 4 and len(_baselines(v)) < len(CP_BASELINES)]
     return "; ".join(out) or "none"
 
 
-def cp_s32_docs() -> str:
+def cp_s32_docs(files: dict[str, str] = CP_S32) -> str:
     """magi / the best baseline on the three document masks at cp 4, per run."""
     out = []
-    for run, relpath in CP_S32.items():
+    for run, relpath in files.items():
         ratios = [_magi_over_best(v) for (mask, cp, d), v in _cp_cells(relpath).items()
                   if cp == 4 and mask in DOC_MASKS]
         out.append(f"{run.replace('/GPU', '')} {min(ratios):.2f}-{max(ratios):.2f}")
@@ -190,13 +190,64 @@ def unequal_s32_table() -> str:
 def ab_s32_table() -> str:
     """Triton's dispatch on one causal sequence (and full), interleaved: each strategy's median
     over the rounds of the slowest rank's ms, and magi's (auto, min_heap then) over it."""
-    lines = ["| run | dir | strategy | median ms | magi (min_heap) ms / this |",
-             "|---|---|---|---|---|"]
-    for name, relpath in AB_S32.items():
-        rows = pd.read_csv(RESULTS / relpath)
-        med = rows.groupby(["direction", "strategy"], sort=False).ms.median()
-        for d in ("fwd", "bwd"):
-            for strategy, ms in med[d].items():
-                lines.append(f"| {name} | {d} | {strategy} | {ms:.2f} | "
-                             f"{med[d]['magi'] / ms:.3f} |")
-    return "\n".join(lines)
+    return _ab_table(AB_S32, "magi (min_heap)")
+
+
+# -- session 33: 4 H200s, Triton at 64k a GPU (cp 4) and Triton's causal 16k cell again --------
+# Triton 64k a GPU, cp 4, at 8d6b466 (session 32's code and TIE_ORDER): three calls' rows in one
+# file (document masks; causal and full, cut by the call's limit before HybridCP's and
+# LoongTrain's full; then those two). With session 32's three runs: issue 15's cp 4 table but
+# FA4 64k full's four missing baselines.
+CP_S33 = dict(CP_S32, **{"triton, 64k/GPU": "h200x4/cp/cp_h200x4__triton_64k.csv"})
+UNEQUAL_S33 = {("triton", "64k"): CP_S33["triton, 64k/GPU"]}
+# the Triton 16k causal cp 4 cell measured again after TIE_ORDER (magi on balanced_runs)
+CAUSAL16K_S33 = "h200x4/cp_s33/cp_h200x4__triton_16k_causal_again.csv"
+
+
+def cp_s33_table() -> str:
+    return cp2_s16_table(CP_S33, cp=4)
+
+
+def cp_s33_summary() -> str:
+    return cp2_s16_summary(CP_S33, cp_n=4)
+
+
+def cp_s33_below() -> str:
+    return _cp2_below(CP_S33, cp_n=4)
+
+
+def cp_s33_with_unequal() -> str:
+    return cp_s32_with_unequal(CP_S33)
+
+
+def cp_s33_partial() -> str:
+    return cp_s32_partial(CP_S33)
+
+
+def cp_s33_docs() -> str:
+    return cp_s32_docs(CP_S33)
+
+
+def unequal_s33_table() -> str:
+    return unequal_s28_table(UNEQUAL_S33)
+
+
+def _magi_message(relpath: str, mask: str, cp: int, key: str) -> str:
+    """One ``key=value`` of magi's row message (the forward's row) in one cell."""
+    frame = _files((relpath,))
+    row = frame[(frame.kernel == "magi") & (frame["mask"] == mask) & (frame.cp_size == cp)]
+    return re.search(rf"{key}=([^;]*)", row.message.iloc[0])[1]
+
+
+def causal16k_again_s33() -> str:
+    """Triton 16k a GPU, causal, cp 4: magi / the best baseline in session 32's run and again
+    in this one (after TIE_ORDER), with the dispatch magi's row names and magi's own timing of
+    its whole forward at key time (cut_ms)."""
+    out = []
+    for label, relpath in (("s32", CP_S32["triton, 16k/GPU"]), ("s33", CAUSAL16K_S33)):
+        cells = _cp_cells(relpath)
+        own = re.search(r"fwd:([\d.]+)/", _magi_message(relpath, "causal", 4, "cut_ms"))[1]
+        out.append(f"{label} (dispatch={_magi_message(relpath, 'causal', 4, 'dispatch')}, own "
+                   f"key-time fwd {float(own):.1f} ms): "
+                   + ", ".join(f"{d} {_vs_best(cells['causal', 4, d])}" for d in ("fwd", "bwd")))
+    return "; ".join(out)
