@@ -85,7 +85,8 @@ def split_directions(split: bool | str) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class RankCost:
-    """One rank's work: host-stage area, remote-stage area (cells), remote KV bytes, the
+    """One rank's work: host-stage area, remote-stage area (cells), the KV bytes its cast moves
+    (the larger of received and sent: ``solver.rank_costs``), the
     bytes of its q shard (what a merge pass reads and writes) and the area of its rows that
     read no remote key (what the fused stage cut by rows runs while communicating)."""
 

@@ -107,20 +107,25 @@ def solve_magi_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int,
 def rank_costs(rows: RowPieces, dispatch: DispatchMeta, shape: AttnShape,
                local_rows: bool = False) -> list[RankCost]:
     """Per rank: area split into host / remote in proportion to the keys it needs from each;
-    ``local_rows``: also the area of the rows reading no remote key (only the fused stage cut
-    by rows uses it)."""
+    the KV bytes its cast moves, the larger of what it receives and what it sends (one
+    collective: a rank's wait ends when its sends are done too, so a rank that receives almost
+    nothing still waits for the keys it sends); ``local_rows``: also the area of the rows reading
+    no remote key (only the fused stage cut by rows uses it)."""
     dst, start, end = needed_ranges(rows, dispatch.cp_size)
     needed = np.bincount(dst, weights=end - start, minlength=dispatch.cp_size).astype(np.float64)
-    r_dst, _, r_start, r_end = remote_ranges(dst, start, end, dispatch)
+    r_dst, r_src, r_start, r_end = remote_ranges(dst, start, end, dispatch)
     remote = np.bincount(r_dst, weights=r_end - r_start,
                          minlength=dispatch.cp_size).astype(np.float64)
+    sent = np.bincount(r_src, weights=r_end - r_start,
+                       minlength=dispatch.cp_size).astype(np.float64)
     areas = dispatch.bucket_areas().astype(np.float64)
     frac = np.divide(remote, needed, out=np.zeros_like(remote), where=needed > 0)
     q_bytes = [n * shape.num_heads_q * shape.head_dim * shape.element_size
                for n in dispatch.shard_seqlens]
     local = local_rows_areas(rows, dispatch) if local_rows else np.zeros(dispatch.cp_size)
+    moved = np.maximum(remote, sent)
     return [RankCost(a * (1 - f), a * f, float(t) * shape.kv_bytes_per_token, qb, lo)
-            for a, f, t, qb, lo in zip(areas, frac, remote, q_bytes, local)]
+            for a, f, t, qb, lo in zip(areas, frac, moved, q_bytes, local)]
 
 
 def local_rows_areas(rows: RowPieces, dispatch: DispatchMeta) -> np.ndarray:

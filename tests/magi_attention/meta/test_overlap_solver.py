@@ -49,3 +49,22 @@ def test_fused_can_be_forced_or_forbidden():
     assert not choose_stage_plan(cost, CELL, OverlapConfig(fused=False)).fused
     with pytest.raises(ValueError, match="fused runs one stage"):
         OverlapConfig(fused=True, num_stages=2)
+
+
+def test_a_rank_that_only_sends_still_pays_for_its_cast():
+    """One causal sequence, sequential halves at cp 2: rank 1 needs every key of rank 0, rank 0
+    needs none of rank 1's. The cast is one collective, so rank 0 waits for the keys it sends
+    as rank 1 waits for them (session 33: a cut that left one rank receiving almost nothing was
+    predicted to hide the cast and measured slower); rank 0 has no remote area all the same."""
+    from magi_attention.common import AttnSlice
+    from magi_attention.meta import AttnShape, SliceArray, solve_dispatch
+    from magi_attention.meta.solver import rank_costs, row_pieces
+    seqlen, chunk = 1024, 128
+    slices = SliceArray.from_slices([AttnSlice.make(0, seqlen, 0, seqlen, "causal")])
+    dispatch = solve_dispatch(slices, seqlen, 2, chunk, "sequential")
+    assert list(dispatch.chunks_of(0)) == [0, 1, 2, 3]
+    shape = AttnShape(8, 2, 64)
+    sender, receiver = rank_costs(row_pieces(slices, dispatch), dispatch, shape)
+    half = seqlen // 2 * shape.kv_bytes_per_token
+    assert sender.remote_bytes == receiver.remote_bytes == half
+    assert sender.remote_area == 0.0 and receiver.remote_area > 0.0
