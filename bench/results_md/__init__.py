@@ -73,7 +73,7 @@ from .h200x2 import (bwd_dout_shift_s31, bwd_timing_s30, cp2_dispatch_gain, cp2_
                      key_parts_cut_ms_s31, key_parts_s31_table, profile_s29_table,
                      pytest_fa4_groups, pytest_gpu_magi_s16, pytest_nccl_s19,
                      pytest_nccl_s19_kernels, pytest_nccl_s20, pytest_nccl_split, pytest_s29,
-                     pytest_s30, pytest_s31, pytest_triton_s17, refine_ab_s33, refine_runner_s33,
+                     pytest_s30, pytest_s31, pytest_triton_s17, refine_ab_s33, refine_notes_s33, refine_runner_s33,
                      triton64k_s30_table, triton_keys_s29, unequal_dense_s30_table,
                      unequal_s29_summary, unequal_s29_table, unequal_s31_summary, unequal_s31_table)
 from .h200x4 import (ab_s32_table, causal16k_again_s33, cp1_allgather_bwd, cp1_allgather_example,
@@ -101,6 +101,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.cp2_s33_below": cp2_s33_below,
     "h200x2.refine_ab_s33": refine_ab_s33,
     "h200x2.refine_runner_s33": refine_runner_s33,
+    "h200x2.refine_notes_s33": refine_notes_s33,
     "h200.bwd_order_s33": bwd_order_s33,
     "h200.ncu_bwd_s33": ncu_bwd_s33,
     "h200x2.cp_s31_table": cp_s31_table,

@@ -675,6 +675,22 @@ def refine_ab_s33() -> str:
     return _ab_table(REFINE_AB_S33, "magi")
 
 
+def refine_notes_s33() -> str:
+    """FA4 causal_document cp 2, forward rows of magi and magi_refine_comm: the bytes a rank
+    sent per call (the runner's count), the overlap solver's predicted communication and the
+    dispatch's imbalance, from each row's message."""
+    frame = _files((CP_S33["fa4, 16k/GPU"],))
+    rows = frame[(frame["mask"] == "causal_document") & (frame.cp_size == 2)
+                 & (frame.direction == "fwd")].set_index("kernel").message
+
+    def note(kernel: str, key: str) -> str:
+        return re.search(rf"{key}=([\d.]+)", rows[kernel]).group(1)
+
+    return "; ".join(f"{k}: {int(note(k, 'comm_bytes_per_rank')) / 1e6:.1f} MB sent a rank, "
+                     f"predicted comm {note(k, 'pred_comm_us')} us, imbalance {note(k, 'imbalance')}"
+                     for k in ("magi", "magi_refine_comm"))
+
+
 def refine_runner_s33() -> str:
     """FA4 causal_document cp 2 in the runner (same node as the A/B): ms of magi,
     magi_refine_comm and HybridCP, each direction."""
