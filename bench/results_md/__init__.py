@@ -76,7 +76,7 @@ from .h200x2 import (bwd_dout_shift_s31, bwd_timing_s30, cp2_dispatch_gain, cp2_
                      pytest_s30, pytest_s31, pytest_triton_s17, refine_ab_s33, refine_notes_s33, refine_runner_s33,
                      triton64k_s30_table, triton_keys_s29, unequal_dense_s30_table,
                      unequal_s29_summary, unequal_s29_table, unequal_s31_summary, unequal_s31_table)
-from .h200x4 import (ab_s32_table, causal16k_again_s33, cp1_allgather_bwd, cp1_allgather_example,
+from .h200x4 import (ab_s33_table, ab_s32_table, causal16k_again_s33, cp1_allgather_bwd, cp1_allgather_example,
                      cp1_allgather_fwd, cp1_spread_s32, cp_check, cp_ratio_table, cp_s32_below,
                      cp_s32_docs, cp_s32_partial, cp_s32_summary, cp_s32_table, cp_s32_with_unequal,
                      cp_s33_below, cp_s33_docs, cp_s33_partial, cp_s33_summary, cp_s33_table,
@@ -89,6 +89,7 @@ __all__ = ["SECTIONS", "RESULTS_MD", "main"]
 
 SECTIONS: dict[str, Callable[[], str]] = {
     "h200x4.cp_s33_table": cp_s33_table,
+    "h200x4.ab_s33_table": ab_s33_table,
     "h200x4.cp_s33_summary": cp_s33_summary,
     "h200x4.cp_s33_below": cp_s33_below,
     "h200x4.cp_s33_with_unequal": cp_s33_with_unequal,

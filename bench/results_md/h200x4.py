@@ -251,3 +251,9 @@ def causal16k_again_s33() -> str:
                    f"key-time fwd {float(own):.1f} ms): "
                    + ", ".join(f"{d} {_vs_best(cells['causal', 4, d])}" for d in ("fwd", "bwd")))
     return "; ".join(out)
+
+
+def ab_s33_table() -> str:
+    """Triton's causal 16k cp 4 cell interleaved at HEAD (balanced_runs): magi, Ulysses and
+    Ring AllGather over four rounds."""
+    return _ab_table({"cp4_causal": "h200x4/cp_s33/cp_ab__triton_16k_cp4_causal.csv"}, "magi")
