@@ -92,6 +92,7 @@ class HardwareSchema:
     warmup: Optional[int] = None
     repeat: Optional[int] = None
     warmup_ms: Optional[float] = None    # None: 0 (warm by count alone)
+    rounds: Optional[int] = None         # None: 1 (CP: each strategy timed once, in turn)
 
 
 @dataclass
@@ -243,6 +244,12 @@ class HardwareConfig:
     # passed, so every cell is timed at the clocks of sustained load and not at the boost a GPU
     # keeps for a while after the idle of the previous cell's build (bench.metrics.time_cuda_ms)
     warmup_ms: float = 0.0
+    # CP runner: > 1 builds and gates every strategy of a (mask, seqlen, cp_size) first, then
+    # times them in turn, round after round, each row the median of its rounds; 1 times each
+    # strategy once, right after its build (strategies timed seconds apart: at 16k tokens a GPU
+    # identical work landed up to 8% apart, RESULTS.md sessions 31-33). The kernel runner
+    # ignores it
+    rounds: int = 1
 
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda"):
@@ -255,6 +262,8 @@ class HardwareConfig:
                              f"{self.warmup}, {self.repeat}")
         if self.warmup_ms < 0:
             raise ValueError(f"hardware.warmup_ms must be >= 0, got {self.warmup_ms}")
+        if self.rounds < 1:
+            raise ValueError(f"hardware.rounds must be >= 1, got {self.rounds}")
         Shapes(self.batch, 1, self.num_heads_q, self.num_heads_kv, self.head_dim, self.dtype)
 
 
@@ -419,6 +428,8 @@ def resolve_hardware(hardware: Mapping[str, Any], configs_dir: Path = CONFIGS_DI
         values["name"] = preset
     if values.get("warmup_ms") is None:  # optional: presets need not name it
         values["warmup_ms"] = 0.0
+    if values.get("rounds") is None:
+        values["rounds"] = 1
     missing = [k for k, v in values.items() if v is None]
     if missing:
         raise ValueError(f"hardware preset {values.get('name')!r} leaves {missing} unset")

@@ -93,6 +93,13 @@ def peak_mem_gb(device: Any = None) -> float | None:
     return torch.cuda.max_memory_allocated(device) / _BYTES_PER_GIB
 
 
+def allocated_gb(device: Any = None) -> float:
+    """Memory torch holds allocated on a CUDA device now, in GiB; 0.0 without CUDA."""
+    if not _on_cuda(device):
+        return 0.0
+    return torch.cuda.memory_allocated(device) / _BYTES_PER_GIB
+
+
 def reset_peak_mem(device: Any = None) -> None:
     """Reset the peak counter read by :func:`peak_mem_gb`; a no-op without CUDA."""
     if _on_cuda(device):

@@ -27,6 +27,11 @@ next step; the worst status wins, its message is gathered from the rank that rai
    retain_graph=True)`` timed alone (every strategy's autograd.Function keeps its tensors in
    ``save_for_backward``, so the graph can be replayed); runtime as for fwd.
 
+Interleaved (``hardware.rounds`` R > 1): every strategy of one (per-GPU seqlen, cp_size, mask)
+is built and gated first and kept, then 3 and 4 run for each in turn, R rounds over, so a drift
+of the GPU's clocks lands on every strategy alike; a row's runtime is the median of its rounds
+(peak and bytes: the max), its peak less what the other kept strategies hold allocated.
+
 Peak memory: ``torch.cuda.max_memory_allocated`` of each rank during the timed calls (the bwd
 peak includes the retained forward activations), the max over ranks. Bytes: the strategy's
 ``comm_bytes`` per call, the max over ranks, in the row's message (``comm_bytes_per_rank=``).
@@ -53,6 +58,7 @@ import datetime
 import logging
 import math
 import os
+import statistics
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -63,7 +69,7 @@ from tqdm import tqdm
 from bench.config import CPBenchConfig, MaskChoice, StrategyChoice
 from bench.gate import GateResult, Reference, compare, gate_rows, reference, restrict_dout
 from bench.masks import Mask
-from bench.metrics import peak_mem_gb, reset_peak_mem, time_cuda_ms
+from bench.metrics import allocated_gb, peak_mem_gb, reset_peak_mem, time_cuda_ms
 from bench.problem import Inputs, Shapes, make_inputs
 from bench.results import (FINAL_STATUSES, RESUME_KEY, ResultRow, RunMeta, SweepInterrupted,
                            latest_rows, read_results, record_row, repair_file, resume_key,
@@ -194,6 +200,23 @@ class _State:
     rows: torch.Tensor | None = None    # the gate's query rows (dout is zero off them)
     gate_dout: torch.Tensor | None = None  # the local dout of the gate (zero off its rows)
     verdict: GateResult | None = None   # rank 0's, after the gate phase
+    resident_gb: float = 0.0            # what the built strategy keeps allocated (CUDA)
+
+
+@dataclass
+class _Prepared:
+    """A built and gated cell waiting to be timed, and its timings so far (per direction, one
+    (runtime, peak, sent, hidden) per round)."""
+
+    cell: _Cell
+    state: _State | None
+    remaining: list[str]
+    verdict: GateResult | None
+    values: dict[str, list[tuple]] = field(default_factory=dict)
+    failure: _Outcome | None = None
+
+    def __post_init__(self) -> None:
+        self.state_notes = self.state.notes if self.state is not None else ""
 
 
 class CPRunner:
@@ -217,6 +240,8 @@ class CPRunner:
         extra += [f"world_size={self.world_size}", f"dist_backend={dist.get_backend()}"]
         if config.hardware.warmup_ms:  # how the cells were warmed changes what they measure
             extra.append(f"warmup_ms={config.hardware.warmup_ms:g}")
+        if config.hardware.rounds > 1:  # and how they were interleaved
+            extra.append(f"rounds={config.hardware.rounds}")
         self.env = ";".join([self.meta.env] * bool(self.meta.env) + extra)
         self.source = RowSource(self.meta, config.hardware.name, self.env)
         self.kernel = LocalKernel(backend=config.local_kernel)
@@ -352,8 +377,9 @@ class CPRunner:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
-    def _time(self, state: _State, direction: str) -> _Outcome:
-        """values: (runtime_ms, peak GiB, bytes sent per call) of this rank."""
+    def _time(self, state: _State, direction: str, others_gb: float = 0.0) -> _Outcome:
+        """values: (runtime_ms, peak GiB, bytes sent per call) of this rank; ``others_gb``: what
+        other strategies built beside this one keep allocated, left out of its peak."""
         hw, strategy = self.config.hardware, state.strategy
         call = timed_call(strategy, state.local, direction)
         calls = [0]  # the comm counters add up over every call, warm-up ones included
@@ -366,6 +392,7 @@ class CPRunner:
         agree = agreed_count(strategy.group, self.comm_device)
         runtime = time_cuda_ms(fn, hw.warmup, hw.repeat, hw.warmup_ms, agree)
         peak = peak_mem_gb(self.device)
+        peak = peak - others_gb if peak is not None else None
         sent = strategy.comm_bytes().get(direction, 0) / calls[0]
         # comm time the strategy's overlap hides (serial - overlapped), sent as 1 + ms so that
         # 0 (what ranks outside the cell and NaN agree as) means "not measured"
@@ -382,22 +409,47 @@ class CPRunner:
                                    hidden))
 
     # -- cells -------------------------------------------------------------------------------
-    def _run_cell(self, cell: _Cell, pending: list[str]) -> None:
-        """Every rank calls it (members work, the others join the agreements)."""
+    def _run_point(self, todo: list[tuple[_Cell, list[str]]], bar: tqdm) -> None:
+        """The strategies of one (mask, seqlen, cp_size), every rank. ``hardware.rounds`` 1: each
+        built, gated and timed in turn, and freed; > 1: all built and gated first, then timed in
+        turn, round after round, so a drift of the GPU's clocks lands on all alike."""
+        rounds, step = self.config.hardware.rounds, len(self.config.directions)
+        prepared: list[_Prepared] = []
+        try:
+            for cell, pending in todo:
+                bar.set_postfix_str(f"{cell.strategy.label} {cell.mask_label} "
+                                    f"{cell.seqlen_per_gpu}x{cell.cp_size}")
+                p = self._prepare(cell, pending)
+                if p is not None and rounds == 1:
+                    self._measure([p], 1)
+                elif p is not None:
+                    prepared.append(p)
+                bar.update(step)
+            if prepared:
+                bar.set_postfix_str(f"{len(prepared)} strategies x {rounds} rounds "
+                                    f"{todo[0][0].mask_label}")
+                self._measure(prepared, rounds)
+        finally:
+            prepared.clear()
+            free_memory(self.device)
+
+    def _prepare(self, cell: _Cell, pending: list[str]) -> _Prepared | None:
+        """Every rank calls it (members work, the others join the agreements): the cell built and
+        gated, or None once every pending direction has its row (refused, failed, wrong)."""
         config = self.config
         if cell.cp_size > self.world_size:
             for d in pending:
                 self._write(cell, d, "unsupported",
                             f"{NEEDS_RANKS} {cell.cp_size}, this launch has WORLD_SIZE="
                             f"{self.world_size}")
-            return
+            return None
         triple = (cell.strategy.label, cell.mask_label, cell.cp_size)
         for d, msg in self.gated.get(triple, {}).items():  # failed the gate at a smaller seqlen
             if d in pending:
                 self._write(cell, d, "wrong", msg)
                 pending = [x for x in pending if x != d]
         if not pending:
-            return
+            return None
         refused = supports_failure(  # the same on every rank: no agreement needed
             lambda: cell.strategy.load().supports(cell.mask, cell.shapes.num_heads_q,
                                                   cell.shapes.num_heads_kv, cell.cp_size,
@@ -405,44 +457,77 @@ class CPRunner:
         if refused is not None:
             for d in pending:
                 self._write(cell, d, *refused)
-            return
+            return None
         state, remaining, verdict = _State(), list(pending), None
-        try:
-            gate_now = config.gate.enabled and triple not in self.gated
-            outcome = self._phase(cell, lambda: self._build(cell, state, gate_now))
-            if outcome.status == "ok" and gate_now:
-                outcome = self._phase(cell, lambda: self._gate(cell, state))
-                state.inputs = state.gate_dout = None
-                if outcome.status == "ok":
-                    verdict = self._share_verdict(state)
-                    wrong = [d for d in config.directions if verdict.status(d) == "wrong"]
-                    # later seqlens of this (strategy, mask, cp_size) inherit the verdict
-                    self.gated[triple] = {d: verdict.message(d) for d in wrong}
-                    for d in wrong:
-                        if d in remaining:
-                            self._write(cell, d, "wrong", verdict.message(d))
-                            remaining.remove(d)
+        before = allocated_gb(self.device)
+        gate_now = config.gate.enabled and triple not in self.gated
+        outcome = self._phase(cell, lambda: self._build(cell, state, gate_now))
+        if outcome.status == "ok" and gate_now:
+            outcome = self._phase(cell, lambda: self._gate(cell, state))
             state.inputs = state.gate_dout = None
-            free_memory(self.device)
-            for direction in list(remaining):
-                if outcome.status != "ok":
-                    break
-                outcome = self._phase(cell, lambda: self._time(state, direction), num_values=4)
-                if outcome.status == "ok":
-                    runtime, peak, sent, hidden = outcome.values
-                    gate_msg = verdict.message(direction) if verdict is not None else ""
-                    notes = [gate_msg, f"comm_bytes_per_rank={int(sent)}", state.notes]
-                    if hidden > 0:  # measured; the largest over the ranks
-                        notes.append(f"hidden_comm_ms={hidden - 1.0:.3f}")
-                    self._write(cell, direction, "ok", "; ".join(n for n in notes if n), runtime,
-                                peak if self.device.type == "cuda" else None)
-                    remaining.remove(direction)
-            if outcome.status != "ok":
-                for d in remaining:
-                    self._write(cell, d, outcome.status, outcome.message)
-        finally:
+            if outcome.status == "ok":
+                verdict = self._share_verdict(state)
+                wrong = [d for d in config.directions if verdict.status(d) == "wrong"]
+                # later seqlens of this (strategy, mask, cp_size) inherit the verdict
+                self.gated[triple] = {d: verdict.message(d) for d in wrong}
+                for d in wrong:
+                    if d in remaining:
+                        self._write(cell, d, "wrong", verdict.message(d))
+                        remaining.remove(d)
+        state.inputs = state.gate_dout = None
+        free_memory(self.device)
+        if outcome.status != "ok":
+            for d in remaining:
+                self._write(cell, d, outcome.status, outcome.message)
             del state
             free_memory(self.device)
+            return None
+        if not remaining:
+            del state
+            free_memory(self.device)
+            return None
+        state.resident_gb = allocated_gb(self.device) - before
+        return _Prepared(cell, state, remaining, verdict)
+
+    def _measure(self, prepared: list[_Prepared], rounds: int) -> None:
+        """Time the prepared cells' directions in turn, ``rounds`` times over, then write each
+        direction's row: the median over its rounds (peak, bytes, hidden communication: the
+        max over them). A cell whose timing fails is dropped from later rounds; its directions
+        without every round timed get the failure's row."""
+        try:
+            for _ in range(rounds):
+                live = [p for p in prepared if p.failure is None]
+                resident = sum(p.state.resident_gb for p in live)
+                for p in live:
+                    others = resident - p.state.resident_gb if rounds > 1 else 0.0
+                    for direction in p.remaining:
+                        outcome = self._phase(p.cell, lambda: self._time(p.state, direction,
+                                                                          others), num_values=4)
+                        if outcome.status != "ok":
+                            p.failure = outcome
+                            break
+                        p.values.setdefault(direction, []).append(outcome.values)
+            for p in prepared:
+                self._write_measured(p, rounds)
+        finally:
+            for p in prepared:
+                p.state = None
+            free_memory(self.device)
+
+    def _write_measured(self, p: _Prepared, rounds: int) -> None:
+        for direction in p.remaining:
+            values = p.values.get(direction, [])
+            if len(values) < rounds:
+                self._write(p.cell, direction, p.failure.status, p.failure.message)
+                continue
+            runtime = statistics.median(v[0] for v in values)
+            peak, sent, hidden = (max(v[i] for v in values) for i in (1, 2, 3))
+            gate_msg = p.verdict.message(direction) if p.verdict is not None else ""
+            notes = [gate_msg, f"comm_bytes_per_rank={int(sent)}", p.state_notes]
+            if hidden > 0:  # measured; the largest over the ranks
+                notes.append(f"hidden_comm_ms={hidden - 1.0:.3f}")
+            self._write(p.cell, direction, "ok", "; ".join(n for n in notes if n), runtime,
+                        peak if self.device.type == "cuda" else None)
 
     def _mask_phase(self, choice: MaskChoice, seqlen: int) -> tuple[Mask | None, str]:
         """Build the mask on every rank (deterministic) and agree on success."""
@@ -481,15 +566,14 @@ class CPRunner:
             if todo:
                 mask, error = self._mask_phase(choice, seqlen)
                 for cell, pending in todo:
-                    bar.set_postfix_str(f"{cell.strategy.label} {choice.label} "
-                                        f"{seqlen_per_gpu}x{cp_size}")
                     cell.mask = mask
                     if mask is None:
                         for d in pending:
                             self._write(cell, d, "error", f"mask: {error}")
-                    else:
-                        self._run_cell(cell, pending)
-                    bar.update(len(config.directions))
+                if mask is None:
+                    bar.update(len(config.directions) * len(todo))
+                else:
+                    self._run_point(todo, bar)
             bar.update(len(config.directions) * (len(cells) - len(todo)))
             self.ref_cache.clear()
 

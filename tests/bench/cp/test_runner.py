@@ -97,6 +97,27 @@ class TimedOnWholeDout(RingP2P):
         return _FailOnZeroRows.apply(super().attention(q, k, v), self._calls)
 
 
+class _RecordsCalls(RingP2P):
+    """ring_p2p that appends its letter to the file named by CP_TEST_CALLS on each call of
+    group rank 0 (the order in which the runner called the strategies)."""
+
+    letter = ""
+
+    def attention(self, q, k, v):
+        if self.cp_rank == 0:
+            with open(os.environ["CP_TEST_CALLS"], "a") as f:
+                f.write(self.letter)
+        return super().attention(q, k, v)
+
+
+class RecordsA(_RecordsCalls):
+    letter = "a"
+
+
+class RecordsB(_RecordsCalls):
+    letter = "b"
+
+
 INJECTED = {"raises": "RaisesEverywhere", "raises_rank1": "RaisesOnRank1",
             "oom": "RunsOutOfMemory", "wrong": "WrongOutput", "wrong_grads": "WrongGradients",
             "whole_dout": "TimedOnWholeDout"}
@@ -147,10 +168,10 @@ def _run_killable(cmd: list[str], env: dict) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
-def _run(tmp: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1",
+def _run(tmp: Path, command: list[str] | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1", CP_TEST_CALLS=str(tmp / "calls.txt"),
                PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = _run_killable(_command(tmp), env)
+    proc = _run_killable(command or _command(tmp), env)
     assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     return proc
 
@@ -334,6 +355,13 @@ def test_config_validates(field, value, match):
         CPBenchConfig(**args)
 
 
+def test_rounds_default_to_one_and_must_be_positive():
+    import dataclasses
+    assert _hardware().rounds == 1
+    with pytest.raises(ValueError, match="hardware.rounds must be >= 1"):
+        dataclasses.replace(_hardware(), rounds=0)
+
+
 def test_world_of_one_without_torchrun(tmp_path):
     """``python -m bench.cp`` alone: a world of one; cp 2 is 'unsupported, needs 2 ranks'."""
     cmd = [sys.executable, "-m", "bench.cp", "hardware=cpu", "hardware.head_dim=16",
@@ -368,3 +396,46 @@ def test_the_backward_is_timed_on_the_whole_dout(sweep):
     measured = spy[spy.cp_size <= 2]
     assert (measured.status == "ok").all(), measured[["mask", "seqlen", "cp_size", "direction",
                                                       "status", "message"]]
+
+
+# -- interleaved timing (hardware.rounds) -------------------------------------------------------
+ROUNDS_STRATEGIES = {"order_a": "RecordsA", "order_b": "RecordsB", "raises": "RaisesEverywhere",
+                     "wrong": "WrongOutput", "oom": "RunsOutOfMemory"}
+
+
+def _rounds_command(tmp: Path, rounds: int) -> list[str]:
+    conf = tmp / "conf" / "experiment"
+    conf.mkdir(parents=True, exist_ok=True)
+    lines = ["# @package _global_", "experiment_name: rounds", "cp:"]
+    for label, cls in ROUNDS_STRATEGIES.items():
+        lines += [f"  {label}:", "    name: ring_p2p", f"    target: test_runner:{cls}"]
+    (conf / "cp_test_rounds.yaml").write_text("\n".join(lines) + "\n")
+    overrides = [
+        "hardware=cpu", "hardware.head_dim=16", "hardware.warmup=0", "hardware.repeat=2",
+        f"hardware.rounds={rounds}", "mask=[causal]", "seqlen_per_gpu=[64]", "cp_sizes=[2]",
+        f"out_dir={tmp}/results", f"plots_dir={tmp}/plots", "progress=false", "report=false",
+        f"hydra.run.dir={tmp}/hydra", f"hydra.searchpath=[file://{tmp}/conf]",
+        "experiment=cp_test_rounds", "cp=[magi]",
+    ]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            "--nproc-per-node", "2", "-m", "bench.cp", *overrides]
+
+
+@pytest.mark.parametrize("rounds,order", [(1, "ab"), (3, "abababab")])
+def test_rounds_time_every_strategy_in_turn(tmp_path, rounds, order):
+    """rounds 1: each strategy built, gated and timed before the next (a, then b); rounds 3:
+    both built and gated first, then timed in turn three times (a b a b a b after the gates).
+    Failures keep their rows, and the real strategy beside them is measured."""
+    _run(tmp_path, _rounds_command(tmp_path, rounds))
+    calls = (tmp_path / "calls.txt").read_text()
+    runs = "".join(c for i, c in enumerate(calls) if i == 0 or c != calls[i - 1])
+    assert runs == order, calls
+    rows = _rows(tmp_path)
+    assert len(rows) == (len(ROUNDS_STRATEGIES) + 1) * 2
+    for label, status in [("order_a", "ok"), ("order_b", "ok"), ("magi", "ok"),
+                          ("raises", "error"), ("wrong", "wrong"), ("oom", "oom")]:
+        for direction in ("fwd", "bwd"):
+            row = _cell(rows, label, direction=direction)
+            assert row.status == status, row.message
+            assert (row.runtime_ms > 0) if status == "ok" else pd.isna(row.runtime_ms)
+    assert (f"rounds={rounds}" in rows.env.iloc[0].split(";")) == (rounds > 1)
