@@ -490,12 +490,13 @@ class CPRunner:
         return _Prepared(cell, state, remaining, verdict)
 
     def _measure(self, prepared: list[_Prepared], rounds: int) -> None:
-        """Time the prepared cells' directions in turn, ``rounds`` times over, then write each
-        direction's row: the median over its rounds (peak, bytes, hidden communication: the
-        max over them). A cell whose timing fails is dropped from later rounds; its directions
-        without every round timed get the failure's row."""
+        """Time the prepared cells' directions in turn, ``rounds`` times over; a direction's row
+        is written once its last round is timed (the median over its rounds; peak, bytes and
+        hidden communication: the max over them), so a cut run keeps it. A cell whose timing
+        fails is dropped from later rounds; its directions not timed in every round get the
+        failure's row."""
         try:
-            for _ in range(rounds):
+            for last in [False] * (rounds - 1) + [True]:
                 live = [p for p in prepared if p.failure is None]
                 resident = sum(p.state.resident_gb for p in live)
                 for p in live:
@@ -507,27 +508,27 @@ class CPRunner:
                             p.failure = outcome
                             break
                         p.values.setdefault(direction, []).append(outcome.values)
+                        if last:
+                            self._write_timed(p, direction)
             for p in prepared:
-                self._write_measured(p, rounds)
+                for direction in p.remaining:
+                    if len(p.values.get(direction, [])) < rounds:
+                        self._write(p.cell, direction, p.failure.status, p.failure.message)
         finally:
             for p in prepared:
                 p.state = None
             free_memory(self.device)
 
-    def _write_measured(self, p: _Prepared, rounds: int) -> None:
-        for direction in p.remaining:
-            values = p.values.get(direction, [])
-            if len(values) < rounds:
-                self._write(p.cell, direction, p.failure.status, p.failure.message)
-                continue
-            runtime = statistics.median(v[0] for v in values)
-            peak, sent, hidden = (max(v[i] for v in values) for i in (1, 2, 3))
-            gate_msg = p.verdict.message(direction) if p.verdict is not None else ""
-            notes = [gate_msg, f"comm_bytes_per_rank={int(sent)}", p.state_notes]
-            if hidden > 0:  # measured; the largest over the ranks
-                notes.append(f"hidden_comm_ms={hidden - 1.0:.3f}")
-            self._write(p.cell, direction, "ok", "; ".join(n for n in notes if n), runtime,
-                        peak if self.device.type == "cuda" else None)
+    def _write_timed(self, p: _Prepared, direction: str) -> None:
+        values = p.values[direction]
+        runtime = statistics.median(v[0] for v in values)
+        peak, sent, hidden = (max(v[i] for v in values) for i in (1, 2, 3))
+        gate_msg = p.verdict.message(direction) if p.verdict is not None else ""
+        notes = [gate_msg, f"comm_bytes_per_rank={int(sent)}", p.state_notes]
+        if hidden > 0:  # measured; the largest over the ranks
+            notes.append(f"hidden_comm_ms={hidden - 1.0:.3f}")
+        self._write(p.cell, direction, "ok", "; ".join(n for n in notes if n), runtime,
+                    peak if self.device.type == "cuda" else None)
 
     def _mask_phase(self, choice: MaskChoice, seqlen: int) -> tuple[Mask | None, str]:
         """Build the mask on every rank (deterministic) and agree on success."""
