@@ -478,7 +478,7 @@ class CPRunner:
         free_memory(self.device)
         if outcome.status != "ok":
             for d in remaining:
-                self._write(cell, d, outcome.status, outcome.message)
+                self._write(cell, d, outcome.status, self._oom_note(outcome))
             del state
             free_memory(self.device)
             return None
@@ -513,11 +513,19 @@ class CPRunner:
             for p in prepared:
                 for direction in p.remaining:
                     if len(p.values.get(direction, [])) < rounds:
-                        self._write(p.cell, direction, p.failure.status, p.failure.message)
+                        self._write(p.cell, direction, p.failure.status,
+                                    self._oom_note(p.failure))
         finally:
             for p in prepared:
                 p.state = None
             free_memory(self.device)
+
+    def _oom_note(self, outcome: _Outcome) -> str:
+        """An oom's message says where interleaving kept the cell's other strategies allocated."""
+        if outcome.status == "oom" and self.config.hardware.rounds > 1:
+            return (f"{outcome.message} (hardware.rounds={self.config.hardware.rounds}: the "
+                    f"other strategies of this cell stayed allocated; rounds=1 frees each first)")
+        return outcome.message
 
     def _write_timed(self, p: _Prepared, direction: str) -> None:
         values = p.values[direction]

@@ -439,3 +439,5 @@ def test_rounds_time_every_strategy_in_turn(tmp_path, rounds, order):
             assert row.status == status, row.message
             assert (row.runtime_ms > 0) if status == "ok" else pd.isna(row.runtime_ms)
     assert (f"rounds={rounds}" in rows.env.iloc[0].split(";")) == (rounds > 1)
+    # an oom says where the interleaving kept the other strategies allocated
+    assert ("stayed allocated" in _cell(rows, "oom").message) == (rounds > 1)
