@@ -215,9 +215,6 @@ class _Prepared:
     values: dict[str, list[tuple]] = field(default_factory=dict)
     failure: _Outcome | None = None
 
-    def __post_init__(self) -> None:
-        self.state_notes = self.state.notes if self.state is not None else ""
-
 
 class CPRunner:
     """Runs one ``CPBenchConfig`` on every rank of the default process group; ``run()``
@@ -532,7 +529,7 @@ class CPRunner:
         runtime = statistics.median(v[0] for v in values)
         peak, sent, hidden = (max(v[i] for v in values) for i in (1, 2, 3))
         gate_msg = p.verdict.message(direction) if p.verdict is not None else ""
-        notes = [gate_msg, f"comm_bytes_per_rank={int(sent)}", p.state_notes]
+        notes = [gate_msg, f"comm_bytes_per_rank={int(sent)}", p.state.notes]
         if hidden > 0:  # measured; the largest over the ranks
             notes.append(f"hidden_comm_ms={hidden - 1.0:.3f}")
         self._write(p.cell, direction, "ok", "; ".join(n for n in notes if n), runtime,

@@ -221,6 +221,15 @@ def _cp2_below(files: dict, cp_n: int = 2) -> str:
                         if cp == cp_n and "magi" in v), digits=3)
 
 
+def _row_note(relpath: str, kernel: str, mask: str, cp: int, key: str,
+              direction: str = "fwd") -> str:
+    """One ``key=value`` of a CP row's message (e.g. magi's dispatch, comm_bytes_per_rank)."""
+    frame = _files((relpath,))
+    row = frame[(frame.kernel == kernel) & (frame["mask"] == mask) & (frame.cp_size == cp)
+                & (frame.direction == direction)]
+    return re.search(rf"{key}=([^;]*)", row.message.iloc[0])[1]
+
+
 def _probe_ms(relpath: str) -> pd.DataFrame:
     """ms by (mask, strategy, rank) x variant ("order") of a rank_mask_probe.py run."""
     return pd.read_csv(RESULTS / relpath).pivot_table(index=["mask", "strategy", "rank"],

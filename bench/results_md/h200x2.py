@@ -7,8 +7,9 @@ import pandas as pd
 
 from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _ab_table, _baselines, _below_best,
                       _cp2_below, _cp_cells, _files, _helper, _magi_over_best, _profiler_rows,
-                      _pytest_counts, _summed_counts, _tf_cells, _vs_best, _with_unequal,
-                      cp2_s16_summary, cp2_s16_table, unequal_s28_summary, unequal_s28_table)
+                      _pytest_counts, _row_note, _summed_counts, _tf_cells, _vs_best,
+                      _with_unequal, cp2_s16_summary, cp2_s16_table, unequal_s28_summary,
+                      unequal_s28_table)
 from ._paths import RESULTS
 
 
@@ -679,16 +680,12 @@ def refine_notes_s33() -> str:
     """FA4 causal_document cp 2, forward rows of magi and magi_refine_comm: the bytes a rank
     sent per call (the runner's count), the overlap solver's predicted communication and the
     dispatch's imbalance, from each row's message."""
-    frame = _files((CP_S33["fa4, 16k/GPU"],))
-    rows = frame[(frame["mask"] == "causal_document") & (frame.cp_size == 2)
-                 & (frame.direction == "fwd")].set_index("kernel").message
-
     def note(kernel: str, key: str) -> str:
-        return re.search(rf"{key}=([\d.]+)", rows[kernel]).group(1)
+        return _row_note(CP_S33["fa4, 16k/GPU"], kernel, "causal_document", 2, key)
 
     return "; ".join(f"{k}: {int(note(k, 'comm_bytes_per_rank')) / 1e6:.1f} MB sent a rank, "
-                     f"predicted comm {note(k, 'pred_comm_us')} us, imbalance {note(k, 'imbalance')}"
-                     for k in ("magi", "magi_refine_comm"))
+                     f"predicted comm {note(k, 'pred_comm_us')} us, "
+                     f"imbalance {note(k, 'imbalance')}" for k in ("magi", "magi_refine_comm"))
 
 
 def refine_runner_s33() -> str:

@@ -8,7 +8,7 @@ import re
 from bench.cp.plot import ratio_table
 
 from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _ab_table, _baselines, _cp2_below,
-                      _cp_cells, _files, _helper, _k, _kernel_tflops, _magi_over_best, _rows,
+                      _cp_cells, _helper, _k, _kernel_tflops, _magi_over_best, _row_note, _rows,
                       _span, _vs_best, _with_unequal, cp1_spread_s31, cp2_s16_summary,
                       cp2_s16_table, unequal_s28_table)
 from ._paths import RESULTS
@@ -232,13 +232,6 @@ def unequal_s33_table() -> str:
     return unequal_s28_table(UNEQUAL_S33)
 
 
-def _magi_message(relpath: str, mask: str, cp: int, key: str) -> str:
-    """One ``key=value`` of magi's row message (the forward's row) in one cell."""
-    frame = _files((relpath,))
-    row = frame[(frame.kernel == "magi") & (frame["mask"] == mask) & (frame.cp_size == cp)]
-    return re.search(rf"{key}=([^;]*)", row.message.iloc[0])[1]
-
-
 def causal16k_again_s33() -> str:
     """Triton 16k a GPU, causal, cp 4: magi / the best baseline in session 32's run and again
     in this one (after TIE_ORDER), with the dispatch magi's row names and magi's own timing of
@@ -246,8 +239,8 @@ def causal16k_again_s33() -> str:
     out = []
     for label, relpath in (("s32", CP_S32["triton, 16k/GPU"]), ("s33", CAUSAL16K_S33)):
         cells = _cp_cells(relpath)
-        own = re.search(r"fwd:([\d.]+)/", _magi_message(relpath, "causal", 4, "cut_ms"))[1]
-        out.append(f"{label} (dispatch={_magi_message(relpath, 'causal', 4, 'dispatch')}, own "
+        own = re.search(r"fwd:([\d.]+)/", _row_note(relpath, "magi", "causal", 4, "cut_ms"))[1]
+        out.append(f"{label} (dispatch={_row_note(relpath, 'magi', 'causal', 4, 'dispatch')}, own "
                    f"key-time fwd {float(own):.1f} ms): "
                    + ", ".join(f"{d} {_vs_best(cells['causal', 4, d])}" for d in ("fwd", "bwd")))
     return "; ".join(out)
