@@ -1,7 +1,7 @@
 """group_reduce: send partial results on received ranges back to their owners and sum them in."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -11,7 +11,8 @@ from .range_ops import range_add_, range_scatter_add_
 from .work import WorkHandle
 
 
-def group_reduce(partial: torch.Tensor, out: torch.Tensor | Sequence[torch.Tensor],
+def group_reduce(partial: torch.Tensor,
+                 out: torch.Tensor | Sequence[torch.Tensor] | Callable[[], Any],
                  args: GroupCollectiveArgs, group=None, stream=None, range_backend: str = "auto"
                  ) -> WorkHandle:
     """The transpose of ``group_cast(x, args)``: owners receive every partial and add it in place.
@@ -22,12 +23,12 @@ def group_reduce(partial: torch.Tensor, out: torch.Tensor | Sequence[torch.Tenso
     own dtype (only where ``args.sends_each_token_once``: one partial per row, summed in fp32
     and rounded once, as an fp32 accumulator converted back would give). ``wait()`` adds what
     arrived into ``out`` at ``args.send_ranges`` (a range sent to several ranks gets all their
-    partials) and returns ``out``.
+    partials) and returns ``out``. ``out`` may also be a function returning either, called at
+    ``wait()``: the partial can then be sent before the accumulator exists (the cut backward
+    sends the received keys' dK/dV while the own keys' kernel makes dk, dv).
     """
-    outs = None if isinstance(out, torch.Tensor) else tuple(out)
-    if outs is not None and not args.sends_each_token_once:
-        raise ValueError("group_reduce into (dk, dv) needs each token sent once; reduce into "
-                         "one fp32 accumulator instead")
+    if not callable(out):
+        _check_out(out, args)
     if partial.shape[0] != args.recv_seqlen:
         raise ValueError(f"partial has {partial.shape[0]} rows; the cast received "
                          f"{args.recv_seqlen}")
@@ -36,8 +37,13 @@ def group_reduce(partial: torch.Tensor, out: torch.Tensor | Sequence[torch.Tenso
 
     def finish():
         recv = handle.wait()
-        if outs is None:
-            return range_scatter_add_(out, args.send_index(out.device), recv, range_backend)
+        acc = out
+        if callable(out):
+            acc = out()
+            _check_out(acc, args)
+        if isinstance(acc, torch.Tensor):
+            return range_scatter_add_(acc, args.send_index(acc.device), recv, range_backend)
+        outs = tuple(acc)
         index, at = args.send_index(outs[0].device), 0
         for o in outs:
             range_add_(o, index, recv[:, at:at + o.shape[1]], range_backend)
@@ -45,3 +51,9 @@ def group_reduce(partial: torch.Tensor, out: torch.Tensor | Sequence[torch.Tenso
         return outs
 
     return WorkHandle(None, finish, handle.comm_bytes, "group_reduce")
+
+
+def _check_out(out, args: GroupCollectiveArgs) -> None:
+    if not isinstance(out, torch.Tensor) and not args.sends_each_token_once:
+        raise ValueError("group_reduce into (dk, dv) needs each token sent once; reduce into "
+                         "one fp32 accumulator instead")

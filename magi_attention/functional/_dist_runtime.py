@@ -140,9 +140,8 @@ class DistAttnRuntime:
         if self.hier_stages is not None:
             return hier_group_reduce(partial, out, self.hier_stages[stage], *self.hier_groups,
                                      self._stream(out.device))
-        device = out.device if isinstance(out, torch.Tensor) else out[0].device
         return group_reduce(partial, out, self.meta.stages[stage].cast, self.group,
-                            self._stream(device))
+                            self._stream(partial.device))
 
     @property
     def reduces_in_place(self) -> bool:
@@ -271,26 +270,31 @@ class DistAttnRuntime:
         return out, lse, (recv if "bwd" in cut else kv_all)
 
     def _cut_backward(self, dout, q, k, v, out, lse, backend: str, recv=None):
-        """The fused stage's backward cut by keys: the own keys' kernel, the received keys'
-        (``recv``: the forward's received KV, in the cast's order), dq summed, the received
-        keys' dK/dV reduced to their owners (added straight into dk, dv as in
-        ``_fused_backward``). Two bf16 partials summed once round as an fp32 sum would."""
+        """The fused stage's backward cut by keys: the received keys' kernel first (``recv``:
+        the forward's received KV, in the cast's order), so that their dK/dV travel back to
+        their owners while the own keys' kernel runs; dq summed, the returned partials added
+        into the own dk, dv as in ``_fused_backward``. Two bf16 partials summed once round as
+        an fp32 sum would."""
         h = k.shape[1]
         if recv is None:
             recv = self._issue(self._cast((k, v), 0)).wait()
-        dq, dk, dv = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
         win = self.meta.stages[0].window
         if win is None:  # no row reads a received key: their gradients are zero
-            dq_r, dk_r, dv_r = None, *(torch.zeros_like(x) for x in (recv[:, :h], recv[:, h:]))
+            dq_r, partial = None, torch.zeros_like(recv)
         else:  # the rows that read received keys alone (views: no copy)
             rows = slice(win.start, win.end)
             dq_r, dk_r, dv_r = self._bwd(dout[rows], q[rows], recv[:, :h], recv[:, h:],
                                          out[rows], lse[rows], win.attn, backend)
+            partial = torch.cat([dk_r, dv_r], dim=1)
+        own = []
+        finish = self._reduce_into_own(partial, lambda: own[0])
+        dq, dk, dv = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
+        own.append((dk, dv))
         if dq is None:
             dq = torch.zeros_like(q)
         if dq_r is not None:
             dq[win.start:win.end].add_(dq_r)
-        return (dq, *self._reduce_into_own(torch.cat([dk_r, dv_r], dim=1), dk, dv))
+        return (dq, *finish())
 
     def _merge_received(self, q, k_recv, v_recv, out, lse, backend: str):
         """(out, lse) of the own keys merged with the received keys' (stage 0, cut by keys),
@@ -428,20 +432,30 @@ class DistAttnRuntime:
         partial = torch.cat([_gather(dk_all, lay.recv_copies), _gather(dv_all, lay.recv_copies)],
                             dim=1)
         # the own part is read where the kernel wrote it (a view when it is one piece)
-        return (dq, *self._reduce_into_own(partial, _gather(dk_all, lay.own_copies),
-                                            _gather(dv_all, lay.own_copies)))
+        own = (_gather(dk_all, lay.own_copies), _gather(dv_all, lay.own_copies))
+        return (dq, *self._reduce_into_own(partial, lambda: own)())
 
-    def _reduce_into_own(self, partial: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor):
-        """(dk, dv) of the own keys plus the received keys' ``partial`` dK|dV of the other
-        ranks (stage 0's reduce): added straight into dk, dv where each own token went to one
-        rank (``reduces_in_place``), else through an fp32 accumulator rounded back once."""
-        if self.reduces_in_place:
-            self._reduce(partial, (dk, dv), 0).wait()
-            return dk, dv
-        h = dk.shape[1]
-        dkv = torch.cat([dk, dv], dim=1).float()
-        self._reduce(partial, dkv, 0).wait()
-        return dkv[:, :h].to(dk.dtype), dkv[:, h:].to(dv.dtype)
+    def _reduce_into_own(self, partial: torch.Tensor, own_grads):
+        """Start stage 0's reduce of ``partial`` (the received keys' dK|dV, for the other
+        ranks); returns finish() -> (dk, dv) of the own keys: ``own_grads()`` (called at
+        finish, so the own keys' kernel may run after the start) plus what arrived, added
+        straight into them where each own token went to one rank (``reduces_in_place``), else
+        through an fp32 accumulator rounded back once. The plain collective starts now (overlap
+        on); the two-hop one, whose relay takes the accumulator's dtype, starts at finish."""
+        def target():
+            dk, dv = own_grads()
+            return (dk, dv) if self.reduces_in_place else torch.cat([dk, dv], dim=1).float()
+
+        def rounded(got):
+            if isinstance(got, tuple):
+                return got
+            h = got.shape[1] // 2
+            return got[:, :h].to(partial.dtype), got[:, h:].to(partial.dtype)
+
+        if self.hier_stages is not None or not self.overlap:
+            return lambda: rounded(self._reduce(partial, target(), 0).wait())
+        handle = self._reduce(partial, target, 0)
+        return lambda: rounded(handle.wait())
 
     def _check(self, q, k, v) -> None:
         n = self.meta.shard_seqlen
