@@ -6,7 +6,7 @@ spans; the prose around them is written by hand).
 
 A section is a function returning its text (a value for an inline span, lines for a block), in
 the module of the machine its files come from (``h200``, ``h100``, ``h200x2``, ``h100x2``,
-``h200x4``, ``solver``; readers and helpers that several use in ``_common``). A new one: write
+``h200x4``, ``h100x4``, ``solver``; readers and helpers that several use in ``_common``). A new one: write
 it there, import it here, add it to ``SECTIONS`` under a name (the name's prefix is the module),
 and put ``<!-- gen:name --><!-- /gen -->`` where it goes in RESULTS.md; then run the command.
 tests/bench/test_results_md.py fails while the file differs from what its spans compute.
@@ -84,12 +84,24 @@ from .h200x4 import (ab_s32_table, ab_s33_table, causal16k_again_s33, cp1_allgat
                      cp_s33_below, cp_s33_docs, cp_s33_partial, cp_s33_summary, cp_s33_table,
                      cp_s33_with_unequal, cp_scaling, cp_sweep_rows, magi_bench, magi_check,
                      magi_keeps, unequal_s32_table, unequal_s33_table)
+from .h100x2 import (cp2_s34_below, cp2_s34_summary, cp2_s34_table, cut_ms_s34, cut_order_s34,
+                     pytest_nccl_s34)
+from .h100x4 import cp4_s34_below, cp4_s34_summary, cp4_s34_table
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
 
 __all__ = ["SECTIONS", "RESULTS_MD", "main"]
 
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h100x2.cp2_s34_table": cp2_s34_table,
+    "h100x2.cp2_s34_summary": cp2_s34_summary,
+    "h100x2.cp2_s34_below": cp2_s34_below,
+    "h100x2.cut_ms_s34": cut_ms_s34,
+    "h100x2.cut_order_s34": cut_order_s34,
+    "h100x2.pytest_nccl_s34": pytest_nccl_s34,
+    "h100x4.cp4_s34_table": cp4_s34_table,
+    "h100x4.cp4_s34_summary": cp4_s34_summary,
+    "h100x4.cp4_s34_below": cp4_s34_below,
     "h200x4.cp_s33_table": cp_s33_table,
     "h200x4.ab_s33_table": ab_s33_table,
     "h200x4.cp_s33_summary": cp_s33_summary,

@@ -221,6 +221,32 @@ def _cp2_below(files: dict, cp_n: int = 2) -> str:
                         if cp == cp_n and "magi" in v), digits=3)
 
 
+def _cp_wins(relpath: str, kernel: str = "magi", cp_n: int = 2) -> tuple[int, int]:
+    """(cells where ``kernel`` >= the best baseline, cells) at cp ``cp_n`` of one run."""
+    ratios = [_magi_over_best(v, kernel) for (_, cp, _), v in _cp_cells(relpath).items()
+              if cp == cp_n and kernel in v]
+    return sum(r >= 1.0 for r in ratios), len(ratios)
+
+
+def cp_only_table(files: dict[str, str], cp_n: int) -> str:
+    """Per run and mask at cp ``cp_n`` (runs without cp 1 rows): magi / the best baseline (its
+    name), each direction."""
+    lines = [f"| run | mask | cp {cp_n} fwd magi / best (name) | cp {cp_n} bwd magi / best (name) |",
+             "|---|---|---|---|"]
+    for run, relpath in files.items():
+        cells = _cp_cells(relpath)
+        for mask in dict.fromkeys(m for m, cp, _ in cells if cp == cp_n):
+            two = [_vs_best(cells.get((mask, cp_n, d), {})) for d in ("fwd", "bwd")]
+            lines.append(f"| {run} | {mask} | {two[0]} | {two[1]} |")
+    return "\n".join(lines)
+
+
+def cp_only_wins(files: dict[str, str], cp_n: int) -> str:
+    """Per run: cells at cp ``cp_n`` where magi >= the best baseline."""
+    return "; ".join(f"{run.replace('/GPU', '')}: {won} of {n}" for run, (won, n)
+                     in ((run, _cp_wins(relpath, cp_n=cp_n)) for run, relpath in files.items()))
+
+
 def _row_note(relpath: str, kernel: str, mask: str, cp: int, key: str,
               direction: str = "fwd") -> str:
     """One ``key=value`` of a CP row's message (e.g. magi's dispatch, comm_bytes_per_rank)."""

@@ -6,8 +6,9 @@ import re
 import pandas as pd
 
 from ._common import (DOC_MASKS, UNEQUAL_S28, _cp2_below, _cp_cells, _files, _fit_ms,
-                      _magi_over_best, _profiler_rows, _pytest_counts, _tf_cells, _variant_ratios,
-                      _vs_best, cp2_s16_summary, cp2_s16_table)
+                      _magi_over_best, _profiler_rows, _pytest_counts, _row_note, _tf_cells,
+                      _variant_ratios, _vs_best, cp2_s16_summary, cp2_s16_table, cp_only_table,
+                      cp_only_wins)
 from ._paths import RESULTS
 
 
@@ -443,3 +444,61 @@ def pytest_s28() -> str:
     return (f"every 2-GPU exactness mode at 8da5025: "
             f"{_pytest_counts('h100x2/tests/pytest_nccl_8da5025.log')}; mode unequal at "
             f"9ba2da0: {_pytest_counts('h100x2/tests/pytest_nccl_unequal_9ba2da0.log')}")
+
+
+# -- session 34: 2 H100s (asked for 2 H200s), 16k a GPU, cp 2, the runner's interleaved timing --
+# (hardware.rounds=3: every strategy of a cell built first, then timed in turn, three rounds,
+# each row the median) at b364ea8 (the cut backward sends its reduce first); then the A/B of the
+# cut backward's two orders on Triton
+CP_S34 = {f"{b}, 16k/GPU": f"h100x2/cp_s34/cp_h100x2__{b}_16k_cp2_rounds3.csv"
+          for b in ("fa4", "triton")}
+CP_S33_H200 = {f"{b}, 16k/GPU": f"h200x2/cp_s33/cp_h200x2__{b}_16k_cp2.csv"
+               for b in ("fa4", "triton")}
+CUT_ORDER_S34 = "h100x2/cp_s34/cut_bwd_order__triton_16k.csv"
+
+
+def cp2_s34_table() -> str:
+    return cp_only_table(CP_S34, 2)
+
+
+def cp2_s34_summary() -> str:
+    return cp_only_wins(CP_S34, 2)
+
+
+def cp2_s34_below() -> str:
+    return _cp2_below(CP_S34)
+
+
+def cut_ms_s34() -> str:
+    """The key's own timing of the backward on the document masks (slowest rank, ms, whole /
+    cut): this run (cut reduce first) and session 33's 2 H200s (reduce last), cut / whole."""
+    lines = ["| run | mask | s34 H100 whole / cut (cut / whole) | s33 H200 whole / cut (cut / whole) |",
+             "|---|---|---|---|"]
+    for run in CP_S34:
+        for mask in DOC_MASKS:
+            cols = []
+            for relpath in (CP_S34[run], CP_S33_H200[run]):
+                bwd = _row_note(relpath, "magi", mask, 2, "cut_ms", "bwd").split("bwd:")[1]
+                whole, cut = (float(x) for x in bwd.split("/"))
+                cols.append(f"{whole:.2f} / {cut:.2f} ({cut / whole:.3f})")
+            lines.append(f"| {run.split(',')[0]} | {mask} | {cols[0]} | {cols[1]} |")
+    return "\n".join(lines)
+
+
+def cut_order_s34() -> str:
+    """The cut backward's two orders interleaved (Triton, 16k a GPU, cp 2): median ms of the
+    rounds, last / first, and the rounds' spread of each."""
+    frame = pd.read_csv(RESULTS / CUT_ORDER_S34)
+    lines = ["| mask | reduce first (ms) | reduce last (ms) | last / first | rounds, min-max first "
+             "/ last |", "|---|---|---|---|---|"]
+    for mask, cell in frame.groupby("mask", sort=False):
+        ms = {o: cell[cell.order == o].ms for o in ("reduce_first", "reduce_last")}
+        first, last = ms["reduce_first"].median(), ms["reduce_last"].median()
+        spread = " / ".join(f"{m.min():.2f}-{m.max():.2f}" for m in ms.values())
+        lines.append(f"| {mask} | {first:.3f} | {last:.3f} | {last / first:.3f} | "
+                     f"{len(ms['reduce_first'])}, {spread} |")
+    return "\n".join(lines)
+
+
+def pytest_nccl_s34() -> str:
+    return _pytest_counts("h100x2/cp_s34/nccl_cut_bwd.log")

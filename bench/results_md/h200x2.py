@@ -6,7 +6,7 @@ import re
 import pandas as pd
 
 from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _ab_table, _baselines, _below_best,
-                      _cp2_below, _cp_cells, _files, _helper, _magi_over_best, _profiler_rows,
+                      _cp2_below, _cp_cells, _cp_wins, _files, _helper, _magi_over_best, _profiler_rows,
                       _pytest_counts, _row_note, _summed_counts, _tf_cells, _vs_best,
                       _with_unequal, cp2_s16_summary, cp2_s16_table, unequal_s28_summary,
                       unequal_s28_table)
@@ -648,20 +648,13 @@ def cp2_s33_table() -> str:
     return "\n".join(lines)
 
 
-def _cp2_wins(relpath: str, kernel: str = "magi") -> tuple[int, int]:
-    """(cells where ``kernel`` >= the best baseline, cells) at cp 2 of one run."""
-    ratios = [_magi_over_best(v, kernel) for (_, cp, _), v in _cp_cells(relpath).items()
-              if cp == 2 and kernel in v]
-    return sum(r >= 1.0 for r in ratios), len(ratios)
-
-
 def cp2_s33_summary() -> str:
     """cp 2 cells at >= 1.0x the best baseline per local kernel: magi, magi_refine_comm, and
     magi in session 31's run."""
     out = []
     for run, relpath in CP_S33.items():
-        counts = [_cp2_wins(relpath), _cp2_wins(relpath, "magi_refine_comm"),
-                  _cp2_wins(CP_S31[run])]
+        counts = [_cp_wins(relpath), _cp_wins(relpath, "magi_refine_comm"),
+                  _cp_wins(CP_S31[run])]
         out.append(f"{run.split(',')[0]}: magi " + ", ".join(
             f"{label}{won} of {n}" for label, (won, n)
             in zip(("", "magi_refine_comm ", "s31 magi "), counts)))
