@@ -146,12 +146,17 @@ def summary(times: dict) -> list[str]:
     return lines
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv, description: str) -> argparse.Namespace:
+    """--out, --rounds and the Hydra overrides of an interleaved probe's command line."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--out", type=Path)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m bench.cp")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv, __doc__.splitlines()[0])
     times = run(load_config(args.overrides), args.rounds, args.out)
     if times:  # rank 0
         print("\n".join(summary(times)))

@@ -18,7 +18,6 @@ Rows: ``cut_bwd_order.csv`` (mask, order, round, ms); a summary on rank 0's stdo
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import statistics
 import sys
@@ -31,7 +30,7 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cp_ab import build, load_config  # noqa: E402
+from cp_ab import build, load_config, parse_args  # noqa: E402
 
 from bench.cp.runner import agreed_count, group_max, init_distributed, timed_call  # noqa: E402
 from bench.metrics import time_cuda_ms  # noqa: E402
@@ -119,11 +118,7 @@ def run(config, rounds: int, out: Path | None) -> dict:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path)
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m bench.cp")
-    args = p.parse_args(argv)
+    args = parse_args(argv, __doc__.splitlines()[0])
     config = load_config([*args.overrides, "cp=[magi]", "cp.magi.knobs.cut=bwd"])
     times = run(config, args.rounds, args.out)
     if times:  # rank 0
