@@ -158,3 +158,20 @@ BWD_ORDERS_S27 = ("h100/probes_s27/rank_mask_probe_bwd_orders_1.csv",
 def bwd_orders_s27() -> str:
     """The backward's key tile orders over the plan's heaviest first, per run."""
     return _bwd_orders({f"run {n}": relpath for n, relpath in enumerate(BWD_ORDERS_S27, 1)})
+
+
+# -- session 34: issue 14's two Flex misses at 64k (H200, session 31) on one H100, two runs in a
+# row on one machine (ffa and compiled FlexAttention only, the whole dout)
+FLEX64K_S34 = {"a": "h100/kernels_s34/kernel_masks__ffa_flex_64k_a.csv",
+               "b": "h100/kernels_s34/kernel_masks__ffa_flex_64k_b.csv"}
+
+
+def flex64k_s34() -> str:
+    """ffa / flex per run, mask and direction at 64k."""
+    out = []
+    for run, relpath in FLEX64K_S34.items():
+        tf = _files((relpath,)).set_index(["kernel", "mask", "direction"]).tflops_per_s
+        out.append(f"run {run}: " + ", ".join(
+            f"{mask} {d} {tf['ffa', mask, d] / tf['flex', mask, d]:.2f}"
+            for mask in ("causal", "causal_document") for d in ("fwd", "bwd")))
+    return "; ".join(out)
