@@ -177,16 +177,11 @@ def cp2_s16_table(files: dict[str, str] = CP_S16, cp: int = 2) -> str:
 def cp2_s16_summary(files: dict[str, str] = CP_S16, cp_n: int = 2) -> str:
     """Counts of cp ``cp_n`` cells at >= 1.0x the best baseline, and the range of magi /
     single_gpu (cp 1)."""
-    wins = total = 0
-    ones = []
-    for relpath in files.values():
-        for (mask, cp, d), v in _cp_cells(relpath).items():
-            base = _baselines(v)
-            if cp == cp_n and "magi" in v and base:
-                total += 1
-                wins += v["magi"] >= max(base.values())
-            if cp == 1 and {"magi", "single_gpu"} <= set(v):
-                ones.append(v["magi"] / v["single_gpu"])
+    wins, total = (sum(n) for n in zip(*(_cp_wins(relpath, cp_n=cp_n)
+                                         for relpath in files.values())))
+    ones = [v["magi"] / v["single_gpu"] for relpath in files.values()
+            for (_, cp, _), v in _cp_cells(relpath).items()
+            if cp == 1 and {"magi", "single_gpu"} <= set(v)]
     return (f"cp 1: magi / single_gpu {min(ones):.2f}-{max(ones):.2f} over {len(ones)} cells; "
             f"cp {cp_n}: magi >= the best baseline on {wins} of {total} cells")
 
@@ -221,10 +216,11 @@ def _cp2_below(files: dict, cp_n: int = 2) -> str:
                         if cp == cp_n and "magi" in v), digits=3)
 
 
-def _cp_wins(relpath: str, kernel: str = "magi", cp_n: int = 2) -> tuple[int, int]:
+def _cp_wins(relpath: str | tuple[str, ...], kernel: str = "magi",
+             cp_n: int = 2) -> tuple[int, int]:
     """(cells where ``kernel`` >= the best baseline, cells) at cp ``cp_n`` of one run."""
     ratios = [_magi_over_best(v, kernel) for (_, cp, _), v in _cp_cells(relpath).items()
-              if cp == cp_n and kernel in v]
+              if cp == cp_n and kernel in v and _baselines(v)]
     return sum(r >= 1.0 for r in ratios), len(ratios)
 
 
@@ -254,6 +250,14 @@ def _row_note(relpath: str, kernel: str, mask: str, cp: int, key: str,
     row = frame[(frame.kernel == kernel) & (frame["mask"] == mask) & (frame.cp_size == cp)
                 & (frame.direction == direction)]
     return re.search(rf"{key}=([^;]*)", row.message.iloc[0])[1]
+
+
+def _cut_ms(relpath: str, mask: str, cp: int, direction: str) -> tuple[float, float]:
+    """magi's own key-time timing of ``direction`` (ms, the slowest rank's), whole and cut by
+    keys, from its row's ``cut_ms=fwd:w/c,bwd:w/c`` note."""
+    note = _row_note(relpath, "magi", mask, cp, "cut_ms")
+    whole, cut = re.search(rf"{direction}:([\d.]+)/([\d.]+)", note).groups()
+    return float(whole), float(cut)
 
 
 def _probe_ms(relpath: str) -> pd.DataFrame:

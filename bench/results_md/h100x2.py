@@ -6,10 +6,11 @@ import re
 import pandas as pd
 
 from ._common import (DOC_MASKS, UNEQUAL_S28, _cp2_below, _cp_cells, _files, _fit_ms,
-                      _magi_over_best, _profiler_rows, _pytest_counts, _row_note, _tf_cells,
+                      _cut_ms, _magi_over_best, _profiler_rows, _pytest_counts, _tf_cells,
                       _variant_ratios, _vs_best, cp2_s16_summary, cp2_s16_table, cp_only_table,
                       cp_only_wins)
 from ._paths import RESULTS
+from .h200x2 import CP_S33 as CP_S33_H200X2
 
 
 # -- session 25: 2 H100s (the first 2-GPU machine since session 20; no 2 x H200 was lent) -----
@@ -452,8 +453,6 @@ def pytest_s28() -> str:
 # cut backward's two orders on Triton
 CP_S34 = {f"{b}, 16k/GPU": f"h100x2/cp_s34/cp_h100x2__{b}_16k_cp2_rounds3.csv"
           for b in ("fa4", "triton")}
-CP_S33_H200 = {f"{b}, 16k/GPU": f"h200x2/cp_s33/cp_h200x2__{b}_16k_cp2.csv"
-               for b in ("fa4", "triton")}
 CUT_ORDER_S34 = "h100x2/cp_s34/cut_bwd_order__triton_16k.csv"
 
 
@@ -477,9 +476,8 @@ def cut_ms_s34() -> str:
     for run in CP_S34:
         for mask in DOC_MASKS:
             cols = []
-            for relpath in (CP_S34[run], CP_S33_H200[run]):
-                bwd = _row_note(relpath, "magi", mask, 2, "cut_ms", "bwd").split("bwd:")[1]
-                whole, cut = (float(x) for x in bwd.split("/"))
+            for relpath in (CP_S34[run], CP_S33_H200X2[run]):
+                whole, cut = _cut_ms(relpath, mask, 2, "bwd")
                 cols.append(f"{whole:.2f} / {cut:.2f} ({cut / whole:.3f})")
             lines.append(f"| {run.split(',')[0]} | {mask} | {cols[0]} | {cols[1]} |")
     return "\n".join(lines)

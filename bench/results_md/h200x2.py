@@ -6,9 +6,9 @@ import re
 import pandas as pd
 
 from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _ab_table, _baselines, _below_best,
-                      _cp2_below, _cp_cells, _cp_wins, _files, _helper, _magi_over_best, _profiler_rows,
-                      _pytest_counts, _row_note, _summed_counts, _tf_cells, _vs_best,
-                      _with_unequal, cp2_s16_summary, cp2_s16_table, unequal_s28_summary,
+                      _cp2_below, _cp_cells, _cp_wins, _cut_ms, _files, _helper, _magi_over_best,
+                      _profiler_rows, _pytest_counts, _row_note, _summed_counts, _tf_cells,
+                      _vs_best, _with_unequal, cp2_s16_summary, cp2_s16_table, unequal_s28_summary,
                       unequal_s28_table)
 from ._paths import RESULTS
 
@@ -608,12 +608,9 @@ def key_parts_cut_ms_s31() -> str:
     out = []
     for label, relpath in (("s30", f"{CP_S30}/triton_64k_all.csv"),
                            ("s31", CP_S31["triton, 64k/GPU"])):
-        frame = _files((relpath,))
         for mask in ("full", "causal"):
-            row = frame[(frame.kernel == "magi") & (frame.cp_size == 2) & (frame["mask"] == mask)
-                        & (frame.direction == "fwd")].iloc[0]
-            whole, cut = re.search(r"cut_ms=fwd:([\d.]+)/([\d.]+)", row.message).groups()
-            out.append(f"{label} {mask}: whole {float(whole):.1f} / cut {float(cut):.1f} ms")
+            whole, cut = _cut_ms(relpath, mask, 2, "fwd")
+            out.append(f"{label} {mask}: whole {whole:.1f} / cut {cut:.1f} ms")
     return "; ".join(out)
 
 

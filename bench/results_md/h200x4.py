@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 
 from bench.cp.plot import ratio_table
 
 from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _ab_table, _baselines, _cp2_below,
-                      _cp_cells, _helper, _k, _kernel_tflops, _magi_over_best, _row_note, _rows,
-                      _span, _vs_best, _with_unequal, cp1_spread_s31, cp2_s16_summary,
+                      _cp_cells, _cut_ms, _helper, _k, _kernel_tflops, _magi_over_best, _row_note,
+                      _rows, _span, _vs_best, _with_unequal, cp1_spread_s31, cp2_s16_summary,
                       cp2_s16_table, unequal_s28_table)
 from ._paths import RESULTS
 
@@ -239,9 +238,9 @@ def causal16k_again_s33() -> str:
     out = []
     for label, relpath in (("s32", CP_S32["triton, 16k/GPU"]), ("s33", CAUSAL16K_S33)):
         cells = _cp_cells(relpath)
-        own = re.search(r"fwd:([\d.]+)/", _row_note(relpath, "magi", "causal", 4, "cut_ms"))[1]
+        own, _ = _cut_ms(relpath, "causal", 4, "fwd")
         out.append(f"{label} (dispatch={_row_note(relpath, 'magi', 'causal', 4, 'dispatch')}, own "
-                   f"key-time fwd {float(own):.1f} ms): "
+                   f"key-time fwd {own:.1f} ms): "
                    + ", ".join(f"{d} {_vs_best(cells['causal', 4, d])}" for d in ("fwd", "bwd")))
     return "; ".join(out)
 
