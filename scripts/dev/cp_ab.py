@@ -65,9 +65,12 @@ def build(config, device: torch.device, group, choice) -> tuple[list, list]:
     return labels, built
 
 
-def run(config, rounds: int, out: Path | None) -> dict:
+def run(config, rounds: int, out: Path | None, mask_rounds=None, name: str = "cp_ab",
+        header: tuple[str, ...] = ("mask", "strategy", "direction", "round", "ms")) -> dict:
     """{(mask, label, direction): [ms per round]} (the slowest rank's) on rank 0, {} on the
-    others; rank 0 writes them to ``out`` as rows while they come."""
+    others; rank 0 writes them to ``out`` / f"{name}.csv" as rows while they come.
+    ``mask_rounds`` (default: this script's, the config's strategies in turn) times one mask:
+    (config, choice, rounds, write, device, comm_device, group) -> {key: [ms per round]}."""
     created = init_distributed(config.hardware.device)
     device = (torch.device("cuda", torch.cuda.current_device())
               if config.hardware.device == "cuda" else torch.device("cpu"))
@@ -77,7 +80,8 @@ def run(config, rounds: int, out: Path | None) -> dict:
     times: dict = {}
     try:
         if dist.get_rank() < cp_size:
-            times = _rounds(config, rounds, out, device, comm_device, group)
+            times = _rounds(config, rounds, out, device, comm_device, group,
+                            mask_rounds or _mask_rounds, name, header)
         dist.barrier()
         if dist.get_rank() != 0:
             times = {}
@@ -87,13 +91,13 @@ def run(config, rounds: int, out: Path | None) -> dict:
     return times
 
 
-def _rounds(config, rounds, out, device, comm_device, group) -> dict:
+def _rounds(config, rounds, out, device, comm_device, group, mask_rounds, name, header) -> dict:
     handle = None
     if out is not None and dist.get_rank() == 0:
         out.mkdir(parents=True, exist_ok=True)
-        handle = (out / "cp_ab.csv").open("w", newline="")
+        handle = (out / f"{name}.csv").open("w", newline="")
         writer = csv.writer(handle)
-        writer.writerow(["mask", "strategy", "direction", "round", "ms"])
+        writer.writerow(header)
 
     def write(row):  # rank 0's rows, flushed as they come
         if handle is not None:
@@ -103,7 +107,7 @@ def _rounds(config, rounds, out, device, comm_device, group) -> dict:
     times: dict = {}
     try:
         for choice in config.masks:
-            times.update(_mask_rounds(config, choice, rounds, write, device, comm_device, group))
+            times.update(mask_rounds(config, choice, rounds, write, device, comm_device, group))
             free_memory(device)  # the mask's strategies and inputs, before the next mask's
     finally:
         if handle is not None:

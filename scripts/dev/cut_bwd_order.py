@@ -18,23 +18,20 @@ Rows: ``cut_bwd_order.csv`` (mask, order, round, ms); a summary on rank 0's stdo
 """
 from __future__ import annotations
 
-import csv
 import statistics
 import sys
 import types
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cp_ab import build, load_config, parse_args  # noqa: E402
+from cp_ab import build, load_config, parse_args, run  # noqa: E402
 
-from bench.cp.runner import agreed_count, group_max, init_distributed, timed_call  # noqa: E402
+from bench.cp.runner import agreed_count, group_max, timed_call  # noqa: E402
 from bench.metrics import time_cuda_ms  # noqa: E402
-from bench.sweep import free_memory  # noqa: E402
 
 
 def reduce_last(self, dout, q, k, v, out, lse, backend: str, recv=None):
@@ -84,43 +81,11 @@ def _mask_rounds(config, choice, rounds, write, device, comm_device, group) -> d
     return times
 
 
-def run(config, rounds: int, out: Path | None) -> dict:
-    created = init_distributed(config.hardware.device)
-    device = (torch.device("cuda", torch.cuda.current_device())
-              if config.hardware.device == "cuda" else torch.device("cpu"))
-    comm_device = device if dist.get_backend() == "nccl" else torch.device("cpu")
-    group = dist.new_group(list(range(config.cp_sizes[0])))
-    handle = writer = None
-    if out is not None and dist.get_rank() == 0:
-        out.mkdir(parents=True, exist_ok=True)
-        handle = (out / "cut_bwd_order.csv").open("w", newline="")
-        writer = csv.writer(handle)
-        writer.writerow(["mask", "order", "round", "ms"])
-
-    def write(row):
-        if writer is not None:
-            writer.writerow(row)
-            handle.flush()
-
-    times: dict = {}
-    rank = dist.get_rank()
-    try:
-        for choice in config.masks:
-            times.update(_mask_rounds(config, choice, rounds, write, device, comm_device, group))
-            free_memory(device)
-        dist.barrier()
-    finally:
-        if handle is not None:
-            handle.close()
-        if created:
-            dist.destroy_process_group()
-    return times if rank == 0 else {}
-
-
 def main(argv=None) -> None:
     args = parse_args(argv, __doc__.splitlines()[0])
     config = load_config([*args.overrides, "cp=[magi]", "cp.magi.knobs.cut=bwd"])
-    times = run(config, args.rounds, args.out)
+    times = run(config, args.rounds, args.out, _mask_rounds, "cut_bwd_order",
+                ("mask", "order", "round", "ms"))
     if times:  # rank 0
         for mask in dict.fromkeys(m for m, _ in times):
             first, last = (statistics.median(times[(mask, o)])
