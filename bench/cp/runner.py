@@ -476,9 +476,7 @@ class CPRunner:
         if outcome.status != "ok":
             for d in remaining:
                 self._write(cell, d, outcome.status, self._oom_note(outcome))
-            del state
-            free_memory(self.device)
-            return None
+            remaining = []
         if not remaining:
             del state
             free_memory(self.device)
@@ -497,7 +495,7 @@ class CPRunner:
                 live = [p for p in prepared if p.failure is None]
                 resident = sum(p.state.resident_gb for p in live)
                 for p in live:
-                    others = resident - p.state.resident_gb if rounds > 1 else 0.0
+                    others = resident - p.state.resident_gb  # 0 for a lone strategy
                     for direction in p.remaining:
                         outcome = self._phase(p.cell, lambda: self._time(p.state, direction,
                                                                           others), num_values=4)
