@@ -159,17 +159,13 @@ def refine_cut(slices, total_seqlen: int, chunk_size: int, shape, overlap: Overl
     return solved, runtimes
 
 
-def cells_us(cells: float, flops_per_cell: float, overlap: OverlapConfig) -> float:
-    """The forward time (us) of ``cells`` attention cells at the model's compute rate."""
-    return cells * flops_per_cell / (overlap.compute_tflops * 1e6)
-
-
 def predicted_us(runtimes, exposed_us: float, flops_per_cell: float,
                  overlap: OverlapConfig, kernel: str = "fa4") -> float:
     """Prediction for one candidate from every rank's runtime meta and the exposed
     communication of its stage plan."""
     slowest = max(sum(effective_area(a, kernel) for a in rank_stage_masks(r)) for r in runtimes)
-    return exposed_us + (1 + BWD_COMPUTE_FACTOR) * cells_us(slowest, flops_per_cell, overlap)
+    compute = (1 + BWD_COMPUTE_FACTOR) * slowest * flops_per_cell / (overlap.compute_tflops * 1e6)
+    return exposed_us + compute
 
 
 def choose_and_solve(slices, total_seqlen: int, cp_size: int, chunk_size: int, shape,
