@@ -1,14 +1,16 @@
 """FFA's backward on Hopper written in Gluon: one pass over the block-sparse plan,
 FlashAttention-3's structure.
 
-One program per (key tile of 128, kv head), in three partitions:
+One program per (key tile of 128, kv head), or per (key tile, chunk of a kv head's q heads) with
+head_chunks > 1 (dK/dV then fp32 partials, summed after), in three partitions:
 - a producer warp loads the tile's K and V once (two 64-key halves), then Q_i and dO_i (64 q rows)
   with the rows' lse2 and delta, of every q tile the plan lists for this key tile, for every q
   head of the group, into a NUM_BUF-slot ring;
 - two consumer warpgroups own 64 keys each and keep their dK, dV in registers (fp32). Per step:
   S^T = K_c Q_i^T, dP^T = V_c dO_i^T, P^T = exp2(S^T scale - lse_i) (masked from the plan's row
   table on partial tiles: read from global memory, or, where row_tma_suits, the rows' one
-  interval loaded by the producer with Q_i), dV_c += P^T dO_i, dS^T = P^T (dP^T - delta_i), dK_c += dS^T Q_i;
+  interval loaded by the producer with Q_i), dV_c += P^T dO_i, dS^T = P^T (dP^T - delta_i),
+  dK_c += dS^T Q_i;
 - dQ_i = dS_i K (over all 128 keys) is split by columns: the consumers swap their dS^T halves
   through shared memory (two mbarriers per buffer), each computes 64 of dQ_i's columns and adds
   them to an fp32 dQ buffer by one TMA reduce-add (DQ_TMA) or by element atomics (DQ_ATOMIC).
@@ -100,15 +102,21 @@ def unsupported_reason(q: torch.Tensor, k: torch.Tensor, softcap: float,
 
 
 @gluon.jit
-def _step(j, n_list, n_full, start, shift, kv_head, group, k_tile_qt):
-    """Step j's (q head, list position): the group's q heads in the outer loop, the key tile's q
-    tiles inside, the full ones rotated by key tile (shift) so that programs running together add
-    into different dq tiles. The heads are not rotated: programs of one kv head then stay on one
-    q head at a time and the dq rows they add to stay in L2 (rotating them too was 0.79-0.86x,
-    s23 run d)."""
+def _kv_head(chunk, HEAD_CHUNKS: gl.constexpr):
+    """The kv head of a head chunk (the chunks of one kv head are consecutive)."""
+    return chunk // HEAD_CHUNKS
+
+
+@gluon.jit
+def _step(j, n_list, n_full, start, shift, chunk, heads, k_tile_qt):
+    """Step j's (q head, list position): the ``heads`` q heads of this program's chunk (the kv
+    head's group, or a part of it) in the outer loop, the key tile's q tiles inside, the
+    full ones rotated by key tile (shift) so that programs running together add into different
+    dq tiles. The heads are not rotated: programs of one kv head then stay on one q head at a
+    time and the dq rows they add to stay in L2 (rotating them too was 0.79-0.86x, s23 run d)."""
     g = j // n_list
     i = j - g * n_list
-    head = kv_head * group + g % group  # g < group; with the modulo ptxas spills 60 bytes, not 124
+    head = chunk * heads + g % heads  # g < heads; with the modulo ptxas spills 60 bytes, not 124
     t = start + i
     if i < n_full:
         t = start + (i + shift) % n_full
@@ -118,9 +126,9 @@ def _step(j, n_list, n_full, start, shift, kv_head, group, k_tile_qt):
 @gluon.jit
 def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
-              k_row, kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
+              k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
               delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
-              ds_free, rtag, mtag):
+              ds_free, rtag, mtag, ctag):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -129,6 +137,7 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     NBYTES: gl.constexpr = (q_desc.block_type.nbytes + do_desc.block_type.nbytes
                             + lse_desc.block_type.nbytes + delta_desc.block_type.nbytes)
     mbarrier.expect(kv_bar, 2 * k_desc.block_type.nbytes + 2 * v_desc.block_type.nbytes)
+    kv_head = _kv_head(chunk, ctag.type.shape[0])
     for c in gl.static_range(2):
         tma.async_copy_global_to_shared(k_desc, [k_row + c * HALF_N, kv_head * HEAD_DIM], kv_bar,
                                         k_smem.index(c))
@@ -140,7 +149,7 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     shift = k_tile % gl.maximum(n_full, 1)
     for j in range(group * n_list):
         slot = j % NUM_BUF
-        head, t, q_tile = _step(j, n_list, n_full, start, shift, kv_head, group,
+        head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, group,
                                 k_tile_qt)
         mbarrier.wait(empty.index(slot), ((j // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
         if ROW_TMA:
@@ -200,9 +209,9 @@ def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE
 @gluon.jit
 def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
-              k_row, kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
+              k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
               delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
-              ds_free, rtag, mtag, c: gl.constexpr):
+              ds_free, rtag, mtag, ctag, c: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -243,7 +252,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     mbarrier.wait(kv_bar, 0)
     for j in range(group * n_list):
         slot = j % NUM_BUF
-        head, t, q_tile = _step(j, n_list, n_full, start, shift, kv_head, group,
+        head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, group,
                                 k_tile_qt)
         q_lo = q_tile * BLOCK_M
         q_i = q_smem.index(slot)
@@ -304,7 +313,13 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         mbarrier.arrive(empty.index(slot), count=1)
     if DQ_MODE == 2:
         tma.store_wait(pendings=0)
-    num_heads_kv = num_heads_q // group
+    HEAD_CHUNKS: gl.constexpr = ctag.type.shape[0]
+    kv_head = _kv_head(chunk, HEAD_CHUNKS)
+    num_heads_kv = num_heads_q // (group * HEAD_CHUNKS)
+    if HEAD_CHUNKS > 1:  # each chunk's fp32 partial [chunk % HEAD_CHUNKS, Sk, Hkv, D]
+        part = (chunk % HEAD_CHUNKS).to(gl.int64) * seqlen_k * num_heads_kv * HEAD_DIM
+        DK = DK + part
+        DV = DV + part
     _store_rows(dk * sm_scale, DK, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout)
     _store_rows(dv, DV, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout)
 
@@ -325,27 +340,27 @@ def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.conste
 @gluon.jit
 def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
                hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
-               k_row, kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
+               k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
                delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
-               ds_free, rtag, mtag):
+               ds_free, rtag, mtag, ctag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
-              k_row, kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
+              k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
               delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
-              ds_free, rtag, mtag, 0)
+              ds_free, rtag, mtag, ctag, 0)
 
 
 @gluon.jit
 def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
                hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
-               k_row, kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
+               k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
                delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
-               ds_free, rtag, mtag):
+               ds_free, rtag, mtag, ctag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
-              k_row, kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
+              k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
               delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
-              ds_free, rtag, mtag, 1)
+              ds_free, rtag, mtag, ctag, 1)
 
 
 @gluon.jit
@@ -353,7 +368,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
                 hi_desc, k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, row_lo, row_hi,
                 seqlen_q, seqlen_k, num_heads_q, group, sm_scale, NUM_BUF: gl.constexpr,
                 ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr, ROW_TMA: gl.constexpr,
-                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                HEAD_CHUNKS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 num_warps: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
@@ -361,7 +376,10 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     DQ_COLS: gl.constexpr = dq_desc.block_type.shape[1]
     dtype: gl.constexpr = k_desc.dtype
     k_tile = gl.load(k_tile_order + gl.program_id(0))  # heaviest key tiles first
-    kv_head = gl.program_id(1)
+    # a kv head's q heads may be split into HEAD_CHUNKS programs a key tile, the grid's slowest
+    # dimension: the programs that run together then drift over fewer q heads, whose dq rows
+    # L2 must hold (chunks numbered kv head by kv head)
+    chunk = gl.program_id(1) * HEAD_CHUNKS + gl.program_id(2)
     k_row = k_tile * 2 * HALF_N
     start = gl.load(k_tile_ptr + k_tile)
     end = gl.load(k_tile_ptr + k_tile + 1)
@@ -391,6 +409,8 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     mtag = gl.allocate_shared_memory(gl.int8, [DQ_MODE + 1],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    ctag = gl.allocate_shared_memory(gl.int8, [HEAD_CHUNKS],
+                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     mbarrier.init(kv_bar, count=1)
     for i in gl.static_range(NUM_BUF):
         mbarrier.init(ready.index(i), count=1)
@@ -401,8 +421,9 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     fence_async_shared()
     args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
             hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
-            k_row, kv_head, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
-            lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag)
+            k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
+            lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag,
+            ctag)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
                        [CONSUMER_REGS, PRODUCER_REGS])
 
@@ -425,13 +446,19 @@ def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
 
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
-               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, row_tma: bool | None = None):
+               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, row_tma: bool | None = None,
+               head_chunks: int = 1):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
-    forward's) over a BLOCK_M x BLOCK_N plan with a row interval table -> (dq, dk, dv)."""
+    forward's) over a BLOCK_M x BLOCK_N plan with a row interval table -> (dq, dk, dv).
+    ``head_chunks`` splits each kv head's q heads over that many programs a key tile, the grid's
+    slowest dimension (it must divide Hq / Hkv); their dK/dV partials are fp32, summed after."""
     from .backward import PREPROCESS_BLOCK, _preprocess_kernel
 
     seqlen_q, num_heads_q, head_dim = q.shape
     seqlen_k, num_heads_kv, _ = k.shape
+    group = num_heads_q // num_heads_kv
+    if head_chunks < 1 or group % head_chunks:
+        raise ValueError(f"head_chunks={head_chunks} must divide the {group} q heads a kv head")
     if (plan.block_m, plan.block_n) != (BLOCK_M, BLOCK_N):
         raise ValueError(f"plan tiles {(plan.block_m, plan.block_n)} != {(BLOCK_M, BLOCK_N)}")
     if plan.row_lo.shape[1] == 0:
@@ -447,7 +474,11 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         out, dout, lse, delta, lse2, out.stride(0), out.stride(1), dout.stride(0), dout.stride(1),
         lse.stride(0), seqlen_q, padded, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    if head_chunks == 1:
+        dk, dv = torch.empty_like(k), torch.empty_like(v)
+    else:
+        dk, dv = (torch.empty((head_chunks, *k.shape), dtype=torch.float32, device=k.device)
+                  for _ in range(2))
     dq_cols = head_dim // 2 if head_dim == 128 else head_dim
     # row_tma: partial tiles read their row's interval from shared memory, loaded by TMA with Q;
     # else from the table in global memory, whose latency the consumers wait out
@@ -458,13 +489,15 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     lse2_desc, delta_desc = _row_descriptor(lse2), _row_descriptor(delta)
     lo_desc, hi_desc = ((_row_descriptor(plan.row_lo), _row_descriptor(plan.row_hi)) if row_tma
                         else (lse2_desc, delta_desc))  # placeholders, never read
-    _bwd_kernel[(plan.num_k_tiles, num_heads_kv)](
+    _bwd_kernel[(plan.num_k_tiles, num_heads_kv, head_chunks)](
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
         _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2_desc, delta_desc,
         lo_desc, hi_desc,
         plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.row_lo,
-        plan.row_hi, seqlen_q, seqlen_k, num_heads_q, num_heads_q // num_heads_kv,
-        float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
-        DQ_MODE=dq_mode, ROW_TMA=row_tma, CONSUMER_REGS=CONSUMER_REGS,
-        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+        plan.row_hi, seqlen_q, seqlen_k, num_heads_q, group // head_chunks, float(softmax_scale),
+        NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], DQ_MODE=dq_mode, ROW_TMA=row_tma,
+        HEAD_CHUNKS=head_chunks, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS,
+        num_warps=4, maxnreg=MAXNREG)
+    if head_chunks > 1:
+        dk, dv = dk.sum(0).to(k.dtype), dv.sum(0).to(v.dtype)
     return dq.to(q.dtype), dk, dv

@@ -122,16 +122,19 @@ def test_the_gluon_backward_compiles_for_sm90_with_asynchronous_mmas(tool, head_
     plan = plan_block_sparse([AttnSlice.make(0, 1024, 0, 1024, 1)], 1024, 1024, gb.BLOCK_M,
                              gb.BLOCK_N)
     built = {}
-    for row_tma in (False, True):
+    for row_tma, chunks in ((False, 1), (True, 1), (False, 2)):
         with tool.CompileRecorder() as rec:
             gb.launch_bwd(do, q, k, v, q, torch.zeros(1024, 8), plan, head_dim ** -0.5,
-                          row_tma=row_tma)
-        built[row_tma] = dict(rec.compiled)["_bwd_kernel"]
+                          row_tma=row_tma, head_chunks=chunks)
+        built[row_tma, chunks] = dict(rec.compiled)["_bwd_kernel"]
     # the consumers hold dK, dV, S and dP in 240 registers: a few scalars spill (session 23: 60
-    # bytes at d128 once lse2/delta came by TMA, 144 before; 80 with the row intervals by TMA)
+    # bytes at d128 once lse2/delta came by TMA, 144 before; 80 with the row intervals by TMA;
+    # session 35: 64, and 96 where head chunks store fp32 dK/dV partials after the loop)
     spills = {r: tool.resources(kn)["spill_stores"] for r, kn in built.items()}
-    assert spills[False] <= (64 if head_dim == 128 else 0), spills
-    assert spills[True] <= (88 if head_dim == 128 else 0), spills
+    assert spills[False, 1] <= (64 if head_dim == 128 else 0), spills
+    assert spills[True, 1] <= (88 if head_dim == 128 else 0), spills
+    assert spills[False, 2] <= (96 if head_dim == 128 else 0), spills
+    built = {row_tma: kernel for (row_tma, chunks), kernel in built.items() if chunks == 1}
     assert built[True].asm["ptx"].count("cp.async.bulk.tensor.1d") >= 4  # + the row bounds
     kernel = built[False]
     res = tool.resources(kernel)
