@@ -61,6 +61,14 @@ MIN_Q_TILES_PER_KEY_TILE = 16.5
 # 1.03-1.05; 16k masks at 18-22% 0.97-1.03 (sliding_window_causal the low end); 64k (0-22%)
 # 0.98-1.00; the drift between two measurements of one kernel in those runs was 0.98-1.02.
 MIN_PARTIAL_FOR_ROW_TMA = 0.25
+# A kv head's q heads are split over programs (head_chunks: one q head each where the lists are
+# long enough) down to this many steps a program: the programs that run together then share one
+# q head's dq rows, which L2 holds, instead of drifting over the group's. One H100, GQA 64:8,
+# d128, time against one program per kv head (results/h100/head_chunks_s35/, two runs):
+# causal_document 64k 0.88 (L2 hit rate 56% -> 88%, DRAM throughput 57% -> 22% under ncu),
+# causal 64k 0.93, full_document and block_causal_document 64k 0.98-1.005; causal_document 16k
+# (17 q tiles a key tile) 0.89 with 2 or 4 chunks, 0.94-0.95 with 8.
+MIN_STEPS_PER_PROGRAM = 32
 # DQ_TMA: the consumers swap dS halves and each adds 64 of dQ's columns by TMA reduce-adds (the
 # default); DQ_ATOMIC: the same columns by element atomics (0.72x DQ_TMA); DQ_NONE leaves dq
 # at zero and DQ_NO_ADD computes dQ but never adds it: timing probes (notes/ffa_triton.md)
@@ -81,6 +89,19 @@ def plan_suits(plan: BlockSparsePlan) -> bool:
     ordered Triton one (tensor sizes only: no device sync)."""
     return (plan.row_lo.shape[1] > 0
             and plan.k_tile_qt.numel() >= MIN_Q_TILES_PER_KEY_TILE * max(plan.num_k_tiles, 1))
+
+
+def head_chunks_for(plan: BlockSparsePlan, group: int) -> int:
+    """How many programs a key tile split a kv head's ``group`` q heads: the most (a divisor of
+    group) that leaves each program MIN_STEPS_PER_PROGRAM steps of the mean list (host-side
+    counts only). Each chunk's fp32 dK/dV partial costs 2 x Sk x Hkv x D x 4 bytes of memory."""
+    tiles = max(plan.num_k_tiles, 1)
+    mean_list = plan.k_tile_qt.numel() / tiles
+    chunks = 1
+    for n in range(1, group + 1):
+        if group % n == 0 and mean_list * group / n >= MIN_STEPS_PER_PROGRAM:
+            chunks = n
+    return chunks
 
 
 def row_tma_suits(plan: BlockSparsePlan) -> bool:
@@ -447,16 +468,19 @@ def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
                dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, row_tma: bool | None = None,
-               head_chunks: int = 1):
+               head_chunks: int | None = None):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
     forward's) over a BLOCK_M x BLOCK_N plan with a row interval table -> (dq, dk, dv).
     ``head_chunks`` splits each kv head's q heads over that many programs a key tile, the grid's
-    slowest dimension (it must divide Hq / Hkv); their dK/dV partials are fp32, summed after."""
+    slowest dimension (it must divide Hq / Hkv; None: head_chunks_for); their dK/dV partials
+    are fp32, summed after."""
     from .backward import PREPROCESS_BLOCK, _preprocess_kernel
 
     seqlen_q, num_heads_q, head_dim = q.shape
     seqlen_k, num_heads_kv, _ = k.shape
     group = num_heads_q // num_heads_kv
+    if head_chunks is None:
+        head_chunks = head_chunks_for(plan, group)
     if head_chunks < 1 or group % head_chunks:
         raise ValueError(f"head_chunks={head_chunks} must divide the {group} q heads a kv head")
     if (plan.block_m, plan.block_n) != (BLOCK_M, BLOCK_N):

@@ -96,6 +96,24 @@ def test_row_intervals_travel_by_tma_where_partial_tiles_are_many(name, slices, 
     assert gb.row_tma_suits(plan) == row_tma, name
 
 
+@pytest.mark.parametrize("name, slices, seqlen, group, chunks", [
+    ("full_16k", [AttnSlice.make(0, 16384, 0, 16384, 0)], 16384, 8, 8),  # 256 q tiles a list
+    ("causal_documents_of_2k", _docs([2048] * 8, True), 16384, 8, 4),  # 16.5: 33 steps at 4
+    ("causal_documents_of_1k", _docs([1024] * 16, True), 16384, 8, 2),  # 8.5: 34 steps at 2
+    ("causal_documents_of_512", _docs([512] * 16, True), 8192, 8, 1),  # 4.5: 36 at 1
+    ("no_gqa", [AttnSlice.make(0, 16384, 0, 16384, 0)], 16384, 1, 1),
+    ("group_of_6", _docs([2048] * 8, True), 16384, 6, 3),  # 16.5 x 2 heads = 33 steps
+])
+def test_head_chunks_leave_each_program_enough_steps(name, slices, seqlen, group, chunks):
+    """gluon_backward.head_chunks_for: the most programs a key tile (a divisor of the group)
+    that keep MIN_STEPS_PER_PROGRAM steps of the mean q-tile list each (host counts only)."""
+    gb = pytest.importorskip("magi_attention.kernels.triton.gluon_backward")
+    plan = plan_block_sparse(slices, seqlen, seqlen, gb.BLOCK_M, gb.BLOCK_N)
+    got = gb.head_chunks_for(plan, group)
+    assert got == chunks, (name, got, plan.k_tile_qt.numel() / plan.num_k_tiles)
+    assert group % got == 0
+
+
 def test_gluon_forward_names_why_it_does_not_run(monkeypatch):
     """Off Hopper and on another Triton release (Gluon's API moves) the reason is given and the
     Triton forward runs instead."""
