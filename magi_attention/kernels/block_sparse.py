@@ -78,6 +78,8 @@ class BlockSparsePlan:
     max_row_intervals: int
     area: int  # exact number of cells in the union
     full_pairs: int  # tile pairs without a masked cell, counted at build time (no device sync)
+    # std / mean of the key tiles' q-tile list lengths, at build time (0: equal lists)
+    k_list_cv: float = 0.0
 
     @property
     def num_tile_pairs(self) -> int:
@@ -199,6 +201,11 @@ def _tile_lists(major: np.ndarray, minor: np.ndarray, full: np.ndarray, n_major:
     return _csr(major, n_major), minor[order], np.bincount(major[full], minlength=n_major)
 
 
+def _cv(x: np.ndarray) -> float:
+    mean = float(x.mean()) if x.size else 0.0
+    return float(x.std()) / mean if mean > 0 else 0.0
+
+
 def _i32(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int32))
 
@@ -232,7 +239,7 @@ def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block
         q_tile_order=_i32(np.argsort(-q_work, kind="stable")),
         k_tile_order=_i32(np.argsort(-k_work, kind="stable")),
         row_lo=_i32(row_lo), row_hi=_i32(row_hi), max_row_intervals=max_row,
-        area=int(area.sum()), full_pairs=int(full.sum()),
+        area=int(area.sum()), full_pairs=int(full.sum()), k_list_cv=_cv(np.diff(k_ptr)),
     )
 
 

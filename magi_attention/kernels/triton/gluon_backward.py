@@ -69,6 +69,12 @@ MIN_PARTIAL_FOR_ROW_TMA = 0.25
 # causal 64k 0.93, full_document and block_causal_document 64k 0.98-1.005; causal_document 16k
 # (17 q tiles a key tile) 0.89 with 2 or 4 chunks, 0.94-0.95 with 8.
 MIN_STEPS_PER_PROGRAM = 32
+# Where every key tile lists about as many q tiles (list lengths' std / mean below
+# MIN_LIST_CV) the programs switch q heads together and do not drift, so short lists keep one
+# program per kv head: sliding_window_causal (cv 0.07-0.14, 17-18 q tiles) ran 1.03-1.17x the
+# time with 4 chunks. Long lists gain even so (full, cv 0: 0.96-0.98 with 8 chunks at 16k-64k).
+MIN_LIST_CV = 0.25
+LONG_LIST = 128
 # DQ_TMA: the consumers swap dS halves and each adds 64 of dQ's columns by TMA reduce-adds (the
 # default); DQ_ATOMIC: the same columns by element atomics (0.72x DQ_TMA); DQ_NONE leaves dq
 # at zero and DQ_NO_ADD computes dQ but never adds it: timing probes (notes/ffa_triton.md)
@@ -92,11 +98,14 @@ def plan_suits(plan: BlockSparsePlan) -> bool:
 
 
 def head_chunks_for(plan: BlockSparsePlan, group: int) -> int:
-    """How many programs a key tile split a kv head's ``group`` q heads: the most (a divisor of
-    group) that leaves each program MIN_STEPS_PER_PROGRAM steps of the mean list (host-side
-    counts only). Each chunk's fp32 dK/dV partial costs 2 x Sk x Hkv x D x 4 bytes of memory."""
+    """How many programs a key tile split a kv head's ``group`` q heads: 1 where the lists are
+    short and of one length (MIN_LIST_CV, LONG_LIST), else the most (a divisor of group) that
+    leaves each program MIN_STEPS_PER_PROGRAM steps of the mean list (host-side counts only).
+    Each chunk's fp32 dK/dV partial costs 2 x Sk x Hkv x D x 4 bytes of memory."""
     tiles = max(plan.num_k_tiles, 1)
     mean_list = plan.k_tile_qt.numel() / tiles
+    if plan.k_list_cv < MIN_LIST_CV and mean_list < LONG_LIST:
+        return 1
     chunks = 1
     for n in range(1, group + 1):
         if group % n == 0 and mean_list * group / n >= MIN_STEPS_PER_PROGRAM:

@@ -5,6 +5,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import numpy as np  # noqa: E402
+
+from bench.masks import build_mask  # noqa: E402
 from magi_attention.common import AttnSlice  # noqa: E402
 from magi_attention.kernels.block_sparse import plan_block_sparse  # noqa: E402
 from magi_attention.kernels.plan import FlexAttnPlan  # noqa: E402
@@ -103,12 +106,18 @@ def test_row_intervals_travel_by_tma_where_partial_tiles_are_many(name, slices, 
     ("causal_documents_of_512", _docs([512] * 16, True), 8192, 8, 1),  # 4.5: 36 at 1
     ("no_gqa", [AttnSlice.make(0, 16384, 0, 16384, 0)], 16384, 1, 1),
     ("group_of_6", _docs([2048] * 8, True), 16384, 6, 3),  # 16.5 x 2 heads = 33 steps
+    ("sliding_window_causal", list(build_mask("sliding_window_causal", 16384).slices), 16384, 8,
+     1),  # 17.4 q tiles every key tile (cv 0.14): the programs do not drift over heads
+    ("full_4k", [AttnSlice.make(0, 4096, 0, 4096, 0)], 4096, 8, 1),  # equal lists of 64
 ])
 def test_head_chunks_leave_each_program_enough_steps(name, slices, seqlen, group, chunks):
-    """gluon_backward.head_chunks_for: the most programs a key tile (a divisor of the group)
-    that keep MIN_STEPS_PER_PROGRAM steps of the mean q-tile list each (host counts only)."""
+    """gluon_backward.head_chunks_for: one program per kv head where the lists are short and
+    of one length; else the most programs a key tile (a divisor of the group) that keep
+    MIN_STEPS_PER_PROGRAM steps of the mean q-tile list each (host counts only)."""
     gb = pytest.importorskip("magi_attention.kernels.triton.gluon_backward")
     plan = plan_block_sparse(slices, seqlen, seqlen, gb.BLOCK_M, gb.BLOCK_N)
+    assert plan.k_list_cv == pytest.approx(np.std(lists := np.diff(plan.k_tile_ptr.numpy()))
+                                           / np.mean(lists))
     got = gb.head_chunks_for(plan, group)
     assert got == chunks, (name, got, plan.k_tile_qt.numel() / plan.num_k_tiles)
     assert group % got == 0
