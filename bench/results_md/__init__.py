@@ -86,7 +86,8 @@ from .h200x4 import (ab_s32_table, ab_s33_table, causal16k_again_s33, cp1_allgat
                      magi_keeps, unequal_s32_table, unequal_s33_table)
 from .h100x2 import (cp2_s34_below, cp2_s34_summary, cp2_s34_table, cut_ms_s34, cut_order_s34,
                      pytest_nccl_s34)
-from .h100 import flex64k_s34
+from .h100 import (flex64k_s34, head_chunks_s35_ab, head_chunks_s35_flex, head_chunks_s35_ncu,
+                   head_chunks_s35_rule)
 from .h100x4 import cp4_s34_below, cp4_s34_summary, cp4_s34_table
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
@@ -104,6 +105,10 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h100x4.cp4_s34_summary": cp4_s34_summary,
     "h100x4.cp4_s34_below": cp4_s34_below,
     "h100.flex64k_s34": flex64k_s34,
+    "h100.head_chunks_s35_ab": head_chunks_s35_ab,
+    "h100.head_chunks_s35_rule": head_chunks_s35_rule,
+    "h100.head_chunks_s35_ncu": head_chunks_s35_ncu,
+    "h100.head_chunks_s35_flex": head_chunks_s35_flex,
     "h200x4.cp_s33_table": cp_s33_table,
     "h200x4.ab_s33_table": ab_s33_table,
     "h200x4.cp_s33_summary": cp_s33_summary,

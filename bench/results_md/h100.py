@@ -175,3 +175,67 @@ def flex64k_s34() -> str:
             f"{mask} {d} {tf['ffa', mask, d] / tf['flex', mask, d]:.2f}"
             for mask in ("causal", "causal_document") for d in ("fwd", "bwd")))
     return "; ".join(out)
+
+
+# -- session 35: a kv head's q heads split over programs (head_chunks) ---------------------------
+HEAD_CHUNKS_S35 = "h100/head_chunks_s35/"
+
+
+def _probe_ratios(names: Iterable[str], base: str) -> pd.DataFrame:
+    """Time of each probe variant over ``base``'s, per mask and run (rank_mask_probe rows)."""
+    runs = []
+    for run, name in enumerate(names):
+        ms = pd.read_csv(RESULTS / (HEAD_CHUNKS_S35 + name)).pivot_table(
+            index="mask", columns="order", values="ms")
+        runs.append(ms.div(ms[base], axis=0).drop(columns=base).assign(run=run))
+    return pd.concat(runs)
+
+
+def head_chunks_s35_ab() -> str:
+    """bwd_heads_{2,4,8} / bwd_heads_1 (the first runs: bwd_heavy_first was the old grid then)."""
+    r = _probe_ratios(("rank_mask_probe_a.csv", "rank_mask_probe_b.csv"), "bwd_heavy_first")
+    out = []
+    for mask, g in r.groupby(level=0, sort=True):
+        cells = ", ".join(f"{c.split('_')[-1]}: " + " / ".join(f"{v:.3f}" for v in g[c])
+                          for c in ("bwd_heads_2", "bwd_heads_4", "bwd_heads_8"))
+        out.append(f"| {mask} | {cells} |")
+    return "| mask | chunks: time / one program per kv head (run a / run b) |\n|---|---|\n" + \
+        "\n".join(out)
+
+
+def head_chunks_s35_rule() -> str:
+    """The first rule (head_chunks_for before MIN_LIST_CV) over bwd_heads_1, two runs."""
+    r = _probe_ratios(("rule_vs_heads_1_p1.csv", "rule_vs_heads_1_p2.csv"), "bwd_heads_1")
+    return ", ".join(f"{mask} " + " / ".join(f"{v:.3f}" for v in g["bwd_heavy_first"])
+                     for mask, g in r.groupby(level=0, sort=True))
+
+
+def head_chunks_s35_ncu() -> str:
+    """ncu of causal_document 64k: one program per kv head against one per q head."""
+    out = []
+    for chunks in (1, 8):
+        path = (RESULTS / f"{HEAD_CHUNKS_S35}ncu_cd64k_heads_{chunks}.txt").read_text()
+        out.append(f"{chunks} chunk{'s' if chunks > 1 else ''}: "
+                   f"{_ncu_metric(path, 'Elapsed Cycles') / 1e6:.1f}M cycles, "
+                   f"L2 hit {_ncu_metric(path, 'L2 Hit Rate'):.0f}%, "
+                   f"DRAM {_ncu_metric(path, 'DRAM Throughput'):.0f}%")
+    return "; ".join(out)
+
+
+HEAD_CHUNKS_KERNELS = {K16: ("kernel_masks__ffa_flex_16k.csv",),
+                       K64: ("kernel_masks__ffa_flex_64k_rule_v1.csv",
+                             "kernel_masks__ffa_flex_64k_swc.csv")}
+
+
+def head_chunks_s35_flex() -> str:
+    """FFA / Flex per cell: 16k one run; 64k the first rule's run for the five masks where it
+    chose as the final one does, sliding_window_causal from the rerun under the final rule (the
+    newer rows: _files keeps the latest of a cell)."""
+    rows = []
+    for seqlen, names in HEAD_CHUNKS_KERNELS.items():
+        tf = _files(tuple(HEAD_CHUNKS_S35 + n for n in names)).set_index(
+            ["kernel", "mask", "direction"]).tflops_per_s
+        for mask in KERNEL_MASKS:
+            fwd, bwd = (tf["ffa", mask, d] / tf["flex", mask, d] for d in ("fwd", "bwd"))
+            rows.append(f"| {mask} | {_k(seqlen)} | {fwd:.2f} | {bwd:.2f} |")
+    return "| mask | S | fwd FFA / Flex | bwd FFA / Flex |\n|---|---|---|---|\n" + "\n".join(rows)

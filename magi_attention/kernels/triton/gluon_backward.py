@@ -16,7 +16,9 @@ head_chunks > 1 (dK/dV then fp32 partials, summed after), in three partitions:
   them to an fp32 dQ buffer by one TMA reduce-add (DQ_TMA) or by element atomics (DQ_ATOMIC).
   At head_dim 64 a consumer's half cannot be cut at 32 columns of a 128-byte swizzle, so each
   consumer adds its own 64 keys' share of all columns instead (twice the reduce traffic).
-5 MMAs per step where the ordered two-kernel Triton path needs 7.
+5 MMAs per step where the ordered two-kernel Triton path needs 7. Split into head chunks
+(head_chunks_for), the programs that run together drift over fewer q heads and their dq rows
+stay in L2: causal_document 64k ran 0.88x the time on an H100 (notes/ffa_triton.md, session 35).
 
 lse2 = lse * log2(e) and delta = rowsum(O * dO) come from the Triton backward's preprocess kernel
 (padded per head to whole q tiles); the fp32 dQ is rounded to q's dtype at the end.
