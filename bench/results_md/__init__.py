@@ -86,6 +86,7 @@ from .h200x4 import (ab_s32_table, ab_s33_table, causal16k_again_s33, cp1_allgat
                      magi_keeps, unequal_s32_table, unequal_s33_table)
 from .h100x2 import (cp2_s34_below, cp2_s34_summary, cp2_s34_table, cut_ms_s34, cut_order_s34,
                      pytest_nccl_s34)
+from .h100x2 import cp2_s35_summary, cp2_s35_table
 from .h100 import (flex64k_s34, head_chunks_s35_ab, head_chunks_s35_flex, head_chunks_s35_ncu,
                    head_chunks_s35_rule)
 from .h100x4 import cp4_s34_below, cp4_s34_summary, cp4_s34_table
@@ -109,6 +110,8 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h100.head_chunks_s35_rule": head_chunks_s35_rule,
     "h100.head_chunks_s35_ncu": head_chunks_s35_ncu,
     "h100.head_chunks_s35_flex": head_chunks_s35_flex,
+    "h100x2.cp2_s35_table": cp2_s35_table,
+    "h100x2.cp2_s35_summary": cp2_s35_summary,
     "h200x4.cp_s33_table": cp_s33_table,
     "h200x4.ab_s33_table": ab_s33_table,
     "h200x4.cp_s33_summary": cp_s33_summary,

@@ -500,3 +500,17 @@ def cut_order_s34() -> str:
 
 def pytest_nccl_s34() -> str:
     return _pytest_counts("h100x2/cp_s34/nccl_cut_bwd.log")
+
+
+# -- session 35: Triton 16k cp 2 again with the Gluon backward's head chunks (every strategy's
+# local kernel), the runner and rounds as in session 34
+CP_S35 = {"triton, 16k/GPU, session 34": CP_S34["triton, 16k/GPU"],
+          "triton, 16k/GPU, session 35": "h100x2/cp_s35/cp_h100x2__triton_16k_cp2_rounds3.csv"}
+
+
+def cp2_s35_table() -> str:
+    return cp_only_table(CP_S35, 2)
+
+
+def cp2_s35_summary() -> str:
+    return cp_only_wins(CP_S35, 2)
