@@ -7,8 +7,8 @@ from collections.abc import Iterable
 import pandas as pd
 
 from ._common import (DOC_MASKS, FFA_FA4_GOAL, K16, K64, KERNEL_MASKS, _bwd_orders,
-                      _by_size_table, _files, _k, _low_cells, _ncu_metric, _pairs, _span,
-                      _summed_counts, _variant_ratios, triton_s21_goals, triton_s21_table)
+                      _by_size_table, _files, _k, _low_cells, _ncu_metric, _pairs, _probe_ms,
+                      _span, _summed_counts, _variant_ratios, triton_s21_goals, triton_s21_table)
 from ._paths import RESULTS
 
 
@@ -185,8 +185,7 @@ def _probe_ratios(names: Iterable[str], base: str) -> pd.DataFrame:
     """Time of each probe variant over ``base``'s, per mask and run (rank_mask_probe rows)."""
     runs = []
     for run, name in enumerate(names):
-        ms = pd.read_csv(RESULTS / (HEAD_CHUNKS_S35 + name)).pivot_table(
-            index="mask", columns="order", values="ms")
+        ms = _probe_ms(HEAD_CHUNKS_S35 + name)  # indexed (mask, strategy, rank): one each here
         runs.append(ms.div(ms[base], axis=0).drop(columns=base).assign(run=run))
     return pd.concat(runs)
 
@@ -233,9 +232,8 @@ def head_chunks_s35_flex() -> str:
     newer rows: _files keeps the latest of a cell)."""
     rows = []
     for seqlen, names in HEAD_CHUNKS_KERNELS.items():
-        tf = _files(tuple(HEAD_CHUNKS_S35 + n for n in names)).set_index(
-            ["kernel", "mask", "direction"]).tflops_per_s
+        ratio = dict(_pairs(_files(tuple(HEAD_CHUNKS_S35 + n for n in names)), "ffa", "flex"))
         for mask in KERNEL_MASKS:
-            fwd, bwd = (tf["ffa", mask, d] / tf["flex", mask, d] for d in ("fwd", "bwd"))
-            rows.append(f"| {mask} | {_k(seqlen)} | {fwd:.2f} | {bwd:.2f} |")
+            rows.append(f"| {mask} | {_k(seqlen)} | {ratio[mask, seqlen, 'fwd']:.2f} "
+                        f"| {ratio[mask, seqlen, 'bwd']:.2f} |")
     return "| mask | S | fwd FFA / Flex | bwd FFA / Flex |\n|---|---|---|---|\n" + "\n".join(rows)
