@@ -5,7 +5,7 @@ One program per (key tile of 128, kv head), or per (key tile, chunk of a kv head
 head_chunks > 1 (dK/dV then fp32 partials, summed after), in three partitions:
 - a producer warp loads the tile's K and V once (two 64-key halves), then Q_i and dO_i (64 q rows)
   with the rows' lse2 and delta, of every q tile the plan lists for this key tile, for every q
-  head of the group, into a NUM_BUF-slot ring;
+  head of the group (or of its chunk), into a NUM_BUF-slot ring;
 - two consumer warpgroups own 64 keys each and keep their dK, dV in registers (fp32). Per step:
   S^T = K_c Q_i^T, dP^T = V_c dO_i^T, P^T = exp2(S^T scale - lse_i) (masked from the plan's row
   table on partial tiles: read from global memory, or, where row_tma_suits, the rows' one
@@ -157,7 +157,7 @@ def _step(j, n_list, n_full, start, shift, chunk, heads, k_tile_qt):
 
 @gluon.jit
 def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
+              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
               k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
               delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
               ds_free, rtag, mtag, ctag):
@@ -179,9 +179,9 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     n_full = mid - start
     k_tile = k_row // (2 * HALF_N)
     shift = k_tile % gl.maximum(n_full, 1)
-    for j in range(group * n_list):
+    for j in range(heads * n_list):
         slot = j % NUM_BUF
-        head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, group,
+        head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, heads,
                                 k_tile_qt)
         mbarrier.wait(empty.index(slot), ((j // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
         if ROW_TMA:
@@ -240,7 +240,7 @@ def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE
 
 @gluon.jit
 def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
+              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
               k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
               delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
               ds_free, rtag, mtag, ctag, c: gl.constexpr):
@@ -282,9 +282,9 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     k_tile = k_row // (2 * HALF_N)
     shift = k_tile % gl.maximum(n_full, 1)
     mbarrier.wait(kv_bar, 0)
-    for j in range(group * n_list):
+    for j in range(heads * n_list):
         slot = j % NUM_BUF
-        head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, group,
+        head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, heads,
                                 k_tile_qt)
         q_lo = q_tile * BLOCK_M
         q_i = q_smem.index(slot)
@@ -347,7 +347,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         tma.store_wait(pendings=0)
     HEAD_CHUNKS: gl.constexpr = ctag.type.shape[0]
     kv_head = _kv_head(chunk, HEAD_CHUNKS)
-    num_heads_kv = num_heads_q // (group * HEAD_CHUNKS)
+    num_heads_kv = num_heads_q // (heads * HEAD_CHUNKS)
     if HEAD_CHUNKS > 1:  # each chunk's fp32 partial [chunk % HEAD_CHUNKS, Sk, Hkv, D]
         part = (chunk % HEAD_CHUNKS).to(gl.int64) * seqlen_k * num_heads_kv * HEAD_DIM
         DK = DK + part
@@ -371,12 +371,12 @@ def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.conste
 # key half (c) is fixed by which of the two it runs
 @gluon.jit
 def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-               hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
+               hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
                k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
                delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
                ds_free, rtag, mtag, ctag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
+              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
               k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
               delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
               ds_free, rtag, mtag, ctag, 0)
@@ -384,12 +384,12 @@ def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, d
 
 @gluon.jit
 def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-               hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
+               hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
                k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
                delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
                ds_free, rtag, mtag, ctag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
+              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
               k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
               delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
               ds_free, rtag, mtag, ctag, 1)
@@ -398,7 +398,7 @@ def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, d
 @gluon.jit
 def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
                 hi_desc, k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, row_lo, row_hi,
-                seqlen_q, seqlen_k, num_heads_q, group, sm_scale, NUM_BUF: gl.constexpr,
+                seqlen_q, seqlen_k, num_heads_q, heads, sm_scale, NUM_BUF: gl.constexpr,
                 ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr, ROW_TMA: gl.constexpr,
                 HEAD_CHUNKS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 num_warps: gl.constexpr):
@@ -410,7 +410,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     k_tile = gl.load(k_tile_order + gl.program_id(0))  # heaviest key tiles first
     # a kv head's q heads may be split into HEAD_CHUNKS programs a key tile, the grid's slowest
     # dimension: the programs that run together then drift over fewer q heads, whose dq rows
-    # L2 must hold (chunks numbered kv head by kv head)
+    # L2 must hold (chunks numbered kv head by kv head; ``heads``: the q heads of one chunk)
     chunk = gl.program_id(1) * HEAD_CHUNKS + gl.program_id(2)
     k_row = k_tile * 2 * HALF_N
     start = gl.load(k_tile_ptr + k_tile)
@@ -452,7 +452,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
         mbarrier.init(ds_free.index(i), count=2)
     fence_async_shared()
     args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-            hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, group, sm_scale,
+            hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
             k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
             lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag,
             ctag)
