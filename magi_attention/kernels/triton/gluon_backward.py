@@ -2,7 +2,8 @@
 FlashAttention-3's structure.
 
 One program per (key tile of 128, kv head), or per (key tile, chunk of a kv head's q heads) with
-head_chunks > 1 (dK/dV then fp32 partials, summed after), in three partitions:
+head_chunks > 1 (each chunk then adds its dK/dV share to one fp32 buffer by atomics), in three
+partitions:
 - a producer warp loads the tile's K and V once (two 64-key halves), then Q_i and dO_i (64 q rows)
   with the rows' lse2 and delta, of every q tile the plan lists for this key tile, for every q
   head of the group (or of its chunk), into a NUM_BUF-slot ring;
@@ -103,7 +104,7 @@ def head_chunks_for(plan: BlockSparsePlan, group: int) -> int:
     """How many programs a key tile split a kv head's ``group`` q heads: 1 where the lists are
     short and of one length (MIN_LIST_CV, LONG_LIST), else the most (a divisor of group) that
     leaves each program MIN_STEPS_PER_PROGRAM steps of the mean list (host-side counts only).
-    Each chunk's fp32 dK/dV partial costs 2 x Sk x Hkv x D x 4 bytes of memory."""
+    Any split costs one fp32 dK and dV (2 x Sk x Hkv x D x 4 bytes) and their atomic adds."""
     tiles = max(plan.num_k_tiles, 1)
     mean_list = plan.k_tile_qt.numel() / tiles
     if plan.k_list_cv < MIN_LIST_CV and mean_list < LONG_LIST:
@@ -348,23 +349,28 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     HEAD_CHUNKS: gl.constexpr = ctag.type.shape[0]
     kv_head = _kv_head(chunk, HEAD_CHUNKS)
     num_heads_kv = num_heads_q // (heads * HEAD_CHUNKS)
-    if HEAD_CHUNKS > 1:  # each chunk's fp32 partial [chunk % HEAD_CHUNKS, Sk, Hkv, D]
-        part = (chunk % HEAD_CHUNKS).to(gl.int64) * seqlen_k * num_heads_kv * HEAD_DIM
-        DK = DK + part
-        DV = DV + part
-    _store_rows(dk * sm_scale, DK, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout)
-    _store_rows(dv, DV, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout)
+    # head chunks add their share into one zeroed fp32 dK/dV (a partial per chunk cost
+    # chunks x the memory and a summing pass)
+    _store_rows(dk * sm_scale, DK, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout,
+                HEAD_CHUNKS > 1)
+    _store_rows(dv, DV, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout,
+                HEAD_CHUNKS > 1)
 
 
 @gluon.jit
 def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.constexpr,
-                layout: gl.constexpr):
-    """This consumer's key rows of dK or dV ([Sk, Hkv, D], rows past seqlen_k dropped)."""
+                layout: gl.constexpr, ADD: gl.constexpr):
+    """This consumer's key rows of dK or dV ([Sk, Hkv, D], rows past seqlen_k dropped), stored
+    or (ADD, an fp32 X) added by atomics."""
     rows = gl.convert_layout(keys, gl.SliceLayout(1, layout))
     cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
     offs = (gl.expand_dims(rows, 1).to(gl.int64) * num_heads_kv + kv_head) * HEAD_DIM \
         + gl.expand_dims(cols, 0)
-    gl.store(X + offs, x.to(X.dtype.element_ty), mask=gl.expand_dims(rows < seqlen_k, 1))
+    keep = gl.expand_dims(rows < seqlen_k, 1)
+    if ADD:
+        gl.atomic_add(X + offs, x, mask=keep, sem="relaxed")
+    else:
+        gl.store(X + offs, x.to(X.dtype.element_ty), mask=keep)
 
 
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
@@ -483,8 +489,8 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
     forward's) over a BLOCK_M x BLOCK_N plan with a row interval table -> (dq, dk, dv).
     ``head_chunks`` splits each kv head's q heads over that many programs a key tile, the grid's
-    slowest dimension (it must divide Hq / Hkv; None: head_chunks_for); their dK/dV partials
-    are fp32, summed after."""
+    slowest dimension (it must divide Hq / Hkv; None: head_chunks_for); they add their dK/dV
+    shares into one fp32 buffer each."""
     from .backward import PREPROCESS_BLOCK, _preprocess_kernel
 
     seqlen_q, num_heads_q, head_dim = q.shape
@@ -512,8 +518,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     if head_chunks == 1:
         dk, dv = torch.empty_like(k), torch.empty_like(v)
     else:
-        dk, dv = (torch.empty((head_chunks, *k.shape), dtype=torch.float32, device=k.device)
-                  for _ in range(2))
+        dk, dv = (torch.zeros(k.shape, dtype=torch.float32, device=k.device) for _ in range(2))
     dq_cols = head_dim // 2 if head_dim == 128 else head_dim
     # row_tma: partial tiles read their row's interval from shared memory, loaded by TMA with Q;
     # else from the table in global memory, whose latency the consumers wait out
@@ -534,5 +539,5 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         HEAD_CHUNKS=head_chunks, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS,
         num_warps=4, maxnreg=MAXNREG)
     if head_chunks > 1:
-        dk, dv = dk.sum(0).to(k.dtype), dv.sum(0).to(v.dtype)
+        dk, dv = dk.to(k.dtype), dv.to(v.dtype)
     return dq.to(q.dtype), dk, dv

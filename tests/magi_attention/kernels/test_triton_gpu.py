@@ -404,10 +404,11 @@ def test_gluon_backward_every_mask(name, case, dq_mode):
 @pytest.mark.parametrize("name", ["full", "causal_document", "share_question",
                                   "block_causal_document"])
 def test_gluon_backward_head_chunks_match_the_reference(name, head_chunks):
-    """A kv head's 4 q heads split over head_chunks programs a key tile (dK/dV as fp32 partials,
-    summed after the kernel) give the reference's gradients (S=1531: a partial last tile) and
-    dk, dv within bf16 rounding of the one-program kernel; a chunk count that does not divide
-    the group is refused."""
+    """A kv head's 4 q heads split over head_chunks programs a key tile (each adds its dK/dV
+    share into one fp32 buffer by atomics) give the reference's gradients (S=1531: a partial last
+    tile) and dk, dv within bf16 rounding of the one-program kernel, for at most one fp32 dK and
+    dV more memory whatever the chunk count; a chunk count that does not divide the group is
+    refused."""
     from magi_attention.kernels.triton import gluon_backward as gb
     plan, tiles = _gluon_bwd_plan(name, (1531, 0))
     q, k, v, dout = _inputs(1531, 1531, 8, 2, 128, torch.bfloat16, 0)
@@ -416,6 +417,15 @@ def test_gluon_backward_head_chunks_match_the_reference(name, head_chunks):
     ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, plan, scale)
     got = gb.launch_bwd(dout, q, k, v, ro.to(q.dtype), rl, tiles, scale, head_chunks=head_chunks)
     whole = gb.launch_bwd(dout, q, k, v, ro.to(q.dtype), rl, tiles, scale)
+    peaks = {}
+    for chunks in (1, head_chunks):
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        gb.launch_bwd(dout, q, k, v, ro.to(q.dtype), rl, tiles, scale, head_chunks=chunks)
+        peaks[chunks] = torch.cuda.max_memory_allocated() - base
+    fp32_dkv = 2 * k.numel() * 4
+    assert peaks[head_chunks] - peaks[1] <= fp32_dkv + 2 ** 20, (peaks, fp32_dkv)
     for which, a, b, w in zip(("dq", "dk", "dv"), got, ref, whole):
         assert a.dtype == q.dtype and a.shape == b.shape
         rel = ((a.float() - b).norm() / b.norm().clamp_min(1e-30)).item()

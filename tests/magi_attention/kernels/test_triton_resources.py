@@ -129,7 +129,7 @@ def test_the_gluon_backward_compiles_for_sm90_with_asynchronous_mmas(tool, head_
         built[row_tma, chunks] = dict(rec.compiled)["_bwd_kernel"]
     # the consumers hold dK, dV, S and dP in 240 registers: a few scalars spill (session 23: 60
     # bytes at d128 once lse2/delta came by TMA, 144 before; 80 with the row intervals by TMA;
-    # session 35: 64, and 96 where head chunks store fp32 dK/dV partials after the loop)
+    # session 35: 64, and 96 where head chunks add fp32 dK/dV after the loop)
     spills = {r: tool.resources(kn)["spill_stores"] for r, kn in built.items()}
     assert spills[False, 1] <= (64 if head_dim == 128 else 0), spills
     assert spills[True, 1] <= (88 if head_dim == 128 else 0), spills
