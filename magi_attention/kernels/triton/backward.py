@@ -27,8 +27,9 @@ import triton.language as tl
 
 from ..block_sparse import BlockSparsePlan
 from ._mask import LOG2E, row_table_mask, tanh, union_mask
-from .configs import BwdConfig, launch_options
+from ._launch import cached_launch
 from ._tma import descriptor_2d
+from .configs import BwdConfig, launch_options
 
 PREPROCESS_BLOCK = 64  # rows per preprocess program: a [64, D] tile of O and dO
 
@@ -368,6 +369,12 @@ def _bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, Lse2, Delta, desc_q, desc_k, desc
                     PARTIAL_STAGES)
 
 
+launch_preprocess = cached_launch(_preprocess_kernel)
+_launch_dkdv = cached_launch(_dkdv_kernel)
+_launch_dq = cached_launch(_dq_kernel)
+_launch_bwd_fused = cached_launch(_bwd_fused_kernel)
+
+
 def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockSparsePlan | None,
                config: BwdConfig, softmax_scale: float, softcap: float, *,
                deterministic: bool = False):
@@ -401,14 +408,20 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
         descs = (descriptor_2d(q, m), descriptor_2d(k, n), descriptor_2d(v, n),
                  descriptor_2d(dout, m),
                  None if deterministic else descriptor_2d(dq, m, writable=True))
-    _preprocess_kernel[(triton.cdiv(seqlen_q, PREPROCESS_BLOCK), num_heads_q)](
-        out, dout, lse, delta, lse2, out.stride(0), out.stride(1), dout.stride(0), dout.stride(1),
-        lse.stride(0), seqlen_q, seqlen_q, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
+    # every integer argument of the kernels below follows from these (cached_launch)
+    key = ((q.shape, q.stride(), k.shape, k.stride(), v.stride(), dout.stride(), out.stride(),
+            lse.stride(), q.dtype, config, deterministic, softcap > 0, plan_kv.num_k_tiles,
+            plan_kv.row_lo.shape[1], plan_q and (plan_q.num_q_tiles, plan_q.row_lo.shape[1]))
+           if q.is_cuda else None)
+    launch_preprocess((triton.cdiv(seqlen_q, PREPROCESS_BLOCK), num_heads_q), key,
+                      out, dout, lse, delta, lse2, out.stride(0), out.stride(1), dout.stride(0),
+                      dout.stride(1), lse.stride(0), seqlen_q, seqlen_q, HEAD_DIM=head_dim,
+                      BLOCK=PREPROCESS_BLOCK)
     if deterministic and config.fused_launch:
         _launch_fused(q, k, v, dout, dk, dv, dq, lse2, delta, descs[:4], plan_kv, plan_q, config,
-                      group, softmax_scale, cap, softcap > 0)
+                      group, softmax_scale, cap, softcap > 0, key)
         return dq, dk, dv
-    _dkdv_kernel[(plan_kv.num_k_tiles, num_heads_kv)](
+    _launch_dkdv((plan_kv.num_k_tiles, num_heads_kv), key,
         q, k, v, dout, dk, dv, dq, lse2, delta, *descs,
         plan_kv.k_tile_ptr, plan_kv.k_tile_qt, plan_kv.k_tile_num_full, plan_kv.k_tile_slice_ptr,
         plan_kv.k_tile_slice_idx, plan_kv.slice_bounds, plan_kv.k_tile_order, plan_kv.row_lo,
@@ -423,7 +436,7 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
         **launch_options(config))
     if not deterministic:
         return dq.to(q.dtype), dk, dv
-    _dq_kernel[(plan_q.num_q_tiles, num_heads_q)](
+    _launch_dq((plan_q.num_q_tiles, num_heads_q), key,
         q, k, v, dout, dq, lse2, delta,
         plan_q.q_tile_ptr, plan_q.q_tile_kt, plan_q.q_tile_num_full, plan_q.q_tile_slice_ptr,
         plan_q.q_tile_slice_idx, plan_q.slice_bounds, plan_q.q_tile_order, plan_q.row_lo,
@@ -439,12 +452,13 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
 
 def _launch_fused(q, k, v, dout, dk, dv, dq, lse2, delta, descs, plan_kv: BlockSparsePlan,
                   plan_q: BlockSparsePlan, config: BwdConfig, group: int, softmax_scale: float,
-                  cap: float, has_softcap: bool) -> None:
-    """The ordered path's dk/dv and dq programs in one grid (_bwd_fused_kernel)."""
+                  cap: float, has_softcap: bool, key) -> None:
+    """The ordered path's dk/dv and dq programs in one grid (_bwd_fused_kernel); ``key``:
+    launch_bwd's (cached_launch)."""
     seqlen_q, num_heads_q, head_dim = q.shape
     seqlen_k, num_heads_kv, _ = k.shape
     grid = (plan_kv.num_k_tiles * num_heads_kv + plan_q.num_q_tiles * num_heads_q,)
-    _bwd_fused_kernel[grid](
+    _launch_bwd_fused(grid, key,
         q, k, v, dout, dk, dv, dq, lse2, delta, *descs,
         plan_kv.k_tile_ptr, plan_kv.k_tile_qt, plan_kv.k_tile_num_full, plan_kv.k_tile_slice_ptr,
         plan_kv.k_tile_slice_idx, plan_kv.slice_bounds, plan_kv.k_tile_order, plan_kv.row_lo,

@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from ..block_sparse import BlockSparsePlan
+from ._launch import cached_launch
 from ._mask import LN2, LOG2E, row_table_mask, tanh, union_mask
 from ._tma import descriptor_2d
 from .configs import FwdConfig, launch_options
@@ -255,6 +256,9 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit, desc_q, desc_k, desc_v, desc_o,
         tl.store(MaxLogit + q_tile * stride_xt + head, tl.max(m_i, 0) / LOG2E)
 
 
+_launch_fwd_kernel = cached_launch(_fwd_kernel)
+
+
 def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSparsePlan,
                config: FwdConfig, softmax_scale: float, softcap: float, return_max_logits: bool):
     """q [Sq, Hq, D], k/v [Sk, Hkv, D] (last dim contiguous) -> (out, lse [Sq, Hq] fp32, max_logits)."""
@@ -273,7 +277,11 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
         descs = (descriptor_2d(q, config.block_m), descriptor_2d(k, config.block_n),
                  descriptor_2d(v, config.block_n), descriptor_2d(out, config.block_m, writable=True))
     if plan.num_q_tiles > 0:
-        _fwd_kernel[grid](
+        # every integer argument follows from these (cached_launch)
+        key = ((q.shape, q.stride(), k.shape, k.stride(), v.stride(), q.dtype, config,
+                plan.num_q_tiles, plan.row_lo.shape[1], softcap > 0, return_max_logits, use_tma)
+               if q.is_cuda else None)
+        _launch_fwd_kernel(grid, key,
             q, k, v, out, lse, tile_max, *descs,
             plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full, plan.q_tile_slice_ptr,
             plan.q_tile_slice_idx, plan.slice_bounds, plan.q_tile_order, plan.row_lo, plan.row_hi,

@@ -44,7 +44,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from ..block_sparse import BlockSparsePlan
-from .gluon_forward import CONSUMER_REGS, MAXNREG, PRODUCER_REGS, _descriptor, hopper_reason
+from ._launch import cached_launch
+from .gluon_forward import (CONSUMER_REGS, MAXNREG, PRODUCER_REGS, _descriptor, hopper_reason,
+                            shared_layout)
 
 BLOCK_M = 64  # q rows per step
 BLOCK_N = 128  # keys per program: two consumer warpgroups of HALF_N
@@ -466,11 +468,14 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
                        [CONSUMER_REGS, PRODUCER_REGS])
 
 
+_launch_bwd_kernel = cached_launch(_bwd_kernel)
+
+
 def _dq_descriptor(dq: torch.Tensor, cols: int) -> TensorDescriptor:
     """The fp32 dQ buffer [Sq, Hq, D] as 2-D [Sq, Hq * D] with [BLOCK_M, cols] blocks."""
     view = dq.view(dq.shape[0], -1)
-    layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, cols], gl.float32)
-    return TensorDescriptor(view, list(view.shape), list(view.stride()), [BLOCK_M, cols], layout)
+    return TensorDescriptor(view, list(view.shape), list(view.stride()), [BLOCK_M, cols],
+                            shared_layout(BLOCK_M, cols, torch.float32))
 
 
 def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
@@ -478,8 +483,10 @@ def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
     (padded is a multiple of BLOCK_M, so a block never crosses heads) or a [Sq, 1] int32 row
     interval bound (blocks past Sq are zero-filled: the empty interval [0, 0))."""
     flat = stat.view(-1)
-    layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
-    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [BLOCK_M], layout)
+    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [BLOCK_M], _ROW_LAYOUT)
+
+
+_ROW_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
 
 
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -491,7 +498,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     ``head_chunks`` splits each kv head's q heads over that many programs a key tile, the grid's
     slowest dimension (it must divide Hq / Hkv; None: head_chunks_for); they add their dK/dV
     shares into one fp32 buffer each."""
-    from .backward import PREPROCESS_BLOCK, _preprocess_kernel
+    from .backward import PREPROCESS_BLOCK, launch_preprocess
 
     seqlen_q, num_heads_q, head_dim = q.shape
     seqlen_k, num_heads_kv, _ = k.shape
@@ -511,9 +518,12 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     padded = triton.cdiv(seqlen_q, BLOCK_M) * BLOCK_M
     delta = torch.empty(num_heads_q, padded, dtype=torch.float32, device=q.device)
     lse2 = torch.empty_like(delta)
-    _preprocess_kernel[(triton.cdiv(padded, PREPROCESS_BLOCK), num_heads_q)](
-        out, dout, lse, delta, lse2, out.stride(0), out.stride(1), dout.stride(0), dout.stride(1),
-        lse.stride(0), seqlen_q, padded, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
+    # every integer argument of the kernels follows from the shapes (cached_launch)
+    key = (q.shape, k.shape, q.dtype) if q.is_cuda else None
+    launch_preprocess((triton.cdiv(padded, PREPROCESS_BLOCK), num_heads_q),
+                      key and ("gluon", key), out, dout, lse, delta, lse2, out.stride(0),
+                      out.stride(1), dout.stride(0), dout.stride(1), lse.stride(0), seqlen_q,
+                      padded, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     if head_chunks == 1:
         dk, dv = torch.empty_like(k), torch.empty_like(v)
@@ -529,7 +539,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     lse2_desc, delta_desc = _row_descriptor(lse2), _row_descriptor(delta)
     lo_desc, hi_desc = ((_row_descriptor(plan.row_lo), _row_descriptor(plan.row_hi)) if row_tma
                         else (lse2_desc, delta_desc))  # placeholders, never read
-    _bwd_kernel[(plan.num_k_tiles, num_heads_kv, head_chunks)](
+    _launch_bwd_kernel((plan.num_k_tiles, num_heads_kv, head_chunks), key and (key, dq_cols),
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
         _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2_desc, delta_desc,
         lo_desc, hi_desc,

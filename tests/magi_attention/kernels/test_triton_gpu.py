@@ -510,3 +510,51 @@ def test_long_key_walks_run_in_parts(monkeypatch):
         torch.autograd.grad(out, (q, k, v), dout)
     step()
     assert_no_sync(step)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_cached_launches_match_triton_launches_and_skip_its_binding(monkeypatch, deterministic):
+    """kernels/triton/_launch: once a mask and shape have run, their forward and backward
+    launch through the compiled kernels' own launchers (JITFunction.run is not called),
+    alternating between two masks and seqlens, and give what Triton's own launches give: bit
+    for bit where the kernels are (forward; the ordered backward), within atomics' rounding
+    where dq is added by atomics (the default backward)."""
+    from triton.runtime.jit import JITFunction
+
+    from magi_attention.kernels.triton import _launch
+    cases = []
+    for seqlen, slices in ((1024, [AttnSlice.make(0, 1024, 0, 1024, "full")]),
+                           (1531, _causal_docs(1531))):
+        plan = FlexAttnPlan.from_slices(slices, seqlen, seqlen)
+        cases.append((plan, _inputs(seqlen, seqlen, 8, 2, 128, torch.bfloat16, seqlen)))
+
+    def run(plan, inputs):
+        q, k, v, dout = inputs
+        qt, kt, vt = (t.clone().requires_grad_() for t in (q, k, v))
+        out, meta = flex_flash_attn_func(qt, kt, vt, plan, backend="triton",
+                                         deterministic=deterministic)
+        return (out, meta.lse, *torch.autograd.grad(out, (qt, kt, vt), dout))
+
+    monkeypatch.setattr(_launch, "ENABLED", False)
+    want = [run(*case) for case in cases]
+    monkeypatch.setattr(_launch, "ENABLED", True)
+    first = [run(*case) for case in cases]  # through Triton, handles kept
+    calls = []
+    triton_run = JITFunction.run
+    monkeypatch.setattr(JITFunction, "run",
+                        lambda self, *a, **kw: calls.append(self) or triton_run(self, *a, **kw))
+    for got_all in (first, [run(*case) for case in cases]):
+        for got, ref in zip(got_all, want):
+            for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), got, ref):
+                if deterministic or name in ("out", "lse"):
+                    assert torch.equal(a, b), name
+                else:
+                    assert ((a.float() - b.float()).norm() / b.float().norm()).item() < 1e-2, name
+    assert not calls, f"{len(calls)} launches went through JITFunction.run"
+
+
+def _causal_docs(seqlen):
+    bounds = [0]
+    for n in _doc_lens(seqlen, 1):
+        bounds.append(bounds[-1] + n)
+    return [AttnSlice.make(a, b, a, b, "causal") for a, b in zip(bounds[:-1], bounds[1:])]
