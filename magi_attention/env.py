@@ -13,6 +13,10 @@ MAGI_ATTENTION_GLUON_BWD (default 1)
     gluon_backward, sm90 only; dq by TMA reduce-adds, so not bitwise repeatable) where the
     inputs allow, deterministic=False and the plan's q-tile lists are long enough
     (gluon_backward.plan_suits); 0 keeps the ordered Triton backward everywhere.
+MAGI_ATTENTION_CACHED_LAUNCH (default 1)
+    Whether the Triton backend's kernels launch through the compiled handle kept per call-site
+    key after a key's first launch (kernels.triton._launch: no per-call argument binding, 15-50
+    us of host time less a launch); 0 sends every launch through Triton's JITFunction.run.
 MAGI_ATTENTION_LOG_LEVEL
     Level of the ``magi_attention`` logger, a ``logging`` level name (default WARNING); set on
     that logger when this module is first imported (``magi_attention.functional`` imports it).
@@ -33,6 +37,7 @@ def _flag(name: str, default: bool) -> bool:
 PREFER_FA4_BACKEND: bool = _flag("MAGI_ATTENTION_FA4_BACKEND", default=True)
 PREFER_GLUON_FWD: bool = _flag("MAGI_ATTENTION_GLUON_FWD", default=True)
 PREFER_GLUON_BWD: bool = _flag("MAGI_ATTENTION_GLUON_BWD", default=True)
+CACHED_LAUNCH: bool = _flag("MAGI_ATTENTION_CACHED_LAUNCH", default=True)
 LOG_LEVEL: str = os.environ.get("MAGI_ATTENTION_LOG_LEVEL", "WARNING").strip().upper()
 
 

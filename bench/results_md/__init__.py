@@ -87,8 +87,9 @@ from .h200x4 import (ab_s32_table, ab_s33_table, causal16k_again_s33, cp1_allgat
 from .h100x2 import (cp2_s34_below, cp2_s34_summary, cp2_s34_table, cut_ms_s34, cut_order_s34,
                      pytest_nccl_s34)
 from .h100x2 import cp2_s35_summary, cp2_s35_table
-from .h100 import (flex64k_s34, head_chunks_s35_ab, head_chunks_s35_flex, head_chunks_s35_ncu,
-                   head_chunks_s35_rule)
+from .h100 import (dkv_add_s36, flex64k_s34, head_chunks_s35_ab, head_chunks_s35_flex,
+                   head_chunks_s35_ncu, head_chunks_s35_rule, host_s36_ab, host_s36_probe,
+                   host_s36_summary, kernels_s36_goals, kernels_s36_table)
 from .h100x4 import cp4_s34_below, cp4_s34_summary, cp4_s34_table
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
@@ -96,6 +97,12 @@ from .solver import dispatch_volume_extremes, dispatch_volume_table
 __all__ = ["SECTIONS", "RESULTS_MD", "main"]
 
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h100.kernels_s36_table": kernels_s36_table,
+    "h100.kernels_s36_goals": kernels_s36_goals,
+    "h100.dkv_add_s36": dkv_add_s36,
+    "h100.host_s36_probe": host_s36_probe,
+    "h100.host_s36_ab": host_s36_ab,
+    "h100.host_s36_summary": host_s36_summary,
     "h100x2.cp2_s34_table": cp2_s34_table,
     "h100x2.cp2_s34_summary": cp2_s34_summary,
     "h100x2.cp2_s34_below": cp2_s34_below,

@@ -237,3 +237,98 @@ def head_chunks_s35_flex() -> str:
             rows.append(f"| {mask} | {_k(seqlen)} | {ratio[mask, seqlen, 'fwd']:.2f} "
                         f"| {ratio[mask, seqlen, 'bwd']:.2f} |")
     return "| mask | S | fwd FFA / Flex | bwd FFA / Flex |\n|---|---|---|---|\n" + "\n".join(rows)
+
+
+# -- session 36: dK/dV by atomic adds, FA4 in the same runs, cached launches ----------------------
+S36_KERNELS = "h100/kernels_s36/"
+S36_HOST = "h100/host_s36/"
+S36_SWEEPS = (S36_KERNELS + "kernel_masks_16k__1.csv", S36_KERNELS + "kernel_masks_64k__1.csv")
+
+
+def _ratio_cell(ratios: dict, cell: tuple) -> str:
+    return f"{ratios[cell]:.2f}" if cell in ratios else "X"
+
+
+def kernels_s36_table() -> str:
+    """FFA over FA4 and over Flex per cell (one run per seqlen), and the backward's peak memory."""
+    frame = _files(S36_SWEEPS)
+    fa4, flex = dict(_pairs(frame, "ffa", "fa4")), dict(_pairs(frame, "ffa", "flex"))
+    mem = frame[frame.direction == "bwd"].set_index(["kernel", "mask", "seqlen"]).peak_mem_gb
+    rows = []
+    for seqlen in (K16, K64):
+        for mask in KERNEL_MASKS:
+            cells = [_ratio_cell(r, (mask, seqlen, d)) for r in (fa4, flex) for d in ("fwd", "bwd")]
+            gb = " / ".join(f"{mem[k, mask, seqlen]:.2f}" if pd.notna(mem.get((k, mask, seqlen)))
+                            else "X" for k in ("ffa", "fa4", "flex"))
+            rows.append(f"| {mask} | {_k(seqlen)} | " + " | ".join(cells) + f" | {gb} |")
+    return ("| mask | S | fwd FFA / FA4 | bwd FFA / FA4 | fwd FFA / Flex | bwd FFA / Flex "
+            "| bwd peak GB FFA / FA4 / Flex |\n|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+
+
+def kernels_s36_goals() -> str:
+    """Issue 14's goals over these runs (full and causal against FA4; every mask against Flex)."""
+    frame = _files(S36_SWEEPS)
+    fa4 = [(c, r) for c, r in _pairs(frame, "ffa", "fa4", ("full", "causal"))]
+    out = []
+    for d, goal in (("fwd", 0.85), ("bwd", 0.75)):
+        values = [r for (_, _, dd), r in fa4 if dd == d]
+        out.append(f"{d} FFA / FA4 on full and causal {_span(values)} (goal {goal}: "
+                   f"{'met' if min(values) >= goal else '**not met**'})")
+    return "; ".join(out) + "; FFA / Flex " + _low_cells(_pairs(frame, "ffa", "flex"), 1.2)
+
+
+def dkv_add_s36() -> str:
+    """Session 35's partials against the atomic adds: median time over 4 rounds, peak memory."""
+    rows = pd.read_csv(RESULTS / (S36_KERNELS + "dkv_add_ab.csv"))
+    med = rows.groupby(["cell", "path"]).agg(ms=("ms", "median"), mb=("peak_mb", "first"),
+                                             chunks=("head_chunks", "first"))
+    out = []
+    for cell in rows.cell.unique():
+        a, p = med.loc[(cell, "atomic_add")], med.loc[(cell, "partials_s35")]
+        out.append(f"| {cell.replace(':', ' ')} | {int(a.chunks)} | {p.ms:.2f} | {a.ms:.2f} "
+                   f"| {a.ms / p.ms:.3f} | {p.mb:.0f} | {a.mb:.0f} |")
+    return ("| mask, S | chunks | partials ms | atomic adds ms | ratio | partials MB | "
+            "atomic adds MB |\n|---|---|---|---|---|---|---|\n" + "\n".join(out))
+
+
+def host_s36_probe() -> str:
+    """Host us per call of each layer of the Gluon launches, before the change and after it
+    (cached launches on / off in the same run)."""
+    before = pd.read_csv(RESULTS / (S36_HOST + "gluon_launch_probe_before.csv"))
+    after = pd.read_csv(RESULTS / (S36_HOST + "gluon_launch_probe_after.csv"))
+    key = ["mask", "seqlen", "direction", "layer"]
+    b = before.set_index(key).host_us
+    a = after.pivot_table(index=key, columns="cached", values="host_us", sort=False)
+    out = []
+    for idx in a.index:
+        on = f"{a.loc[idx, 1]:.0f}" if not pd.isna(a.loc[idx, 1]) else "-"
+        out.append(f"| {idx[0]} {_k(idx[1])} {idx[2]} | {idx[3]} | {b[idx]:.0f} "
+                   f"| {a.loc[idx, 0]:.0f} | {on} |")
+    return ("| cell | layer | before | after, Triton's launch | after, cached launch |\n"
+            "|---|---|---|---|---|\n" + "\n".join(out))
+
+
+def _launch_ab() -> pd.DataFrame:
+    rows = pd.read_csv(RESULTS / (S36_HOST + "launch_ab.csv"))
+    return rows.groupby(["seqlen", "mask", "direction", "variant"]).device_us.median().unstack()
+
+
+def host_s36_ab() -> str:
+    """Median CUDA-event time over 5 interleaved rounds: FFA cached / uncached, Flex."""
+    med = _launch_ab()
+    out = [f"| {m} {_k(s)} {d} | {r.ffa:.0f} | {r.ffa_uncached:.0f} | {r.flex:.0f} "
+           f"| {r.ffa_uncached / r.ffa:.2f} | {r.flex / r.ffa:.2f} |"
+           for (s, m, d), r in med.iterrows()]
+    return ("| cell | FFA us | FFA, Triton's launch us | Flex us | speed-up of the cache "
+            "| FFA speed / Flex |\n|---|---|---|---|---|---|\n" + "\n".join(out))
+
+
+def host_s36_summary() -> str:
+    med = _launch_ab()
+    out = []
+    for seqlen, g in med.groupby(level=0):
+        wins = int((g.flex >= g.ffa).sum())
+        gain = g.ffa_uncached / g.ffa
+        out.append(f"{_k(seqlen)}: FFA at least Flex's speed on {wins} of {len(g)} cells, the "
+                   f"cache's speed-up {_span(list(gain))} (median {gain.median():.2f})")
+    return "; ".join(out)

@@ -5,22 +5,23 @@ checks the kernel's globals on every call: 20-50 us of host time per launch on t
 (scripts/dev/gluon_launch_probe.py, notes/host_overhead.md), which at 1k tokens is most of a
 call. A call site that can name everything Triton specialises on (the value of every integer
 argument, every tensor's dtype: the shapes, strides, plan counts and config it passes) gives
-that as ``key`` (the keyword arguments, constexprs and launch options, join it here); the first launch of a key goes through Triton as before and keeps the compiled
-kernel, and later launches of the same key (and the same device and tensor alignment) call the
-compiled kernel's own launcher directly.
+that as ``key`` (the keyword arguments, constexprs and launch options, join it here); the first
+launch of a key goes through Triton as before and keeps the compiled kernel, and later launches
+of the same key (and the same device and tensor alignment) call the compiled kernel's own
+launcher directly.
 
-MAGI_ATTENTION_CACHED_LAUNCH=0 (or ``ENABLED = False``) sends every launch through Triton.
+MAGI_ATTENTION_CACHED_LAUNCH=0 (magi_attention/env.py; or ``ENABLED = False``) sends every launch
+through Triton.
 """
 from __future__ import annotations
-
-import os
 
 import torch
 from triton import knobs
 from triton.runtime.jit import JITFunction
 
-ENABLED: bool = os.environ.get("MAGI_ATTENTION_CACHED_LAUNCH", "1").strip().lower() not in (
-    "0", "false", "no", "off")
+from ... import env
+
+ENABLED: bool = env.CACHED_LAUNCH
 
 
 class CachedLaunch:

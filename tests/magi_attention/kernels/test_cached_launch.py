@@ -77,3 +77,18 @@ def test_no_key_disabled_or_a_parameter_left_to_its_default_never_caches(fake, m
     for _ in range(2):
         launch((1, ), "k3", x, 3, BLOCK=16)
     assert [entry[0] for entry in jit.log] == ["triton"] * 6
+
+
+@pytest.mark.parametrize("value, enabled", [(None, True), ("0", False), ("1", True)])
+def test_the_environment_switch_is_read_at_import(value, enabled):
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "MAGI_ATTENTION_CACHED_LAUNCH"}
+    if value is not None:
+        env["MAGI_ATTENTION_CACHED_LAUNCH"] = value
+    code = "from magi_attention.kernels.triton import _launch; print(_launch.ENABLED)"
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == str(enabled)
