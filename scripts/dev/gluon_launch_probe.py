@@ -11,6 +11,11 @@ kernel holds the GPU (bench.metrics.host_us_per_call):
   launch          gluon_forward.launch_fwd / gluon_backward.launch_bwd whole
   library         flex_flash_attn_func (forward, no grad) / its backward via autograd.grad
 
+For the backward also ``backend_bwd`` (the Triton backend's bwd called directly, the route the
+library takes) and ``autograd_identity`` (torch.autograd.grad through a node that returns its
+gradients: the engine's own cost). ``--profile``: a cProfile of the library's backward (top
+functions by own time) in ``gluon_launch_probe_profile.txt``.
+
 ``launch`` and ``library`` run twice: with the library's cached launches (kernels/triton/
 _launch.py, column cached=1) and through Triton's JITFunction.run on every call (cached=0).
 
@@ -87,16 +92,54 @@ def fwd_layers(q, k, v, plan, slices, seqlen):
             "library": lambda: flex_flash_attn_func(q, k, v, fplan)}, fplan
 
 
+class _Identity(torch.autograd.Function):
+    """The autograd engine's own cost: a node whose backward returns its gradients as they are."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        return q.clone(), k.clone(), v.clone()
+
+    @staticmethod
+    def backward(ctx, dq, dk, dv):
+        return dq, dk, dv
+
+
 def bwd_layers(q, k, v, bplan, fplan):
+    from magi_attention.kernels import triton as tk
     scale = D ** -0.5
     out, meta = flex_flash_attn_func(q, k, v, fplan)
     lse = meta.lse
     dout = torch.randn_like(q)
     qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
     out_g = flex_flash_attn_func(qg, kg, vg, fplan)[0]
+    ident = _Identity.apply(qg, kg, vg)
+    grads = tuple(torch.ones_like(t) for t in ident)
     return {"launch": lambda: gb.launch_bwd(dout, q, k, v, out, lse, bplan, scale),
+            "backend_bwd": lambda: tk.bwd(dout, q, k, v, out, lse, fplan, scale),
+            "autograd_identity": lambda: torch.autograd.grad(ident, (qg, kg, vg), grads,
+                                                             retain_graph=True),
             "library": lambda: torch.autograd.grad(out_g, (qg, kg, vg), dout,
                                                    retain_graph=True)}
+
+
+def _profile(fn, calls: int, title: str, out: Path) -> None:
+    import cProfile
+    import io
+    import pstats
+
+    from bench.metrics import gpu_held
+    prof = cProfile.Profile()
+    with gpu_held():
+        prof.enable()
+        for _ in range(calls):
+            fn()
+        prof.disable()
+    text = io.StringIO()
+    stats = pstats.Stats(prof, stream=text)
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(25)
+    with (out / "gluon_launch_probe_profile.txt").open("a") as f:
+        f.write(f"==== library bwd {title}, {calls} calls\n{text.getvalue()}")
 
 
 def main(argv=None) -> None:
@@ -105,6 +148,7 @@ def main(argv=None) -> None:
     p.add_argument("--seqlens", type=int, nargs="+", default=[1024, 4096])
     p.add_argument("--masks", nargs="+", default=["full", "causal_document"])
     p.add_argument("--calls", type=int, default=50)
+    p.add_argument("--profile", action="store_true")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     dev = torch.device("cuda")
@@ -134,6 +178,8 @@ def main(argv=None) -> None:
                                         layer=layer, cached=int(cached), host_us=us))
                         f.flush()
                         print(name, seqlen, direction, layer, int(cached), us, flush=True)
+                        if args.profile and layer == "library" and direction == "bwd" and cached:
+                            _profile(fn, args.calls, f"{name} {seqlen}", args.out)
 
 
 if __name__ == "__main__":
