@@ -23,6 +23,12 @@ from ... import env
 
 ENABLED: bool = env.CACHED_LAUNCH
 
+try:  # what Triton's own launch reads the stream with (torch.cuda.current_stream() costs more)
+    from torch._C import _cuda_getCurrentRawStream as _raw_stream
+except ImportError:  # a torch built without CUDA
+    def _raw_stream(device: int) -> int:
+        return torch.cuda.current_stream(device).cuda_stream
+
 
 class CachedLaunch:
     """One JIT kernel's compiled handles by the caller's key (see the module's docstring)."""
@@ -37,7 +43,8 @@ class CachedLaunch:
         GPU, where the compile-only and interpreter paths must see every call)."""
         if key is None or not ENABLED or _hooked():
             return self.fn[grid](*args, **kwargs)
-        full_key = (key, torch.cuda.current_device(), _alignment(args), *kwargs.values())
+        device = torch.cuda.current_device()
+        full_key = (key, device, _alignment(args), *kwargs.values())
         handle = self._handles.get(full_key)
         if handle is None:
             compiled = self.fn[grid](*args, **kwargs)  # binds, compiles if new, launches
@@ -47,7 +54,7 @@ class CachedLaunch:
             return compiled
         compiled, tail = handle
         g0, g1, g2 = (tuple(grid) + (1, 1))[:3]
-        compiled.run(g0, g1, g2, torch.cuda.current_stream().cuda_stream, compiled.function,
+        compiled.run(g0, g1, g2, _raw_stream(device), compiled.function,
                      compiled.packed_metadata, None, None, None, *args, *tail)
         return compiled
 

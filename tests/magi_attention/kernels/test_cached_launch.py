@@ -16,7 +16,7 @@ class FakeCompiled:
         self.log = log
 
     def run(self, g0, g1, g2, stream, function, packed, meta, enter, exit_, *values):
-        self.log.append(("direct", (g0, g1, g2), values))
+        self.log.append(("direct", (g0, g1, g2), stream, values))
 
 
 class FakeJit:
@@ -38,7 +38,7 @@ def fake(monkeypatch):
     monkeypatch.setattr(_launch, "JITFunction", FakeJit)
     monkeypatch.setattr(_launch, "ENABLED", True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("S", (), {"cuda_stream": 7}))
+    monkeypatch.setattr(_launch, "_raw_stream", lambda device: 7)
     jit = FakeJit()
     return jit, _launch.CachedLaunch(jit)
 
@@ -50,8 +50,8 @@ def test_a_key_launches_through_triton_once_then_directly_with_every_parameter(f
     launch((4, 2), "k", x, 3, BLOCK=16, num_warps=4)
     kinds = [entry[0] for entry in jit.log]
     assert kinds == ["triton", "direct"]
-    _, grid, values = jit.log[1]
-    assert grid == (4, 2, 1)
+    _, grid, stream, values = jit.log[1]
+    assert grid == (4, 2, 1) and stream == 7
     assert values[0] is x and values[1:] == (3, 16)  # the constexpr after the positionals
 
 
