@@ -10,6 +10,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..kernels.triton._launch import cached_launch
+
 BLOCK = 1024  # elements of a row per program; a KV row is 2 * num_heads_kv * head_dim elements
 
 
@@ -48,6 +50,19 @@ def _add_rows_kernel(out_ptr, src_ptr, index_ptr, row_numel, out_stride, src_str
     tl.store(dst, total.to(out_ptr.dtype.element_ty), mask=keep)
 
 
+_launch_gather = cached_launch(_gather_rows_kernel)
+_launch_scatter_add = cached_launch(_scatter_add_rows_kernel)
+_launch_add = cached_launch(_add_rows_kernel)
+
+
+def _key(*tensors: torch.Tensor, strides: tuple = ()):
+    """What fixes every integer argument and dtype of a row kernel (cached_launch): the first
+    tensor's row shape, the strides passed, every tensor's dtype; None off the GPU."""
+    if not tensors[0].is_cuda:
+        return None
+    return (tuple(tensors[0].shape[1:]), strides, *(t.dtype for t in tensors))
+
+
 def _grid(num_rows: int, row_numel: int):
     return (num_rows, triton.cdiv(row_numel, BLOCK))
 
@@ -66,8 +81,9 @@ def gather_rows(x: torch.Tensor, index: torch.Tensor, out: torch.Tensor | None =
         out = x.new_empty((index.shape[0],) + tuple(x.shape[1:]))
     row_numel = x[0].numel() if x.shape[0] else 0
     if index.shape[0] and row_numel:
-        _gather_rows_kernel[_grid(index.shape[0], row_numel)](
-            x, out, index, row_numel, x.stride(0), out.stride(0), BLOCK_SIZE=BLOCK)
+        _launch_gather(_grid(index.shape[0], row_numel),
+                       _key(x, out, index, strides=(x.stride(0), out.stride(0))),
+                       x, out, index, row_numel, x.stride(0), out.stride(0), BLOCK_SIZE=BLOCK)
     return out
 
 
@@ -77,8 +93,8 @@ def scatter_add_rows_(out: torch.Tensor, index: torch.Tensor, src: torch.Tensor)
     src = src.to(out.dtype).contiguous()
     row_numel = out[0].numel() if out.shape[0] else 0
     if index.shape[0] and row_numel:
-        _scatter_add_rows_kernel[_grid(index.shape[0], row_numel)](out, src, index, row_numel,
-                                                                    BLOCK_SIZE=BLOCK)
+        _launch_scatter_add(_grid(index.shape[0], row_numel), _key(out, src, index),
+                            out, src, index, row_numel, BLOCK_SIZE=BLOCK)
     return out
 
 
@@ -89,6 +105,7 @@ def add_rows_(out: torch.Tensor, index: torch.Tensor, src: torch.Tensor) -> torc
     src = _rows(src)
     row_numel = out[0].numel() if out.shape[0] else 0
     if index.shape[0] and row_numel:
-        _add_rows_kernel[_grid(index.shape[0], row_numel)](
-            out, src, index, row_numel, out.stride(0), src.stride(0), BLOCK_SIZE=BLOCK)
+        _launch_add(_grid(index.shape[0], row_numel),
+                    _key(out, src, index, strides=(out.stride(0), src.stride(0))),
+                    out, src, index, row_numel, out.stride(0), src.stride(0), BLOCK_SIZE=BLOCK)
     return out

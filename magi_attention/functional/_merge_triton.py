@@ -11,6 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..kernels.triton._launch import cached_launch
+
 BLOCK_ROWS = 16  # (token, head) rows per program; a row is head_dim elements
 
 
@@ -39,6 +41,9 @@ def _merge_kernel(O1, L1, O2, L2, Out, LOut, num_rows, HEAD_DIM: tl.constexpr,
     tl.store(LOut + rows, lse, mask=row_ok)
 
 
+_launch_merge = cached_launch(_merge_kernel)
+
+
 def merge_out_lse_fused(out1: torch.Tensor, lse1: torch.Tensor, out2: torch.Tensor,
                         lse2: torch.Tensor, out_dtype: torch.dtype = torch.float32):
     """merge_out_lse in one pass; out*: [S, H, D] (any float dtype), lse*: [S, H] fp32."""
@@ -50,6 +55,8 @@ def merge_out_lse_fused(out1: torch.Tensor, lse1: torch.Tensor, out2: torch.Tens
     lse = torch.empty_like(lse1)
     if num_rows:
         grid = (triton.cdiv(num_rows, BLOCK_ROWS),)
-        _merge_kernel[grid](out1, lse1, out2, lse2, out, lse, num_rows, HEAD_DIM=head_dim,
-                            BLOCK_R=BLOCK_ROWS, BLOCK_D=triton.next_power_of_2(head_dim))
+        # num_rows follows from the shape (cached_launch)
+        key = (out1.shape, out1.dtype, out2.dtype, out_dtype) if out1.is_cuda else None
+        _launch_merge(grid, key, out1, lse1, out2, lse2, out, lse, num_rows, HEAD_DIM=head_dim,
+                      BLOCK_R=BLOCK_ROWS, BLOCK_D=triton.next_power_of_2(head_dim))
     return out, lse
