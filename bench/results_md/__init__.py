@@ -86,7 +86,7 @@ from .h200x4 import (ab_s32_table, ab_s33_table, causal16k_again_s33, cp1_allgat
                      magi_keeps, unequal_s32_table, unequal_s33_table)
 from .h100x2 import (cp2_s34_below, cp2_s34_summary, cp2_s34_table, cut_ms_s34, cut_order_s34,
                      pytest_nccl_s34)
-from .h100x2 import cp2_s35_summary, cp2_s35_table
+from .h100x2 import cp2_s35_summary, cp2_s35_table, cp2_s36_table
 from .h100 import (dkv_add_s36, flex64k_s34, head_chunks_s35_ab, head_chunks_s35_flex,
                    head_chunks_s35_ncu, head_chunks_s35_rule, host_s36_ab, host_s36_probe,
                    host_s36_summary, kernels_s36_goals, kernels_s36_table)
@@ -98,6 +98,7 @@ __all__ = ["SECTIONS", "RESULTS_MD", "main"]
 
 SECTIONS: dict[str, Callable[[], str]] = {
     "h100.kernels_s36_table": kernels_s36_table,
+    "h100x2.cp2_s36_table": cp2_s36_table,
     "h100.kernels_s36_goals": kernels_s36_goals,
     "h100.dkv_add_s36": dkv_add_s36,
     "h100.host_s36_probe": host_s36_probe,

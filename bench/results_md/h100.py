@@ -308,8 +308,12 @@ def host_s36_probe() -> str:
             "|---|---|---|---|---|\n" + "\n".join(out))
 
 
-def _launch_ab() -> pd.DataFrame:
-    rows = pd.read_csv(RESULTS / (S36_HOST + "launch_ab.csv"))
+LAUNCH_AB_S36 = {"at 6ab73bd": "launch_ab.csv",
+                 "with the stream read as Triton reads it": "launch_ab_stream.csv"}
+
+
+def _launch_ab(name: str = "launch_ab.csv") -> pd.DataFrame:
+    rows = pd.read_csv(RESULTS / (S36_HOST + name))
     return rows.groupby(["seqlen", "mask", "direction", "variant"]).device_us.median().unstack()
 
 
@@ -324,11 +328,13 @@ def host_s36_ab() -> str:
 
 
 def host_s36_summary() -> str:
-    med = _launch_ab()
+    """Per run of launch_ab.py and seqlen: cells where FFA reaches Flex, the cache's speed-up."""
     out = []
-    for seqlen, g in med.groupby(level=0):
-        wins = int((g.flex >= g.ffa).sum())
-        gain = g.ffa_uncached / g.ffa
-        out.append(f"{_k(seqlen)}: FFA at least Flex's speed on {wins} of {len(g)} cells, the "
-                   f"cache's speed-up {_span(list(gain))} (median {gain.median():.2f})")
+    for run, name in LAUNCH_AB_S36.items():
+        for seqlen, g in _launch_ab(name).groupby(level=0):
+            wins = int((g.flex >= g.ffa).sum())
+            gain = g.ffa_uncached / g.ffa
+            out.append(f"{run}, {_k(seqlen)}: FFA at least Flex's speed on {wins} of {len(g)} "
+                       f"cells, the cache's speed-up {_span(list(gain))} (median "
+                       f"{gain.median():.2f})")
     return "; ".join(out)

@@ -514,3 +514,12 @@ def cp2_s35_table() -> str:
 
 def cp2_s35_summary() -> str:
     return cp_only_wins(CP_S35, 2)
+
+
+CP_S36 = {"triton, 16k/GPU, session 35": CP_S35["triton, 16k/GPU, session 35"],
+          "triton, 16k/GPU, session 36": "h100x2/cp_s36/cp_h100x2__triton_16k_cp2_docs_rounds3.csv"}
+
+
+def cp2_s36_table() -> str:
+    """The two document masks still below HybridCP, again after session 36's changes."""
+    return cp_only_table(CP_S36, 2)
