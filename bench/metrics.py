@@ -216,3 +216,23 @@ def host_us_per_call(fn: Callable[[], Any], calls: int = 20) -> float:
         for _ in range(calls):
             fn()
         return (time.perf_counter() - start) / calls * 1e6
+
+
+def host_profile(fn: Callable[[], Any], calls: int = 20, top: int = 15,
+                 orders: tuple[str, ...] = ("tottime",)) -> str:
+    """cProfile of ``calls`` calls of ``fn()`` inside :func:`gpu_held` (as for
+    :func:`host_us_per_call`): the ``top`` functions by each of ``orders`` (pstats sort keys)."""
+    import cProfile
+    import io
+    import pstats
+    prof = cProfile.Profile()
+    with gpu_held():
+        prof.enable()
+        for _ in range(calls):
+            fn()
+        prof.disable()
+    text = io.StringIO()
+    stats = pstats.Stats(prof, stream=text)
+    for order in orders:
+        stats.sort_stats(order).print_stats(top)
+    return text.getvalue()

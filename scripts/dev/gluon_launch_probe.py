@@ -34,7 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.metrics import host_us_per_call  # noqa: E402
+from bench.metrics import host_profile, host_us_per_call  # noqa: E402
 from magi_attention.common import AttnSlice  # noqa: E402
 from magi_attention.functional import flex_attn_plan, flex_flash_attn_func  # noqa: E402
 from magi_attention.kernels.block_sparse import plan_block_sparse  # noqa: E402
@@ -123,23 +123,9 @@ def bwd_layers(q, k, v, bplan, fplan):
 
 
 def _profile(fn, calls: int, title: str, out: Path) -> None:
-    import cProfile
-    import io
-    import pstats
-
-    from bench.metrics import gpu_held
-    prof = cProfile.Profile()
-    with gpu_held():
-        prof.enable()
-        for _ in range(calls):
-            fn()
-        prof.disable()
-    text = io.StringIO()
-    stats = pstats.Stats(prof, stream=text)
-    stats.sort_stats("tottime").print_stats(25)
-    stats.sort_stats("cumulative").print_stats(25)
+    text = host_profile(fn, calls, top=25, orders=("tottime", "cumulative"))
     with (out / "gluon_launch_probe_profile.txt").open("a") as f:
-        f.write(f"==== library bwd {title}, {calls} calls\n{text.getvalue()}")
+        f.write(f"==== library bwd {title}, {calls} calls\n{text}")
 
 
 def main(argv=None) -> None:

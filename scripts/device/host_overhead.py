@@ -13,10 +13,7 @@ and, for the FFA adapters, a cProfile of the launch loop (top functions by own t
 from __future__ import annotations
 
 import argparse
-import cProfile
 import csv
-import io
-import pstats
 import sys
 from pathlib import Path
 
@@ -26,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.config import DataConfig, MaskChoice  # noqa: E402
 from bench.kernels import load_adapter  # noqa: E402
-from bench.metrics import gpu_held, host_us_per_call, time_cuda_ms  # noqa: E402
+from bench.metrics import host_profile, host_us_per_call, time_cuda_ms  # noqa: E402
 from bench.problem import Shapes, make_inputs  # noqa: E402
 from bench.sweep import cell_mask  # noqa: E402
 
@@ -34,19 +31,6 @@ from bench.sweep import cell_mask  # noqa: E402
 KERNELS = ("ffa", "ffa_ptr", "ffa_fa4", "fa4", "flex", "cudnn", "flashinfer")
 MASKS = ("full", "causal_document")
 PROFILED = ("ffa", "ffa_ptr", "ffa_fa4")
-
-
-def profile_text(fn, calls: int, top: int = 15) -> str:
-    """cProfile of ``calls`` launches (GPU held, as for host_us), top functions by own time."""
-    prof = cProfile.Profile()
-    with gpu_held():
-        prof.enable()
-        for _ in range(calls):
-            fn()
-        prof.disable()
-    text = io.StringIO()
-    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(top)
-    return text.getvalue()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -131,7 +115,7 @@ def _time_directions(kernel, prepared, mask, shapes, calls, log, directions) -> 
                              device_us=f"{device_us:.1f}", status="ok"))
             if kernel in PROFILED and shapes.seqlen == 1024:
                 log.write(f"==== {kernel} {mask.name} S={shapes.seqlen} {direction}\n")
-                log.write(profile_text(fn, calls))
+                log.write(host_profile(fn, calls))
                 log.flush()
         except Exception as e:
             rows.append(_row(direction, status="error", message=f"{type(e).__name__}: {e}"[:300]))

@@ -127,3 +127,16 @@ def test_host_us_per_call_times_each_call_on_the_host():
     us = host_us_per_call(lambda: (calls.append(1), time.sleep(0.002)), calls=5)
     assert len(calls) == 5
     assert 2000 <= us < 200000, us
+
+
+def test_host_profile_calls_fn_and_names_it_under_each_order():
+    from bench.metrics import host_profile
+    calls = []
+
+    def probe_target():
+        calls.append(1)
+
+    text = host_profile(probe_target, calls=4, top=5, orders=("tottime", "cumulative"))
+    assert len(calls) == 4
+    assert text.count("probe_target") == 2  # one listing per order
+    assert "internal time" in text and "cumulative time" in text
