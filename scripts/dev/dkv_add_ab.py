@@ -84,10 +84,10 @@ def main(argv=None) -> None:
                                     ms=f"{ms:.4f}", peak_mb=f"{peaks[name_]:.1f}"))
                     f.flush()  # every row kept if the call is cut
             med = {name_: statistics.median(t) for name_, t in times.items()}
+            ratio = med["atomic_add"] / med["partials_s35"]
             print(f"{spec} chunks={chunks} partials {med['partials_s35']:.3f} ms "
                   f"{peaks['partials_s35']:.0f} MB, atomic_add {med['atomic_add']:.3f} ms "
-                  f"{peaks['atomic_add']:.0f} MB, ratio {med['atomic_add'] / med['partials_s35']:.3f}",
-                  flush=True)
+                  f"{peaks['atomic_add']:.0f} MB, ratio {ratio:.3f}", flush=True)
 
 
 if __name__ == "__main__":

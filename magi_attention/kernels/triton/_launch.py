@@ -39,8 +39,8 @@ class CachedLaunch:
 
     def __call__(self, grid: tuple, key, *args, **kwargs):
         """Launch ``fn[grid](*args, **kwargs)``. ``key``: hashable, fixes every positional
-        integer argument's value and every tensor's dtype; None launches through Triton (e.g. off the
-        GPU, where the compile-only and interpreter paths must see every call)."""
+        integer argument's value and every tensor's dtype; None launches through Triton (e.g.
+        off the GPU, where the compile-only and interpreter paths must see every call)."""
         if key is None or not ENABLED or _hooked():
             return self.fn[grid](*args, **kwargs)
         device = torch.cuda.current_device()
