@@ -7,8 +7,9 @@ from collections.abc import Iterable
 import pandas as pd
 
 from ._common import (DOC_MASKS, FFA_FA4_GOAL, K16, K64, KERNEL_MASKS, _bwd_orders,
-                      _by_size_table, _files, _k, _low_cells, _ncu_metric, _pairs, _probe_ms,
-                      _span, _summed_counts, _variant_ratios, triton_s21_goals, triton_s21_table)
+                      _by_size_table, _files, _helper, _k, _low_cells, _ncu_metric, _pairs,
+                      _probe_ms, _span, _summed_counts, _variant_ratios, _verdict,
+                      triton_s21_goals, triton_s21_table)
 from ._paths import RESULTS
 
 
@@ -268,18 +269,18 @@ def kernels_s36_table() -> str:
 def kernels_s36_goals() -> str:
     """Issue 14's goals over these runs (full and causal against FA4; every mask against Flex)."""
     frame = _files(S36_SWEEPS)
-    fa4 = [(c, r) for c, r in _pairs(frame, "ffa", "fa4", ("full", "causal"))]
+    fa4 = _pairs(frame, "ffa", "fa4", ("full", "causal"))
     out = []
     for d, goal in (("fwd", 0.85), ("bwd", 0.75)):
         values = [r for (_, _, dd), r in fa4 if dd == d]
         out.append(f"{d} FFA / FA4 on full and causal {_span(values)} (goal {goal}: "
-                   f"{'met' if min(values) >= goal else '**not met**'})")
+                   f"{_verdict(values, goal)})")
     return "; ".join(out) + "; FFA / Flex " + _low_cells(_pairs(frame, "ffa", "flex"), 1.2)
 
 
 def dkv_add_s36() -> str:
     """Session 35's partials against the atomic adds: median time over 4 rounds, peak memory."""
-    rows = pd.read_csv(RESULTS / (S36_KERNELS + "dkv_add_ab.csv"))
+    rows = _helper(S36_KERNELS + "dkv_add_ab.csv")
     med = rows.groupby(["cell", "path"]).agg(ms=("ms", "median"), mb=("peak_mb", "first"),
                                              chunks=("head_chunks", "first"))
     out = []
@@ -294,8 +295,8 @@ def dkv_add_s36() -> str:
 def host_s36_probe() -> str:
     """Host us per call of each layer of the Gluon launches, before the change and after it
     (cached launches on / off in the same run)."""
-    before = pd.read_csv(RESULTS / (S36_HOST + "gluon_launch_probe_before.csv"))
-    after = pd.read_csv(RESULTS / (S36_HOST + "gluon_launch_probe_after.csv"))
+    before = _helper(S36_HOST + "gluon_launch_probe_before.csv")
+    after = _helper(S36_HOST + "gluon_launch_probe_after.csv")
     key = ["mask", "seqlen", "direction", "layer"]
     b = before.set_index(key).host_us
     a = after.pivot_table(index=key, columns="cached", values="host_us", sort=False)
@@ -313,7 +314,7 @@ LAUNCH_AB_S36 = {"at 6ab73bd": "launch_ab.csv",
 
 
 def _launch_ab(name: str = "launch_ab.csv") -> pd.DataFrame:
-    rows = pd.read_csv(RESULTS / (S36_HOST + name))
+    rows = _helper(S36_HOST + name)  # cached: the table and the summary read it once
     return rows.groupby(["seqlen", "mask", "direction", "variant"]).device_us.median().unstack()
 
 

@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.config import DataConfig, MaskChoice  # noqa: E402
-from bench.metrics import time_cuda_ms  # noqa: E402
+from bench.metrics import allocated_gb, peak_mem_gb, reset_peak_mem, time_cuda_ms  # noqa: E402
 from bench.sweep import cell_mask  # noqa: E402
 from magi_attention.kernels.block_sparse import plan_block_sparse  # noqa: E402
 from magi_attention.kernels.triton import gluon_backward, gluon_forward  # noqa: E402
@@ -38,11 +38,11 @@ FIELDS = ("cell", "path", "head_chunks", "round", "ms", "peak_mb")
 def peak_mb(fn) -> float:
     """Peak memory of one call of ``fn`` above what was allocated before it, in MB."""
     torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
+    base = allocated_gb()
+    reset_peak_mem()
     fn()
     torch.cuda.synchronize()
-    return (torch.cuda.max_memory_allocated() - base) / 2 ** 20
+    return (peak_mem_gb() - base) * 1024
 
 
 def main(argv=None) -> None:
