@@ -27,8 +27,10 @@ sys.path.append(str(Path(__file__).resolve().parents[2]))
 from bench.config import DataConfig, MaskChoice  # noqa: E402
 from bench.cp.local_kernel import LocalKernel  # noqa: E402
 from bench.cp.magi import MagiAttention  # noqa: E402
+from bench.cp.runner import agreed_count, timed_call  # noqa: E402
 from bench.metrics import time_cuda_ms  # noqa: E402
 from bench.sweep import cell_mask  # noqa: E402
+from magi_attention.api._tune_cut import _Clock  # noqa: E402
 from magi_attention.functional import load_backend  # noqa: E402
 from magi_profile import profile_steps  # noqa: E402  (this script's folder is on sys.path)
 
@@ -57,6 +59,7 @@ def _pieces(strategy: MagiAttention, q, k, v, dout, warmup: int, repeat: int) ->
              "calc_attn_fwd_bwd": time_cuda_ms(_train_step(strategy, q, k, v, dout), warmup,
                                                repeat)}
     runtime = strategy.key.runtime
+    times.update(_backward_three_ways(strategy, q, k, v, dout, warmup, repeat))
     meta = runtime.meta
     if meta.fused is None or not meta.stages:
         return times
@@ -85,6 +88,25 @@ def _pieces(strategy: MagiAttention, q, k, v, dout, warmup: int, repeat: int) ->
     acc = torch.zeros(k.shape[0], 2 * h, D, device=q.device, dtype=torch.float32)
     times["group_reduce"] = time_cuda_ms(lambda: runtime._reduce(partial, acc, 0).wait(),
                                          warmup, repeat)
+    return times
+
+
+def _backward_three_ways(strategy: MagiAttention, q, k, v, dout, warmup: int, repeat: int
+                         ) -> dict[str, float]:
+    """The one backward timed as the CP runner times it (autograd.grad on a kept graph, CUDA
+    events, 300 ms of warm-up), as ``DistAttnRuntime.backward`` called directly, and as the
+    key's cut timing times it (``_Clock``: wall time of back-to-back calls, the slowest rank's):
+    where the runner's row and the key's ``cut_ms`` disagree, which of the two ways moves."""
+    runtime, device = strategy.key.runtime, q.device
+    agree = agreed_count(runtime.group, device)
+    out, lse, saved = runtime.forward_saving(q, k, v)
+    direct = lambda: runtime.backward(dout, q, k, v, out, lse, saved)  # noqa: E731
+    times = {"runner_bwd": time_cuda_ms(timed_call(strategy, (q, k, v, dout), "bwd"), warmup,
+                                        repeat, 300.0, agree),
+             "runtime_bwd": time_cuda_ms(direct, warmup, repeat, 300.0, agree)}
+    clock = _Clock(runtime.group, device, 2)
+    times["clock_bwd_first"] = clock.seconds(direct, "bwd") * 1e3
+    times["clock_bwd"] = min(clock.seconds(direct, "bwd") for _ in range(3)) * 1e3
     return times
 
 
