@@ -1,4 +1,4 @@
-"""The Gluon kernels alone on each cp-2 rank's mask: MagiAttention's fused masks (equal shards,
+"""The Gluon kernels alone on each cp rank's mask (cp 2; magi's ranks at any cp with --cp-size): MagiAttention's fused masks (equal shards,
 and magi_unequal's unequal_runs placement) against HybridCP's placement of the same documents
 (one GPU; notes/magi_cp.md "Session 25").
 
@@ -159,11 +159,16 @@ def main(argv=None) -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--masks", nargs="*", default=list(HYBRID_MASKS))
     p.add_argument("--seqlen-per-gpu", type=int, default=16384)
+    p.add_argument("--cp-size", type=int, default=2,
+                   help="the ranks of this cp size (magi_unequal and hybrid_cp: cp 2 only)")
+    p.add_argument("--strategies", nargs="+", default=["magi", "magi_unequal", "hybrid_cp"],
+                   choices=["magi", "magi_unequal", "hybrid_cp"])
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--warmup-ms", type=float, default=0.0,
                    help="then calls for about this long before each Triton variant is timed "
                         "(the first variant otherwise meets the clocks an idle GPU left)")
+    p.add_argument("--file", default="rank_mask_probe.csv", help="the rows' file under --out")
     p.add_argument("--synthetic", action="store_true")
     p.add_argument("--backends", nargs="+", default=["triton"], choices=["triton", "fa4"])
     p.add_argument("--variants", nargs="+", default=["heavy_first", "natural", "bwd_heavy_first",
@@ -176,17 +181,23 @@ def main(argv=None) -> None:
                    help="bench masks run whole on one GPU, as NAME:SEQLEN (e.g. causal:65536)")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "rank_mask_probe.csv"
+    path = args.out / args.file
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, FIELDS)
         w.writeheader()
         runs = []
+        n, cp, wanted = args.seqlen_per_gpu, args.cp_size, set(args.strategies)
+        if cp != 2:
+            wanted &= {"magi"}
         for name in args.masks:
-            masks = [("magi", r, *m) for r, m in enumerate(magi_ranks_slices(name, args.seqlen_per_gpu))]
-            masks += [("magi_unequal", r, *m) for r, m in enumerate(
-                magi_ranks_slices(name, args.seqlen_per_gpu, algorithm="unequal_runs"))]
-            masks += [("hybrid_cp", r, *m)
-                      for r, m in enumerate(hybrid_ranks_slices(name, args.seqlen_per_gpu))]
+            masks = []
+            if "magi" in wanted:
+                masks += [("magi", r, *m) for r, m in enumerate(magi_ranks_slices(name, n, cp))]
+            if "magi_unequal" in wanted:
+                masks += [("magi_unequal", r, *m) for r, m in enumerate(
+                    magi_ranks_slices(name, n, algorithm="unequal_runs"))]
+            if "hybrid_cp" in wanted:
+                masks += [("hybrid_cp", r, *m) for r, m in enumerate(hybrid_ranks_slices(name, n))]
             runs.append((name, masks))
         if args.synthetic:
             n = args.seqlen_per_gpu
