@@ -1,5 +1,5 @@
-"""The Gluon kernels alone on each cp rank's mask (cp 2; magi's ranks at any cp with --cp-size): MagiAttention's fused masks (equal shards,
-and magi_unequal's unequal_runs placement) against HybridCP's placement of the same documents
+"""The Gluon kernels alone on each cp rank's mask (cp 2; magi's ranks at any cp with
+--cp-size): MagiAttention's fused masks (equal shards, and magi_unequal's unequal_runs placement)
 (one GPU; notes/magi_cp.md "Session 25").
 
 At 16k tokens per GPU, magi's Triton backward on causal_document ran 8.2 ms on rank 0 and 6.5
