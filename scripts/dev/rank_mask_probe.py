@@ -1,6 +1,6 @@
 """The Gluon kernels alone on each cp rank's mask (cp 2; magi's ranks at any cp with
 --cp-size): MagiAttention's fused masks (equal shards, and magi_unequal's unequal_runs placement)
-(one GPU; notes/magi_cp.md "Session 25").
+against HybridCP's placement of the same documents (one GPU; notes/magi_cp.md "Session 25").
 
 At 16k tokens per GPU, magi's Triton backward on causal_document ran 8.2 ms on rank 0 and 6.5
 ms on rank 1 for about the same tile pairs; this times each rank's mask alone, forward and
