@@ -46,7 +46,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from ..block_sparse import BlockSparsePlan
 from ._launch import cached_launch
 from .gluon_forward import (CONSUMER_REGS, MAXNREG, PRODUCER_REGS, _descriptor, hopper_reason,
-                            shared_layout)
+                            shared_layout, tma_rows)
 
 BLOCK_M = 64  # q rows per step
 BLOCK_N = 128  # keys per program: two consumer warpgroups of HALF_N
@@ -512,7 +512,9 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     if plan.row_lo.shape[1] == 0:
         raise ValueError("the Gluon backward masks partial tiles from the row interval table; "
                          "this plan has none (too many intervals per row)")
-    dout, q, k, v, out = (t.contiguous() for t in (dout, q, k, v, out))
+    # out and dout are read by pointer too (the preprocess kernel, its strides specialised)
+    dout, q, out = (t.contiguous() for t in (dout, q, out))
+    k, v = tma_rows(k), tma_rows(v)  # read by TMA alone: strided views in place
     lse = lse.float().contiguous()
     # [Hq, Sq rounded up to BLOCK_M]: every step's TMA box lies inside its head's row
     padded = triton.cdiv(seqlen_q, BLOCK_M) * BLOCK_M
@@ -526,7 +528,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
                       padded, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     if head_chunks == 1:
-        dk, dv = torch.empty_like(k), torch.empty_like(v)
+        dk, dv = (torch.empty(k.shape, dtype=k.dtype, device=k.device) for _ in range(2))
     else:
         dk, dv = (torch.zeros(k.shape, dtype=torch.float32, device=k.device) for _ in range(2))
     dq_cols = head_dim // 2 if head_dim == 128 else head_dim

@@ -377,6 +377,19 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
 _launch_fwd_kernel = cached_launch(_fwd_kernel)
 
 
+def tma_rows(t: torch.Tensor) -> torch.Tensor:
+    """``t`` [S, H, D] itself where its [S, H * D] view is a legal TMA source (heads packed,
+    row stride and base 16-byte aligned), else a contiguous, aligned copy. So a strided view is
+    read in place, e.g. K or V as the halves of the CP runtime's fused KV buffer [S, 2 * Hkv, D]:
+    copying them cost ~0.1 ms a call at 16k tokens a rank (notes/magi_cp.md, session 37)."""
+    packed = t.shape[1] == 1 or t.stride(1) == t.shape[2]
+    if (t.stride(2) == 1 and packed and t.stride(0) * t.element_size() % 16 == 0
+            and t.data_ptr() % 16 == 0):
+        return t
+    # a fresh allocation: .contiguous() would keep a contiguous tensor at a misaligned base
+    return t.clone(memory_format=torch.contiguous_format)
+
+
 def _descriptor(t: torch.Tensor, block_rows: int) -> TensorDescriptor:
     """[S, H, D] as a 2-D [S, H * D] TMA view, one head per column block of D."""
     rows, _, head_dim = t.shape
@@ -395,8 +408,9 @@ def shared_layout(rows: int, cols: int, dtype: torch.dtype):
 
 def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSparsePlan,
                softmax_scale: float, num_buf: int = NUM_BUF, persistent: bool = PERSISTENT):
-    """q [Sq, Hq, D], k/v [Sk, Hkv, D] (contiguous) over a BLOCK_M x n plan (n = BLOCK_N by
-    default; 64 was measured too) with a row interval table -> (out, lse [Sq, Hq] fp32, None).
+    """q [Sq, Hq, D], k/v [Sk, Hkv, D] (strided views read in place: tma_rows) over a BLOCK_M
+    x n plan (n = BLOCK_N by default; 64 was measured too) with a row interval table -> (out,
+    lse [Sq, Hq] fp32, None).
     ``num_buf``: K/V ring slots; ``persistent``: one program per SM walking the (q tile, head)
     items in order, loading an item's first K/V tiles during the last one's epilogue (else
     one program per item)."""
@@ -406,8 +420,8 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     if plan.row_lo.shape[1] == 0:
         raise ValueError("the Gluon forward masks partial tiles from the row interval table; "
                          "this plan has none (too many intervals per row)")
-    q, k, v = (t.contiguous() for t in (q, k, v))
-    out = torch.empty_like(q)
+    q, k, v = (tma_rows(t) for t in (q, k, v))  # read by TMA alone: strided views in place
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(seqlen_q, num_heads_q, dtype=torch.float32, device=q.device)
     n_items = plan.num_q_tiles * num_heads_q
     if n_items > 0:

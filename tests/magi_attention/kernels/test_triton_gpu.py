@@ -435,6 +435,44 @@ def test_gluon_backward_head_chunks_match_the_reference(name, head_chunks):
         gb.launch_bwd(dout, q, k, v, ro.to(q.dtype), rl, tiles, scale, head_chunks=3)
 
 
+@pytest.mark.parametrize("name", ["full", "causal_document", "block_causal_document"])
+def test_gluon_kernels_read_strided_kv_in_place(name):
+    """K and V given as the two halves of one [S, 2 * Hkv, D] buffer (the CP runtime's fused KV
+    buffer) are read in place by TMA (gluon_forward.tma_rows): the same out and lse, dk and dv
+    bit for bit as from contiguous copies (one program per kv head; dq, added by TMA in any
+    order, within rounding), and no copy of K or V on the way."""
+    from magi_attention.kernels.block_sparse import plan_for
+    from magi_attention.kernels.triton import gluon_backward as gb
+    from magi_attention.kernels.triton import gluon_forward as gf
+    plan, btiles = _gluon_bwd_plan(name, (1531, 0))
+    ftiles = plan_for(plan, gf.BLOCK_M, gf.BLOCK_N, "cuda")
+    q, k, v, dout = _inputs(1531, 1531, 8, 2, 128, torch.bfloat16, 0)
+    kv_all = torch.cat([k, v], dim=1)
+    k_view, v_view = kv_all[:, :2], kv_all[:, 2:]
+    assert gf.tma_rows(k_view) is k_view and gf.tma_rows(v_view) is v_view
+    scale = 128 ** -0.5
+
+    def run(kk, vv):
+        out, lse, _ = gf.launch_fwd(q, kk, vv, ftiles, scale)
+        return (out, lse, *gb.launch_bwd(dout, q, kk, vv, out, lse, btiles, scale,
+                                         head_chunks=1))
+
+    want = run(k, v)
+    peaks = []
+    for kk, vv in ((k, v), (k_view, v_view)):
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        got = run(kk, vv)
+        peaks.append(torch.cuda.max_memory_allocated() - base)
+    for which, a, b in zip(("out", "lse", "dq", "dk", "dv"), got, want):
+        if which == "dq":
+            assert ((a.float() - b.float()).norm() / b.float().norm()).item() < 1e-2
+        else:
+            assert torch.equal(a, b), which
+    assert peaks[1] <= peaks[0] + 2 ** 16, peaks  # a copy of K and V would add 2 * 1.5 MB
+
+
 @pytest.mark.parametrize("name", ["causal", "causal_document", "sliding_window_causal"])
 def test_gluon_backward_row_intervals_by_tma_match_the_table_in_global_memory(name):
     """Partial tiles of a one-interval-per-row plan take their rows' bounds from shared memory

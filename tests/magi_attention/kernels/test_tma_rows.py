@@ -1,0 +1,36 @@
+"""gluon_forward.tma_rows: which [S, H, D] tensors the Gluon kernels read in place by TMA (a
+view of the CP runtime's fused KV buffer) and which they copy first (CPU; the kernels on such
+views: test_triton_gpu.py's test_gluon_kernels_read_strided_kv_in_place)."""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton.experimental.gluon")
+
+from magi_attention.kernels.triton.gluon_forward import tma_rows  # noqa: E402
+
+
+@pytest.mark.parametrize("half", [0, 1], ids=["k", "v"])
+def test_the_halves_of_a_fused_kv_buffer_are_read_in_place(half):
+    kv_all = torch.zeros(300, 16, 128, dtype=torch.bfloat16)
+    view = kv_all[:, 8 * half:8 * (half + 1)]
+    assert not view.is_contiguous()
+    assert tma_rows(view) is view
+
+
+def test_contiguous_and_row_slices_are_kept():
+    t = torch.zeros(300, 8, 128, dtype=torch.bfloat16)
+    assert tma_rows(t) is t
+    assert tma_rows(t[17:200]) is not None and tma_rows(t[17:200]).data_ptr() == t[17].data_ptr()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.zeros(8, 300, 128, dtype=torch.bfloat16).transpose(0, 1),  # heads not packed
+    lambda: torch.zeros(300, 8, 256, dtype=torch.bfloat16)[:, :, :128],  # a head_dim slice
+    lambda: torch.zeros(300 * 8 * 128 + 1, dtype=torch.bfloat16)[1:].view(300, 8, 128),  # base
+    lambda: torch.zeros(300, 8 * 128 + 4, dtype=torch.bfloat16)[:, :1024].view(300, 8, 128),
+], ids=["heads_major", "head_dim_slice", "misaligned_base", "row_stride_not_16_bytes"])
+def test_views_tma_cannot_read_are_copied(make):
+    t = make()
+    got = tma_rows(t)
+    assert got.is_contiguous() and got.data_ptr() != t.data_ptr()
+    assert torch.equal(got, t)
