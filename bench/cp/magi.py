@@ -19,7 +19,8 @@ from bench.masks.convert import to_slices_tensors
 from magi_attention.api import calc_attn, dispatch, magi_attn_flex_key, undispatch
 from magi_attention.common import AttnRange
 from magi_attention.meta import OverlapConfig
-from magi_attention.meta.overlap_solver import CUT_CHOICES, SPLIT_CHOICES, split_directions
+from magi_attention.meta.overlap_solver import (BALANCE_CHOICES, CUT_CHOICES, SPLIT_CHOICES,
+                                               split_directions)
 
 from ._stats import CommStats
 from .base import CPStrategy
@@ -84,6 +85,10 @@ class MagiAttention(CPStrategy):
         cut: the fused stage cut by keys per direction (``OverlapConfig.cut``): "auto"
             (default here: the key times it whole and cut on the GPU and keeps the faster,
             untimed like the rest of the key), "none", "fwd", "bwd" or "both".
+        balance: balanced_runs' cuts (``OverlapConfig.balance``): "model" (default) or "timed"
+            (moved by each rank's kernel time measured at key time, untimed; the row's
+            ``balance_ms=`` note gives the slowest rank's kernel ms of the first and the kept
+            layout and how many were measured).
 
     The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
     no counterpart in the key and is ignored.
@@ -91,12 +96,14 @@ class MagiAttention(CPStrategy):
 
     name = "magi"
     knob_names = ("chunk_size", "num_stages", "dispatch_alg", "head_dim", "dtype",
-                  "fused_split", "fused", "cut")
+                  "fused_split", "fused", "cut", "balance")
 
     @classmethod
     def _check(cls, mask, num_heads_q, num_heads_kv, cp_size, chunk_size=None, num_stages=None,
                dispatch_alg="auto", head_dim=128, dtype="bfloat16", fused_split=False,
-               fused=None, cut="auto"):
+               fused=None, cut="auto", balance="model"):
+        if balance not in BALANCE_CHOICES:
+            raise ValueError(f"magi: balance must be one of {BALANCE_CHOICES}, got {balance!r}")
         if cut not in CUT_CHOICES:
             raise ValueError(f"magi: cut must be one of {CUT_CHOICES}, got {cut!r}")
         if fused_split not in SPLIT_CHOICES:
@@ -120,14 +127,16 @@ class MagiAttention(CPStrategy):
         return None
 
     def _build(self, chunk_size=None, num_stages=None, dispatch_alg="auto", head_dim=128,
-               dtype="bfloat16", fused_split=False, fused=None, cut="auto") -> None:
+               dtype="bfloat16", fused_split=False, fused=None, cut="auto",
+               balance="model") -> None:
         seqlen = self.mask.seqlen
         chunk = chunk_size if chunk_size is not None else default_chunk_size(seqlen, self.cp_size)
         kernel = self.kernel
         self.key = magi_attn_flex_key(
             *to_slices_tensors(self.mask, "cpu"), seqlen, self.num_heads_q, self.num_heads_kv,
             head_dim, self.group, chunk_size=chunk, dispatch_alg=dispatch_alg,
-            num_stages=num_stages, overlap=OverlapConfig(split=fused_split, fused=fused, cut=cut),
+            num_stages=num_stages, overlap=OverlapConfig(split=fused_split, fused=fused, cut=cut,
+                                                       balance=balance),
             softmax_scale=kernel.softmax_scale, softcap=kernel.softcap,
             backend=kernel.backend, dtype=getattr(torch, dtype))
         meta = self.key.meta.dispatch
@@ -160,6 +169,11 @@ class MagiAttention(CPStrategy):
         if timed:  # the key's timing of the cut by keys (ms a call: whole / cut)
             self.notes += "; cut_ms=" + ",".join(
                 f"{d}:{whole * 1e3:.3f}/{cut * 1e3:.3f}" for d, (whole, cut) in timed.items())
+        measured = self.key.runtime.balance_seconds
+        if measured:  # the slowest rank's kernel ms: the first layout / the one kept (count)
+            slowest = [max(t) * 1e3 for t in measured]
+            self.notes += (f"; balance_ms={slowest[0]:.3f}/{min(slowest):.3f}"
+                           f"({len(slowest)} layouts)")
         if not meta.equal_shards:  # unequal_runs: the rest of a layer runs on unequal shares
             self.notes += "; " + token_share_note(list(meta.shard_seqlens))
 

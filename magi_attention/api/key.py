@@ -15,6 +15,7 @@ from ..functional._dist_runtime import DistAttnRuntime
 from ..meta.hier_comm_meta import build_hier_cast_args
 from ..meta import AttnShape, DispatchMeta, MagiMeta, OverlapConfig, SliceArray, solve_magi_meta
 from ._groups import CpGroups, resolve_cp_groups
+from ._tune_balance import resolve_balance
 from ._tune_cut import resolve_cut
 
 
@@ -84,7 +85,10 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
             in the directions named; "auto" times it whole and cut, per direction, here on
             CUDA (a few forward and backward steps on random tensors of the key's shapes;
             kept per process for the same mask and shapes) and keeps the faster.
-            ``key.runtime.cut`` names the directions cut.
+            ``key.runtime.cut`` names the directions cut. Its ``balance`` "timed" moves
+            balanced_runs' cuts (same tokens a rank) by each rank's kernel time measured here
+            on CUDA (meta.timed_balance; ``key.runtime.balance_seconds`` lists each layout's
+            per-rank seconds); "model" (default) keeps the cost model's.
         softmax_scale, softcap, backend: passed to the local FFA kernel ("auto": FA4 on Hopper
             where flash-attn-4 is installed, else Triton on CUDA, the reference kernel on CPU;
             the policy of ``magi_attention.functional.resolve_backend``).
@@ -123,6 +127,11 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
     kernel = backend_for(backend, probe(num_heads_q), probe(num_heads_kv))
     meta = solve_magi_meta(slices, total_seqlen, groups.cp_size, chunk_size, groups.cp_rank, shape,
                            dispatch_alg, overlap, kernel=kernel)
+    signature = (_slices_digest(slices), total_seqlen, chunk_size, dispatch_alg, overlap,
+                 groups.cp_size, kernel, softmax_scale, softcap, groups.hierarchical)
+    meta, balance_seconds = resolve_balance(overlap, meta, slices, shape, groups.cp_group,
+                                            groups.cp_rank, torch.device(device), kernel, dtype,
+                                            softmax_scale, softcap, signature)
     hier_stages = hier_groups = None
     if groups.hierarchical:
         hier_stages = tuple(build_hier_cast_args(meta.table, meta.dispatch, groups.cp_rank, j,
@@ -132,8 +141,7 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
     runtime = DistAttnRuntime(meta.runtime, groups.cp_group, softmax_scale, softcap, backend,
                               hier_stages=hier_stages, hier_groups=hier_groups)
     resolved = runtime.prepare(device, head_dim, dtype, num_heads_q, num_heads_kv)
-    signature = (_slices_digest(slices), total_seqlen, chunk_size, dispatch_alg, overlap,
-                 groups.cp_size, kernel, softmax_scale, softcap, groups.hierarchical)
+    runtime.balance_seconds = balance_seconds
     runtime.split = overlap.split_directions
     runtime.cut = resolve_cut(overlap, runtime, torch.device(device), num_heads_q,
                               num_heads_kv, head_dim, dtype, signature)

@@ -79,6 +79,8 @@ class DistAttnRuntime:
         self.cut: frozenset[str] = frozenset()
         # what chose it where it was timed: {direction: (whole s, cut s)}, the slowest rank's
         self.cut_seconds: dict[str, tuple[float, float]] | None = None
+        # each layout's per-rank kernel seconds where balance="timed" moved the cuts
+        self.balance_seconds: list[list[float]] | None = None
         # directions whose fused stage runs cut by rows where the meta has a split
         # (OverlapConfig.split); the other direction runs the fused stage whole
         self.split: frozenset[str] = frozenset({"fwd", "bwd"})

@@ -23,6 +23,7 @@ from .fused_split import MIN_LOCAL_SHARE
 
 CUT_CHOICES = ("auto", "none", "fwd", "bwd", "both")
 SPLIT_CHOICES = (False, True, "none", "fwd", "bwd", "both")
+BALANCE_CHOICES = ("model", "timed")
 BWD_COMPUTE_FACTOR = 2.5   # backward FLOPs / forward FLOPs (FlashAttention: 2.5x)
 MERGE_BYTES_PER_Q_BYTE = 5.0  # fp32 acc read + write and a bf16 partial read, per bf16 q byte
 
@@ -47,6 +48,9 @@ class OverlapConfig:
     # time on CUDA and keep the faster (magi_attention.api._tune_cut: seconds per new mask, so
     # asked for, not the default; whole on CPU)
     cut: str = "none"
+    # balanced_runs' cuts: by the cost model ("model"), or moved by each rank's kernel time
+    # measured at key time on CUDA ("timed": meta.timed_balance, api._tune_balance)
+    balance: str = "model"
     compute_tflops: float = 450.0        # attention forward throughput, TFLOPs/s
     comm_gb_per_s: float = 150.0         # per-rank all-to-all bandwidth, GB/s
     hbm_gb_per_s: float = 3000.0         # memory bandwidth of elementwise passes, GB/s
@@ -60,6 +64,8 @@ class OverlapConfig:
             raise ValueError(f"max_stages must be >= 1, got {self.max_stages}")
         if self.cut not in CUT_CHOICES:
             raise ValueError(f"cut must be one of {CUT_CHOICES}, got {self.cut!r}")
+        if self.balance not in BALANCE_CHOICES:
+            raise ValueError(f"balance must be one of {BALANCE_CHOICES}, got {self.balance!r}")
         if self.split not in SPLIT_CHOICES:
             raise ValueError(f"split must be one of {SPLIT_CHOICES}, got {self.split!r}")
         if self.fused and self.num_stages not in (None, 1):

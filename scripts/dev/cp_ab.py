@@ -62,6 +62,8 @@ def build(config, device: torch.device, group, choice) -> tuple[list, list]:
         local = [strategy.shard(t[0]) for t in (inputs.q, inputs.k, inputs.v, inputs.dout)]
         labels.append(spec.label)
         built.append((strategy, local))
+        if dist.get_rank() == 0 and getattr(strategy, "notes", ""):  # what the key chose
+            print(f"{choice.label} {spec.label}: {strategy.notes}", flush=True)
     return labels, built
 
 

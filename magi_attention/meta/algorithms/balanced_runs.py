@@ -28,13 +28,15 @@ class BalancedRunsDispatch(DispatchAlgorithm):
     name = "balanced_runs"
 
     def _solve(self, areas: np.ndarray, num_buckets: int, per_bucket: int) -> list[list[int]]:
-        options = [_mirror(areas, num_buckets, per_bucket),
+        options = [mirror_runs(areas, num_buckets, per_bucket),
                    SortedSequentialDispatch(2)._solve(areas, num_buckets, per_bucket)]
         heaviest = [max(int(areas[b].sum()) for b in buckets) for buckets in options]
         return options[int(np.argmin(heaviest))]  # ties: the mirror
 
 
-def _mirror(areas: np.ndarray, num_buckets: int, per_bucket: int) -> list[list[int]]:
+def mirror_runs(areas: np.ndarray, num_buckets: int, per_bucket: int) -> list[list[int]]:
+    """The mirror layout (the module's docstring) whose heaviest rank is lightest by ``areas``
+    (any non-negative weights per chunk: meta.timed_balance passes measured ones)."""
     prefix = np.concatenate([[0], np.cumsum(areas)])
     total, n = len(areas), per_bucket
     mid = total // 2

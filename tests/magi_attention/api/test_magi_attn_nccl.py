@@ -2,7 +2,8 @@
 received KV, the backward's partial dK/dV added straight into the own part's dk, dv), cut by
 rows (``fused_split``: the local rows' kernel runs while the cast is in flight) and cut by keys
 (own keys' kernel, then the received keys', merged; in one direction, or as the key's timing
-chose), and the staged overlap (two remote stages, partial outputs merged by lse), is exact in
+chose), the staged overlap (two remote stages, partial outputs merged by lse) and balanced_runs'
+cuts moved by the ranks' measured kernel times (``balance="timed"``), is exact in
 bf16 against the reference kernel in fp32 over the same inputs, and a steady-state step
 (calc_attn forward + backward) neither copies to the host nor synchronises (torch's sync debug
 mode turns either into an error).
@@ -44,7 +45,9 @@ OVERLAPS = {"whole": dict(fused=True, cut="none"), "split": dict(fused=True, spl
             "cut_fwd": dict(fused=True, cut="fwd"), "cut_bwd": dict(fused=True, cut="bwd"),
             "cut_auto": dict(fused=True, cut="auto"),
             # the opt-in unequal_runs dispatch (ranks hold unequal token counts), overlap default
-            "unequal": dict()}
+            "unequal": dict(),
+            # balanced_runs' cuts moved by the ranks' kernel times measured at key time
+            "timed": dict(balance="timed")}
 DISPATCH = {"unequal": ("unequal_runs", 128)}  # (dispatch_alg, chunk_size); else balanced_runs
 
 
@@ -77,6 +80,10 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
             if mode == "unequal":
                 shards = key.meta.dispatch.shard_seqlens
                 lines.append(f"{name} shard_seqlens={shards}")
+            if mode == "timed":
+                measured = key.runtime.balance_seconds or []
+                lines.append(f"{name} balance_layouts={len(measured)} shard_seqlens="
+                             f"{list(key.meta.dispatch.shard_seqlens)}")
             split = key.runtime.meta.fused_split is not None
             if mode == "staged":
                 assert key.runtime.meta.fused is None and key.num_stages == 2, key.num_stages
@@ -132,5 +139,11 @@ def test_fused_stage_is_exact_and_does_not_synchronise(backend, mode):
     if mode == "unequal":  # the sampled documents leave some mask unequally shared
         assert any("shard_seqlens=" in line and len(set(eval(line.split("=")[1]))) > 1
                    for line in lines), lines
+    if mode == "timed":  # measured at key time, every rank keeping its S / 2 tokens
+        timed = [line for line in lines if "balance_layouts=" in line]
+        assert len(timed) == 2 * len(MASKS), lines
+        for line in timed:
+            assert int(line.split("balance_layouts=")[1].split()[0]) >= 1, line
+            assert eval(line.split("shard_seqlens=")[1]) == [SEQLEN // 2] * 2, line
     # the cut path ran where asked for; never where not
     assert any("split=True" in line for line in lines) == mode.startswith("split")

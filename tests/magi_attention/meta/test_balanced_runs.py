@@ -8,7 +8,7 @@ from bench.masks import build_mask
 from magi_attention.kernels.fa4._convert import fa4_block_sparse
 from magi_attention.meta import (AttnShape, OverlapConfig, SliceArray, get_dispatch_algorithm,
                                  solve_dispatch, solve_magi_meta)
-from magi_attention.meta.algorithms.balanced_runs import _mirror
+from magi_attention.meta.algorithms.balanced_runs import mirror_runs
 from magi_attention.meta.dispatch_choice import rank_stage_masks
 from magi_attention.meta.fused_layout import plan_fused_layout
 
@@ -33,7 +33,7 @@ def test_cp2_window_is_the_best_of_every_cut(seed):
     n = 16
     best = min(max(areas[a:a + n].sum(), areas.sum() - areas[a:a + n].sum())
                for a in range(n + 1))
-    window, outer = _mirror(areas, 2, n)
+    window, outer = mirror_runs(areas, 2, n)
     assert max(areas[window].sum(), areas[outer].sum()) == best
     a = window[0]
     assert window == list(range(a, a + n)) and outer == list(range(a)) + list(range(a + n, 32))

@@ -1,0 +1,105 @@
+"""``OverlapConfig(balance="timed")``: balanced_runs' cuts moved by each rank's measured kernel
+time, at key time (meta.timed_balance says why and how).
+
+Each layout is measured by every rank at once, each on its own GPU and its own mask: the local
+kernel's forward and backward over the rank's stage masks on random tensors of their shapes (no
+communication: what the cut moves is compute), the fastest of ``ROUNDS`` timings; the ranks'
+times are then gathered, so every rank sees the same list and re-cuts alike. A few layouts at
+(forward + backward) x 7 calls each: about a second at 16k tokens a rank, so it is asked for,
+and its choice is kept per process for the same mask and shapes, as the timed cut's is.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from ..functional import load_backend
+from ..meta import MagiMeta, OverlapConfig, SliceArray
+from ..meta.dispatch_choice import rank_stage_masks
+from ..meta.solver import solve_for_dispatch
+from ..meta.timed_balance import rebalance_runs
+
+ROUNDS = 3  # timings of each rank's kernels per layout; each keeps its fastest
+CALLS = 2  # forward + backward steps per timing
+# timed choices per process: (group ranks, signature) -> (dispatch, per-layout seconds)
+_CHOSEN: dict[tuple, tuple] = {}
+MAX_CHOSEN = 256
+
+
+def resolve_balance(overlap: OverlapConfig, meta: MagiMeta, slices: SliceArray, shape, group,
+                    rank: int, device: torch.device, kernel: str, dtype: torch.dtype,
+                    softmax_scale: float | None, softcap: float, signature: tuple
+                    ) -> tuple[MagiMeta, list[list[float]] | None]:
+    """(meta, per-rank seconds of each layout measured, or None where nothing was timed):
+    ``meta`` itself unless balance is "timed", its dispatch is balanced_runs and the ranks run
+    on CUDA; else the meta of the layout whose slowest rank measured fastest."""
+    if (overlap.balance != "timed" or meta.algorithm != "balanced_runs"
+            or meta.dispatch.cp_size < 2 or device.type != "cuda"):
+        return meta, None
+    solve = lambda d: solve_for_dispatch(slices, d, shape, overlap)  # noqa: E731
+    key = (_group_ranks(group), signature)
+    if key in _CHOSEN:
+        dispatch, history = _CHOSEN[key]
+        return _meta_of(solve(dispatch), rank, meta), history
+    measure = _rank_seconds(group, rank, device, kernel, shape, dtype, softmax_scale, softcap)
+    best, history = rebalance_runs(slices, solve(meta.dispatch), solve, measure)
+    if len(_CHOSEN) >= MAX_CHOSEN:
+        del _CHOSEN[next(iter(_CHOSEN))]  # oldest first: the same on every rank of the group
+    _CHOSEN[key] = (best.dispatch, history)
+    return _meta_of(best, rank, meta), history
+
+
+def _meta_of(solved, rank: int, meta: MagiMeta) -> MagiMeta:
+    return MagiMeta(solved.dispatch, solved.table, solved.runtime(rank), solved.stage_plan,
+                    meta.algorithm, meta.choice)
+
+
+def _group_ranks(group) -> tuple[int, ...]:
+    if not dist.is_initialized():
+        return ()
+    return tuple(dist.get_process_group_ranks(group or dist.group.WORLD))
+
+
+def _rank_seconds(group, rank, device, kernel, shape, dtype, softmax_scale, softcap):
+    """rank_seconds for rebalance_runs: this rank's kernels timed on its masks, gathered."""
+    module = load_backend(kernel)
+    scale = softmax_scale if softmax_scale is not None else shape.head_dim ** -0.5
+
+    def measure(solved) -> list[float]:
+        seconds = sum(_step_seconds(module, attn, shape, device, dtype, scale, softcap)
+                      for attn in rank_stage_masks(solved.runtime(rank)) if attn.num_slices)
+        return _gathered(float(seconds), group, device)
+    return measure
+
+
+def _step_seconds(module, attn, shape, device, dtype, scale: float, softcap: float) -> float:
+    """Seconds of one forward + backward of the kernel over ``attn`` (the fastest round)."""
+    g = torch.Generator(device=device).manual_seed(0)
+    make = lambda rows, h: torch.randn(rows, h, shape.head_dim, device=device,  # noqa: E731
+                                       dtype=dtype, generator=g)
+    q, dout = make(attn.seqlen_q, shape.num_heads_q), make(attn.seqlen_q, shape.num_heads_q)
+    k, v = make(attn.seqlen_k, shape.num_heads_kv), make(attn.seqlen_k, shape.num_heads_kv)
+
+    def step():
+        out, lse, _ = module.fwd(q, k, v, attn.plan, scale, softcap, False)
+        module.bwd(dout, q, k, v, out, lse, attn.plan, scale, softcap, False)
+
+    step()  # compiles, plans, allocator
+    best = float("inf")
+    for _ in range(ROUNDS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(CALLS):
+            step()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3 / CALLS)
+    return best
+
+
+def _gathered(value: float, group, device: torch.device) -> list[float]:
+    on = device if dist.get_backend(group) == "nccl" else "cpu"
+    t = torch.tensor([value], dtype=torch.float64, device=on)
+    out = [torch.empty_like(t) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(out, t, group=group)
+    return [float(x.item()) for x in out]
