@@ -87,8 +87,8 @@ class MagiAttention(CPStrategy):
             untimed like the rest of the key), "none", "fwd", "bwd" or "both".
         balance: balanced_runs' cuts (``OverlapConfig.balance``): "model" (default) or "timed"
             (moved by each rank's kernel time measured at key time, untimed; the row's
-            ``balance_ms=`` note gives the slowest rank's kernel ms of the first and the kept
-            layout and how many were measured).
+            ``balance_ms=`` note gives each layout's slowest / fastest rank's kernel ms, in the
+            order measured: the first is the model's, the lowest slowest is kept).
 
     The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
     no counterpart in the key and is ignored.
@@ -170,10 +170,9 @@ class MagiAttention(CPStrategy):
             self.notes += "; cut_ms=" + ",".join(
                 f"{d}:{whole * 1e3:.3f}/{cut * 1e3:.3f}" for d, (whole, cut) in timed.items())
         measured = self.key.runtime.balance_seconds
-        if measured:  # the slowest rank's kernel ms: the first layout / the one kept (count)
-            slowest = [max(t) * 1e3 for t in measured]
-            self.notes += (f"; balance_ms={slowest[0]:.3f}/{min(slowest):.3f}"
-                           f"({len(slowest)} layouts)")
+        if measured:  # each layout's slowest / fastest rank's kernel ms, in the order measured
+            self.notes += "; balance_ms=" + ",".join(
+                f"{max(t) * 1e3:.3f}/{min(t) * 1e3:.3f}" for t in measured)
         if not meta.equal_shards:  # unequal_runs: the rest of a layer runs on unequal shares
             self.notes += "; " + token_share_note(list(meta.shard_seqlens))
 
