@@ -91,12 +91,24 @@ from .h100 import (dkv_add_s36, flex64k_s34, head_chunks_s35_ab, head_chunks_s35
                    head_chunks_s35_ncu, head_chunks_s35_rule, host_s36_ab, host_s36_probe,
                    host_s36_summary, kernels_s36_goals, kernels_s36_table)
 from .h100x4 import cp4_s34_below, cp4_s34_summary, cp4_s34_table
+from .h100x4 import cp4_s37_moves, cp4_s37_summary, cp4_s37_table, probe_s37_table
+from .h100x2 import strided_s37_ab
+from .h200x2 import timed_cp2_s37_ab
+from .h200x4 import profile_s37_table, timed_cp4_s37_ab
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
 
 __all__ = ["SECTIONS", "RESULTS_MD", "main"]
 
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h200x4.profile_s37_table": profile_s37_table,
+    "h100x4.probe_s37_table": probe_s37_table,
+    "h100x2.strided_s37_ab": strided_s37_ab,
+    "h200x2.timed_cp2_s37_ab": timed_cp2_s37_ab,
+    "h200x4.timed_cp4_s37_ab": timed_cp4_s37_ab,
+    "h100x4.cp4_s37_table": cp4_s37_table,
+    "h100x4.cp4_s37_summary": cp4_s37_summary,
+    "h100x4.cp4_s37_moves": cp4_s37_moves,
     "h100.kernels_s36_table": kernels_s36_table,
     "h100x2.cp2_s36_table": cp2_s36_table,
     "h100.kernels_s36_goals": kernels_s36_goals,

@@ -464,3 +464,26 @@ def cp1_spread_s31(files: dict = CP_S31) -> str:
         out.append(f"{run.split(',')[0]}: {min(spreads.values()):.3f}-{spreads[worst]:.3f} "
                    f"over {len(spreads)} cells (widest: {worst})")
     return "; ".join(out)
+
+
+def _ab_medians(relpath: str) -> dict[tuple[str, str, str], float]:
+    """{(mask, direction, strategy): median ms over the rounds} of one cp_ab.py file."""
+    rows = pd.read_csv(RESULTS / relpath)
+    groups = rows.groupby(["mask", "direction", "strategy"], sort=False)  # the file's order
+    return {k: float(v) for k, v in groups.ms.median().items()}
+
+
+def ab_masks_table(relpath: str, first: str = "magi") -> str:
+    """A cp_ab.py file of several masks: each strategy's median ms (the slowest rank's) and
+    ``first``'s time over it (> 1: this strategy is slower)."""
+    med = _ab_medians(relpath)
+    strategies = list(dict.fromkeys(s for *_, s in med))
+    lines = ["| mask | dir | " + " | ".join(f"{s} ms" for s in strategies) + " | "
+             + " | ".join(f"{first} ms / {s} ms" for s in strategies if s != first) + " |",
+             "|---|---|" + "---|" * (2 * len(strategies) - 1)]
+    for mask, d in dict.fromkeys((m, d) for m, d, _ in med):
+        ms = [med[mask, d, s] for s in strategies]
+        ratios = [med[mask, d, first] / med[mask, d, s] for s in strategies if s != first]
+        lines.append(f"| {mask} | {d} | " + " | ".join(f"{x:.2f}" for x in ms) + " | "
+                     + " | ".join(f"{r:.3f}" for r in ratios) + " |")
+    return "\n".join(lines)

@@ -5,7 +5,7 @@ import re
 
 import pandas as pd
 
-from ._common import (DOC_MASKS, UNEQUAL_S28, _cp2_below, _cp_cells, _files, _fit_ms,
+from ._common import (DOC_MASKS, UNEQUAL_S28, _ab_medians, _cp2_below, _cp_cells, _files, _fit_ms,
                       _cut_ms, _magi_over_best, _profiler_rows, _pytest_counts, _tf_cells,
                       _variant_ratios, _vs_best, cp2_s16_summary, cp2_s16_table, cp_only_table,
                       cp_only_wins)
@@ -523,3 +523,20 @@ CP_S36 = {"triton, 16k/GPU, session 35": CP_S35["triton, 16k/GPU, session 35"],
 def cp2_s36_table() -> str:
     """The two document masks still below HybridCP, again after session 36's changes."""
     return cp_only_table(CP_S36, 2)
+
+
+# -- session 37: the Gluon kernels read the fused KV buffer's K and V halves in place; the same
+# A/B (cp_ab.py, Triton, 16k a GPU, cp 2, 4 rounds) with the package before the change on
+# PYTHONPATH, then after, on one 2 x H100 node
+STRIDED_S37 = {"before": "h100x2/cp_s37/cp_ab_old.csv", "after": "h100x2/cp_s37/cp_ab_new.csv"}
+
+
+def strided_s37_ab() -> str:
+    old, new = (_ab_medians(STRIDED_S37[k]) for k in ("before", "after"))
+    lines = ["| mask | dir | magi ms before | after | before / after | magi / HybridCP speed "
+             "before | after |", "|---|---|---|---|---|---|---|"]
+    for mask, d in dict.fromkeys((m, d) for m, d, _ in new):
+        a, b = old[mask, d, "magi"], new[mask, d, "magi"]
+        lines.append(f"| {mask} | {d} | {a:.3f} | {b:.3f} | {a / b:.3f} | "
+                     f"{old[mask, d, 'hybrid_cp'] / a:.3f} | {new[mask, d, 'hybrid_cp'] / b:.3f} |")
+    return "\n".join(lines)

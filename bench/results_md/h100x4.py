@@ -1,7 +1,11 @@
 """Sections on 4 H100s: MagiAttention against the CP baselines at cp 4 (issue 15)."""
 from __future__ import annotations
 
-from ._common import _cp2_below, cp_only_table, cp_only_wins
+import pandas as pd
+
+from ._common import (_baselines, _cp2_below, _cp_cells, _cp_wins, _magi_over_best, cp_only_table,
+                      cp_only_wins)
+from ._paths import RESULTS
 
 # -- session 34: 4 H100s (asked for 4 H200s) at e5be184: 16k a GPU with the runner's interleaved
 # timing (hardware.rounds=3), both kernels; FA4 64k a GPU on full (rounds 1, repeat 3), the cell
@@ -21,3 +25,54 @@ def cp4_s34_summary() -> str:
 
 def cp4_s34_below() -> str:
     return _cp2_below(CP4_S34, cp_n=4)
+
+
+# -- session 37: 4 H100s: each cp 4 rank's mask alone on each GPU (rank_mask_probe.py
+# --cp-size 4, the four GPUs at once, Triton, 16k a GPU), and issue 15's cp 4 check at 16k with
+# the Triton kernel, magi with the model's cuts and with balance="timed" (magi_timed), rounds 3
+PROBE_S37 = tuple(f"h100x4/cp_s37/probe_gpu{i}.csv" for i in range(4))
+CP4_S37 = "h100x4/cp_s37/cp_h100x4__triton_16k_cp4_rounds3.csv"
+
+
+def probe_s37_table() -> str:
+    """ms of each rank's mask (rows) on each GPU (columns), the library's default launches."""
+    frames = []
+    for gpu, relpath in enumerate(PROBE_S37):
+        frames.append(pd.read_csv(RESULTS / relpath).assign(gpu=gpu))
+    t = pd.concat(frames).pivot_table(index=["mask", "direction", "rank", "pairs"],
+                                      columns="gpu", values="ms")
+    lines = ["| mask | dir | rank | tile pairs | " + " | ".join(f"GPU {g}" for g in t.columns)
+             + " |", "|---|---|---|---|" + "---|" * len(t.columns)]
+    for (mask, d, rank, pairs), row in t.iterrows():
+        lines.append(f"| {mask} | {d} | {rank} | {pairs} | "
+                     + " | ".join(f"{v:.2f}" for v in row) + " |")
+    return "\n".join(lines)
+
+
+def cp4_s37_table() -> str:
+    """magi and magi_timed / the best baseline, per cell."""
+    lines = ["| mask | dir | magi / best | magi_timed / best | best |", "|---|---|---|---|---|"]
+    for (mask, cp, d), v in sorted(_cp_cells(CP4_S37).items()):
+        base = _baselines(v)
+        name = max(base, key=base.get)
+        lines.append(f"| {mask} | {d} | {_magi_over_best(v):.3f} | "
+                     f"{_magi_over_best(v, 'magi_timed'):.3f} | {name} {base[name]:.0f} |")
+    return "\n".join(lines)
+
+
+def cp4_s37_summary() -> str:
+    return "; ".join(f"{k}: {won} of {n} cells >= the best baseline" for k, (won, n) in
+                     ((k, _cp_wins(CP4_S37, k, cp_n=4)) for k in ("magi", "magi_timed")))
+
+
+def cp4_s37_moves() -> str:
+    """Cells where magi_timed / best differs from magi / best by more than 1%, and each
+    variant's cells below the best baseline."""
+    cells = sorted(_cp_cells(CP4_S37).items())
+    moved = [f"{mask} {d} {_magi_over_best(v):.3f} -> {_magi_over_best(v, 'magi_timed'):.3f}"
+             for (mask, _, d), v in cells
+             if abs(_magi_over_best(v, "magi_timed") - _magi_over_best(v)) > 0.01]
+    below = {k: [f"{mask} {d} {_magi_over_best(v, k):.3f}" for (mask, _, d), v in cells
+                 if _magi_over_best(v, k) < 1.0] for k in ("magi", "magi_timed")}
+    return (f"moved by more than 1%: {', '.join(moved)}; below the best baseline: magi "
+            f"{', '.join(below['magi'])}; magi_timed {', '.join(below['magi_timed'])}")

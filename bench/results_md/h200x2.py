@@ -8,8 +8,8 @@ import pandas as pd
 from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _ab_table, _baselines, _below_best,
                       _cp2_below, _cp_cells, _cp_wins, _cut_ms, _files, _helper, _magi_over_best,
                       _profiler_rows, _pytest_counts, _row_note, _summed_counts, _tf_cells,
-                      _vs_best, _with_unequal, cp2_s16_summary, cp2_s16_table, unequal_s28_summary,
-                      unequal_s28_table)
+                      _vs_best, _with_unequal, ab_masks_table, cp2_s16_summary, cp2_s16_table,
+                      unequal_s28_summary, unequal_s28_table)
 from ._paths import RESULTS
 
 
@@ -687,3 +687,13 @@ def refine_runner_s33() -> str:
     return "; ".join(f"{d} " + ", ".join(f"{k} {ms[d, k]:.2f}"
                                          for k in ("magi", "magi_refine_comm", "hybrid_cp"))
                      + " ms" for d in ("fwd", "bwd"))
+
+
+# -- session 37: 2 H200s (asked for 2 H100s): balance="timed" against the model's cuts and
+# HybridCP (cp_ab.py, Triton, 16k a GPU, cp 2, 4 rounds; the key kept the model's layout on
+# every mask: its row notes, balance_ms)
+TIMED_CP2_S37 = "h200x2/cp_s37/cp_ab_timed_cp2.csv"
+
+
+def timed_cp2_s37_ab() -> str:
+    return ab_masks_table(TIMED_CP2_S37)

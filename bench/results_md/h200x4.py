@@ -4,12 +4,14 @@ from __future__ import annotations
 import functools
 import json
 
+import pandas as pd
+
 from bench.cp.plot import ratio_table
 
 from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _ab_table, _baselines, _cp2_below,
                       _cp_cells, _cut_ms, _helper, _k, _kernel_tflops, _magi_over_best, _row_note,
-                      _rows, _span, _vs_best, _with_unequal, cp1_spread_s31, cp2_s16_summary,
-                      cp2_s16_table, unequal_s28_table)
+                      _rows, _span, _vs_best, _with_unequal, ab_masks_table, cp1_spread_s31,
+                      cp2_s16_summary, cp2_s16_table, unequal_s28_table)
 from ._paths import RESULTS
 
 
@@ -249,3 +251,31 @@ def ab_s33_table() -> str:
     """Triton's causal 16k cp 4 cell interleaved at HEAD (balanced_runs): magi, Ulysses and
     Ring AllGather over four rounds."""
     return _ab_table({"cp4_causal": "h200x4/cp_s33/cp_ab__triton_16k_cp4_causal.csv"}, "magi")
+
+
+# -- session 37: 4 H200s (asked for 4 H100s): where cp 4 full_document's step goes, per rank
+# (scripts/device/magi_profile_cp.py, Triton, 16k a GPU), and balance="timed" against the
+# model's cuts (cp_ab.py, 4 rounds)
+PROFILE_S37 = "h200x4/cp_s37/magi_profile_cp4_triton.csv"
+TIMED_CP4_S37 = "h200x4/cp_s37/cp_ab_timed_cp4.csv"
+PROFILE_PIECES = ("kernel_fwd", "kernel_bwd", "runner_bwd", "runtime_bwd", "clock_bwd",
+                  "group_reduce", "fused_kv")
+
+
+def profile_s37_table() -> str:
+    """ms per rank of each piece (the local kernel alone on the rank's fused mask, the backward
+    timed three ways, the reduce and the fused buffer's build)."""
+    rows = pd.read_csv(RESULTS / PROFILE_S37)
+    t = rows.pivot_table(index=["mask", "piece"], columns="rank", values="ms")
+    ranks = list(t.columns)
+    lines = ["| mask | piece | " + " | ".join(f"rank {r}" for r in ranks) + " |",
+             "|---|---|" + "---|" * len(ranks)]
+    for mask in dict.fromkeys(rows["mask"]):
+        for piece in PROFILE_PIECES:
+            lines.append(f"| {mask} | {piece} | "
+                         + " | ".join(f"{t.loc[(mask, piece), r]:.2f}" for r in ranks) + " |")
+    return "\n".join(lines)
+
+
+def timed_cp4_s37_ab() -> str:
+    return ab_masks_table(TIMED_CP4_S37)

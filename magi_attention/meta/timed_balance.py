@@ -35,8 +35,9 @@ def rebalance_runs(slices: SliceArray, solved, solve: Callable,
                    rank_seconds: Callable[[object], Sequence[float]],
                    iterations: int = ITERATIONS):
     """(the solve whose slowest rank measured fastest, by ``MIN_GAIN`` over the one kept before
-    it, [per-rank seconds of each layout measured, in order]). ``solved``: balanced_runs' DispatchSolve (solver.solve_for_dispatch);
-    ``solve(dispatch)`` makes the DispatchSolve of another dispatch; ``rank_seconds(solve)``
+    it, [per-rank seconds of each layout measured, in order]). ``solved``: balanced_runs'
+    DispatchSolve (solver.solve_for_dispatch); ``solve(dispatch)`` makes the DispatchSolve of
+    another dispatch; ``rank_seconds(solve)``
     measures every rank's kernel on its mask under that solve and returns the same list on every
     rank (a collective: every rank evaluates the same layouts in the same order)."""
     dispatch = solved.dispatch
