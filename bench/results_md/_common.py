@@ -468,8 +468,7 @@ def cp1_spread_s31(files: dict = CP_S31) -> str:
 
 def _ab_medians(relpath: str) -> dict[tuple[str, str, str], float]:
     """{(mask, direction, strategy): median ms over the rounds} of one cp_ab.py file."""
-    rows = pd.read_csv(RESULTS / relpath)
-    groups = rows.groupby(["mask", "direction", "strategy"], sort=False)  # the file's order
+    groups = _helper(relpath).groupby(["mask", "direction", "strategy"], sort=False)  # file order
     return {k: float(v) for k, v in groups.ms.median().items()}
 
 

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ._common import (_baselines, _cp2_below, _cp_cells, _cp_wins, _magi_over_best, cp_only_table,
-                      cp_only_wins)
-from ._paths import RESULTS
+from ._common import (_baselines, _cp2_below, _cp_cells, _cp_wins, _helper, _magi_over_best,
+                      cp_only_table, cp_only_wins)
 
 # -- session 34: 4 H100s (asked for 4 H200s) at e5be184: 16k a GPU with the runner's interleaved
 # timing (hardware.rounds=3), both kernels; FA4 64k a GPU on full (rounds 1, repeat 3), the cell
@@ -36,9 +35,7 @@ CP4_S37 = "h100x4/cp_s37/cp_h100x4__triton_16k_cp4_rounds3.csv"
 
 def probe_s37_table() -> str:
     """ms of each rank's mask (rows) on each GPU (columns), the library's default launches."""
-    frames = []
-    for gpu, relpath in enumerate(PROBE_S37):
-        frames.append(pd.read_csv(RESULTS / relpath).assign(gpu=gpu))
+    frames = [_helper(relpath).assign(gpu=gpu) for gpu, relpath in enumerate(PROBE_S37)]
     t = pd.concat(frames).pivot_table(index=["mask", "direction", "rank", "pairs"],
                                       columns="gpu", values="ms")
     lines = ["| mask | dir | rank | tile pairs | " + " | ".join(f"GPU {g}" for g in t.columns)

@@ -4,8 +4,6 @@ from __future__ import annotations
 import functools
 import json
 
-import pandas as pd
-
 from bench.cp.plot import ratio_table
 
 from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _ab_table, _baselines, _cp2_below,
@@ -265,7 +263,7 @@ PROFILE_PIECES = ("kernel_fwd", "kernel_bwd", "runner_bwd", "runtime_bwd", "cloc
 def profile_s37_table() -> str:
     """ms per rank of each piece (the local kernel alone on the rank's fused mask, the backward
     timed three ways, the reduce and the fused buffer's build)."""
-    rows = pd.read_csv(RESULTS / PROFILE_S37)
+    rows = _helper(PROFILE_S37)
     t = rows.pivot_table(index=["mask", "piece"], columns="rank", values="ms")
     ranks = list(t.columns)
     lines = ["| mask | piece | " + " | ".join(f"rank {r}" for r in ranks) + " |",

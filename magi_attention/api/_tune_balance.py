@@ -19,6 +19,7 @@ from ..meta import MagiMeta, OverlapConfig, SliceArray
 from ..meta.dispatch_choice import rank_stage_masks
 from ..meta.solver import solve_for_dispatch
 from ..meta.timed_balance import rebalance_runs
+from ._tune_cut import _group_ranks
 
 ROUNDS = 3  # timings of each rank's kernels per layout; each keeps its fastest
 CALLS = 2  # forward + backward steps per timing
@@ -54,12 +55,6 @@ def resolve_balance(overlap: OverlapConfig, meta: MagiMeta, slices: SliceArray, 
 def _meta_of(solved, rank: int, meta: MagiMeta) -> MagiMeta:
     return MagiMeta(solved.dispatch, solved.table, solved.runtime(rank), solved.stage_plan,
                     meta.algorithm, meta.choice)
-
-
-def _group_ranks(group) -> tuple[int, ...]:
-    if not dist.is_initialized():
-        return ()
-    return tuple(dist.get_process_group_ranks(group or dist.group.WORLD))
 
 
 def _rank_seconds(group, rank, device, kernel, shape, dtype, softmax_scale, softcap):

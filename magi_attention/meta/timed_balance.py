@@ -59,11 +59,12 @@ def rebalance_runs(slices: SliceArray, solved, solve: Callable,
         if i == iterations:
             break
         buckets = mirror_runs(chunk_weights(areas, buckets, times), cp, per_bucket)
-        if _frozen(buckets) in seen:  # the weights lead back to a layout already measured
+        layout = _frozen(buckets)
+        if layout in seen:  # the weights lead back to a layout already measured
             break
-        seen.add(_frozen(buckets))
-        solution = DispatchSolution(tuple(tuple(b) for b in buckets))
-        current = solve(dispatch_meta(areas, dispatch.total_seqlen, cp, fine, solution))
+        seen.add(layout)
+        current = solve(dispatch_meta(areas, dispatch.total_seqlen, cp, fine,
+                                      DispatchSolution(layout)))
     return best, history
 
 
