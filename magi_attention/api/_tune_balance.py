@@ -23,11 +23,12 @@ from ._tune_cut import _group_ranks
 
 ROUNDS = 3  # timings of each rank's kernels per layout; each keeps its fastest
 CALLS = 2  # forward + backward steps per timing
-LONG_STEP_S = 0.1  # a step this long is timed one step at a time (64k tokens a rank: ~1-2 s)
-# ... and LONG_ROUNDS times, never once: the first timing after the warm call ran 10-20% slow
-# on 4 H100s (session 38: FA4 causal, 16k a GPU, ranks timed once at 105-121 ms where the same
-# layouts' ranks timed in rounds took 92-98), so a layout timed once lost to one timed in rounds
-LONG_ROUNDS = 2
+LONG_STEP_S = 0.1  # a step this long is timed one step at a time (64k tokens a rank: ~1-2 s),
+LONG_ROUNDS = 2  # ... this many times
+# Every layout of a key is timed by the recipe its first layout chose: one step timed alone
+# spreads by up to 10% (session 38, one H100), so where the first layout's step (98 ms, FA4
+# causal, 16k a GPU, cp 4) kept the fastest of four timings and the re-cuts' (past 0.1 s) were
+# timed once, every re-cut lost (105-121 ms)
 # timed choices per process: (group ranks, signature) -> (dispatch, per-layout seconds)
 _CHOSEN: dict[tuple, tuple] = {}
 MAX_CHOSEN = 256
@@ -62,19 +63,26 @@ def _meta_of(solved, rank: int, meta: MagiMeta) -> MagiMeta:
 
 
 def _rank_seconds(group, rank, device, kernel, shape, dtype, softmax_scale, softcap):
-    """rank_seconds for rebalance_runs: this rank's kernels timed on its masks, gathered."""
+    """rank_seconds for rebalance_runs: this rank's kernels timed on its masks, gathered; each
+    stage mask timed by the recipe (long or not) its first layout chose."""
     module = load_backend(kernel)
     scale = softmax_scale if softmax_scale is not None else shape.head_dim ** -0.5
+    recipes: dict[int, bool] = {}
 
     def measure(solved) -> list[float]:
-        seconds = sum(_step_seconds(module, attn, shape, device, dtype, scale, softcap)
-                      for attn in rank_stage_masks(solved.runtime(rank)) if attn.num_slices)
-        return _gathered(float(seconds), group, device)
+        seconds = 0.0
+        masks = [a for a in rank_stage_masks(solved.runtime(rank)) if a.num_slices]
+        for i, attn in enumerate(masks):
+            t, recipes[i] = _step_seconds(module, attn, shape, device, dtype, scale, softcap,
+                                          recipes.get(i))
+            seconds += t
+        return _gathered(seconds, group, device)
     return measure
 
 
-def _step_seconds(module, attn, shape, device, dtype, scale: float, softcap: float) -> float:
-    """Seconds of one forward + backward of the kernel over ``attn`` (the fastest round)."""
+def _step_seconds(module, attn, shape, device, dtype, scale: float, softcap: float,
+                  long: bool | None) -> tuple[float, bool]:
+    """``fastest`` of one forward + backward of the kernel over ``attn``."""
     g = torch.Generator(device=device).manual_seed(0)
     make = lambda rows, h: torch.randn(rows, h, shape.head_dim, device=device,  # noqa: E731
                                        dtype=dtype, generator=g)
@@ -84,19 +92,21 @@ def _step_seconds(module, attn, shape, device, dtype, scale: float, softcap: flo
     def step():
         out, lse, _ = module.fwd(q, k, v, attn.plan, scale, softcap, False)
         module.bwd(dout, q, k, v, out, lse, attn.plan, scale, softcap, False)
-    return fastest(step, _timed)
+    return fastest(step, _timed, long)
 
 
-def fastest(step, timed) -> float:
-    """The fastest of several timings of ``step`` after one warm call (compiles, plans,
-    allocator), ``timed(step, calls)`` giving seconds a call: ROUNDS timings of CALLS steps,
-    or, for a step of LONG_STEP_S or more, LONG_ROUNDS timings of one step. Every layout gets
-    the same recipe's minimum, so none is judged on a lone first timing."""
+def fastest(step, timed, long: bool | None = None) -> tuple[float, bool]:
+    """(the fastest of several timings of ``step`` after one warm call (compiles, plans,
+    allocator), the recipe used): ``timed(step, calls)`` gives seconds a call; ``long`` picks
+    LONG_ROUNDS timings of one step, else the first timing and ROUNDS more of CALLS steps;
+    None: long where the first timing takes LONG_STEP_S or more."""
     step()
     first = timed(step, 1)
-    if first >= LONG_STEP_S:
-        return min([first] + [timed(step, 1) for _ in range(LONG_ROUNDS - 1)])
-    return min([first] + [timed(step, CALLS) for _ in range(ROUNDS)])
+    if long is None:
+        long = first >= LONG_STEP_S
+    more = ([timed(step, 1) for _ in range(LONG_ROUNDS - 1)] if long
+            else [timed(step, CALLS) for _ in range(ROUNDS)])
+    return min([first, *more]), long
 
 
 def _timed(step, calls: int) -> float:
