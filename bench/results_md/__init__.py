@@ -95,12 +95,26 @@ from .h100x4 import cp4_s37_moves, cp4_s37_summary, cp4_s37_table, probe_s37_tab
 from .h100x2 import strided_s37_ab
 from .h200x2 import timed_cp2_s37_ab
 from .h200x4 import profile_s37_table, timed_cp4_s37_ab
+from .h200 import kernels_s38_goals, kernels_s38_table
+from .h100x2 import cp2_s38_below, cp2_s38_summary, cp2_s38_table, pytest_nccl_s38
+from .h100x4 import cp4_s38_summary, cp4_s38_table, recipe_s38
+from .h100 import first_timing_s38
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
 
 __all__ = ["SECTIONS", "RESULTS_MD", "main"]
 
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h200.kernels_s38_table": kernels_s38_table,
+    "h200.kernels_s38_goals": kernels_s38_goals,
+    "h100x2.cp2_s38_table": cp2_s38_table,
+    "h100x2.cp2_s38_summary": cp2_s38_summary,
+    "h100x2.cp2_s38_below": cp2_s38_below,
+    "h100x4.cp4_s38_table": cp4_s38_table,
+    "h100x4.cp4_s38_summary": cp4_s38_summary,
+    "h100.first_timing_s38": first_timing_s38,
+    "h100x4.recipe_s38": recipe_s38,
+    "h100x2.pytest_nccl_s38": pytest_nccl_s38,
     "h200x4.profile_s37_table": profile_s37_table,
     "h100x4.probe_s37_table": probe_s37_table,
     "h100x2.strided_s37_ab": strided_s37_ab,

@@ -339,3 +339,22 @@ def host_s36_summary() -> str:
                        f"cells, the cache's speed-up {_span(list(gain))} (median "
                        f"{gain.median():.2f})")
     return "; ".join(out)
+
+
+# -- session 38: is the first timing after a warm call slow? (scripts/dev/first_timing_probe.py,
+# one H100, causal S x S, GQA 64:8, d128, forward + backward, one step a timing)
+FIRST_TIMING_S38 = ("h100/probes_s38/first_timing_triton.csv", "h100/probes_s38/first_timing_fa4.csv")
+
+
+def first_timing_s38() -> str:
+    """Per kernel and seqlen: the first timing over the median of the four after it (range over
+    the repeats and idle gaps), and the spread of all single timings (max / min)."""
+    rows = pd.concat([_helper(p) for p in FIRST_TIMING_S38])
+    parts = []
+    for (kernel, seqlen), g in rows.groupby(["kernel", "seqlen"], sort=False):
+        firsts = [r.ms[r.timing == 0].iloc[0] / r.ms[r.timing > 0].median()
+                  for _, r in g.groupby(["idle_s", "repeat"])]
+        parts.append(f"{kernel} {_k(seqlen)}: first / later {min(firsts):.2f}-{max(firsts):.2f}, "
+                     f"single timings {g.ms.min():.1f}-{g.ms.max():.1f} ms "
+                     f"(spread {g.ms.max() / g.ms.min():.2f})")
+    return "; ".join(parts)

@@ -540,3 +540,26 @@ def strided_s37_ab() -> str:
         lines.append(f"| {mask} | {d} | {a:.3f} | {b:.3f} | {a / b:.3f} | "
                      f"{old[mask, d, 'hybrid_cp'] / a:.3f} | {new[mask, d, 'hybrid_cp'] / b:.3f} |")
     return "\n".join(lines)
+
+
+# -- session 38: issue 15's cp 2 table with FA4 and the benchmark's magi timing its balance
+# (balance: timed, session 37), 2 H100s (asked for 2 H200s), code at 5ec87f8
+CP_S38 = {"fa4, 16k/GPU, rounds 3": "h100x2/cp_s38/cp_h100x2__fa4_16k_cp2_rounds3.csv",
+          "fa4, 64k/GPU, document masks": "h100x2/cp_s38/cp_h100x2__fa4_64k_cp2_docs.csv",
+          "fa4, 64k/GPU, full and causal": "h100x2/cp_s38/cp_h100x2__fa4_64k_cp2_full_causal.csv"}
+
+
+def cp2_s38_table() -> str:
+    return cp_only_table(CP_S38, 2)
+
+
+def cp2_s38_summary() -> str:
+    return cp_only_wins(CP_S38, 2)
+
+
+def cp2_s38_below() -> str:
+    return _cp2_below(CP_S38)
+
+
+def pytest_nccl_s38() -> str:
+    return _pytest_counts("h100x2/cp_s38/pytest_nccl_timed_triton.log")

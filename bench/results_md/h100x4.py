@@ -1,10 +1,13 @@
 """Sections on 4 H100s: MagiAttention against the CP baselines at cp 4 (issue 15)."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
-from ._common import (_baselines, _cp2_below, _cp_cells, _cp_wins, _helper, _magi_over_best,
-                      cp_only_table, cp_only_wins)
+from ._common import (_ab_medians, _baselines, _cp2_below, _cp_cells, _cp_wins, _helper,
+                      _magi_over_best, cp_only_table, cp_only_wins)
+from ._paths import RESULTS
 
 # -- session 34: 4 H100s (asked for 4 H200s) at e5be184: 16k a GPU with the runner's interleaved
 # timing (hardware.rounds=3), both kernels; FA4 64k a GPU on full (rounds 1, repeat 3), the cell
@@ -73,3 +76,39 @@ def cp4_s37_moves() -> str:
                  if _magi_over_best(v, k) < 1.0] for k in ("magi", "magi_timed")}
     return (f"moved by more than 1%: {', '.join(moved)}; below the best baseline: magi "
             f"{', '.join(below['magi'])}; magi_timed {', '.join(below['magi_timed'])}")
+
+
+# -- session 38: FA4 at cp 4, 16k a GPU, magi with balance="timed" (4 H100s, code at 5ec87f8,
+# one plain run); then the interleaved A/B of causal after every layout got one timing recipe
+CP4_S38 = {"fa4, 16k/GPU": "h100x4/cp_s38/cp_h100x4__fa4_16k_cp4.csv"}
+RECIPE_S38 = "h100x4/cp_s38/cp_ab_causal_cp4_recipe.csv"
+RECIPE_S38_LOG = "h100x4/cp_s38/cp_ab_causal_cp4_recipe.log"
+
+
+def cp4_s38_table() -> str:
+    return cp_only_table(CP4_S38, 4)
+
+
+def cp4_s38_summary() -> str:
+    return cp_only_wins(CP4_S38, 4) + "; below: " + _cp2_below(CP4_S38, cp_n=4)
+
+
+def _balance_ms(note: str) -> list[float]:
+    """The slowest rank's ms of each layout in a row's ``balance_ms=`` note, in order."""
+    return [float(pair.split("/")[0]) for pair in note.split(",")]
+
+
+def recipe_s38() -> str:
+    """The causal cell's layouts before (the plain run's row) and after the one-recipe timing
+    (the A/B's printed note), and magi / Ulysses in the A/B."""
+    row = _helper(CP4_S38["fa4, 16k/GPU"])
+    note = row[(row.kernel == "magi") & (row["mask"] == "causal")].message.iloc[0]
+    before = _balance_ms(re.search(r"balance_ms=([^;]*)", note)[1])
+    log = (RESULTS / RECIPE_S38_LOG).read_text()
+    after = _balance_ms(re.search(r"balance_ms=([^;\s]*)", log)[1])
+    med = _ab_medians(RECIPE_S38)
+    ratio = {d: med["causal", d, "ulysses"] / med["causal", d, "magi"] for d in ("fwd", "bwd")}
+    fmt = lambda ms: ", ".join(f"{x:.1f}" for x in ms)  # noqa: E731
+    return (f"slowest rank's kernel ms of each layout, before: {fmt(before)}; after: "
+            f"{fmt(after)}; in the A/B magi / Ulysses speed forward {ratio['fwd']:.3f}, "
+            f"backward {ratio['bwd']:.3f}")

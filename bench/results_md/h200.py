@@ -944,3 +944,16 @@ def ncu_bwd_s33() -> str:
                    f"({m['Elapsed Cycles'] / 1e6:.1f} M cycles), DRAM throughput "
                    f"{m['DRAM Throughput']:.1f}%, L2 hit rate {m['L2 Hit Rate']:.1f}%")
     return "; ".join(out)
+
+
+# -- session 38: issue 14's kernel masks on an H200 again (FFA's Triton backend, FA4, compiled
+# Flex in one run per seqlen; the first H200 since session 33), code at 5ec87f8
+KERNELS_S38 = ("h200/kernels_s38/kernel_masks_16k.csv", "h200/kernels_s38/kernel_masks_64k.csv")
+
+
+def kernels_s38_table() -> str:
+    return triton_s21_table(KERNELS_S38)
+
+
+def kernels_s38_goals() -> str:
+    return triton_s21_goals(KERNELS_S38)
