@@ -19,7 +19,7 @@ from ..meta import MagiMeta, OverlapConfig, SliceArray
 from ..meta.dispatch_choice import rank_stage_masks
 from ..meta.solver import solve_for_dispatch
 from ..meta.timed_balance import rebalance_runs
-from ._tune_cut import _group_ranks
+from ._timed_choices import GroupChoices
 
 ROUNDS = 3  # timings of each rank's kernels per layout; each keeps its fastest
 CALLS = 2  # forward + backward steps per timing
@@ -29,9 +29,8 @@ LONG_ROUNDS = 2  # ... this many times
 # spreads by up to 10% (session 38, one H100), so where the first layout's step (98 ms, FA4
 # causal, 16k a GPU, cp 4) kept the fastest of four timings and the re-cuts' (past 0.1 s) were
 # timed once, every re-cut lost (105-121 ms)
-# timed choices per process: (group ranks, signature) -> (dispatch, per-layout seconds)
-_CHOSEN: dict[tuple, tuple] = {}
-MAX_CHOSEN = 256
+# timed choices per process group, by signature: (dispatch, per-layout seconds)
+_CHOSEN = GroupChoices()
 
 
 def resolve_balance(overlap: OverlapConfig, meta: MagiMeta, slices: SliceArray, shape, group,
@@ -45,16 +44,15 @@ def resolve_balance(overlap: OverlapConfig, meta: MagiMeta, slices: SliceArray, 
             or meta.dispatch.cp_size < 2 or device.type != "cuda"):
         return meta, None
     solve = lambda d: solve_for_dispatch(slices, d, shape, overlap)  # noqa: E731
-    key = (_group_ranks(group), signature)
-    if key in _CHOSEN:
-        dispatch, history = _CHOSEN[key]
-        return _meta_of(solve(dispatch), rank, meta), history
-    measure = _rank_seconds(group, rank, device, kernel, shape, dtype, softmax_scale, softcap)
-    best, history = rebalance_runs(slices, solve(meta.dispatch), solve, measure)
-    if len(_CHOSEN) >= MAX_CHOSEN:
-        del _CHOSEN[next(iter(_CHOSEN))]  # oldest first: the same on every rank of the group
-    _CHOSEN[key] = (best.dispatch, history)
-    return _meta_of(best, rank, meta), history
+    solved: list = []  # the best layout's solve, where this call timed it
+
+    def timed() -> tuple:
+        measure = _rank_seconds(group, rank, device, kernel, shape, dtype, softmax_scale, softcap)
+        best, history = rebalance_runs(slices, solve(meta.dispatch), solve, measure)
+        solved.append(best)
+        return best.dispatch, history
+    dispatch, history = _CHOSEN.get_or_time(group, signature, timed)
+    return _meta_of(solved[0] if solved else solve(dispatch), rank, meta), history
 
 
 def _meta_of(solved, rank: int, meta: MagiMeta) -> MagiMeta:

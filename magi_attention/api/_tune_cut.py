@@ -24,17 +24,15 @@ import torch.distributed as dist
 
 from ..functional._dist_runtime import DistAttnRuntime
 from ..meta import OverlapConfig
+from ._timed_choices import GroupChoices
 
 CUTS = {"none": frozenset(), "fwd": frozenset({"fwd"}), "bwd": frozenset({"bwd"}),
         "both": frozenset({"fwd", "bwd"})}
 # keep the whole kernel unless the cut is faster by more than this: timing noise, and the
 # gains that chose the cut on 2 H200s were 3-6% (notes/magi_cp.md, session 20)
 MIN_GAIN = 0.02
-# timed choices per process group (its global ranks), by signature (mask, shapes, backend):
-# every rank of a group builds the group's keys in the same order, so all hit or miss alike and
-# evict alike (a lone miss would hang the timing's collectives)
-_CHOSEN: dict[tuple, dict[tuple, frozenset[str]]] = {}
-MAX_CHOSEN = 256  # per group
+# timed choices per process group, by signature (mask, shapes, backend): (cut, cut_seconds)
+_CHOSEN = GroupChoices()
 
 
 def resolve_cut(overlap: OverlapConfig, runtime: DistAttnRuntime, device: torch.device,
@@ -51,21 +49,13 @@ def resolve_cut(overlap: OverlapConfig, runtime: DistAttnRuntime, device: torch.
         return CUTS[overlap.cut]
     if device.type != "cuda":
         return frozenset()  # no timer worth trusting: the fused stage runs whole
-    chosen = _CHOSEN.setdefault(_group_ranks(runtime.group), {})
     key = (signature, str(device), dtype, num_heads_q, num_heads_kv, head_dim)
-    if key not in chosen:
-        if len(chosen) >= MAX_CHOSEN:
-            del chosen[next(iter(chosen))]  # oldest first: the same on every rank of the group
+
+    def timed() -> tuple[frozenset[str], dict]:
         cut = _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype, iters)
-        chosen[key] = (cut, runtime.cut_seconds)
-    cut, runtime.cut_seconds = chosen[key]
+        return cut, runtime.cut_seconds
+    cut, runtime.cut_seconds = _CHOSEN.get_or_time(runtime.group, key, timed)
     return cut
-
-
-def _group_ranks(group) -> tuple[int, ...]:
-    if not dist.is_initialized():
-        return ()
-    return tuple(dist.get_process_group_ranks(group or dist.group.WORLD))
 
 
 # the ways timed: whole (both directions), the cut forward (its fused buffer still built for a

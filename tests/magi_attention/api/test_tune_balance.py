@@ -68,3 +68,35 @@ def test_every_layout_is_timed_by_the_first_layouts_recipe(monkeypatch):
     measure = tune._rank_seconds(None, 0, None, "reference", AttnShape(8, 2, 64), None, None, 0.0)
     assert measure(solved) == [0.05] and measure(solved) == measure(solved) == [0.5]
     assert asked == [None, False, False]
+
+
+def test_a_key_built_again_reuses_the_timed_layout(monkeypatch):
+    """resolve_balance times a signature once per group: the second key of the same signature
+    gets the layout and the times of the first without timing (the timing replaced here)."""
+    import torch
+
+    from bench.masks import build_mask
+    from magi_attention.api._timed_choices import GroupChoices
+    from magi_attention.meta import AttnShape, OverlapConfig, SliceArray, solve_dispatch
+    from magi_attention.meta.solver import MagiMeta, solve_for_dispatch
+
+    seqlen, shape, overlap = 4096, AttnShape(8, 2, 64), OverlapConfig(balance="timed")
+    slices = SliceArray.from_slices(build_mask("causal", seqlen).slices)
+    first = solve_for_dispatch(slices, solve_dispatch(slices, seqlen, 2, 256, "balanced_runs"),
+                               shape, overlap)
+    meta = MagiMeta(first.dispatch, first.table, first.runtime(0), first.stage_plan,
+                    "balanced_runs")
+    timings = []
+
+    def rebalance(slices, solved, solve, measure):
+        timings.append(1)
+        return solved, [[1.0, 0.9]]
+    monkeypatch.setattr(tune, "_CHOSEN", GroupChoices())
+    monkeypatch.setattr(tune, "rebalance_runs", rebalance)
+    monkeypatch.setattr(tune, "_rank_seconds", lambda *args: None)
+    cuda = torch.device("cuda", 0)  # never touched: the timing is replaced
+    got = [tune.resolve_balance(overlap, meta, slices, shape, None, 0, cuda, "triton",
+                                torch.bfloat16, None, 0.0, ("mask", seqlen)) for _ in range(2)]
+    assert timings == [1]
+    assert all(m.dispatch.chunks_of(0) == first.dispatch.chunks_of(0) for m, _ in got)
+    assert got[0][1] == got[1][1] == [[1.0, 0.9]]

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from magi_attention.api._timed_choices import GroupChoices
 from magi_attention.api._tune_cut import MIN_GAIN, choose_cut, resolve_cut
 from magi_attention.meta import OverlapConfig
 
@@ -42,7 +43,7 @@ def test_auto_times_once_per_signature(monkeypatch):
         calls.append(args)
         runtime.cut_seconds = seconds
         return frozenset({"fwd"})
-    monkeypatch.setattr(tune, "_CHOSEN", {})
+    monkeypatch.setattr(tune, "_CHOSEN", GroupChoices())
     monkeypatch.setattr(tune, "_timed_cut", timed)
     cuda = torch.device("cuda", 0)  # never touched: the timing is replaced
     for signature in ("mask a", "mask a", "mask b", "mask a"):
