@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .algorithms import DispatchSolution
+from .algorithms.balanced_runs import halving
 from .dispatch import dispatch_meta, solve_dispatch
 from .overlap_solver import BWD_COMPUTE_FACTOR, OverlapConfig
 from .slice_array import SliceArray, chunk_areas
@@ -140,7 +141,7 @@ def refine_cut(slices, total_seqlen: int, chunk_size: int, shape, overlap: Overl
     best = slowest_tile_time(runtimes, kernel)
     if dispatch.cp_size != 2 or best is None or list(own) != list(range(own[0], own[0] + n)):
         return solved, runtimes
-    step = 2 if chunk_size % 2 == 0 and chunk_size // 2 >= FA4_TILE else 1
+    step = halving(chunk_size)
     chunk, a0, n = chunk_size // step, own[0] * step, n * step
     total = total_seqlen // chunk
     areas = chunk_areas(slices, total_seqlen, chunk)  # one weighing for every moved cut

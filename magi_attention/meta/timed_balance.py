@@ -19,12 +19,10 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .algorithms import DispatchSolution
-from .algorithms.balanced_runs import mirror_runs
+from .algorithms.balanced_runs import halving, mirror_runs
 from .dispatch import dispatch_meta
 from .slice_array import SliceArray, chunk_areas
 
-# the finest cut: half of the dispatch's chunks while they stay at least a 128-row tile
-MIN_CHUNK = 128
 ITERATIONS = 3  # re-cuts after the first measurement (each one measures one more layout)
 # a re-cut replaces the layout kept only where its slowest rank measured this much faster: the
 # timings' own noise (4 x H200, full_document: a re-cut 0.02% "faster" than the first)
@@ -42,7 +40,7 @@ def rebalance_runs(slices: SliceArray, solved, solve: Callable,
     rank (a collective: every rank evaluates the same layouts in the same order)."""
     dispatch = solved.dispatch
     cp, base = dispatch.cp_size, dispatch.chunk_size
-    step = 2 if base % 2 == 0 and base // 2 >= MIN_CHUNK else 1
+    step = halving(base)  # the finest cut: half chunks where they stay a 128-row tile
     fine = base // step
     areas = chunk_areas(slices, dispatch.total_seqlen, fine)
     per_bucket = len(areas) // cp

@@ -24,6 +24,16 @@ from .base import DispatchAlgorithm
 from .sorted_sequential import SortedSequentialDispatch
 
 
+# the finest chunk a cut moves by after dispatch (refine_cut, the timed re-cut): a 128-row tile
+MIN_FINE_CHUNK = 128
+
+
+def halving(chunk_size: int) -> int:
+    """2 where the dispatch's chunks can be halved for a finer cut (even, and half a chunk
+    still MIN_FINE_CHUNK rows or more), else 1: the chunks' step in the finer cut."""
+    return 2 if chunk_size % 2 == 0 and chunk_size // 2 >= MIN_FINE_CHUNK else 1
+
+
 class BalancedRunsDispatch(DispatchAlgorithm):
     name = "balanced_runs"
 

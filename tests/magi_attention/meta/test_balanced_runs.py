@@ -96,3 +96,9 @@ def test_scattered_chunks_fall_back_to_rank_order():
     recv = np.array([[i * 4 + 2, i * 4 + 4, i * 2] for i in range(10)])  # all from rank 1
     lay = plan_fused_layout(own, recv, np.ones(10, dtype=int), rank=0)
     assert lay.own_at == 0 and lay.recv_at == 20 and lay.num_copies == 0
+
+
+@pytest.mark.parametrize("chunk_size,step", [(512, 2), (256, 2), (255, 1), (128, 1), (64, 1)])
+def test_halving_keeps_a_finer_cut_at_a_whole_tile(chunk_size, step):
+    from magi_attention.meta.algorithms.balanced_runs import halving
+    assert halving(chunk_size) == step
