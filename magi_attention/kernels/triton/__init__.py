@@ -4,8 +4,9 @@ Work is scheduled per (q tile, head) from a cached block-sparse plan (kernels.bl
 cost follows the mask area: key tiles outside the union are never visited, tiles fully inside run
 without masking, and partial tiles are masked by the OR of the slices touching them (overlapping
 q_ranges merge exactly). The backward accumulates dq with fp32 atomics by default, or runs an
-ordered atomic-free two-kernel path when deterministic=True. GQA/MQA, head_dim 64/128 (any multiple of 16 up to 128 is
-accepted), bf16/fp16 with fp32 accumulation, softcap. Signatures follow kernels.reference.
+ordered atomic-free two-kernel path when deterministic=True. GQA/MQA, head_dim 64/128/256 (any
+power of two from 16 to 256 is accepted; above 128 with smaller tiles), bf16/fp16 with fp32
+accumulation, softcap. Signatures follow kernels.reference.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from ..plan import FlexAttnPlan
 from .configs import SUPPORTED_HEAD_DIMS, bwd_config, fwd_config
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
-MAX_HEAD_DIM = 128  # register budget of the fp32 accumulators at the chosen tiles
+MAX_HEAD_DIM = 256  # above 128 with smaller tiles (configs.FWD_WIDE / BWD_WIDE)
 
 
 @functools.lru_cache(maxsize=None)
@@ -41,9 +42,14 @@ def unsupported_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str
         return f"triton backend needs CUDA tensors, got q on {q.device}"
     if q.dtype not in SUPPORTED_DTYPES:
         return f"triton backend supports bf16 and fp16, got {q.dtype}"
-    head_dim = q.shape[-1]
-    if head_dim % 16 or head_dim > MAX_HEAD_DIM:
-        return (f"triton backend supports head_dim a multiple of 16 up to {MAX_HEAD_DIM} "
+    return head_dim_reason(q.shape[-1])
+
+
+def head_dim_reason(head_dim: int) -> str | None:
+    """Why the kernels cannot take ``head_dim``, or None: a power of two from 16 to
+    MAX_HEAD_DIM (Triton's tiles are powers of two: head_dim 96 failed to compile)."""
+    if head_dim < 16 or head_dim > MAX_HEAD_DIM or head_dim & (head_dim - 1):
+        return (f"triton backend supports head_dim a power of two from 16 to {MAX_HEAD_DIM} "
                 f"(tuned for {SUPPORTED_HEAD_DIMS}), got {head_dim}")
     return None
 

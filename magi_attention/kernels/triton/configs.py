@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SUPPORTED_HEAD_DIMS = (64, 128)
+SUPPORTED_HEAD_DIMS = (64, 128, 256)
+# above this head_dim the fp32 accumulators need the smaller tiles of the *_config_wide below
+WIDE_HEAD_DIM = 128
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,8 @@ def fwd_config(head_dim: int, tiles_per_q_tile: float | None = None) -> FwdConfi
     # 427/432/281 and the contiguous run loop 438/424/245 lose.
     # session 21 (s21_sweep.csv): conditional rescaling (rescale_threshold=8) 0.90-0.99x and the
     # early QK^T (prefetch_qk, 128x128 w8) 0.81-0.91x of this default on every cell: both off.
+    if head_dim > WIDE_HEAD_DIM:
+        return FWD_WIDE
     if tiles_per_q_tile is not None and tiles_per_q_tile < SHORT_ROW_TILES:
         return FwdConfig(block_m=128, block_n=64, num_warps=8, num_stages=3, partial_stages=2,
                          use_tma=True, max_registers=128)
@@ -105,5 +109,19 @@ def bwd_config(head_dim: int) -> BwdConfig:
     # 360/380/352/358 against pointer loads 359/357/249/289 | 335/360/342/345: ahead on all 8
     # cells (+2 to +8%); s2 (fewer spills) wins only causal_document 16k (259), 32-row q steps
     # (no spills) lose everywhere. Default since.
+    if head_dim > WIDE_HEAD_DIM:
+        return BWD_WIDE
     return BwdConfig(block_m1=64, block_n1=64, block_m2=64, block_n2=64, num_warps=4,
                      num_stages=3, partial_stages=2, use_tma=True)
+
+
+# head_dim 129-256 (Gemma's 256): chosen by what ptxas reports for sm_90a, compiled on the CPU
+# (scripts/dev/triton_resources.py's compile-only driver, session 38; not yet timed on a GPU).
+# Forward, causal, d256: 64x64 w4 s2 spills 168 bytes; 128x64 w8 s2 255 registers, no spill,
+# 192 KB shared (one program an SM); 64x32 w4 s3 no spill, 96 KB (two). Pointer loads: a
+# 256-wide bf16 row is 512 bytes, past one 128-byte TMA swizzle span, so TMA stays off until
+# measured. Backward (ordered path), dk/dv kernel: 32/64/64/32 w4 spills ~3 KB, w8 500 bytes;
+# 32/32/32/32 w4 s2 12 bytes, 80 KB (two programs an SM), its dq kernel no spill.
+FWD_WIDE = FwdConfig(block_m=128, block_n=64, num_warps=8, num_stages=2, partial_stages=1)
+BWD_WIDE = BwdConfig(block_m1=32, block_n1=32, block_m2=32, block_n2=32, num_warps=4,
+                     num_stages=2, partial_stages=1)

@@ -181,3 +181,26 @@ def test_the_default_kernel_choice_is_made_once_per_mask_and_kind_of_input(monke
     monkeypatch.setattr(env, "PREFER_GLUON_FWD", False)
     tk.fwd(q, q, q, mask, 1.0)
     assert asked == ["fwd", "bwd", "fwd", "fwd"]
+
+
+@pytest.mark.parametrize("head_dim", [16, 32, 64, 128, 256])
+def test_power_of_two_head_dims_up_to_256_are_taken(head_dim):
+    from magi_attention.kernels.triton import head_dim_reason
+    assert head_dim_reason(head_dim) is None
+
+
+@pytest.mark.parametrize("head_dim", [8, 48, 96, 112, 192, 272, 512])
+def test_other_head_dims_get_a_clear_reason(head_dim):
+    """Triton's tiles are powers of two: head_dim 96 failed to compile ("Shape element 1 must be
+    a power of 2") where it was accepted as a multiple of 16."""
+    from magi_attention.kernels.triton import head_dim_reason
+    reason = head_dim_reason(head_dim)
+    assert reason is not None and "power of two" in reason and str(head_dim) in reason
+
+
+def test_head_dim_256_takes_the_wide_tiles_whatever_its_rows():
+    from magi_attention.kernels.triton.configs import (BWD_WIDE, FWD_WIDE, SHORT_ROW_TILES,
+                                                       bwd_config, fwd_config)
+    assert fwd_config(256) == fwd_config(256, SHORT_ROW_TILES - 1) == FWD_WIDE
+    assert bwd_config(256) == BWD_WIDE and not BWD_WIDE.one_pass
+    assert fwd_config(128) != FWD_WIDE and bwd_config(128) != BWD_WIDE

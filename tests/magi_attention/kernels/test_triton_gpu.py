@@ -85,7 +85,8 @@ CASES = [(1024, seed, dtype, heads) for seed in (0, 1)
          for dtype, heads in ((torch.bfloat16, (8, 2, 128)), (torch.float16, (4, 1, 64)),
                               (torch.bfloat16, (4, 4, 64)), (torch.float16, (8, 2, 128)))
          if seed == 0 or dtype == torch.bfloat16]
-CASES += [(8192, 0, torch.bfloat16, (8, 2, 128)), (8192, 0, torch.float16, (4, 1, 64))]
+CASES += [(8192, 0, torch.bfloat16, (8, 2, 128)), (8192, 0, torch.float16, (4, 1, 64)),
+          (1024, 0, torch.bfloat16, (8, 2, 256))]  # head_dim 256: configs.FWD_WIDE / BWD_WIDE
 
 
 def _case_id(c):
@@ -100,16 +101,17 @@ def test_every_mask(name, case):
     check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, dtype, seed)
 
 
+@pytest.mark.parametrize("head_dim", [128, 256])
 @pytest.mark.parametrize("deterministic", [False, True], ids=["atomic", "deterministic"])
 @pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
-def test_every_mask_odd_seqlen(name, deterministic):
-    """Odd seqlen (edge tiles in q and k), GQA 8:2, head_dim 128, both backward paths."""
+def test_every_mask_odd_seqlen(name, deterministic, head_dim):
+    """Odd seqlen (edge tiles in q and k), GQA 8:2, head_dim 128 and 256, both backward paths."""
     seqlen = 1531
     try:
         mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 0), seed=0)
     except ValueError as e:
         pytest.skip(f"{name} at S={seqlen}: {e}")
-    check_case(list(mask.slices), seqlen, seqlen, 8, 2, 128, torch.bfloat16, 0,
+    check_case(list(mask.slices), seqlen, seqlen, 8, 2, head_dim, torch.bfloat16, 0,
                deterministic=deterministic)
 
 
@@ -222,15 +224,18 @@ def test_bwd_variants(name, variant):
     assert (got[0][empty] == 0).all()
 
 
-def test_head_dim_256_is_a_clear_error():
+@pytest.mark.parametrize("head_dim", [96, 512])
+def test_other_head_dims_are_a_clear_error(head_dim):
+    """Not a power of two (Triton's tiles are: 96 failed to compile before this check), or past
+    256: a clear error, and "auto" falls back to the reference kernel with a warning."""
     from magi_attention.kernels import BackendUnavailable
     from magi_attention.kernels import triton as tk
-    q, k, v, _ = _inputs(256, 256, 2, 1, 256, torch.bfloat16, 0)
+    q, k, v, _ = _inputs(256, 256, 2, 1, head_dim, torch.bfloat16, 0)
     reason = tk.unsupported_reason(q, k, v)
-    assert reason is not None and "head_dim" in reason and "256" in reason
+    assert reason is not None and "head_dim" in reason and str(head_dim) in reason
     ranges = (FlexAttnPlan.from_slices([AttnSlice.make(0, 256, 0, 256, AttnMaskType.CAUSAL)], 256, 256),)
     with pytest.raises(BackendUnavailable, match="head_dim"):
-        tk.fwd(q, k, v, *ranges, 256 ** -0.5)
+        tk.fwd(q, k, v, *ranges, head_dim ** -0.5)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -146,3 +146,27 @@ def test_the_gluon_backward_compiles_for_sm90_with_asynchronous_mmas(tool, head_
     sass = _sass(kernel)
     mmas, waits = sass.count("HGMMA."), sass.count("WARPGROUP.DEPBAR")
     assert mmas >= 40 and waits < mmas // 2, f"{waits} wgmma waits for {mmas} wgmmas"
+
+
+def test_the_head_dim_256_configs_compile_for_sm90_within_an_sms_shared_memory(tool):
+    """configs.FWD_WIDE / BWD_WIDE as they compile for sm90 at head_dim 256 (forward, and the
+    ordered backward's three kernels): under 227 KB of shared memory, no forward spill and at
+    most a few bytes in the backward (what they were chosen for, session 38)."""
+    from magi_attention.common import AttnSlice
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.triton.backward import launch_bwd
+    from magi_attention.kernels.triton.configs import bwd_config, fwd_config
+    from magi_attention.kernels.triton.forward import launch_fwd
+    fc, bc = fwd_config(256), bwd_config(256)
+    slices = [AttnSlice.make(0, 300, 0, 300, 1)]
+    plan = lambda m, n: plan_block_sparse(slices, 300, 300, m, n)  # noqa: E731
+    q, k, v, do = tool._inputs(300, hq=4, hk=1, d=256)
+    with tool.CompileRecorder() as rec:
+        launch_fwd(q, k, v, plan(fc.block_m, fc.block_n), fc, 256 ** -0.5, 0.0, False)
+        launch_bwd(do, q, k, v, q, torch.zeros(300, 4), plan(bc.block_m1, bc.block_n1),
+                   plan(bc.block_m2, bc.block_n2), bc, 256 ** -0.5, 0.0, deterministic=True)
+    res = {name: tool.resources(kernel) for name, kernel in rec.compiled}
+    assert set(res) == {"_fwd_kernel", "_preprocess_kernel", "_dkdv_kernel", "_dq_kernel"}
+    assert all(r["shared_kb"] <= 227 for r in res.values()), res
+    assert res["_fwd_kernel"]["spill_stores"] == 0, res
+    assert max(r["spill_stores"] for r in res.values()) <= 64, res
