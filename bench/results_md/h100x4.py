@@ -6,7 +6,7 @@ import re
 import pandas as pd
 
 from ._common import (_ab_medians, _baselines, _cp2_below, _cp_cells, _cp_wins, _helper,
-                      _magi_over_best, cp_only_table, cp_only_wins)
+                      _magi_over_best, _row_note, cp_only_table, cp_only_wins)
 from ._paths import RESULTS
 
 # -- session 34: 4 H100s (asked for 4 H200s) at e5be184: 16k a GPU with the runner's interleaved
@@ -101,9 +101,7 @@ def _balance_ms(note: str) -> list[float]:
 def recipe_s38() -> str:
     """The causal cell's layouts before (the plain run's row) and after the one-recipe timing
     (the A/B's printed note), and magi / Ulysses in the A/B."""
-    row = _helper(CP4_S38["fa4, 16k/GPU"])
-    note = row[(row.kernel == "magi") & (row["mask"] == "causal")].message.iloc[0]
-    before = _balance_ms(re.search(r"balance_ms=([^;]*)", note)[1])
+    before = _balance_ms(_row_note(CP4_S38["fa4, 16k/GPU"], "magi", "causal", 4, "balance_ms"))
     log = (RESULTS / RECIPE_S38_LOG).read_text()
     after = _balance_ms(re.search(r"balance_ms=([^;\s]*)", log)[1])
     med = _ab_medians(RECIPE_S38)

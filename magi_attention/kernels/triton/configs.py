@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
-# above this head_dim the fp32 accumulators need the smaller tiles of the *_config_wide below
+# above this head_dim the fp32 accumulators need the smaller tiles of FWD_WIDE / BWD_WIDE below
 WIDE_HEAD_DIM = 128
 
 
