@@ -13,6 +13,11 @@ MAGI_ATTENTION_GLUON_BWD (default 1)
     gluon_backward, sm90 only; dq by TMA reduce-adds, so not bitwise repeatable) where the
     inputs allow, deterministic=False and the plan's q-tile lists are long enough
     (gluon_backward.plan_suits); 0 keeps the ordered Triton backward everywhere.
+MAGI_ATTENTION_PACK_GQA (default 1)
+    Whether the Triton backend's forward packs a kv head's q heads into one program (PackGQA,
+    kernels.triton.configs.pack_config) where it was measured to win: GQA masks whose rows hold
+    many key intervals or too few keys for the Gluon forward (block, hash and qk sparsity); 0
+    keeps one program per q head.
 MAGI_ATTENTION_CACHED_LAUNCH (default 1)
     Whether the Triton backend's kernels launch through the compiled handle kept per call-site
     key after a key's first launch (kernels.triton._launch: no per-call argument binding, 15-50
@@ -37,6 +42,7 @@ def _flag(name: str, default: bool) -> bool:
 PREFER_FA4_BACKEND: bool = _flag("MAGI_ATTENTION_FA4_BACKEND", default=True)
 PREFER_GLUON_FWD: bool = _flag("MAGI_ATTENTION_GLUON_FWD", default=True)
 PREFER_GLUON_BWD: bool = _flag("MAGI_ATTENTION_GLUON_BWD", default=True)
+PACK_GQA: bool = _flag("MAGI_ATTENTION_PACK_GQA", default=True)
 CACHED_LAUNCH: bool = _flag("MAGI_ATTENTION_CACHED_LAUNCH", default=True)
 LOG_LEVEL: str = os.environ.get("MAGI_ATTENTION_LOG_LEVEL", "WARNING").strip().upper()
 

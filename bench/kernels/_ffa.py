@@ -50,7 +50,8 @@ def ffa_prepared(mask: Mask, shapes: Shapes, device: torch.device, inputs: Input
     plan = FlexAttnPlan.from_tensors(q_ranges, k_ranges, types, total, total)
     module = load_backend(backend)
     if hasattr(module, "prepare"):
-        module.prepare(plan, shapes.head_dim, device)
+        module.prepare(plan, shapes.head_dim, device,
+                       group=shapes.num_heads_q // shapes.num_heads_kv)
     build_ms = (time.perf_counter() - start) * 1e3
 
     def attention(q, k, v):

@@ -107,7 +107,8 @@ class DistAttnRuntime:
                      *windows):
             attn.plan.tensors(device)
             if attn.num_slices and hasattr(module, "prepare"):
-                module.prepare(attn.plan, head_dim, torch.device(device))
+                module.prepare(attn.plan, head_dim, torch.device(device),
+                               group=num_heads_q // max(num_heads_kv, 1))
         return name
 
     def _stream(self, device: torch.device, role: str = "comm"):

@@ -65,6 +65,16 @@ FWD_VARIANTS = {
                                                 rescale_threshold=8.0),
     "fwd_tma_pf_rs8_128x128_w8_s2_p2": FwdConfig(128, 128, 8, 2, 2, use_tma=True,
                                                  prefetch_qk=True, rescale_threshold=8.0),
+    # session 39: PackGQA (a kv head's q heads in one program, q tiles of 128 // group
+    # positions), at the default and the short-row tiles, K/V by TMA or pointers
+    "fwd_tma_pack_128x64_w4_s3_p2": FwdConfig(128, 64, 4, 3, 2, use_tma=True, pack_gqa=True),
+    "fwd_tma_pack_128x64_w8_s3_p2_r128": FwdConfig(128, 64, 8, 3, 2, use_tma=True,
+                                                   max_registers=128, pack_gqa=True),
+    "fwd_ptr_pack_128x64_w4_s3_p2": FwdConfig(128, 64, 4, 3, 2, pack_gqa=True),
+    # session 39: head_dim 256 (configs.FWD_WIDE, and 64-row tiles at two programs an SM)
+    "fwd_wide_128x64_w8_s2_p1": FwdConfig(128, 64, 8, 2, 1),
+    "fwd_wide_64x32_w4_s3_p1": FwdConfig(64, 32, 4, 3, 1),
+    "fwd_wide_64x64_w4_s2_p1": FwdConfig(64, 64, 4, 2, 1),
 }
 # Backward variants: name -> (BwdConfig(block_m1, block_n1, block_m2, block_n2, warps, stages,
 # partial_stages), deterministic). block_m1 = q rows per step, block_n1 = keys per program.
@@ -91,6 +101,11 @@ BWD_VARIANTS = {
     # keep 2 programs per SM with fewer spills (s2: 64/72 bytes) or none (32-row q steps)
     "bwd_det_tma_64x64_w4_s2_p2": (BwdConfig(64, 64, 64, 64, 4, 2, 2, use_tma=True), True),
     "bwd_det_tma_32x64_w4_s3_p2": (BwdConfig(32, 64, 64, 64, 4, 3, 2, use_tma=True), True),
+    # session 39: head_dim 256 (configs.BWD_WIDE, then wider key tiles at 8 warps)
+    "bwd_det_wide_32x32_w4_s2_p1": (BwdConfig(32, 32, 32, 32, 4, 2, 1), True),
+    "bwd_det_wide_32x64_w8_s2_p1": (BwdConfig(32, 64, 64, 32, 8, 2, 1), True),
+    "bwd_det_wide_64x64_w8_s2_p1": (BwdConfig(64, 64, 64, 64, 8, 2, 1), True),
+    "bwd_det_wide_32x32_w4_s3_p1": (BwdConfig(32, 32, 32, 32, 4, 3, 1), True),
 }
 # session 22: the Gluon one-pass backward (kernels/triton/gluon_backward.py, 64x128 tiles):
 # name -> (dq mode, Q/dO ring slots); dq mode "none" skips dQ (a timing bound: dq stays zero)
@@ -145,11 +160,11 @@ def _inputs(seqlen, hq, hk, d, seed=0):
     return mk(hq), mk(hk), mk(hk), mk(hq)
 
 
-def _plans(slices, seqlen, fcfg=None, bcfg=None, deterministic=False):
+def _plans(slices, seqlen, fcfg=None, bcfg=None, deterministic=False, group=1):
     from magi_attention.kernels.block_sparse import plan_block_sparse
     plan = lambda m, n: plan_block_sparse(slices, seqlen, seqlen, m, n, device=DEVICE)
-    if fcfg is not None:
-        return plan(fcfg.block_m, fcfg.block_n)
+    if fcfg is not None:  # PackGQA's q tiles hold block_m // group positions
+        return plan(fcfg.block_m // group if fcfg.pack_gqa else fcfg.block_m, fcfg.block_n)
     return plan(bcfg.block_m1, bcfg.block_n1), (plan(bcfg.block_m2, bcfg.block_n2) if deterministic else None)
 
 
@@ -241,8 +256,8 @@ def check_variants(names: list[str], progress_path: str, head_dim: int, seqlen: 
                 for name, slices, (q, k, v, do), ro, rl, rg in cases:
                     if variant in FWD_VARIANTS:
                         cfg = FWD_VARIANTS[variant]
-                        out, lse, _ = launch_fwd(q, k, v, _plans(slices, seqlen, fcfg=cfg), cfg,
-                                                 scale, 0.0, False)
+                        plan = _plans(slices, seqlen, fcfg=cfg, group=hq // hk)
+                        out, lse, _ = launch_fwd(q, k, v, plan, cfg, scale, 0.0, False)
                         ok = torch.isfinite(rl)
                         errs[name] = {"out": _rel(out, ro), "lse": _rel(lse[ok], rl[ok])}
                         bad = errs[name]["out"] > FWD_TOL or errs[name]["lse"] > FWD_TOL
@@ -374,7 +389,7 @@ def time_cell(name, seqlen, args, variants, writer):
     ref_out = ref_lse = None
     for variant in (v_ for v_ in FWD_VARIANTS if v_ in variants):
         cfg = FWD_VARIANTS[variant]
-        plan = _plans(slices, seqlen, fcfg=cfg)
+        plan = _plans(slices, seqlen, fcfg=cfg, group=hq // hk)
         record("ffa", variant, json.dumps(asdict(cfg)), "fwd",
                lambda: launch_fwd(q, k, v, plan, cfg, scale, 0.0, False))
         if ref_out is None:

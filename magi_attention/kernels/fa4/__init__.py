@@ -125,8 +125,9 @@ def _conversion(mask: FlexAttnPlan, head_dim: int, device) -> Fa4BlockSparse:
     return fa4_block_sparse(mask, block_m, block_n, device)
 
 
-def prepare(mask: FlexAttnPlan, head_dim: int, device) -> None:
-    """Build (and keep in ``mask``) the conversion and FA4 arguments both directions use."""
+def prepare(mask: FlexAttnPlan, head_dim: int, device, group: int = 1) -> None:
+    """Build (and keep in ``mask``) the conversion and FA4 arguments both directions use
+    (``group``, the q heads per kv head, changes nothing: FA4 packs GQA inside its kernel)."""
     conv = _conversion(mask, head_dim, device)
     if conv.area and conv.native is None:
         if conv.groups is not None:  # the path calls take; block-sparse only when forced

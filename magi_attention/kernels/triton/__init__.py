@@ -19,7 +19,7 @@ from ... import env
 from .. import BackendUnavailable
 from ..block_sparse import MAX_TABLE_INTERVALS, plan_for
 from ..plan import FlexAttnPlan
-from .configs import SUPPORTED_HEAD_DIMS, bwd_config, fwd_config
+from .configs import SUPPORTED_HEAD_DIMS, bwd_config, fwd_config, pack_config
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 MAX_HEAD_DIM = 256  # above 128 with smaller tiles (configs.FWD_WIDE / BWD_WIDE)
@@ -109,17 +109,36 @@ def _gluon_bwd_plan(mask: FlexAttnPlan, device):
     return plan if plan_suits(plan) else None
 
 
-def prepare(mask: FlexAttnPlan, head_dim: int, device) -> None:
-    """Build (and keep in ``mask``) the tile plans the forward and backward will use."""
+# PackGQA runs instead of the Gluon forward where rows hold more key intervals than this (the
+# Gluon kernel masks a partial tile interval by interval): qk_sparse's 5 a row ran 382 TFLOPs/s
+# in Gluon and 466 packed; causal_document's 1 ran 396 and 391 (configs.pack_config's numbers)
+PACK_OVER_GLUON_INTERVALS = 2
+
+
+def _packs(gluon_plan, group: int, head_dim: int, return_max_logits: bool = False) -> bool:
+    """Whether the forward runs PackGQA: a group to pack (pack_config), no max logits asked, and
+    no Gluon plan that suits (``gluon_plan`` None) or one whose rows hold many key intervals."""
+    if not env.PACK_GQA or return_max_logits or pack_config(head_dim, group) is None:
+        return False
+    return gluon_plan is None or gluon_plan.row_lo.shape[1] > PACK_OVER_GLUON_INTERVALS
+
+
+def prepare(mask: FlexAttnPlan, head_dim: int, device, group: int = 1) -> None:
+    """Build (and keep in ``mask``) the tile plans the forward and backward will use; ``group``
+    (q heads per kv head) decides whether the forward's PackGQA plan is one of them."""
     fcfg, bcfg = fwd_config(head_dim), bwd_config(head_dim)
     device = torch.device(device)
     hopper = device.type == "cuda" and torch.cuda.get_device_capability(device)[0] == 9
     # the forward runs the mask itself, or its key parts where rows walk long (key_parts)
     parts = _key_parts(mask)
     for fwd_mask in [part for _, _, part in parts] if parts else [mask]:
+        gluon = None
         if env.PREFER_GLUON_FWD and hopper:  # where the Gluon kernels run
-            _gluon_plan(fwd_mask, device)
-        plan_for(fwd_mask, fcfg.block_m, fcfg.block_n, device, fcfg.max_table_intervals)
+            gluon = _gluon_plan(fwd_mask, device)
+        if _packs(gluon, group, head_dim):
+            fwd_plan(fwd_mask, pack_config(head_dim, group), group, device)
+        else:
+            plan_for(fwd_mask, fcfg.block_m, fcfg.block_n, device, fcfg.max_table_intervals)
     if env.PREFER_GLUON_BWD and hopper:
         _gluon_bwd_plan(mask, device)
     plan_for(mask, bcfg.block_m1, bcfg.block_n1, device, bcfg.max_table_intervals)
@@ -160,26 +179,39 @@ def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
             return _fwd_by_key_parts(q, k, v, parts, softmax_scale, softcap)
     q, k, v = (_dense_last(t) for t in (q, k, v))
     if config is None:  # decided once per mask and kind of input (a lookup per call)
-        key = ("triton_fwd_route", q.device, q.dtype, q.shape[-1], softcap > 0,
-               return_max_logits, q.shape[0] == 0 or k.shape[0] == 0, env.PREFER_GLUON_FWD)
+        key = ("triton_fwd_route", q.device, q.dtype, q.shape[-1], q.shape[1] // k.shape[1],
+               softcap > 0, return_max_logits, q.shape[0] == 0 or k.shape[0] == 0,
+               env.PREFER_GLUON_FWD, env.PACK_GQA)
         gluon, plan, config = mask.cached(
             key, lambda: _fwd_route(mask, q, k, softcap, return_max_logits))
         if gluon:
             from .gluon_forward import launch_fwd as launch_gluon
             return launch_gluon(q, k, v, plan, float(softmax_scale))
     else:
-        plan = plan_for(mask, config.block_m, config.block_n, q.device, config.max_table_intervals)
+        plan = fwd_plan(mask, config, q.shape[1] // k.shape[1], q.device)
     return launch_fwd(q, k, v, plan, config, float(softmax_scale), float(softcap), return_max_logits)
+
+
+def fwd_plan(mask: FlexAttnPlan, config, group: int, device):
+    """The forward's tile plan for ``config``: PackGQA's q tiles hold block_m // group positions."""
+    block_m = config.block_m // group if config.pack_gqa else config.block_m
+    return plan_for(mask, block_m, config.block_n, device, config.max_table_intervals)
 
 
 def _fwd_route(mask: FlexAttnPlan, q, k, softcap: float, return_max_logits: bool):
     """(gluon, plan, config) of the forward without a config: the Gluon kernel where it runs
-    these inputs and its plan suits (config None), else the Triton forward at the default tiles
-    with the short-row variant where rows are short (both share the default's plan)."""
+    these inputs and its plan suits (config None) unless PackGQA beats it (_packs); else
+    PackGQA where there is a group to pack; else the Triton forward at the default tiles with
+    the short-row variant where rows are short (both share the default's plan)."""
+    head_dim, group = q.shape[-1], q.shape[1] // max(k.shape[1], 1)
+    gluon = None
     if _gluon_reason(q, k, softcap, return_max_logits) is None:
-        plan = _gluon_plan(mask, q.device)
-        if plan is not None:
-            return True, plan, None
+        gluon = _gluon_plan(mask, q.device)
+    if _packs(gluon, group, head_dim, return_max_logits):
+        config = pack_config(head_dim, group)
+        return False, fwd_plan(mask, config, group, q.device), config
+    if gluon is not None:
+        return True, gluon, None
     config = fwd_config(q.shape[-1])
     plan = plan_for(mask, config.block_m, config.block_n, q.device, config.max_table_intervals)
     return False, plan, fwd_config(q.shape[-1], plan_tiles_per_q_tile(plan))

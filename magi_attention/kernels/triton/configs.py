@@ -33,6 +33,10 @@ class FwdConfig:
     rescale_threshold: float = 0.0
     # issue the next unmasked tile's QK^T before this tile's softmax (one more score tile live)
     prefetch_qk: bool = False
+    # PackGQA: a program holds the GROUP q heads of one kv head over block_m // GROUP positions,
+    # so each K/V tile is loaded once per group and the mask is cut at GROUP-times finer rows
+    # (the plan is built at block_m // GROUP); Q and O by pointers, K and V as use_tma says
+    pack_gqa: bool = False
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,28 @@ def fwd_config(head_dim: int, tiles_per_q_tile: float | None = None) -> FwdConfi
                      use_tma=True)
 
 
+# PackGQA (FwdConfig.pack_gqa), one H100, GQA 64:8, d128, 16k, TFLOPs/s (session 39,
+# results/h100/ffa_triton_s39/pack_sweep.log): Triton forward unpacked -> packed at the
+# short-row tiles, and the library's route before (Gluon where its plan suits):
+#   block_sparse 26 -> 500 (route 23), hash_sparse 36 -> 354 (35), var_block_sparse 205 ->
+#   504 (176), qk_sparse 433 -> 466 (382), causal_document 357 -> 391 (Gluon 396),
+#   sliding_window_causal 370 -> 392 (Gluon 409), full 514 -> 514 (Gluon 630).
+# The short-row tiles won packed on every mask but full (default tiles 527, within 3%), and
+# TMA K/V loads tied pointer loads there; so one packed config. Where q tiles of 128 rows cut
+# blocks of 64 (the sparse masks) their partial tiles masked from the slice list; packed,
+# 16-position tiles are whole blocks.
+
+
+def pack_config(head_dim: int, group: int) -> FwdConfig | None:
+    """The PackGQA forward config for GQA group ``group``, or None where it does not apply: no
+    group to pack, a group that does not divide the q tile, or head_dim above 128 (not timed)."""
+    if group <= 1 or head_dim > WIDE_HEAD_DIM:
+        return None
+    config = FwdConfig(block_m=128, block_n=64, num_warps=8, num_stages=3, partial_stages=2,
+                       use_tma=True, max_registers=128, pack_gqa=True)
+    return config if config.block_m % group == 0 else None
+
+
 def bwd_config(head_dim: int) -> BwdConfig:
     # v3 sweep (results/h200/ffa_triton/sweep.csv, 16k full/causal/causal_document): the
     # ordered two-kernel path 362/360/258 beats every one-pass (atomic dQ) variant: best
@@ -115,13 +141,16 @@ def bwd_config(head_dim: int) -> BwdConfig:
                      num_stages=3, partial_stages=2, use_tma=True)
 
 
-# head_dim 129-256 (Gemma's 256): chosen by what ptxas reports for sm_90a, compiled on the CPU
-# (scripts/dev/triton_resources.py's compile-only driver, session 38; not yet timed on a GPU).
-# Forward, causal, d256: 64x64 w4 s2 spills 168 bytes; 128x64 w8 s2 255 registers, no spill,
-# 192 KB shared (one program an SM); 64x32 w4 s3 no spill, 96 KB (two). Pointer loads: a
-# 256-wide bf16 row is 512 bytes, past one 128-byte TMA swizzle span, so TMA stays off until
-# measured. Backward (ordered path), dk/dv kernel: 32/64/64/32 w4 spills ~3 KB, w8 500 bytes;
-# 32/32/32/32 w4 s2 12 bytes, 80 KB (two programs an SM), its dq kernel no spill.
+# head_dim 129-256 (Gemma's 256). Session 38 shortlisted by what ptxas reports for sm_90a,
+# compiled on the CPU (scripts/dev/triton_resources.py): forward, causal, d256: 64x64 w4 s2
+# spills 168 bytes; 128x64 w8 s2 255 registers, no spill, 192 KB shared (one program an SM);
+# 64x32 w4 s3 no spill, 96 KB (two). Pointer loads: a 256-wide bf16 row is 512 bytes, past one
+# 128-byte TMA swizzle span. Backward (ordered path), dk/dv kernel: 32/64/64/32 w4 spills ~3 KB,
+# w8 500 bytes; 32/32/32/32 w4 s2 12 bytes, 80 KB (two programs an SM).
+# Session 39 timed them (one H100, GQA 64:8, bf16, 16k, full | causal TFLOPs/s,
+# results/h100/ffa_triton_s39/d256_sweep.log): forward 128x64 w8 s2 502 | 516, 64x32 w4 s3
+# 363 | 411, 64x64 w4 s2 317 | 364; backward 64/64/64/64 w8 s2 195 | 212 (chosen), 32/32 w4 s2
+# 149 | 153 (session 38's pick), s3 152 | 155, 32/64/64/32 w8 132 | 148.
 FWD_WIDE = FwdConfig(block_m=128, block_n=64, num_warps=8, num_stages=2, partial_stages=1)
-BWD_WIDE = BwdConfig(block_m1=32, block_n1=32, block_m2=32, block_n2=32, num_warps=4,
+BWD_WIDE = BwdConfig(block_m1=64, block_n1=64, block_m2=64, block_n2=64, num_warps=8,
                      num_stages=2, partial_stages=1)

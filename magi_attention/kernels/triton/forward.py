@@ -178,20 +178,36 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit, desc_q, desc_k, desc_v, desc_o,
                 ROW_INTERVALS: tl.constexpr, PARTIAL_STAGES: tl.constexpr,
                 USE_TMA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
                 CONTIGUOUS_FULL: tl.constexpr, RESCALE_THRESHOLD: tl.constexpr,
-                PREFETCH_QK: tl.constexpr):
+                PREFETCH_QK: tl.constexpr, PACK_GQA: tl.constexpr):
     tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
     tl.static_assert(BLOCK_M % 16 == 0 and BLOCK_N % 16 == 0)
     q_tile = tl.load(q_tile_order + tl.program_id(0))
-    head = tl.program_id(1)
-    kv_off = (head // GROUP).to(tl.int64) * stride_kh
-    kv_col = (head // GROUP) * HEAD_DIM  # column of this kv head in the 2-D descriptor view
-    q_tile_lo = q_tile * BLOCK_M
-    offs_m = q_tile_lo + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
+    if PACK_GQA:
+        # one program per (q tile, kv head): its BLOCK_M rows are BLOCK_M // GROUP positions x
+        # the GROUP q heads of the kv head (row r: position r // GROUP, head r % GROUP), so a
+        # K/V tile is loaded once for the group and the plan's q tiles are GROUP times shorter
+        tl.static_assert(BLOCK_M % GROUP == 0)
+        kv_head = tl.program_id(1)
+        rows = tl.arange(0, BLOCK_M)
+        q_tile_lo = q_tile * (BLOCK_M // GROUP)  # positions, as the plan counts them
+        q_tile_hi = q_tile_lo + BLOCK_M // GROUP
+        offs_m = q_tile_lo + rows // GROUP
+        head = kv_head * GROUP + rows % GROUP  # per row
+        head_off = head[:, None].to(tl.int64)
+    else:
+        head = tl.program_id(1)
+        kv_head = head // GROUP
+        q_tile_lo = q_tile * BLOCK_M
+        q_tile_hi = q_tile_lo + BLOCK_M
+        offs_m = q_tile_lo + tl.arange(0, BLOCK_M)
+        head_off = head.to(tl.int64)
+    kv_off = kv_head.to(tl.int64) * stride_kh
+    kv_col = kv_head * HEAD_DIM  # column of this kv head in the 2-D descriptor view
     row_ok = offs_m < seqlen_q
-    q_ptrs = Q + head.to(tl.int64) * stride_qh + offs_m[:, None].to(tl.int64) * stride_qm + offs_d[None, :]
-    if USE_TMA:
+    q_ptrs = Q + head_off * stride_qh + offs_m[:, None].to(tl.int64) * stride_qm + offs_d[None, :]
+    if USE_TMA and not PACK_GQA:  # packed rows are not one [BLOCK_M, D] box: Q by pointers
         q = desc_q.load([q_tile_lo, head * HEAD_DIM])
     else:
         q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
@@ -204,7 +220,6 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit, desc_q, desc_k, desc_v, desc_o,
     mid = start + tl.load(q_tile_num_full + q_tile)
     slice_lo = tl.load(q_tile_slice_ptr + q_tile)
     slice_hi = tl.load(q_tile_slice_ptr + q_tile + 1)
-    q_tile_hi = q_tile_lo + BLOCK_M
     if PREFETCH_QK and not SOFTCAP:
         acc, l_i, m_i = _fwd_full_tiles_prefetch(
             acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid, offs_n,
@@ -245,13 +260,13 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit, desc_q, desc_k, desc_v, desc_o,
     l_safe = tl.where(has_keys, l_i, 1.0)
     out = acc / l_safe[:, None]
     lse = tl.where(has_keys, (m_i + tl.log2(l_safe)) * LN2, float("-inf"))
-    if USE_TMA:
+    if USE_TMA and not PACK_GQA:
         desc_o.store([q_tile_lo, head * HEAD_DIM], out.to(Out.dtype.element_ty))  # clipped at Sq
     else:
-        o_ptrs = Out + head.to(tl.int64) * stride_oh + offs_m[:, None].to(tl.int64) * stride_om + offs_d[None, :]
+        o_ptrs = Out + head_off * stride_oh + offs_m[:, None].to(tl.int64) * stride_om + offs_d[None, :]
         tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None])
     tl.store(Lse + offs_m.to(tl.int64) * stride_lm + head, lse, mask=row_ok)
-    if RETURN_MAX:
+    if RETURN_MAX:  # not with PACK_GQA (launch_fwd): a row's head varies there
         # m_i is the running row max of the logits in log2 units
         tl.store(MaxLogit + q_tile * stride_xt + head, tl.max(m_i, 0) / LOG2E)
 
@@ -259,23 +274,43 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit, desc_q, desc_k, desc_v, desc_o,
 _launch_fwd_kernel = cached_launch(_fwd_kernel)
 
 
+def pack_gqa_reason(config: FwdConfig, num_heads_q: int, num_heads_kv: int,
+                    return_max_logits: bool) -> str | None:
+    """Why ``config.pack_gqa`` cannot run these heads, or None: a q tile must hold whole groups
+    (block_m a multiple of the group), and the max logits are kept per (q tile, head)."""
+    group = num_heads_q // num_heads_kv
+    if config.block_m % group:
+        return f"PackGQA needs block_m ({config.block_m}) a multiple of the GQA group ({group})"
+    if return_max_logits:
+        return "PackGQA does not return max logits (a packed tile mixes heads)"
+    return None
+
+
 def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSparsePlan,
                config: FwdConfig, softmax_scale: float, softcap: float, return_max_logits: bool):
     """q [Sq, Hq, D], k/v [Sk, Hkv, D] (last dim contiguous) -> (out, lse [Sq, Hq] fp32, max_logits)."""
     seqlen_q, num_heads_q, head_dim = q.shape
     seqlen_k, num_heads_kv, _ = k.shape
-    if (plan.block_m, plan.block_n) != (config.block_m, config.block_n):
+    group = num_heads_q // num_heads_kv
+    pack = config.pack_gqa
+    if pack:
+        reason = pack_gqa_reason(config, num_heads_q, num_heads_kv, return_max_logits)
+        if reason is not None:
+            raise ValueError(reason)
+    plan_m = config.block_m // group if pack else config.block_m  # positions per q tile
+    if (plan.block_m, plan.block_n) != (plan_m, config.block_n):
         raise ValueError(f"plan tiles {(plan.block_m, plan.block_n)} != config tiles "
-                         f"{(config.block_m, config.block_n)}")
+                         f"{(plan_m, config.block_n)}")
     use_tma = config.use_tma and seqlen_k > 0 and seqlen_q > 0
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # packed: TMA stores need it
     lse = torch.empty(seqlen_q, num_heads_q, dtype=torch.float32, device=q.device)
     tile_max = torch.empty(max(plan.num_q_tiles, 1), num_heads_q, dtype=torch.float32, device=q.device)
-    grid = (plan.num_q_tiles, num_heads_q)
+    grid = (plan.num_q_tiles, num_heads_kv if pack else num_heads_q)
     descs = (None, None, None, None)
-    if use_tma:
-        descs = (descriptor_2d(q, config.block_m), descriptor_2d(k, config.block_n),
-                 descriptor_2d(v, config.block_n), descriptor_2d(out, config.block_m, writable=True))
+    if use_tma:  # PackGQA's rows are not [block_m, D] boxes: its Q and O go by pointers
+        descs = (None if pack else descriptor_2d(q, config.block_m),
+                 descriptor_2d(k, config.block_n), descriptor_2d(v, config.block_n),
+                 None if pack else descriptor_2d(out, config.block_m, writable=True))
     if plan.num_q_tiles > 0:
         # every integer argument follows from these (cached_launch)
         key = ((q.shape, q.stride(), k.shape, k.stride(), v.stride(), q.dtype, config,
@@ -295,7 +330,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
             CONTIGUOUS_FULL=config.contiguous_full,
             # the max logit is the running max, which conditional rescaling lets lag behind
             RESCALE_THRESHOLD=0.0 if return_max_logits else config.rescale_threshold,
-            PREFETCH_QK=config.prefetch_qk,
+            PREFETCH_QK=config.prefetch_qk, PACK_GQA=pack,
             **launch_options(config))
     max_logits = None
     if return_max_logits:

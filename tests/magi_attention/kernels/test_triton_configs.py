@@ -204,3 +204,74 @@ def test_head_dim_256_takes_the_wide_tiles_whatever_its_rows():
     assert fwd_config(256) == fwd_config(256, SHORT_ROW_TILES - 1) == FWD_WIDE
     assert bwd_config(256) == BWD_WIDE and not BWD_WIDE.one_pass
     assert fwd_config(128) != FWD_WIDE and bwd_config(128) != BWD_WIDE
+
+
+def _gluon_or_none(slices, seqlen):
+    """The Gluon forward's plan where it suits (as the route sees it), else None."""
+    gf = pytest.importorskip("magi_attention.kernels.triton.gluon_forward")
+    plan = plan_block_sparse(slices, seqlen, seqlen, gf.BLOCK_M, gf.BLOCK_N)
+    return plan if gf.plan_suits(plan) else None
+
+
+@pytest.mark.parametrize("name, group, head_dim, max_logits, packs", [
+    ("full", 8, 128, False, False),  # Gluon's plan suits, one interval a row: Gluon (630 vs 514)
+    ("causal_document", 8, 128, False, False),  # a tie with Gluon (396 vs 391): Gluon stays
+    ("qk_sparse", 8, 128, False, True),  # 5 intervals a row: packed 466 against Gluon's 382
+    ("block_sparse", 8, 128, False, True),  # no row table (Gluon does not run): 500 vs 26
+    ("hash_sparse", 4, 64, False, True),
+    ("block_sparse", 1, 128, False, False),  # MHA: nothing to pack
+    ("block_sparse", 3, 128, False, False),  # 128-row tiles do not hold whole groups of 3
+    ("block_sparse", 8, 256, False, False),  # head_dim 256: not timed packed
+    ("block_sparse", 8, 128, True, False),  # max logits are kept per (q tile, head)
+])
+def test_pack_gqa_runs_where_it_was_measured_to_win(name, group, head_dim, max_logits, packs):
+    from magi_attention.kernels import triton as tk
+    from bench.data import sample_doc_lens
+    # the measured masks (the sweep's documents)
+    slices = list(build_mask(name, S, doc_lens=sample_doc_lens(S, seed=0), seed=0).slices)
+    assert tk._packs(_gluon_or_none(slices, S), group, head_dim, max_logits) == packs
+
+
+def test_the_packed_plan_holds_block_sparse_blocks_whole():
+    """Why PackGQA wins on block_sparse (64 x 64 blocks): 128-row q tiles straddle two q blocks
+    with different keys, so most of their tiles are partial (masked from the slice list); the
+    packed plan's 16-position q tiles (GQA 8) lie inside one block: every tile is full."""
+    from magi_attention.kernels.triton.configs import pack_config
+    slices = list(build_mask("block_sparse", 4096, seed=0).slices)
+    config = pack_config(128, 8)
+    unpacked = plan_block_sparse(slices, 4096, 4096, config.block_m, config.block_n)
+    packed = plan_block_sparse(slices, 4096, 4096, config.block_m // 8, config.block_n)
+    assert unpacked.num_full_pairs < unpacked.q_tile_kt.numel() / 2
+    assert packed.num_full_pairs == packed.q_tile_kt.numel() > 0
+    # the group's rows in one tile: a quarter of the q heads' tile work, not more
+    assert packed.q_tile_kt.numel() < 0.6 * 8 * unpacked.q_tile_kt.numel()
+
+
+def test_the_route_picks_pack_gqa_once_and_plans_its_short_q_tiles(monkeypatch):
+    """tk.fwd without a config on a GQA block_sparse mask launches the packed config on the plan
+    of block_m // group positions (decided once); the same mask with MHA heads does not pack."""
+    from magi_attention.kernels import triton as tk
+    from magi_attention.kernels.triton import forward
+    monkeypatch.setattr(tk, "check_supported", lambda q, k, v: None)
+    monkeypatch.setattr(tk, "_gluon_reason", lambda *a: "off")
+    launched = []
+    monkeypatch.setattr(forward, "launch_fwd", lambda q, k, v, plan, config, *a: launched.append(
+        (plan, config)))
+    slices = list(build_mask("block_sparse", 2048, seed=0).slices)
+    mask = FlexAttnPlan.from_slices(slices, 2048, 2048)
+    q, k = torch.zeros(2048, 8, 128, dtype=torch.bfloat16), torch.zeros(2048, 1, 128, dtype=torch.bfloat16)
+    tk.fwd(q, k, k, mask, 1.0)
+    tk.fwd(q, k, k, mask, 1.0)
+    (plan, config), again = launched
+    assert config.pack_gqa and plan.block_m == config.block_m // 8 and again == (plan, config)
+    tk.fwd(q, q, q, mask, 1.0)  # group 1: its own route (the group is part of the choice's key)
+    assert not launched[-1][1].pack_gqa and launched[-1][0].block_m == launched[-1][1].block_m
+
+
+def test_pack_gqa_refuses_what_it_cannot_run():
+    from magi_attention.kernels.triton.configs import pack_config
+    from magi_attention.kernels.triton.forward import pack_gqa_reason
+    config = pack_config(128, 8)
+    assert pack_gqa_reason(config, 64, 8, False) is None
+    assert "multiple" in pack_gqa_reason(config, 6, 2, False)  # group 3
+    assert "max logits" in pack_gqa_reason(config, 64, 8, True)

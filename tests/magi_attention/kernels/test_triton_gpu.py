@@ -151,7 +151,12 @@ FWD_VARIANTS = {"tma": dict(use_tma=True),
                 "early_qk_128x128_w8": dict(use_tma=True, block_m=128, block_n=128, num_warps=8,
                                             num_stages=2, prefetch_qk=True),
                 "ptr_run": dict(contiguous_full=True),
-                "tma_ws_run": dict(use_tma=True, warp_specialize=True, contiguous_full=True)}
+                "tma_ws_run": dict(use_tma=True, warp_specialize=True, contiguous_full=True),
+                # PackGQA (a kv head's q heads in one program), K/V by TMA or pointers
+                "pack_tma": dict(use_tma=True, pack_gqa=True),
+                "pack_ptr": dict(use_tma=False, pack_gqa=True),
+                "pack_short_row": dict(use_tma=True, num_warps=8, max_registers=128,
+                                       pack_gqa=True)}
 
 
 def _variant_case(name, seed):
@@ -190,6 +195,32 @@ def test_fwd_tma_variants(name, variant):
     config = dataclasses.replace(fwd_config(d), **FWD_VARIANTS[variant])
     out, lse, _ = tk.fwd(q, k, v, plan, d ** -0.5, config=config)
     _assert_fwd_matches_reference(q, k, v, plan, out, lse)
+
+
+@pytest.mark.parametrize("heads", [(8, 1), (16, 2), (64, 8)], ids=lambda h: f"{h[0]}to{h[1]}")
+@pytest.mark.parametrize("name", ["causal_document", "block_sparse", "hash_sparse"])
+def test_fwd_pack_gqa_groups(name, heads):
+    """PackGQA at groups 8 and 16 (q tiles of 16 and 8 positions) equals the reference."""
+    import dataclasses
+    from magi_attention.kernels import triton as tk
+    from magi_attention.kernels.triton.configs import fwd_config
+    seqlen, (hq, hk), d = 1531, heads, 128
+    mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 4), seed=4)
+    plan = FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen)
+    q, k, v, _ = _inputs(seqlen, seqlen, hq, hk, d, torch.bfloat16, 4)
+    config = dataclasses.replace(fwd_config(d), pack_gqa=True)
+    out, lse, _ = tk.fwd(q, k, v, plan, d ** -0.5, config=config)
+    _assert_fwd_matches_reference(q, k, v, plan, out, lse)
+
+
+@pytest.mark.parametrize("heads", [(8, 1, 128), (8, 2, 64)], ids=lambda h: f"{h[0]}to{h[1]}-d{h[2]}")
+@pytest.mark.parametrize("name", ["block_sparse", "hash_sparse", "var_block_sparse", "qk_sparse"])
+def test_routed_pack_gqa_matches_reference(name, heads):
+    """The library's default route without max logits, where it packs GQA (the sparse masks:
+    test_triton_configs.py), forward and backward through flex_flash_attn_func."""
+    seqlen, (hq, hk, d) = 2048, heads
+    mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 5), seed=5)
+    check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, torch.bfloat16, 5, max_logits=False)
 
 
 # (config fields, deterministic): the one-pass path with TMA loads and TMA reduce-add of dq; the

@@ -5,8 +5,8 @@ The interpreter must be switched on before triton.jit decorates the kernels, so 
 one subprocess (about 15 s for all cases) that reports max errors as JSON; each case asserts on
 its own. Both masking paths run: the per-row interval table and, with the table disabled, the
 OR over the q tile's slice list; both backward paths: the one-pass kernel with atomic dq and the
-deterministic two-kernel path (also as one fused launch, with pointer and TMA loads); the forward (with the contiguous_full run loop, and with conditional rescaling and the early
-QK^T) and the one-pass backward also with tensor descriptors (use_tma; the interpreter's missing
+deterministic two-kernel path (also as one fused launch, with pointer and TMA loads); the forward (with the contiguous_full run loop, with conditional rescaling and the early
+QK^T, and with PackGQA: a group's q heads in one program) and the one-pass backward also with tensor descriptors (use_tma; the interpreter's missing
 TMA reduce-add is emulated). Tolerance for fp16 inputs (P and dS rounded to fp16 before the
 matmuls): max abs error <= 1e-2 * max|ref| + 2e-3.
 """
@@ -74,6 +74,13 @@ SCRIPT = textwrap.dedent('''
             ramp = (1.0 + 3.0 * torch.arange(sk) / sk).half()[:, None, None]
             lazy = FwdConfig(32, 16, 4, 2, use_tma=True, rescale_threshold=2.0, prefetch_qk=True)
             out_lazy, lse_lazy, _ = launch_fwd(q, k * ramp, v, plan(32, 16), lazy, scale, cap, False)
+            # PackGQA: the group's q heads in one program over 32 // group positions, with
+            # pointer loads and with K/V by TMA
+            group = hq // hk
+            packed = {label: launch_fwd(q, k, v, plan(32 // group, 16),
+                                        FwdConfig(32, 16, 4, stages, use_tma=tma, pack_gqa=True),
+                                        scale, cap, False)
+                      for label, stages, tma in (("pack", 1, False), ("pack_tma", 2, True))}
             dq, dk, dv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), None, bc, scale, cap)
             bt = BwdConfig(16, 32, 32, 16, 4, 1, use_tma=True)
             tdq, tdk, tdv = launch_bwd(do, q, k, v, out, lse, plan(16, 32), None, bt, scale, cap)
@@ -111,6 +118,10 @@ SCRIPT = textwrap.dedent('''
             res["out_lazy_rescale"] = [(f(out_lazy) - rlo).abs().max().item(), rlo.abs().max().item()]
             res["lse_lazy_rescale"] = [(lse_lazy[~empty] - rll[~empty]).abs().max().item(), 1.0]
             res["lse_inf_match"] &= bool(torch.isinf(lse_lazy[empty]).all() and (out_lazy[empty] == 0).all())
+            for label, (o, l, _) in packed.items():
+                res[f"out_{label}"] = [(f(o) - ro).abs().max().item(), ro.abs().max().item()]
+                res[f"lse_{label}"] = [(l[~empty] - rl[~empty]).abs().max().item(), 1.0]
+                res["lse_inf_match"] &= bool(torch.isinf(l[empty]).all() and (o[empty] == 0).all())
             ok = torch.isfinite(rm)
             res["max_logits"] = [(mx[ok] - rm[ok]).abs().max().item(), 1.0]
             results[f"{name}-{'table' if table else 'slices'}"] = res

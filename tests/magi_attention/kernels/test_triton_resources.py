@@ -150,8 +150,9 @@ def test_the_gluon_backward_compiles_for_sm90_with_asynchronous_mmas(tool, head_
 
 def test_the_head_dim_256_configs_compile_for_sm90_within_an_sms_shared_memory(tool):
     """configs.FWD_WIDE / BWD_WIDE as they compile for sm90 at head_dim 256 (forward, and the
-    ordered backward's three kernels): under 227 KB of shared memory, no forward spill and at
-    most a few bytes in the backward (what they were chosen for, session 38)."""
+    ordered backward's three kernels): under 227 KB of shared memory, no forward spill; the
+    backward's 64-row tiles at 8 warps spill under 1 KB (732 bytes) and ran 1.3x the no-spill
+    32-row tiles on an H100 (session 39), so spills there are bounded, not banned."""
     from magi_attention.common import AttnSlice
     from magi_attention.kernels.block_sparse import plan_block_sparse
     from magi_attention.kernels.triton.backward import launch_bwd
@@ -169,4 +170,4 @@ def test_the_head_dim_256_configs_compile_for_sm90_within_an_sms_shared_memory(t
     assert set(res) == {"_fwd_kernel", "_preprocess_kernel", "_dkdv_kernel", "_dq_kernel"}
     assert all(r["shared_kb"] <= 227 for r in res.values()), res
     assert res["_fwd_kernel"]["spill_stores"] == 0, res
-    assert max(r["spill_stores"] for r in res.values()) <= 64, res
+    assert max(r["spill_stores"] for r in res.values()) <= 1024, res
