@@ -1,7 +1,9 @@
 """Shared by ffa and ffa_fa4: the project's flex_flash_attn_func on one backend, batch folded
 into the packed sequence (each batch row's slices shifted by row * seqlen). The mask becomes a
 FlexAttnPlan in ``prepare`` (validation, tile plans, FA4 tensors: untimed, reported as
-build_ms), so a timed call only launches kernels, as in a training loop."""
+build_ms), so a timed call only launches kernels, as in a training loop. A per-KV-head mask
+(block_sparse, var_block_sparse) runs as one call per KV head on its group of q heads, each
+with its own plan (flex_flash_attn_func takes one mask for all the heads of a call)."""
 from __future__ import annotations
 
 import time
@@ -27,38 +29,56 @@ def backend_reason(backend: str) -> str | None:
     return None
 
 
-def mask_reason(mask: Mask) -> str | None:
-    if mask.head_slices is not None:
-        return (f"flex_flash_attn_func takes one mask for all heads; {mask.name} has "
-                f"{mask.num_mask_heads} per-head masks")
+def mask_reason(mask: Mask, shapes: Shapes) -> str | None:
+    if mask.head_slices is not None and mask.num_mask_heads != shapes.num_heads_kv:
+        return (f"{mask.name} has {mask.num_mask_heads} per-head masks for "
+                f"{shapes.num_heads_kv} KV heads")
     return None
 
 
-def ffa_prepared(mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs, backend: str
-                 ) -> Prepared:
-    """Raises BackendUnavailable (the runner records unsupported) when the backend cannot run."""
-    q_ranges, k_ranges, types = convert.to_slices_tensors(mask, device=device)
+def _slices_tensors(mask: Mask, shapes: Shapes, device: torch.device, head: int | None):
+    """(q_ranges, k_ranges, types) of KV head ``head``'s mask (None: the shared one), batch
+    rows folded into the packed sequence."""
+    q_ranges, k_ranges, types = convert.to_slices_tensors(mask, device=device, head=head)
     if shapes.batch > 1:
         offsets = (torch.arange(shapes.batch, device=device, dtype=torch.int32)
                    * shapes.seqlen).repeat_interleave(q_ranges.shape[0])[:, None]
         q_ranges = q_ranges.repeat(shapes.batch, 1) + offsets
         k_ranges = k_ranges.repeat(shapes.batch, 1) + offsets
         types = types.repeat(shapes.batch)
+    return q_ranges, k_ranges, types
+
+
+def ffa_prepared(mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs, backend: str
+                 ) -> Prepared:
+    """Raises BackendUnavailable (the runner records unsupported) when the backend cannot run."""
     scale = shapes.softmax_scale
     total = shapes.batch * shapes.seqlen
+    group = shapes.num_heads_q // shapes.num_heads_kv
+    heads = [None] if mask.head_slices is None else list(range(mask.num_mask_heads))
     start = time.perf_counter()
-    plan = FlexAttnPlan.from_tensors(q_ranges, k_ranges, types, total, total)
     module = load_backend(backend)
-    if hasattr(module, "prepare"):
-        module.prepare(plan, shapes.head_dim, device,
-                       group=shapes.num_heads_q // shapes.num_heads_kv)
+    plans = []
+    for head in heads:
+        plan = FlexAttnPlan.from_tensors(*_slices_tensors(mask, shapes, device, head), total, total)
+        if hasattr(module, "prepare"):
+            # a per-head call runs one KV head with its group of q heads: the same group
+            module.prepare(plan, shapes.head_dim, device, group=group)
+        plans.append(plan)
     build_ms = (time.perf_counter() - start) * 1e3
 
-    def attention(q, k, v):
+    def call(q, k, v, plan):
         # no lse unless the backward needs it: the peers' inference calls write none either
         out, _ = flex_flash_attn_func(q, k, v, plan, softmax_scale=scale, backend=backend,
                                       return_lse=False)
         return out
 
+    def attention(q, k, v):
+        if heads == [None]:
+            return call(q, k, v, plans[0])
+        return torch.cat([call(q[:, h * group:(h + 1) * group], k[:, h:h + 1], v[:, h:h + 1],
+                               plans[h]) for h in heads], dim=1)
+
     return autograd_prepared(attention, inputs, "thd", build_ms=build_ms,
-                             extra={"backend": backend, "num_slices": str(len(mask.slices))})
+                             extra={"backend": backend, "num_slices": str(len(mask.slices)),
+                        **({} if heads == [None] else {"calls": f"{len(heads)} (one a KV head)"})})

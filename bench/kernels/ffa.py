@@ -22,7 +22,7 @@ class Ffa(KernelAdapter):
         return f"magi_attention {getattr(magi_attention, '__version__', 'dev')}"
 
     def supports(self, mask: Mask, shapes: Shapes, device: torch.device) -> str | None:
-        return backend_reason(_backend(device)) or mask_reason(mask)
+        return backend_reason(_backend(device)) or mask_reason(mask, shapes)
 
     def prepare(self, mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs) -> Prepared:
         return ffa_prepared(mask, shapes, device, inputs, _backend(device))

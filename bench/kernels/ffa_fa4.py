@@ -22,7 +22,7 @@ class FfaFa4(KernelAdapter):
 
     def supports(self, mask: Mask, shapes: Shapes, device: torch.device) -> str | None:
         return (needs_cuda(device) or half_dtype(shapes.dtype) or backend_reason(BACKEND)
-                or mask_reason(mask))
+                or mask_reason(mask, shapes))
 
     def prepare(self, mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs) -> Prepared:
         return ffa_prepared(mask, shapes, device, inputs, BACKEND)

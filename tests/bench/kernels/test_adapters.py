@@ -40,16 +40,31 @@ def test_cpu_adapter_passes_gate(kernel, mask_name, full_max_seqlen):
         assert result.status("bwd") == "ok" and "grads" in result.message("bwd"), result.errors
 
 
-@pytest.mark.parametrize("kernel", ["naive", "sdpa_math"])
+@pytest.mark.parametrize("kernel", ["naive", "sdpa_math", "ffa"])
 def test_adapter_matches_dense_oracle_on_per_head_mask(kernel):
     # block_sparse with one mask per KV head: checked against the independent dense oracle
+    # (ffa: one flex_flash_attn_func call per KV head, forward and backward)
     mask = build_mask("block_sparse", 64, block_q=16, block_k=16, sparsity=0.5, num_heads_kv=2)
     shapes = Shapes(1, 64, 4, 2, 16, "float32")
+    adapter = load_adapter(kernel)
+    assert adapter.supports(mask, shapes, CPU) is None
     inputs = make_inputs(shapes, CPU, seed=2)
-    prepared = load_adapter(kernel).prepare(mask, shapes, CPU, inputs)
+    prepared = adapter.prepare(mask, shapes, CPU, inputs)
     out = prepared.out_bshd(prepared.fwd())[0]
-    expected, _ = dense_attention(inputs.q[0], inputs.k[0], inputs.v[0], convert.to_dense(mask))
+    q, k, v = (t[0].detach().double().requires_grad_() for t in (inputs.q, inputs.k, inputs.v))
+    expected, _ = dense_attention(q, k, v, convert.to_dense(mask))
     torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
+    if kernel == "ffa":
+        prepared.bwd()
+        grads = torch.autograd.grad(expected, (q, k, v), inputs.dout[0].double())
+        for got, want in zip(prepared.grads_bshd(), grads):
+            torch.testing.assert_close(got[0].double(), want, atol=1e-5, rtol=1e-5)
+
+
+def test_ffa_names_per_head_masks_that_do_not_match_the_kv_heads():
+    mask = build_mask("block_sparse", 64, block_q=16, block_k=16, sparsity=0.5, num_heads_kv=2)
+    reason = load_adapter("ffa").supports(mask, Shapes(1, 64, 4, 4, 16, "float32"), CPU)
+    assert "2 per-head masks for 4 KV heads" in reason
 
 
 @pytest.mark.parametrize("kernel", GPU_ONLY)
