@@ -8,8 +8,8 @@ import pandas as pd
 
 from ._common import (DOC_MASKS, FFA_FA4_GOAL, K16, K64, KERNEL_MASKS, _bwd_orders,
                       _by_size_table, _files, _helper, _k, _low_cells, _ncu_metric, _pairs,
-                      _probe_ms, _span, _summed_counts, _variant_ratios, _verdict,
-                      triton_s21_goals, triton_s21_table)
+                      _probe_ms, _pytest_counts, _span, _summed_counts, _tf, _variant_ratios,
+                      _verdict, triton_s21_goals, triton_s21_table)
 from ._paths import RESULTS
 
 
@@ -357,4 +357,103 @@ def first_timing_s38() -> str:
         parts.append(f"{kernel} {_k(seqlen)}: first / later {min(firsts):.2f}-{max(firsts):.2f}, "
                      f"single timings {g.ms.min():.1f}-{g.ms.max():.1f} ms "
                      f"(spread {g.ms.max() / g.ms.min():.2f})")
+    return "; ".join(parts)
+
+
+# -- session 39: PackGQA in the Triton forward (one H100, GQA 64:8, d128, bf16, 16k) ------------
+# the bench's ffa with the packed route (default) and with MAGI_ATTENTION_PACK_GQA=0 (the route
+# before) in one call, then compiled Flex (its hash_sparse and var_block_sparse cells did not
+# finish within the step's 230 s: no row); Flex's block_sparse rows (out of memory) come from
+# the call before, whose ffa rows were cut short by that step's timeout
+PACK_S39 = {"pack": ("h100/kernels_s39/sparse_16k_pack_on.csv",),
+            "before": ("h100/kernels_s39/sparse_16k_pack_off.csv",),
+            "flex": ("h100/kernels_s39/sparse_16k_flex.csv",
+                     "h100/kernels_s39/sparse_16k_first_call.csv")}
+PACK_MASKS_S39 = ("block_sparse", "var_block_sparse", "hash_sparse", "qk_sparse")
+
+
+def _pack_s39(name: str, mask: str, direction: str, missing: bool = False):
+    """TFLOPs/s of the run ``name``'s cell; ``missing``: the text for a cell without one."""
+    kernel = "flex" if name == "flex" else "ffa"
+    frame = _files(PACK_S39[name])
+    if missing:
+        rows = frame[(frame.kernel == kernel) & (frame["mask"] == mask)
+                     & (frame.direction == direction)]
+        return f"X ({rows.status.iloc[0]})" if len(rows) else "not run"
+    return _tf(frame, kernel, mask, K16, direction)
+
+
+def pack_s39_table() -> str:
+    """Per sparse mask and direction: FFA packed, FFA's route before, Flex, and the ratios."""
+    lines = ["| mask | dir | ffa (PackGQA route) | ffa, route before | flex | packed / before "
+             "| packed / flex |", "|---|---|---|---|---|---|---|"]
+    for mask in PACK_MASKS_S39:
+        for d in ("fwd", "bwd"):
+            names = ("pack", "before", "flex")
+            on, off, flex = (_pack_s39(n, mask, d) for n in names)
+            cells = [f"{v:.0f}" if v is not None else _pack_s39(n, mask, d, missing=True)
+                     for n, v in zip(names, (on, off, flex))]
+            ratio = lambda a, b: f"{a / b:.2f}" if a and b else "-"  # noqa: E731
+            lines.append(f"| {mask} | {d} | " + " | ".join(cells)
+                         + f" | {ratio(on, off)} | {ratio(on, flex)} |")
+    return "\n".join(lines)
+
+
+def pack_s39_summary() -> str:
+    """The packed route over the route before, forward and backward, over the four masks."""
+    parts = []
+    for d in ("fwd", "bwd"):
+        gains = [_pack_s39("pack", m, d) / _pack_s39("before", m, d) for m in PACK_MASKS_S39]
+        parts.append(f"{d} packed / before {_span(gains)}")
+    return "; ".join(parts)
+
+
+_SWEEP_ROW = re.compile(r"^\s*(?P<mask>\w+) S=\s*(?P<seqlen>\d+) (?P<dir>fwd|bwd)\s+\w+ "
+                        r"(?P<variant>\S+)\s+ok\s+[\d.]+ ms (?P<tf>\d+) TFLOPs/s", re.MULTILINE)
+
+
+def _sweep_log(relpath: str) -> pd.DataFrame:
+    """The rows ffa_triton_sweep.py printed (mask, seqlen, dir, variant, TFLOPs/s)."""
+    text = (RESULTS / relpath).read_text()
+    return pd.DataFrame([{**m.groupdict(), "tf": float(m["tf"])} for m in _SWEEP_ROW.finditer(text)])
+
+
+def pack_sweep_s39_table() -> str:
+    """The Triton forward unpacked and packed (default and short-row tiles) and the library's
+    route before (Gluon where its plan suits), per mask, from the sweep's log."""
+    rows = _sweep_log("h100/ffa_triton_s39/pack_sweep.log")
+    rows = rows[rows.dir == "fwd"]
+    cols = {"fwd_tma_128x64_w4_s3_p2": "unpacked", "fwd_tma_128x64_w8_s3_p2_r128":
+            "unpacked, short-row tiles", "fwd_tma_pack_128x64_w4_s3_p2": "packed",
+            "fwd_tma_pack_128x64_w8_s3_p2_r128": "packed, short-row tiles",
+            "fwd_ptr_pack_128x64_w4_s3_p2": "packed, pointer K/V", "ffa": "route before"}
+    lines = ["| mask | " + " | ".join(cols.values()) + " |", "|---" * (len(cols) + 1) + "|"]
+    for mask, g in rows.groupby("mask", sort=False):
+        tf = dict(zip(g.variant, g.tf))
+        lines.append(f"| {mask} | " + " | ".join(f"{tf[v]:.0f}" for v in cols) + " |")
+    return "\n".join(lines)
+
+
+def d256_s39_table() -> str:
+    """head_dim 256 tile variants (full and causal, 16k), from the sweep's log."""
+    rows = _sweep_log("h100/ffa_triton_s39/d256_sweep.log")
+    lines = ["| dir | tiles | full | causal |", "|---|---|---|---|"]
+    for (d, variant), g in rows.groupby(["dir", "variant"], sort=False):
+        tf = dict(zip(g["mask"], g.tf))
+        lines.append(f"| {d} | {variant} | {tf['full']:.0f} | {tf['causal']:.0f} |")
+    return "\n".join(lines)
+
+
+def pytest_s39() -> str:
+    """The session's GPU test runs on one H100 (head_dim 256, PackGQA, the packed route, the
+    plan / no-sync tests)."""
+    logs = {"head_dim 256 every mask": "h100/tests/pytest_triton_d256_s39.log",
+            "routed PackGQA": "h100/tests/pytest_triton_routed_pack_s39.log",
+            "plan / no-sync": "h100/tests/pytest_plan_gpu_s39.log"}
+    parts = [f"{name}: {_pytest_counts(path)}" for name, path in logs.items()]
+    text = (RESULTS / "h100/tests/pytest_triton_d256_odd_pack_s39.log").read_text()
+    passed = sum(int(n) for n in re.findall(r"^(\d+) passed", text, re.MULTILINE))
+    failed = len(re.findall(r"^FAILED", text, re.MULTILINE))
+    parts.append(f"head_dim 256 odd seqlens and the PackGQA variants: {passed} passed, "
+                 f"{failed} failed (4 processes)")
     return "; ".join(parts)

@@ -474,7 +474,7 @@ def summary(rows) -> str:
     for r in rows:
         if r["status"] == "ok" and r["kernel"] == "ffa":
             per_variant.setdefault((r["seqlen"], r["mask"], r["direction"]), []).append(
-                f"{r['variant'].split('_', 1)[1]}={r['tflops_per_s']:.0f}")
+                f"{r['variant'].split('_', 1)[-1]}={r['tflops_per_s']:.0f}")
     lines.append("\nper variant (TFLOPs/s):")
     for key, vals in sorted(per_variant.items()):
         lines.append(f"{key[0]} {key[1]} {key[2]}: " + " ".join(vals))
