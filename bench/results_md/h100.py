@@ -457,3 +457,14 @@ def pytest_s39() -> str:
     parts.append(f"head_dim 256 odd seqlens and the PackGQA variants: {passed} passed, "
                  f"{failed} failed (4 processes)")
     return "; ".join(parts)
+
+
+def d256_s39_flex() -> str:
+    """The bench at head_dim 256 (causal 16k, GQA 64:8): FFA (FWD_WIDE / BWD_WIDE) against
+    compiled Flex in one run."""
+    frame = _files(("h100/kernels_s39/d256_causal_16k.csv",))
+    parts = []
+    for d in ("fwd", "bwd"):
+        ffa, flex = (_tf(frame, k, "causal", K16, d) for k in ("ffa", "flex"))
+        parts.append(f"{d} ffa {ffa:.0f}, flex {flex:.0f} TFLOPs/s (ffa / flex {ffa / flex:.2f})")
+    return "; ".join(parts)
