@@ -100,7 +100,7 @@ from .h100x2 import cp2_s38_below, cp2_s38_summary, cp2_s38_table, pytest_nccl_s
 from .h100x4 import cp4_s38_summary, cp4_s38_table, recipe_s38
 from .h100 import first_timing_s38
 from .h100 import d256_s39_flex, d256_s39_table, pack_s39_summary, pack_s39_table, pack_sweep_s39_table, pytest_s39
-from .h100x2 import cp2_s39_summary, cp2_s39_table, pytest_nccl_s39
+from .h100x2 import cp2_s39_below, cp2_s39_summary, cp2_s39_table, pytest_nccl_s39
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
 
@@ -115,6 +115,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h100.pytest_s39": pytest_s39,
     "h100x2.cp2_s39_table": cp2_s39_table,
     "h100x2.cp2_s39_summary": cp2_s39_summary,
+    "h100x2.cp2_s39_below": cp2_s39_below,
     "h100x2.pytest_nccl_s39": pytest_nccl_s39,
     "h200.kernels_s38_table": kernels_s38_table,
     "h200.kernels_s38_goals": kernels_s38_goals,

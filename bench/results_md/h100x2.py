@@ -566,7 +566,9 @@ def pytest_nccl_s38() -> str:
 
 
 # -- session 39: Triton 16k cp 2 document masks after PackGQA (2 H100s, rounds 3) --------------
-CP_S39 = {"triton, 16k/GPU, rounds 3": "h100x2/cp_s39/cp_h100x2__triton_16k_cp2_docs_rounds3.csv"}
+CP_S39 = {"triton, 16k/GPU, rounds 3": "h100x2/cp_s39/cp_h100x2__triton_16k_cp2_docs_rounds3.csv",
+          "triton, 16k/GPU, rounds 3, five masks (a later call)":
+          "h100x2/cp_s39/cp_h100x2__triton_16k_cp2_rounds3.csv"}
 CP_S36_SAME = {"triton, 16k/GPU, rounds 3 (session 36)":
                "h100x2/cp_s36/cp_h100x2__triton_16k_cp2_docs_rounds3.csv"}
 
@@ -577,6 +579,10 @@ def cp2_s39_table() -> str:
 
 def cp2_s39_summary() -> str:
     return cp_only_wins({**CP_S39, **CP_S36_SAME}, 2)
+
+
+def cp2_s39_below() -> str:
+    return _cp2_below(CP_S39)
 
 
 def pytest_nccl_s39() -> str:
