@@ -55,14 +55,13 @@ def ffa_prepared(mask: Mask, shapes: Shapes, device: torch.device, inputs: Input
     scale = shapes.softmax_scale
     total = shapes.batch * shapes.seqlen
     group = shapes.num_heads_q // shapes.num_heads_kv
-    heads = [None] if mask.head_slices is None else list(range(mask.num_mask_heads))
+    per_head = mask.head_slices is not None
     start = time.perf_counter()
     module = load_backend(backend)
     plans = []
-    for head in heads:
+    for head in range(mask.num_mask_heads) if per_head else [None]:
         plan = FlexAttnPlan.from_tensors(*_slices_tensors(mask, shapes, device, head), total, total)
-        if hasattr(module, "prepare"):
-            # a per-head call runs one KV head with its group of q heads: the same group
+        if hasattr(module, "prepare"):  # a per-head call has the same group: one KV head's
             module.prepare(plan, shapes.head_dim, device, group=group)
         plans.append(plan)
     build_ms = (time.perf_counter() - start) * 1e3
@@ -74,11 +73,12 @@ def ffa_prepared(mask: Mask, shapes: Shapes, device: torch.device, inputs: Input
         return out
 
     def attention(q, k, v):
-        if heads == [None]:
+        if not per_head:
             return call(q, k, v, plans[0])
-        return torch.cat([call(q[:, h * group:(h + 1) * group], k[:, h:h + 1], v[:, h:h + 1],
-                               plans[h]) for h in heads], dim=1)
+        return torch.cat([call(q[:, h * group:(h + 1) * group], k[:, h:h + 1], v[:, h:h + 1], plan)
+                          for h, plan in enumerate(plans)], dim=1)
 
-    return autograd_prepared(attention, inputs, "thd", build_ms=build_ms,
-                             extra={"backend": backend, "num_slices": str(len(mask.slices)),
-                        **({} if heads == [None] else {"calls": f"{len(heads)} (one a KV head)"})})
+    extra = {"backend": backend, "num_slices": str(len(mask.slices))}
+    if per_head:
+        extra["calls"] = f"{len(plans)} (one a KV head)"
+    return autograd_prepared(attention, inputs, "thd", build_ms=build_ms, extra=extra)

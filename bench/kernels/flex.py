@@ -49,6 +49,41 @@ def _compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
 
 
+def per_head_block_mask(mask: Mask, shapes: Shapes, device: torch.device, block_size: int,
+                        mask_mod):
+    """The BlockMask of a per-KV-head mask from its exact block-sparse index (slice geometry,
+    never S x S): each KV head's full and partial key blocks, repeated for its group of q
+    heads. create_block_mask evaluates the mask_mod on every cell of every q head instead
+    (block_sparse at 16k with 64 q heads asked for 128 GiB on an H100)."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    index = convert.to_block_sparse(mask, block_size, block_size)
+    full = _listed(index.full_block_cnt, index.full_block_idx)
+    partial = _listed(index.mask_block_cnt, index.mask_block_idx)
+    if shapes.seqlen % block_size:  # short edge blocks are partial to FlexAttention (padding)
+        full_edge = torch.zeros_like(full)
+        full_edge[:, -1], full_edge[:, :, -1] = full[:, -1], full[:, :, -1]
+        partial, full = partial | full_edge, full & ~full_edge
+    per_q_head = lambda t: t.repeat_interleave(shapes.group, dim=0)[None].to(device)  # noqa: E731
+    (partial_cnt, partial_idx), (full_cnt, full_idx) = _packed(partial), _packed(full)
+    return BlockMask.from_kv_blocks(
+        per_q_head(partial_cnt), per_q_head(partial_idx), per_q_head(full_cnt),
+        per_q_head(full_idx), BLOCK_SIZE=block_size, mask_mod=mask_mod,
+        seq_lengths=(shapes.seqlen, shapes.seqlen))
+
+
+def _listed(cnt: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """[H, nq] counts and [H, nq, nk] packed indices -> [H, nq, nk] bool of the listed blocks."""
+    listed = torch.arange(idx.shape[-1]) < cnt[..., None]
+    return torch.zeros(idx.shape, dtype=torch.bool).scatter_(-1, idx.long(), listed)
+
+
+def _packed(selected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[H, nq, nk] bool -> (counts, indices with the selected blocks first, ascending)."""
+    order = torch.sort((~selected).to(torch.int8), dim=-1, stable=True).indices
+    return selected.sum(-1, dtype=torch.int32), order.to(torch.int32)
+
+
 class Flex(KernelAdapter):
     name = "flex"
 
@@ -87,9 +122,12 @@ class Flex(KernelAdapter):
         def mask_mod(b, h, q_idx, kv_idx):  # h is the query head; per-head masks index KV heads
             return inner(b, h // group if per_head else h, q_idx, kv_idx)
 
-        block_mask = create_block_mask(
-            mask_mod, B=None, H=shapes.num_heads_q if per_head else None, Q_LEN=shapes.seqlen,
-            KV_LEN=shapes.seqlen, device=device, BLOCK_SIZE=self.block_size, _compile=compiled)
+        if per_head:  # create_block_mask at H = num_heads_q evaluates H x S x S cells
+            block_mask = per_head_block_mask(mask, shapes, device, self.block_size, mask_mod)
+        else:
+            block_mask = create_block_mask(
+                mask_mod, B=None, H=None, Q_LEN=shapes.seqlen, KV_LEN=shapes.seqlen,
+                device=device, BLOCK_SIZE=self.block_size, _compile=compiled)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         build_ms = (time.perf_counter() - start) * 1e3

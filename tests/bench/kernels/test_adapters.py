@@ -40,7 +40,7 @@ def test_cpu_adapter_passes_gate(kernel, mask_name, full_max_seqlen):
         assert result.status("bwd") == "ok" and "grads" in result.message("bwd"), result.errors
 
 
-@pytest.mark.parametrize("kernel", ["naive", "sdpa_math", "ffa"])
+@pytest.mark.parametrize("kernel", ["naive", "sdpa_math", "ffa", "flex"])
 def test_adapter_matches_dense_oracle_on_per_head_mask(kernel):
     # block_sparse with one mask per KV head: checked against the independent dense oracle
     # (ffa: one flex_flash_attn_func call per KV head, forward and backward)
@@ -59,6 +59,31 @@ def test_adapter_matches_dense_oracle_on_per_head_mask(kernel):
         grads = torch.autograd.grad(expected, (q, k, v), inputs.dout[0].double())
         for got, want in zip(prepared.grads_bshd(), grads):
             torch.testing.assert_close(got[0].double(), want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("seqlen", [192, 200])  # 200: short edge blocks (partial to Flex)
+def test_flex_per_head_block_mask_equals_create_block_mask(seqlen):
+    """The per-head BlockMask from the block-sparse index (no S x S evaluation) lists the same
+    full and partial key blocks per q head as create_block_mask over the mask_mod."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    from bench.kernels.flex import per_head_block_mask
+    mask = build_mask("var_block_sparse", seqlen, min_block=16, max_block=48, sparsity=0.5,
+                      num_heads_kv=2)
+    shapes = Shapes(1, seqlen, 6, 2, 16, "float32")
+    inner = convert.to_mask_mod(mask)
+    mask_mod = lambda b, h, q, k: inner(b, h // shapes.group, q, k)  # noqa: E731
+    ours = per_head_block_mask(mask, shapes, CPU, 32, mask_mod)
+    theirs = create_block_mask(mask_mod, B=None, H=6, Q_LEN=seqlen, KV_LEN=seqlen,
+                               device="cpu", BLOCK_SIZE=32)
+    for cnt, idx in (("kv_num_blocks", "kv_indices"), ("full_kv_num_blocks", "full_kv_indices")):
+        a_cnt, b_cnt = getattr(ours, cnt), getattr(theirs, cnt)
+        assert torch.equal(a_cnt, b_cnt), cnt
+        a_idx, b_idx = getattr(ours, idx), getattr(theirs, idx)
+        for pos in torch.nonzero(a_cnt >= 0):  # the listed blocks of every (b, h, q block)
+            n = int(a_cnt[tuple(pos)])
+            assert sorted(a_idx[tuple(pos)][:n].tolist()) == sorted(b_idx[tuple(pos)][:n].tolist())
+    assert (ours.kv_num_blocks + ours.full_kv_num_blocks).sum() > 0
 
 
 def test_ffa_names_per_head_masks_that_do_not_match_the_kv_heads():
