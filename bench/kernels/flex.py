@@ -115,7 +115,11 @@ class Flex(KernelAdapter):
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         start = time.perf_counter()
-        inner = convert.to_mask_mod(mask, device=device)
+        # block sparsity as a FlexAttention user writes it (one table lookup); other masks by
+        # the row interval tables
+        inner = convert.to_block_table_mask_mod(mask, device=device)
+        mask_mod_kind = "block_table" if inner is not None else "row_intervals"
+        inner = inner or convert.to_mask_mod(mask, device=device)
         group = shapes.group
         per_head = mask.head_slices is not None
 
@@ -151,6 +155,6 @@ class Flex(KernelAdapter):
                 return call(q, k, v)
 
         prepared = autograd_prepared(attention, inputs, "bhsd", build_ms=build_ms,
-                                     extra={"compiled": str(compiled)})
+                                     extra={"compiled": str(compiled), "mask_mod": mask_mod_kind})
         prepared.fwd()  # compiles (untimed)
         return prepared

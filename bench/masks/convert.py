@@ -168,6 +168,46 @@ def to_mask_mod(mask: Mask, device: str | torch.device = "cpu") -> Callable[...,
     return mask_mod
 
 
+BLOCK_TABLE_PATTERNS = ("block_sparse", "var_block_sparse")
+
+
+def to_block_table_mask_mod(mask: Mask, device: str | torch.device = "cpu"
+                            ) -> Callable[..., torch.Tensor] | None:
+    """FlexAttention ``mask_mod`` of a block-sparse pattern from its kept-block table, the way
+    block sparsity is written for FlexAttention: ``kept[h, q_block(q), k_block(k)]``, one
+    gather (uniform blocks: the block is ``q // block_q``; variable ones: a per-token block
+    id, two more). None for other masks, or where the table rebuilt from ``mask.params`` is not
+    the mask's own (a user's slices under that name). h as in ``to_mask_mod``."""
+    if mask.name not in BLOCK_TABLE_PATTERNS:
+        return None
+    from .registry import block_grid
+    try:
+        q_edges, k_edges, kept = block_grid(mask.seqlen, dict(mask.params))
+    except (KeyError, TypeError, ValueError):
+        return None
+    from .block_sparse import block_sparse as grid_slices
+    if kept.shape[0] != mask.num_mask_heads or any(
+            tuple(a) != tuple(b) for a, b in zip(grid_slices(q_edges, k_edges, kept),
+                                                 mask.per_head_slices)):
+        return None
+    kept_t = torch.from_numpy(np.ascontiguousarray(kept)).to(device)
+    shared = mask.head_slices is None
+    if "block_q" in mask.params:
+        block_q, block_k = int(mask.params["block_q"]), int(mask.params["block_k"])
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            return kept_t[0 if shared else h, q_idx // block_q, kv_idx // block_k]
+    else:
+        block_of = lambda edges: torch.from_numpy(  # noqa: E731
+            np.searchsorted(edges, np.arange(mask.seqlen), side="right") - 1).to(device)
+        q_block, k_block = block_of(q_edges), block_of(k_edges)
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            return kept_t[0 if shared else h, q_block[q_idx], k_block[kv_idx]]
+    mask_mod.__name__ = f"mask_mod_{mask.name}_table"
+    return mask_mod
+
+
 def _interval_table(arr: SliceArray, seqlen: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``lo, hi: [S, M]`` int32, row q's kept intervals in order, then ``[S + 1, 0)`` padding."""
     rows, lo, hi = all_row_intervals(arr, seqlen)

@@ -169,3 +169,34 @@ def test_slices_tensors_per_head():
         to_slices_tensors(mask)
     q, _, _ = to_slices_tensors(mask, head=1)
     assert q.shape[0] == len(mask.head_slices[1])
+
+
+@pytest.mark.parametrize("name, params", [
+    ("block_sparse", dict(block_q=32, block_k=16, num_heads_kv=3)),  # per head, uniform blocks
+    ("block_sparse", dict(block_q=24, block_k=40, num_heads_kv=1)),  # shared, edges cut at S
+    ("var_block_sparse", dict(min_block=16, max_block=64, num_heads_kv=2)),
+])
+def test_block_table_mask_mod_equals_the_mask(name, params):
+    """The block-table mask_mod (Flex's block sparsity: one lookup) keeps exactly the mask's
+    cells, per KV head, at an S that cuts the last blocks."""
+    from bench.masks.convert import to_block_table_mask_mod
+    mask = build_mask(name, 300, seed=3, **params)
+    mask_mod = to_block_table_mask_mod(mask)
+    q = torch.arange(300)
+    grid = mask_mod(torch.tensor(0), torch.arange(mask.num_mask_heads)[:, None, None],
+                    q[None, :, None], q[None, None, :])
+    dense = to_dense(mask)
+    assert torch.equal(grid if mask.head_slices is not None else grid[0], dense)
+
+
+def test_block_table_mask_mod_only_for_the_masks_it_reproduces():
+    """None for other patterns, and for a block_sparse label whose slices are not the grid its
+    params rebuild (a user's own slices, or another seed's)."""
+    import dataclasses
+
+    from bench.masks.convert import to_block_table_mask_mod
+    mask = build_mask("block_sparse", 256, block_q=32, block_k=32, num_heads_kv=2, seed=1)
+    assert to_block_table_mask_mod(build_mask("causal", 256)) is None
+    other_seed = dataclasses.replace(mask, params={**mask.params, "seed": 2})
+    assert to_block_table_mask_mod(other_seed) is None
+    assert to_block_table_mask_mod(mask) is not None
