@@ -100,3 +100,23 @@ def test_gpu_peer_version_names_the_library(kernel):
     _skip_if_missing(kernel)
     version = load_adapter(kernel).version()
     assert "not installed" not in version and "?" not in version.split()[0], version
+
+
+@pytest.mark.parametrize("name", ["block_sparse", "var_block_sparse"])
+@pytest.mark.parametrize("kernel", ["flex", "ffa"])
+def test_gpu_per_head_block_sparse_passes_gate(kernel, name):
+    """Per-KV-head block sparsity on the GPU: Flex with its block-table mask_mod and the
+    BlockMask from the block-sparse index, FFA as one call per KV head (PackGQA's route)."""
+    device = torch.device("cuda")
+    shapes = Shapes(batch=1, seqlen=1024, num_heads_q=8, num_heads_kv=2, head_dim=128,
+                    dtype="bfloat16")
+    params = ({"block_q": 64, "block_k": 64} if name == "block_sparse"
+              else {"min_block": 64, "max_block": 256})
+    mask = build_mask(name, shapes.seqlen, sparsity=0.25, num_heads_kv=2, seed=0, **params)
+    adapter = load_adapter(kernel)
+    assert adapter.supports(mask, shapes, device) is None
+    prepared = _assert_passes_gate(adapter, mask, shapes, device)
+    if kernel == "flex":
+        assert prepared.extra["mask_mod"] == "block_table"
+    else:
+        assert prepared.extra["calls"].startswith("2 ")
