@@ -115,10 +115,10 @@ class Flex(KernelAdapter):
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         start = time.perf_counter()
-        # block sparsity as a FlexAttention user writes it (one table lookup); other masks by
-        # the row interval tables
-        inner = convert.to_block_table_mask_mod(mask, device=device)
-        mask_mod_kind = "block_table" if inner is not None else "row_intervals"
+        # block and hash sparsity as a FlexAttention user writes them (a table lookup); the
+        # other masks by the row interval tables
+        inner = convert.to_pattern_mask_mod(mask, device=device)
+        mask_mod_kind = inner.__name__ if inner is not None else "row_intervals"
         inner = inner or convert.to_mask_mod(mask, device=device)
         group = shapes.group
         per_head = mask.head_slices is not None

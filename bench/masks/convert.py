@@ -168,24 +168,29 @@ def to_mask_mod(mask: Mask, device: str | torch.device = "cpu") -> Callable[...,
     return mask_mod
 
 
-BLOCK_TABLE_PATTERNS = ("block_sparse", "var_block_sparse")
+def to_pattern_mask_mod(mask: Mask, device: str | torch.device = "cpu"
+                        ) -> Callable[..., torch.Tensor] | None:
+    """A FlexAttention ``mask_mod`` written from the pattern's own definition, the way a
+    FlexAttention user writes it, for the patterns whose rows hold many key intervals (where
+    ``to_mask_mod``'s binary search is long): block_sparse / var_block_sparse by their kept-block
+    table (``kept[h, q_block, k_block]``), hash_sparse by its buckets (``bucket[q] ==
+    bucket[k] and k <= q``). None for the other patterns, or where the pattern rebuilt from
+    ``mask.params`` does not give the mask's own slices (a user's slices under that name). h as
+    in ``to_mask_mod``; the function's name says which pattern it is."""
+    builder = {"block_sparse": _block_table_mask_mod, "var_block_sparse": _block_table_mask_mod,
+               "hash_sparse": _bucket_mask_mod}.get(mask.name)
+    return builder(mask, torch.device(device)) if builder is not None else None
 
 
-def to_block_table_mask_mod(mask: Mask, device: str | torch.device = "cpu"
-                            ) -> Callable[..., torch.Tensor] | None:
-    """FlexAttention ``mask_mod`` of a block-sparse pattern from its kept-block table, the way
-    block sparsity is written for FlexAttention: ``kept[h, q_block(q), k_block(k)]``, one
-    gather (uniform blocks: the block is ``q // block_q``; variable ones: a per-token block
-    id, two more). None for other masks, or where the table rebuilt from ``mask.params`` is not
-    the mask's own (a user's slices under that name). h as in ``to_mask_mod``."""
-    if mask.name not in BLOCK_TABLE_PATTERNS:
-        return None
+def _block_table_mask_mod(mask: Mask, device: torch.device):
+    """kept[h, q_block(q), k_block(k)]: one lookup (uniform blocks: the block is q // block_q;
+    variable ones: a per-token block id, two more)."""
+    from .block_sparse import block_sparse as grid_slices
     from .registry import block_grid
     try:
         q_edges, k_edges, kept = block_grid(mask.seqlen, dict(mask.params))
     except (KeyError, TypeError, ValueError):
         return None
-    from .block_sparse import block_sparse as grid_slices
     if kept.shape[0] != mask.num_mask_heads or any(
             tuple(a) != tuple(b) for a, b in zip(grid_slices(q_edges, k_edges, kept),
                                                  mask.per_head_slices)):
@@ -205,6 +210,25 @@ def to_block_table_mask_mod(mask: Mask, device: str | torch.device = "cpu"
         def mask_mod(b, h, q_idx, kv_idx):
             return kept_t[0 if shared else h, q_block[q_idx], k_block[kv_idx]]
     mask_mod.__name__ = f"mask_mod_{mask.name}_table"
+    return mask_mod
+
+
+def _bucket_mask_mod(mask: Mask, device: torch.device):
+    """Causal within a bucket: bucket[q // run_len] == bucket[k // run_len] and k <= q."""
+    from .registry import _run_buckets
+    from .sparse import hash_sparse
+    try:
+        run_len = int(mask.params["run_len"])
+        run_buckets = _run_buckets(mask.seqlen, dict(mask.params))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if tuple(hash_sparse(mask.seqlen, run_buckets, run_len)) != tuple(mask.slices):
+        return None
+    buckets = torch.as_tensor(run_buckets, dtype=torch.int32).to(device)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return (kv_idx <= q_idx) & (buckets[q_idx // run_len] == buckets[kv_idx // run_len])
+    mask_mod.__name__ = f"mask_mod_{mask.name}_buckets"
     return mask_mod
 
 

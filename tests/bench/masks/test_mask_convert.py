@@ -175,13 +175,14 @@ def test_slices_tensors_per_head():
     ("block_sparse", dict(block_q=32, block_k=16, num_heads_kv=3)),  # per head, uniform blocks
     ("block_sparse", dict(block_q=24, block_k=40, num_heads_kv=1)),  # shared, edges cut at S
     ("var_block_sparse", dict(min_block=16, max_block=64, num_heads_kv=2)),
+    ("hash_sparse", dict(num_buckets=3, run_len=16)),
 ])
-def test_block_table_mask_mod_equals_the_mask(name, params):
-    """The block-table mask_mod (Flex's block sparsity: one lookup) keeps exactly the mask's
-    cells, per KV head, at an S that cuts the last blocks."""
-    from bench.masks.convert import to_block_table_mask_mod
+def test_pattern_mask_mod_equals_the_mask(name, params):
+    """The pattern's own mask_mod (Flex's block or hash sparsity: a table lookup) keeps exactly
+    the mask's cells, per KV head, at an S that cuts the last blocks / runs."""
+    from bench.masks.convert import to_pattern_mask_mod
     mask = build_mask(name, 300, seed=3, **params)
-    mask_mod = to_block_table_mask_mod(mask)
+    mask_mod = to_pattern_mask_mod(mask)
     q = torch.arange(300)
     grid = mask_mod(torch.tensor(0), torch.arange(mask.num_mask_heads)[:, None, None],
                     q[None, :, None], q[None, None, :])
@@ -189,14 +190,18 @@ def test_block_table_mask_mod_equals_the_mask(name, params):
     assert torch.equal(grid if mask.head_slices is not None else grid[0], dense)
 
 
-def test_block_table_mask_mod_only_for_the_masks_it_reproduces():
-    """None for other patterns, and for a block_sparse label whose slices are not the grid its
-    params rebuild (a user's own slices, or another seed's)."""
+@pytest.mark.parametrize("name, params", [
+    ("block_sparse", dict(block_q=32, block_k=32, num_heads_kv=2)),
+    ("hash_sparse", dict(num_buckets=4, run_len=32)),
+])
+def test_pattern_mask_mod_only_for_the_masks_it_reproduces(name, params):
+    """None for other patterns, and for a pattern's label whose slices are not what its params
+    rebuild (another seed's: a user's own slices under that name)."""
     import dataclasses
 
-    from bench.masks.convert import to_block_table_mask_mod
-    mask = build_mask("block_sparse", 256, block_q=32, block_k=32, num_heads_kv=2, seed=1)
-    assert to_block_table_mask_mod(build_mask("causal", 256)) is None
+    from bench.masks.convert import to_pattern_mask_mod
+    mask = build_mask(name, 256, seed=1, **params)
+    assert to_pattern_mask_mod(build_mask("causal", 256)) is None
     other_seed = dataclasses.replace(mask, params={**mask.params, "seed": 2})
-    assert to_block_table_mask_mod(other_seed) is None
-    assert to_block_table_mask_mod(mask) is not None
+    assert to_pattern_mask_mod(other_seed) is None
+    assert to_pattern_mask_mod(mask) is not None
