@@ -174,11 +174,12 @@ def to_pattern_mask_mod(mask: Mask, device: str | torch.device = "cpu"
     FlexAttention user writes it, for the patterns whose rows hold many key intervals (where
     ``to_mask_mod``'s binary search is long): block_sparse / var_block_sparse by their kept-block
     table (``kept[h, q_block, k_block]``), hash_sparse by its buckets (``bucket[q] ==
-    bucket[k] and k <= q``). None for the other patterns, or where the pattern rebuilt from
+    bucket[k] and k <= q``), qk_sparse by its dropped rows and columns (``k <= q and not
+    dropped_row[q] and not dropped_col[k]``). None for the other patterns, or where the pattern rebuilt from
     ``mask.params`` does not give the mask's own slices (a user's slices under that name). h as
     in ``to_mask_mod``; the function's name says which pattern it is."""
     builder = {"block_sparse": _block_table_mask_mod, "var_block_sparse": _block_table_mask_mod,
-               "hash_sparse": _bucket_mask_mod}.get(mask.name)
+               "hash_sparse": _bucket_mask_mod, "qk_sparse": _dropped_mask_mod}.get(mask.name)
     return builder(mask, torch.device(device)) if builder is not None else None
 
 
@@ -210,6 +211,25 @@ def _block_table_mask_mod(mask: Mask, device: torch.device):
         def mask_mod(b, h, q_idx, kv_idx):
             return kept_t[0 if shared else h, q_block[q_idx], k_block[kv_idx]]
     mask_mod.__name__ = f"mask_mod_{mask.name}_table"
+    return mask_mod
+
+
+def _dropped_mask_mod(mask: Mask, device: torch.device):
+    """Causal without the dropped query rows and key columns: two flag lookups."""
+    from .registry import _drops
+    from .sparse import _token_flags, qk_sparse
+    try:
+        dropped_rows, dropped_cols = _drops(mask.seqlen, dict(mask.params))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if tuple(qk_sparse(mask.seqlen, dropped_rows, dropped_cols)) != tuple(mask.slices):
+        return None
+    row_kept = ~_token_flags(mask.seqlen, dropped_rows).to(device)
+    col_kept = ~_token_flags(mask.seqlen, dropped_cols).to(device)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return (kv_idx <= q_idx) & row_kept[q_idx] & col_kept[kv_idx]
+    mask_mod.__name__ = f"mask_mod_{mask.name}_flags"
     return mask_mod
 
 

@@ -176,6 +176,7 @@ def test_slices_tensors_per_head():
     ("block_sparse", dict(block_q=24, block_k=40, num_heads_kv=1)),  # shared, edges cut at S
     ("var_block_sparse", dict(min_block=16, max_block=64, num_heads_kv=2)),
     ("hash_sparse", dict(num_buckets=3, run_len=16)),
+    ("qk_sparse", dict(drop_ratio=0.2, num_drop_spans=3)),
 ])
 def test_pattern_mask_mod_equals_the_mask(name, params):
     """The pattern's own mask_mod (Flex's block or hash sparsity: a table lookup) keeps exactly
@@ -193,6 +194,7 @@ def test_pattern_mask_mod_equals_the_mask(name, params):
 @pytest.mark.parametrize("name, params", [
     ("block_sparse", dict(block_q=32, block_k=32, num_heads_kv=2)),
     ("hash_sparse", dict(num_buckets=4, run_len=32)),
+    ("qk_sparse", dict(drop_ratio=0.2, num_drop_spans=3)),
 ])
 def test_pattern_mask_mod_only_for_the_masks_it_reproduces(name, params):
     """None for other patterns, and for a pattern's label whose slices are not what its params
