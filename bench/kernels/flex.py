@@ -57,31 +57,12 @@ def per_head_block_mask(mask: Mask, shapes: Shapes, device: torch.device, block_
     (block_sparse at 16k with 64 q heads asked for 128 GiB on an H100)."""
     from torch.nn.attention.flex_attention import BlockMask
 
-    index = convert.to_block_sparse(mask, block_size, block_size)
-    full = _listed(index.full_block_cnt, index.full_block_idx)
-    partial = _listed(index.mask_block_cnt, index.mask_block_idx)
-    if shapes.seqlen % block_size:  # short edge blocks are partial to FlexAttention (padding)
-        full_edge = torch.zeros_like(full)
-        full_edge[:, -1], full_edge[:, :, -1] = full[:, -1], full[:, :, -1]
-        partial, full = partial | full_edge, full & ~full_edge
+    index = convert.to_block_sparse(mask, block_size, block_size, padded_full=True)
     per_q_head = lambda t: t.repeat_interleave(shapes.group, dim=0)[None].to(device)  # noqa: E731
-    (partial_cnt, partial_idx), (full_cnt, full_idx) = _packed(partial), _packed(full)
     return BlockMask.from_kv_blocks(
-        per_q_head(partial_cnt), per_q_head(partial_idx), per_q_head(full_cnt),
-        per_q_head(full_idx), BLOCK_SIZE=block_size, mask_mod=mask_mod,
-        seq_lengths=(shapes.seqlen, shapes.seqlen))
-
-
-def _listed(cnt: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """[H, nq] counts and [H, nq, nk] packed indices -> [H, nq, nk] bool of the listed blocks."""
-    listed = torch.arange(idx.shape[-1]) < cnt[..., None]
-    return torch.zeros(idx.shape, dtype=torch.bool).scatter_(-1, idx.long(), listed)
-
-
-def _packed(selected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """[H, nq, nk] bool -> (counts, indices with the selected blocks first, ascending)."""
-    order = torch.sort((~selected).to(torch.int8), dim=-1, stable=True).indices
-    return selected.sum(-1, dtype=torch.int32), order.to(torch.int32)
+        per_q_head(index.mask_block_cnt), per_q_head(index.mask_block_idx),
+        per_q_head(index.full_block_cnt), per_q_head(index.full_block_idx),
+        BLOCK_SIZE=block_size, mask_mod=mask_mod, seq_lengths=(shapes.seqlen, shapes.seqlen))
 
 
 class Flex(KernelAdapter):

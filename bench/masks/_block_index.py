@@ -5,7 +5,8 @@ The per-tile cell counts come from ``magi_attention.kernels.block_sparse.tile_ar
 code that schedules the Triton and FA4 backends. Only the classification differs from its
 ``BlockSparsePlan``: there a tile is full only when it is a complete ``block_m x block_n`` tile
 (the kernels skip bounds checks on full tiles); here a short tile at the sequence end is full when
-all of its cells are kept, as FlexAttention's BlockMask and FA4 bound-check every tile anyway.
+all of its cells are kept, as FlexAttention's BlockMask and FA4 bound-check every tile anyway
+(``padded_full`` gives create_block_mask's classification instead: such a tile is partial).
 """
 from __future__ import annotations
 
@@ -72,12 +73,14 @@ def _pack(selected: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def block_sparse_index(heads: Sequence[SliceArray], seqlen: int, block_q: int, block_k: int,
-                       device="cpu") -> BlockSparseIndex:
+                       device="cpu", padded_full: bool = False) -> BlockSparseIndex:
+    """``padded_full``: a tile is full only when all ``block_q x block_k`` cells are kept, the
+    padding past S counting as not kept (create_block_mask's rule: short edge tiles partial)."""
     covered = np.stack([tile_coverage(h, seqlen, block_q, block_k) for h in heads])
     q_sizes = np.diff(np.minimum(np.arange(covered.shape[1] + 1) * block_q, seqlen))
     k_sizes = np.diff(np.minimum(np.arange(covered.shape[2] + 1) * block_k, seqlen))
-    tile_area = q_sizes[:, None] * k_sizes[None, :]
+    tile_area = block_q * block_k if padded_full else q_sizes[:, None] * k_sizes[None, :]
     full_cnt, full_idx = _pack(covered == tile_area)
-    mask_cnt, mask_idx = _pack((covered > 0) & (covered < tile_area))
+    mask_cnt, mask_idx = _pack((covered > 0) & (covered != tile_area))
     return BlockSparseIndex(seqlen, block_q, block_k, full_cnt.to(device), full_idx.to(device),
                             mask_cnt.to(device), mask_idx.to(device))

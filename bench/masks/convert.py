@@ -129,12 +129,15 @@ def to_flashmask(mask: Mask, device: str | torch.device = "cpu") -> dict[str, to
 
 
 def to_block_sparse(mask: Mask, block_q: int = 128, block_k: int = 128,
-                    device: str | torch.device = "cpu") -> BlockSparseIndex:
+                    device: str | torch.device = "cpu", padded_full: bool = False
+                    ) -> BlockSparseIndex:
     """Full and partial key blocks per (head, query block); tensors ``[H, nq(, nk)]``, H = 1 for a
-    mask shared by all heads. See ``BlockSparseIndex``. Cost: O(kept row intervals), no S x S."""
+    mask shared by all heads. See ``BlockSparseIndex``; ``padded_full``: short edge tiles are
+    partial, as create_block_mask makes them. Cost: O(kept row intervals), no S x S."""
     if block_q < 1 or block_k < 1:
         raise ValueError(f"block_q and block_k must be >= 1, got {block_q}, {block_k}")
-    return block_sparse_index(mask.slice_arrays, mask.seqlen, block_q, block_k, device)
+    return block_sparse_index(mask.slice_arrays, mask.seqlen, block_q, block_k, device,
+                              padded_full)
 
 
 def to_mask_mod(mask: Mask, device: str | torch.device = "cpu") -> Callable[..., torch.Tensor]:
@@ -180,22 +183,27 @@ def to_pattern_mask_mod(mask: Mask, device: str | torch.device = "cpu"
     in ``to_mask_mod``; the function's name says which pattern it is."""
     builder = {"block_sparse": _block_table_mask_mod, "var_block_sparse": _block_table_mask_mod,
                "hash_sparse": _bucket_mask_mod, "qk_sparse": _dropped_mask_mod}.get(mask.name)
-    return builder(mask, torch.device(device)) if builder is not None else None
+    if builder is None or not _rebuilt_from_params(mask):
+        return None
+    return builder(mask, torch.device(device))
+
+
+def _rebuilt_from_params(mask: Mask) -> bool:
+    """Whether ``build_mask`` on the mask's name and params gives its own slices (so tables drawn
+    from the params describe it)."""
+    from .build import build_mask
+    try:
+        again = build_mask(mask.name, mask.seqlen, mask.doc_lens, **mask.params)
+    except (TypeError, ValueError):
+        return False
+    return again.slices == mask.slices and again.head_slices == mask.head_slices
 
 
 def _block_table_mask_mod(mask: Mask, device: torch.device):
     """kept[h, q_block(q), k_block(k)]: one lookup (uniform blocks: the block is q // block_q;
     variable ones: a per-token block id, two more)."""
-    from .block_sparse import block_sparse as grid_slices
     from .registry import block_grid
-    try:
-        q_edges, k_edges, kept = block_grid(mask.seqlen, dict(mask.params))
-    except (KeyError, TypeError, ValueError):
-        return None
-    if kept.shape[0] != mask.num_mask_heads or any(
-            tuple(a) != tuple(b) for a, b in zip(grid_slices(q_edges, k_edges, kept),
-                                                 mask.per_head_slices)):
-        return None
+    q_edges, k_edges, kept = block_grid(mask.seqlen, dict(mask.params))
     kept_t = torch.from_numpy(np.ascontiguousarray(kept)).to(device)
     shared = mask.head_slices is None
     if "block_q" in mask.params:
@@ -217,13 +225,8 @@ def _block_table_mask_mod(mask: Mask, device: torch.device):
 def _dropped_mask_mod(mask: Mask, device: torch.device):
     """Causal without the dropped query rows and key columns: two flag lookups."""
     from .registry import _drops
-    from .sparse import _token_flags, qk_sparse
-    try:
-        dropped_rows, dropped_cols = _drops(mask.seqlen, dict(mask.params))
-    except (KeyError, TypeError, ValueError):
-        return None
-    if tuple(qk_sparse(mask.seqlen, dropped_rows, dropped_cols)) != tuple(mask.slices):
-        return None
+    from .sparse import _token_flags
+    dropped_rows, dropped_cols = _drops(mask.seqlen, dict(mask.params))
     row_kept = ~_token_flags(mask.seqlen, dropped_rows).to(device)
     col_kept = ~_token_flags(mask.seqlen, dropped_cols).to(device)
 
@@ -236,15 +239,9 @@ def _dropped_mask_mod(mask: Mask, device: torch.device):
 def _bucket_mask_mod(mask: Mask, device: torch.device):
     """Causal within a bucket: bucket[q // run_len] == bucket[k // run_len] and k <= q."""
     from .registry import _run_buckets
-    from .sparse import hash_sparse
-    try:
-        run_len = int(mask.params["run_len"])
-        run_buckets = _run_buckets(mask.seqlen, dict(mask.params))
-    except (KeyError, TypeError, ValueError):
-        return None
-    if tuple(hash_sparse(mask.seqlen, run_buckets, run_len)) != tuple(mask.slices):
-        return None
-    buckets = torch.as_tensor(run_buckets, dtype=torch.int32).to(device)
+    run_len = int(mask.params["run_len"])
+    buckets = torch.as_tensor(_run_buckets(mask.seqlen, dict(mask.params)),
+                              dtype=torch.int32).to(device)
 
     def mask_mod(b, h, q_idx, kv_idx):
         return (kv_idx <= q_idx) & (buckets[q_idx // run_len] == buckets[kv_idx // run_len])

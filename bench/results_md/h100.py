@@ -7,9 +7,9 @@ from collections.abc import Iterable
 import pandas as pd
 
 from ._common import (DOC_MASKS, FFA_FA4_GOAL, K16, K64, KERNEL_MASKS, _bwd_orders,
-                      _by_size_table, _files, _helper, _k, _low_cells, _ncu_metric, _pairs,
-                      _probe_ms, _pytest_counts, _span, _summed_counts, _tf, _variant_ratios,
-                      _verdict, triton_s21_goals, triton_s21_table)
+                      _by_size_table, _cell_rows, _files, _helper, _k, _low_cells, _ncu_metric,
+                      _pairs, _probe_ms, _pytest_counts, _span, _summed_counts, _tf,
+                      _variant_ratios, _verdict, triton_s21_goals, triton_s21_table)
 from ._paths import RESULTS
 
 
@@ -379,8 +379,7 @@ def _pack_s39(name: str, mask: str, direction: str, missing: bool = False):
     kernel = "flex" if name == "flex" else "ffa"
     frame = _files(PACK_S39[name])
     if missing:
-        rows = frame[(frame.kernel == kernel) & (frame["mask"] == mask)
-                     & (frame.direction == direction)]
+        rows = _cell_rows(frame, kernel, mask, K16, direction)
         return f"X ({rows.status.iloc[0]})" if len(rows) else "not run"
     return _tf(frame, kernel, mask, K16, direction)
 
@@ -465,11 +464,9 @@ def pytest_s39() -> str:
             "routed PackGQA": "h100/tests/pytest_triton_routed_pack_s39.log",
             "plan / no-sync": "h100/tests/pytest_plan_gpu_s39.log"}
     parts = [f"{name}: {_pytest_counts(path)}" for name, path in logs.items()]
-    text = (RESULTS / "h100/tests/pytest_triton_d256_odd_pack_s39.log").read_text()
-    passed = sum(int(n) for n in re.findall(r"^(\d+) passed", text, re.MULTILINE))
-    failed = len(re.findall(r"^FAILED", text, re.MULTILINE))
-    parts.append(f"head_dim 256 odd seqlens and the PackGQA variants: {passed} passed, "
-                 f"{failed} failed (4 processes)")
+    parts.append("head_dim 256 odd seqlens and the PackGQA variants: "
+                 f"{_summed_counts('h100/tests/pytest_triton_d256_odd_pack_s39.log')} "
+                 "(4 processes)")
     return "; ".join(parts)
 
 
