@@ -2,8 +2,8 @@
 into the packed sequence (each batch row's slices shifted by row * seqlen). The mask becomes a
 FlexAttnPlan in ``prepare`` (validation, tile plans, FA4 tensors: untimed, reported as
 build_ms), so a timed call only launches kernels, as in a training loop. A per-KV-head mask
-(block_sparse, var_block_sparse) runs as one call per KV head on its group of q heads, each
-with its own plan (flex_flash_attn_func takes one mask for all the heads of a call)."""
+(block_sparse, var_block_sparse) runs through flex_flash_attn_per_kv_head: one plan per KV head,
+the heads' kernels on side streams, one out and one set of gradients (no slice and cat)."""
 from __future__ import annotations
 
 import time
@@ -12,7 +12,7 @@ import torch
 
 from bench.masks import Mask, convert
 from magi_attention.functional import (BackendUnavailable, FlexAttnPlan, flex_flash_attn_func,
-                                      load_backend)
+                                      flex_flash_attn_per_kv_head, load_backend)
 
 from ._autograd import autograd_prepared
 from .base import Inputs, Prepared, Shapes
@@ -66,19 +66,18 @@ def ffa_prepared(mask: Mask, shapes: Shapes, device: torch.device, inputs: Input
         plans.append(plan)
     build_ms = (time.perf_counter() - start) * 1e3
 
-    def call(q, k, v, plan):
-        # no lse unless the backward needs it: the peers' inference calls write none either
-        out, _ = flex_flash_attn_func(q, k, v, plan, softmax_scale=scale, backend=backend,
-                                      return_lse=False)
-        return out
-
     def attention(q, k, v):
-        if not per_head:
-            return call(q, k, v, plans[0])
-        return torch.cat([call(q[:, h * group:(h + 1) * group], k[:, h:h + 1], v[:, h:h + 1], plan)
-                          for h, plan in enumerate(plans)], dim=1)
+        # no lse unless the backward needs it: the peers' inference calls write none either
+        if per_head:
+            out, _ = flex_flash_attn_per_kv_head(q, k, v, plans, softmax_scale=scale,
+                                                 backend=backend, return_lse=False)
+        else:
+            out, _ = flex_flash_attn_func(q, k, v, plans[0], softmax_scale=scale,
+                                          backend=backend, return_lse=False)
+        return out
 
     extra = {"backend": backend, "num_slices": str(len(mask.slices))}
     if per_head:
-        extra["calls"] = f"{len(plans)} (one a KV head)"
+        streams = ", side streams" if device.type == "cuda" else ""
+        extra["calls"] = f"{len(plans)} (one a KV head{streams})"
     return autograd_prepared(attention, inputs, "thd", build_ms=build_ms, extra=extra)

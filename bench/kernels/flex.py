@@ -49,16 +49,20 @@ def _compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
 
 
-def per_head_block_mask(mask: Mask, shapes: Shapes, device: torch.device, block_size: int,
-                        mask_mod):
-    """The BlockMask of a per-KV-head mask from its exact block-sparse index (slice geometry,
-    never S x S): each KV head's full and partial key blocks, repeated for its group of q
-    heads. create_block_mask evaluates the mask_mod on every cell of every q head instead
-    (block_sparse at 16k with 64 q heads asked for 128 GiB on an H100)."""
+def index_block_mask(mask: Mask, shapes: Shapes, device: torch.device, block_size: int,
+                     mask_mod):
+    """The BlockMask from the mask's exact block-sparse index (slice geometry, never S x S):
+    the full and partial key blocks create_block_mask would list, without it. A per-KV-head
+    mask's lists repeat for each KV head's group of q heads (create_block_mask at H = 64 q
+    heads evaluated H x S x S cells: 128 GiB on an H100 for block_sparse at 16k); a shared
+    mask keeps one head. create_block_mask compiled hits Inductor's cold-compile cliff on the
+    sparse patterns' mask_mods (torch 2.11, H100: ptxas still running after 100 s on qk_sparse
+    at 16k; pytorch/pytorch#182060)."""
     from torch.nn.attention.flex_attention import BlockMask
 
     index = convert.to_block_sparse(mask, block_size, block_size, padded_full=True)
-    per_q_head = lambda t: t.repeat_interleave(shapes.group, dim=0)[None].to(device)  # noqa: E731
+    repeat = shapes.group if mask.head_slices is not None else 1
+    per_q_head = lambda t: t.repeat_interleave(repeat, dim=0)[None].to(device)  # noqa: E731
     return BlockMask.from_kv_blocks(
         per_q_head(index.mask_block_cnt), per_q_head(index.mask_block_idx),
         per_q_head(index.full_block_cnt), per_q_head(index.full_block_idx),
@@ -107,8 +111,8 @@ class Flex(KernelAdapter):
         def mask_mod(b, h, q_idx, kv_idx):  # h is the query head; per-head masks index KV heads
             return inner(b, h // group if per_head else h, q_idx, kv_idx)
 
-        if per_head:  # create_block_mask at H = num_heads_q evaluates H x S x S cells
-            block_mask = per_head_block_mask(mask, shapes, device, self.block_size, mask_mod)
+        if per_head or mask_mod_kind != "row_intervals":  # the sparse patterns
+            block_mask = index_block_mask(mask, shapes, device, self.block_size, mask_mod)
         else:
             block_mask = create_block_mask(
                 mask_mod, B=None, H=None, Q_LEN=shapes.seqlen, KV_LEN=shapes.seqlen,

@@ -479,3 +479,84 @@ def d256_s39_flex() -> str:
         ffa, flex = (_tf(frame, k, "causal", K16, d) for k in ("ffa", "flex"))
         parts.append(f"{d} ffa {ffa:.0f}, flex {flex:.0f} TFLOPs/s (ffa / flex {ffa / flex:.2f})")
     return "; ".join(parts)
+
+
+# Session 40: the four sparse masks at 16k, FFA and compiled Flex in the same run. Per-KV-head
+# masks: flex_flash_attn_per_kv_head (one autograd node, side streams) and Flex with its
+# block-table mask_mod, then the earlier slice-and-cat adapter in the same call; shared masks:
+# Flex's BlockMask from the block-sparse index (compiled create_block_mask did not finish)
+SPARSE_S40 = {"block_sparse": "h100/kernels_s40/per_head_16k_per_kv_head.csv",
+              "var_block_sparse": "h100/kernels_s40/per_head_16k_per_kv_head.csv",
+              "hash_sparse": "h100/kernels_s40/shared_sparse_16k_flex_index_block_mask.csv",
+              "qk_sparse": "h100/kernels_s40/shared_sparse_16k_flex_index_block_mask.csv"}
+SLICE_CAT_S40 = "h100/kernels_s40/per_head_16k_slice_cat.csv"
+
+
+def _mask_mod_of(frame: pd.DataFrame, mask: str) -> str:
+    rows = _cell_rows(frame, "flex", mask, K16, "fwd")
+    found = re.search(r"mask_mod=(\S+)", rows.message.iloc[0]) if len(rows) else None
+    return found[1].removeprefix(f"mask_mod_{mask}_") if found else "-"
+
+
+def sparse_s40_table() -> str:
+    """Per sparse mask and direction: FFA, compiled Flex with the pattern's mask_mod, their
+    ratio (one run), and for the per-head masks FFA's earlier slice-and-cat in the same call."""
+    lines = ["| mask | dir | ffa | flex (mask_mod) | ffa / flex | ffa, slice-and-cat (same call) "
+             "| ffa / slice-and-cat |", "|---|---|---|---|---|---|---|"]
+    before = _files((SLICE_CAT_S40,))
+    for mask, relpath in SPARSE_S40.items():
+        frame = _files((relpath,))
+        for d in ("fwd", "bwd"):
+            ffa, flex, old = (_tf(frame, "ffa", mask, K16, d), _tf(frame, "flex", mask, K16, d),
+                              _tf(before, "ffa", mask, K16, d))
+            old_cells = (f"{old:.0f} | {ffa / old:.2f}" if old else "- | -")
+            lines.append(f"| {mask} | {d} | {ffa:.0f} | {flex:.0f} ({_mask_mod_of(frame, mask)}) "
+                         f"| {ffa / flex:.2f} | {old_cells} |")
+    return "\n".join(lines)
+
+
+def sparse_s40_verdict() -> str:
+    """The cells where FFA is not ahead of Flex by 1.2x (the bar issue 14 sets on its masks)."""
+    short = []
+    for mask, relpath in SPARSE_S40.items():
+        frame = _files((relpath,))
+        for d in ("fwd", "bwd"):
+            r = _tf(frame, "ffa", mask, K16, d) / _tf(frame, "flex", mask, K16, d)
+            if r < 1.2:
+                short.append(f"{mask} {d} {r:.2f}")
+    return ("ffa / flex >= 1.2 on every cell" if not short
+            else "below 1.2: " + ", ".join(short))
+
+
+def per_head_ab_s40() -> str:
+    """The per-KV-head A/B (median of the rounds, TFLOPs/s): slice-and-cat and the library
+    function with 1, 4 and 8 side streams."""
+    d = pd.read_csv(RESULTS / "h100/kernels_s40/per_head_ab.csv")
+    med = d.groupby(["mask", "direction", "variant"]).tflops.median().unstack()
+    cols = ["slice_cat", "per_kv_head_s1", "per_kv_head_s4", "per_kv_head_s8"]
+    lines = ["| mask | dir | " + " | ".join(cols) + " | s1 / slice_cat | s4 / s1 |",
+             "|---|---|" + "---|" * (len(cols) + 2)]
+    for (mask, direction), row in med.iterrows():
+        lines.append(f"| {mask} | {direction} | " + " | ".join(f"{row[c]:.0f}" for c in cols)
+                     + f" | {row.per_kv_head_s1 / row.slice_cat:.2f} "
+                     f"| {row.per_kv_head_s4 / row.per_kv_head_s1:.2f} |")
+    return "\n".join(lines)
+
+
+def qk_bwd_s40_table() -> str:
+    """The backward variants on qk_sparse and causal (16k, one process), Flex beside them."""
+    d = pd.read_csv(RESULTS / "h100/ffa_triton_s40/qk_sparse_bwd_sweep.csv")
+    d = d[(d.direction == "bwd") & (d.status == "ok")]
+    tf = {(r.variant, r["mask"]): r.tflops_per_s for _, r in d.iterrows()}
+    lines = ["| backward | causal | qk_sparse | qk_sparse / causal |", "|---|---|---|---|"]
+    for variant in dict.fromkeys(d.variant):
+        c, q = tf[(variant, "causal")], tf[(variant, "qk_sparse")]
+        lines.append(f"| {variant} | {c:.0f} | {q:.0f} | {q / c:.2f} |")
+    return "\n".join(lines)
+
+
+def pytest_s40() -> str:
+    logs = {"Flex's pattern mask_mods and per-head BlockMasks": "h100/tests/pytest_flex_patterns_s40.log",
+            "flex_flash_attn_per_kv_head and the per-head adapters": "h100/tests/pytest_per_kv_head_s40.log",
+            "the same after Flex's index-built BlockMask": "h100/tests/pytest_flex_index_s40.log"}
+    return "; ".join(f"{name}: {_pytest_counts(path)}" for name, path in logs.items())

@@ -62,20 +62,24 @@ def test_adapter_matches_dense_oracle_on_per_head_mask(kernel):
 
 
 @pytest.mark.parametrize("seqlen", [192, 200])  # 200: short edge blocks (partial to Flex)
-def test_flex_per_head_block_mask_equals_create_block_mask(seqlen):
-    """The per-head BlockMask from the block-sparse index (no S x S evaluation) lists the same
-    full and partial key blocks per q head as create_block_mask over the mask_mod."""
+@pytest.mark.parametrize("name", ["var_block_sparse", "hash_sparse", "qk_sparse"])
+def test_flex_index_block_mask_equals_create_block_mask(seqlen, name):
+    """The BlockMask from the block-sparse index (no S x S evaluation) lists the same full and
+    partial key blocks per q head as create_block_mask over the mask_mod: per KV head
+    (var_block_sparse) and shared (hash_sparse, qk_sparse: one head)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    from bench.kernels.flex import per_head_block_mask
-    mask = build_mask("var_block_sparse", seqlen, min_block=16, max_block=48, sparsity=0.5,
-                      num_heads_kv=2)
+    from bench.kernels.flex import index_block_mask
+    params = ({"min_block": 16, "max_block": 48, "sparsity": 0.5, "num_heads_kv": 2}
+              if name == "var_block_sparse" else {})
+    mask = build_mask(name, seqlen, **params)
+    per_head = mask.head_slices is not None
     shapes = Shapes(1, seqlen, 6, 2, 16, "float32")
     inner = convert.to_mask_mod(mask)
-    mask_mod = lambda b, h, q, k: inner(b, h // shapes.group, q, k)  # noqa: E731
-    ours = per_head_block_mask(mask, shapes, CPU, 32, mask_mod)
-    theirs = create_block_mask(mask_mod, B=None, H=6, Q_LEN=seqlen, KV_LEN=seqlen,
-                               device="cpu", BLOCK_SIZE=32)
+    mask_mod = lambda b, h, q, k: inner(b, h // shapes.group if per_head else h, q, k)  # noqa: E731
+    ours = index_block_mask(mask, shapes, CPU, 32, mask_mod)
+    theirs = create_block_mask(mask_mod, B=None, H=6 if per_head else None, Q_LEN=seqlen,
+                               KV_LEN=seqlen, device="cpu", BLOCK_SIZE=32)
     for cnt, idx in (("kv_num_blocks", "kv_indices"), ("full_kv_num_blocks", "full_kv_indices")):
         a_cnt, b_cnt = getattr(ours, cnt), getattr(theirs, cnt)
         assert torch.equal(a_cnt, b_cnt), cnt

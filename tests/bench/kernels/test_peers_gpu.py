@@ -120,3 +120,17 @@ def test_gpu_per_head_block_sparse_passes_gate(kernel, name):
         assert prepared.extra["mask_mod"].endswith("_table")
     else:
         assert prepared.extra["calls"].startswith("2 ")
+
+
+@pytest.mark.parametrize("name,suffix", [("hash_sparse", "_buckets"), ("qk_sparse", "_flags")])
+def test_gpu_flex_pattern_mask_mod_passes_gate(name, suffix):
+    """hash_sparse and qk_sparse run Flex with the mask_mod written from the pattern (bucket
+    lookups, kept-token flags), compiled: the gate against the dense reference."""
+    device = torch.device("cuda")
+    shapes = Shapes(batch=1, seqlen=1024, num_heads_q=8, num_heads_kv=2, head_dim=128,
+                    dtype="bfloat16")
+    mask = build_mask(name, shapes.seqlen, seed=0)
+    adapter = load_adapter("flex")
+    assert adapter.supports(mask, shapes, device) is None
+    prepared = _assert_passes_gate(adapter, mask, shapes, device)
+    assert prepared.extra["mask_mod"].endswith(suffix), prepared.extra
