@@ -481,15 +481,14 @@ def d256_s39_flex() -> str:
     return "; ".join(parts)
 
 
-# Session 40: the four sparse masks at 16k, FFA and compiled Flex in the same run. Per-KV-head
-# masks: flex_flash_attn_per_kv_head (one autograd node, side streams) and Flex with its
-# block-table mask_mod, then the earlier slice-and-cat adapter in the same call; shared masks:
-# Flex's BlockMask from the block-sparse index (compiled create_block_mask did not finish)
-SPARSE_S40 = {"block_sparse": "h100/kernels_s40/per_head_16k_per_kv_head.csv",
-              "var_block_sparse": "h100/kernels_s40/per_head_16k_per_kv_head.csv",
-              "hash_sparse": "h100/kernels_s40/shared_sparse_16k_flex_index_block_mask.csv",
-              "qk_sparse": "h100/kernels_s40/shared_sparse_16k_flex_index_block_mask.csv"}
-SLICE_CAT_S40 = "h100/kernels_s40/per_head_16k_slice_cat.csv"
+# Session 40: the four sparse masks at 16k, FFA and compiled Flex in one run after the session's
+# changes (per-KV-head masks through flex_flash_attn_per_kv_head; the Gluon backward's table
+# loop; Flex with the patterns' mask_mods and BlockMasks from the block-sparse index)
+SPARSE_S40 = "h100/kernels_s40/sparse_16k_final.csv"
+SPARSE_MASKS_S40 = ("block_sparse", "var_block_sparse", "hash_sparse", "qk_sparse")
+# the per-head masks by the new function, then the earlier slice-and-cat adapter, one call
+PER_HEAD_S40 = {"per_kv_head": "h100/kernels_s40/per_head_16k_per_kv_head.csv",
+                "slice_cat": "h100/kernels_s40/per_head_16k_slice_cat.csv"}
 
 
 def _mask_mod_of(frame: pd.DataFrame, mask: str) -> str:
@@ -498,34 +497,40 @@ def _mask_mod_of(frame: pd.DataFrame, mask: str) -> str:
     return found[1].removeprefix(f"mask_mod_{mask}_") if found else "-"
 
 
-def sparse_s40_table() -> str:
-    """Per sparse mask and direction: FFA, compiled Flex with the pattern's mask_mod, their
-    ratio (one run), and for the per-head masks FFA's earlier slice-and-cat in the same call."""
-    lines = ["| mask | dir | ffa | flex (mask_mod) | ffa / flex | ffa, slice-and-cat (same call) "
-             "| ffa / slice-and-cat |", "|---|---|---|---|---|---|---|"]
-    before = _files((SLICE_CAT_S40,))
-    for mask, relpath in SPARSE_S40.items():
-        frame = _files((relpath,))
+def _sparse_ratios_s40():
+    frame = _files((SPARSE_S40,))
+    for mask in SPARSE_MASKS_S40:
         for d in ("fwd", "bwd"):
-            ffa, flex, old = (_tf(frame, "ffa", mask, K16, d), _tf(frame, "flex", mask, K16, d),
-                              _tf(before, "ffa", mask, K16, d))
-            old_cells = (f"{old:.0f} | {ffa / old:.2f}" if old else "- | -")
-            lines.append(f"| {mask} | {d} | {ffa:.0f} | {flex:.0f} ({_mask_mod_of(frame, mask)}) "
-                         f"| {ffa / flex:.2f} | {old_cells} |")
+            ffa, flex = _tf(frame, "ffa", mask, K16, d), _tf(frame, "flex", mask, K16, d)
+            yield mask, d, ffa, flex, _mask_mod_of(frame, mask)
+
+
+def sparse_s40_table() -> str:
+    """Per sparse mask and direction: FFA, compiled Flex with the pattern's mask_mod, ratio."""
+    lines = ["| mask | dir | ffa | flex (mask_mod) | ffa / flex |", "|---|---|---|---|---|"]
+    for mask, d, ffa, flex, mod in _sparse_ratios_s40():
+        lines.append(f"| {mask} | {d} | {ffa:.0f} | {flex:.0f} ({mod}) | {ffa / flex:.2f} |")
     return "\n".join(lines)
 
 
 def sparse_s40_verdict() -> str:
-    """The cells where FFA is not ahead of Flex by 1.2x (the bar issue 14 sets on its masks)."""
-    short = []
-    for mask, relpath in SPARSE_S40.items():
-        frame = _files((relpath,))
+    """FFA / Flex over the eight cells, and those under the 1.2x bar issue 14 sets."""
+    ratios = {(m, d): a / b for m, d, a, b, _ in _sparse_ratios_s40()}
+    short = [f"{m} {d} {r:.2f}" for (m, d), r in ratios.items() if r < 1.2]
+    return (f"FFA / Flex {_span(list(ratios.values()))}; "
+            + ("every cell >= 1.2" if not short else "below 1.2: " + ", ".join(short)))
+
+
+def per_head_s40_table() -> str:
+    """FFA on the per-KV-head masks: the new function against the earlier adapter, one call."""
+    new, old = (_files((PER_HEAD_S40[k],)) for k in ("per_kv_head", "slice_cat"))
+    lines = ["| mask | dir | slice-and-cat | flex_flash_attn_per_kv_head | new / old |",
+             "|---|---|---|---|---|"]
+    for mask in ("block_sparse", "var_block_sparse"):
         for d in ("fwd", "bwd"):
-            r = _tf(frame, "ffa", mask, K16, d) / _tf(frame, "flex", mask, K16, d)
-            if r < 1.2:
-                short.append(f"{mask} {d} {r:.2f}")
-    return ("ffa / flex >= 1.2 on every cell" if not short
-            else "below 1.2: " + ", ".join(short))
+            a, b = _tf(old, "ffa", mask, K16, d), _tf(new, "ffa", mask, K16, d)
+            lines.append(f"| {mask} | {d} | {a:.0f} | {b:.0f} | {b / a:.2f} |")
+    return "\n".join(lines)
 
 
 def per_head_ab_s40() -> str:
@@ -555,8 +560,26 @@ def qk_bwd_s40_table() -> str:
     return "\n".join(lines)
 
 
+def gluon_loop_s40_table() -> str:
+    """The Gluon backward before (the table unrolled), with the loop over a transposed table
+    (dropped) and with the loop (kept), one call on one H100."""
+    old = pd.read_csv(RESULTS / "h100/ffa_triton_s40/gluon_bwd_loop_old.csv")
+    new = pd.read_csv(RESULTS / "h100/ffa_triton_s40/gluon_bwd_loop_new.csv")
+    tf = {("before", r["mask"]): r.tflops_per_s for _, r in old[old.direction == "bwd"].iterrows()}
+    names = {"bwd_gluon_tma_b2": "transposed", "bwd_gluon_rowmajor_b2": "loop"}
+    tf.update({(names[r.variant], r["mask"]): r.tflops_per_s
+               for _, r in new[new.direction == "bwd"].iterrows()})
+    lines = ["| mask | before (unrolled) | loop, transposed table (dropped) | loop (kept) "
+             "| kept / before |", "|---|---|---|---|---|"]
+    for mask in dict.fromkeys(old["mask"]):
+        b, t, k = tf[("before", mask)], tf[("transposed", mask)], tf[("loop", mask)]
+        lines.append(f"| {mask} | {b:.0f} | {t:.0f} | {k:.0f} | {k / b:.2f} |")
+    return "\n".join(lines)
+
+
 def pytest_s40() -> str:
     logs = {"Flex's pattern mask_mods and per-head BlockMasks": "h100/tests/pytest_flex_patterns_s40.log",
             "flex_flash_attn_per_kv_head and the per-head adapters": "h100/tests/pytest_per_kv_head_s40.log",
-            "the same after Flex's index-built BlockMask": "h100/tests/pytest_flex_index_s40.log"}
+            "the same after Flex's index-built BlockMask": "h100/tests/pytest_flex_index_s40.log",
+            "the Gluon backward tests after the table loop": "h100/tests/pytest_gluon_bwd_loop_s40.log"}
     return "; ".join(f"{name}: {_pytest_counts(path)}" for name, path in logs.items())
