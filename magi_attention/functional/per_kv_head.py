@@ -49,8 +49,9 @@ def _each_head(device: torch.device, heads: int, call: Callable[[int], None]) ->
         main.wait_stream(s)
 
 
-def _head_views(t: torch.Tensor, h: int, width: int) -> torch.Tensor:
-    return t[:, h * width:(h + 1) * width]
+def _head_slicers(h: int, group: int):
+    """(q-side, kv-side) views of KV head h: its group of q heads, and the head itself."""
+    return (lambda t: t[:, h * group:(h + 1) * group]), (lambda t: t[:, h:h + 1])
 
 
 class _PerKVHeadFunc(torch.autograd.Function):
@@ -71,8 +72,7 @@ class _PerKVHeadFunc(torch.autograd.Function):
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
         def head(h: int) -> None:
-            qs = lambda t: _head_views(t, h, group)  # noqa: E731
-            ks = lambda t: _head_views(t, h, 1)  # noqa: E731
+            qs, ks = _head_slicers(h, group)
             grads = kernel.bwd(qs(dout), qs(q), ks(k), ks(v), qs(out), qs(lse), plans[h],
                                softmax_scale, softcap, deterministic)
             for dst, got in zip((qs(dq), ks(dk), ks(dv)), grads):
@@ -89,8 +89,7 @@ def _forward(q, k, v, plans, softmax_scale, softcap, backend, return_lse):
            else None)
 
     def head(h: int) -> None:
-        qs = lambda t: _head_views(t, h, group)  # noqa: E731
-        ks = lambda t: _head_views(t, h, 1)  # noqa: E731
+        qs, ks = _head_slicers(h, group)
         o, l, _ = kernel.fwd(qs(q), ks(k), ks(v), plans[h], softmax_scale, softcap, False,
                              return_lse=return_lse)
         qs(out).copy_(o)
