@@ -8,15 +8,13 @@ On CUDA the heads' calls run on a few side streams: one KV head's call launches 
 head wide, too few programs to fill a Hopper GPU alone."""
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import torch
 
 from ..kernels.plan import FlexAttnPlan
-from ._backends import backend_for, load_backend
-from ._validate import validate_qkv
-from .flex_flash_attn import AttnForwardMeta
+from ._backends import load_backend
+from .flex_flash_attn import AttnForwardMeta, _prepare
 
 # Side streams the heads' calls are spread over (a KV head's backward grid holds one program
 # per key tile; four of them together fill the SMs that one leaves idle).
@@ -111,15 +109,16 @@ def flex_flash_attn_per_kv_head(q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
 
     Raises ValueError when the plans are not one per KV head or do not fit the sequence
     lengths, besides flex_flash_attn_func's checks of q, k, v."""
-    validate_qkv(q, k, v)
     plans = list(plans)
-    if len(plans) != k.shape[1] or not all(isinstance(p, FlexAttnPlan) for p in plans):
-        raise ValueError(f"plans must be {k.shape[1]} FlexAttnPlan (one per KV head), got "
-                         f"{len(plans)}: {sorted({type(p).__name__ for p in plans})}")
-    for plan in plans:
+    if not plans or not all(isinstance(p, FlexAttnPlan) for p in plans):
+        raise ValueError(f"plans must be FlexAttnPlan, one per KV head, got {len(plans)}: "
+                         f"{sorted({type(p).__name__ for p in plans})}")
+    # q, k, v, the first plan's shapes, the backend and the scale, as flex_flash_attn_func's
+    _, kernel, scale = _prepare(q, k, v, plans[0], None, None, softmax_scale, backend)
+    if len(plans) != k.shape[1]:
+        raise ValueError(f"plans must be one per KV head: {k.shape[1]}, got {len(plans)}")
+    for plan in plans[1:]:
         plan.check_shapes(q.shape[0], k.shape[0])
-    kernel = backend_for(backend, q, k, v, False)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else float(softmax_scale)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         out, lse = _PerKVHeadFunc.apply(q, k, v, plans, scale, float(softcap), kernel,
                                         deterministic)

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.config import DataConfig, MaskChoice  # noqa: E402
 from bench.kernels._autograd import autograd_prepared  # noqa: E402
-from bench.metrics import attn_flops, time_cuda_ms  # noqa: E402
+from bench.metrics import attn_flops, tflops_per_s, time_cuda_ms  # noqa: E402
 from bench.problem import Shapes, make_inputs  # noqa: E402
 from bench.sweep import cell_mask  # noqa: E402
 from magi_attention.functional import (FlexAttnPlan, flex_flash_attn_func,  # noqa: E402
@@ -53,6 +53,7 @@ def main(argv=None) -> None:
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    default_streams = per_kv_head.MAX_STREAMS
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dtype = "bfloat16" if dev.type == "cuda" else "float32"
     shapes = Shapes(batch=1, seqlen=args.seqlen, num_heads_q=args.heads[0],
@@ -81,10 +82,10 @@ def main(argv=None) -> None:
                         ms = time_cuda_ms(fn, 3, 10)
                         flops = attn_flops(mask.area, shapes.num_heads_q, shapes.head_dim, 1, direction)
                         w.writerow(dict(variant=variant, mask=name, direction=direction, round=r,
-                                        ms=f"{ms:.3f}", tflops=f"{flops / ms / 1e9:.1f}"))
+                                        ms=f"{ms:.3f}", tflops=f"{tflops_per_s(flops, ms):.1f}"))
                         f.flush()
             print(name, "done", flush=True)
-    per_kv_head.MAX_STREAMS = 4
+    per_kv_head.MAX_STREAMS = default_streams
 
 
 if __name__ == "__main__":

@@ -115,12 +115,15 @@ def _gluon_bwd_plan(mask: FlexAttnPlan, device):
 PACK_OVER_GLUON_INTERVALS = 2
 
 
-def _packs(gluon_plan, group: int, head_dim: int, return_max_logits: bool = False) -> bool:
-    """Whether the forward runs PackGQA: a group to pack (pack_config), no max logits asked, and
-    no Gluon plan that suits (``gluon_plan`` None) or one whose rows hold many key intervals."""
-    if not env.PACK_GQA or return_max_logits or pack_config(head_dim, group) is None:
-        return False
-    return gluon_plan is None or gluon_plan.row_lo.shape[1] > PACK_OVER_GLUON_INTERVALS
+def _pack_config(gluon_plan, group: int, head_dim: int, return_max_logits: bool = False):
+    """The PackGQA config where the forward runs it, else None: a group to pack (pack_config),
+    no max logits asked, and no Gluon plan that suits (``gluon_plan`` None) or one whose rows
+    hold many key intervals."""
+    config = None if not env.PACK_GQA or return_max_logits else pack_config(head_dim, group)
+    if config is None or (gluon_plan is not None
+                          and gluon_plan.row_lo.shape[1] <= PACK_OVER_GLUON_INTERVALS):
+        return None
+    return config
 
 
 def prepare(mask: FlexAttnPlan, head_dim: int, device, group: int = 1) -> None:
@@ -135,8 +138,9 @@ def prepare(mask: FlexAttnPlan, head_dim: int, device, group: int = 1) -> None:
         gluon = None
         if env.PREFER_GLUON_FWD and hopper:  # where the Gluon kernels run
             gluon = _gluon_plan(fwd_mask, device)
-        if _packs(gluon, group, head_dim):
-            fwd_plan(fwd_mask, pack_config(head_dim, group), group, device)
+        packed = _pack_config(gluon, group, head_dim)
+        if packed is not None:
+            fwd_plan(fwd_mask, packed, group, device)
         else:
             plan_for(fwd_mask, fcfg.block_m, fcfg.block_n, device, fcfg.max_table_intervals)
     if env.PREFER_GLUON_BWD and hopper:
@@ -200,15 +204,15 @@ def fwd_plan(mask: FlexAttnPlan, config, group: int, device):
 
 def _fwd_route(mask: FlexAttnPlan, q, k, softcap: float, return_max_logits: bool):
     """(gluon, plan, config) of the forward without a config: the Gluon kernel where it runs
-    these inputs and its plan suits (config None) unless PackGQA beats it (_packs); else
+    these inputs and its plan suits (config None) unless PackGQA beats it (_pack_config); else
     PackGQA where there is a group to pack; else the Triton forward at the default tiles with
     the short-row variant where rows are short (both share the default's plan)."""
     head_dim, group = q.shape[-1], q.shape[1] // max(k.shape[1], 1)
     gluon = None
     if _gluon_reason(q, k, softcap, return_max_logits) is None:
         gluon = _gluon_plan(mask, q.device)
-    if _packs(gluon, group, head_dim, return_max_logits):
-        config = pack_config(head_dim, group)
+    config = _pack_config(gluon, group, head_dim, return_max_logits)
+    if config is not None:
         return False, fwd_plan(mask, config, group, q.device), config
     if gluon is not None:
         return True, gluon, None

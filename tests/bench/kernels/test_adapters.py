@@ -43,7 +43,7 @@ def test_cpu_adapter_passes_gate(kernel, mask_name, full_max_seqlen):
 @pytest.mark.parametrize("kernel", ["naive", "sdpa_math", "ffa", "flex"])
 def test_adapter_matches_dense_oracle_on_per_head_mask(kernel):
     # block_sparse with one mask per KV head: checked against the independent dense oracle
-    # (ffa: one flex_flash_attn_func call per KV head, forward and backward)
+    # (ffa: flex_flash_attn_per_kv_head, one plan per KV head, forward and backward)
     mask = build_mask("block_sparse", 64, block_q=16, block_k=16, sparsity=0.5, num_heads_kv=2)
     shapes = Shapes(1, 64, 4, 2, 16, "float32")
     adapter = load_adapter(kernel)

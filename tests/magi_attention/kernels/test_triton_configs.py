@@ -229,7 +229,9 @@ def test_pack_gqa_runs_where_it_was_measured_to_win(name, group, head_dim, max_l
     from bench.data import sample_doc_lens
     # the measured masks (the sweep's documents)
     slices = list(build_mask(name, S, doc_lens=sample_doc_lens(S, seed=0), seed=0).slices)
-    assert tk._packs(_gluon_or_none(slices, S), group, head_dim, max_logits) == packs
+    config = tk._pack_config(_gluon_or_none(slices, S), group, head_dim, max_logits)
+    assert (config is not None) == packs
+    assert config is None or config.pack_gqa
 
 
 def test_the_packed_plan_holds_block_sparse_blocks_whole():
