@@ -50,6 +50,8 @@ PLAN_CACHE_SIZE = 64
 # Default for the most intervals per row kept as a table; masks with more (fine block-sparse)
 # use the slice list. An argument of every planner (tests force the slice-list path with -1).
 MAX_TABLE_INTERVALS = 8
+# bits a word of the partial tiles' bitmaps (partial_tile_bitmaps)
+BITS_PER_WORD = 32
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,61 @@ def union_row_intervals(bounds: np.ndarray, seqlen_k: int):
     seg_end = np.maximum.reduceat(end, heads)
     seg_row = seg_start // width
     return seg_row, seg_start - seg_row * width, seg_end - seg_row * width
+
+
+def mask_intervals(mask: FlexAttnPlan):
+    """union_row_intervals of a FlexAttnPlan's mask, built once and kept in the plan."""
+    return mask.cached("union_row_intervals",
+                       lambda: union_row_intervals(mask.bounds, mask.seqlen_k))
+
+
+def partial_pairs(plan: BlockSparsePlan) -> tuple[np.ndarray, np.ndarray]:
+    """(q tile, key tile) of every partial pair, sorted by q tile then key tile."""
+    ptr, kt, nfull = (t.cpu().numpy().astype(np.int64)
+                      for t in (plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full))
+    owner = np.repeat(np.arange(plan.num_q_tiles), np.diff(ptr))
+    partial = (np.arange(len(kt)) - ptr[:-1][owner]) >= nfull[owner]
+    return owner[partial], kt[partial]
+
+
+def partial_tile_bitmaps(plan: BlockSparsePlan, intervals, part_qt: np.ndarray,
+                         part_kt: np.ndarray) -> np.ndarray:
+    """[pairs, block_m, block_n / 32] int64 bitmaps of the partial pairs (sorted by q tile, then
+    key tile, as partial_pairs gives them): bit ``k % 32`` of word ``k // 32`` of a q row is set
+    when key ``k`` of the tile is in the union, from the merged key intervals (row, lo, hi) of
+    each row. Rows and keys past the sequence ends have no bits."""
+    bm, bn, nkt = plan.block_m, plan.block_n, plan.num_k_tiles
+    words = bn // BITS_PER_WORD
+    bits = np.zeros((len(part_qt), bm, words), dtype=np.int64)
+    if len(part_qt) == 0:
+        return bits
+    row, lo, hi = intervals
+    # pieces: (interval, partial tile it crosses); keys sorted since partial pairs are
+    key = part_qt * nkt + part_kt
+    qt = row // bm
+    first = np.searchsorted(key, qt * nkt + lo // bn, side="left")
+    last = np.searchsorted(key, qt * nkt + (hi - 1) // bn, side="right")
+    count = last - first
+    which = np.repeat(np.arange(len(row)), count)
+    tile = np.repeat(first, count) + (np.arange(int(count.sum()))
+                                      - np.repeat(np.cumsum(count) - count, count))
+    col0 = part_kt[tile] * bn
+    start = np.clip(lo[which] - col0, 0, bn)
+    end = np.clip(hi[which] - col0, 0, bn)
+    local_row = row[which] - qt[which] * bm
+    for w in range(words):
+        s = np.clip(start - w * BITS_PER_WORD, 0, BITS_PER_WORD)
+        e = np.clip(end - w * BITS_PER_WORD, 0, BITS_PER_WORD)
+        value = (np.left_shift(1, e, dtype=np.int64) - np.left_shift(1, s, dtype=np.int64))
+        # intervals of a row are disjoint, so adding their bits is OR-ing them
+        np.add.at(bits, (tile, local_row, w), value)
+    return bits
+
+
+def int32_words(bits: np.ndarray) -> torch.Tensor:
+    """32-bit words held in int64 (0 .. 2^32 - 1) as a flat int32 tensor, bit for bit."""
+    wrapped = np.where(bits >= 1 << 31, bits - (1 << 32), bits).astype(np.int32)
+    return torch.from_numpy(np.ascontiguousarray(wrapped.reshape(-1)))
 
 
 def tile_areas(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int,

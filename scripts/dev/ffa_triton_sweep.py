@@ -120,6 +120,8 @@ GLUON_BWD_VARIANTS = {
     "bwd_gluon_rowglobal_b2": ("tma", 2, {"row_tma": False}),
     "bwd_gluon_rowtma_b2": ("tma", 2, {"row_tma": True}),
     "bwd_gluon_rowglobal_again_b2": ("tma", 2, {"row_tma": False}),
+    # session 41: partial tiles masked from each pair's bitmap (TMA with Q), any intervals a row
+    "bwd_gluon_bits_b2": ("tma", 2, {"bits": True}),
     # measured and dropped (rows in results/h200/ffa_triton/s22_*, s23_*): own (no dS swap),
     # dkss, lag, store, 2buf, dklate, lateadd (session 22); writer (a dQ writer warp), dkfirst
     # (dK's MMA before the dS store), o2 (no rotation of the steps) (session 23); al (key tile k
@@ -211,16 +213,21 @@ def time_ms(fn, budget_ms: float) -> float:
 
 def _gluon_bwd(variant, slices, seqlen, args):
     """(plan, call) of a Gluon backward variant: call(do, q, k, v, out, lse) -> grads."""
-    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.block_sparse import (plan_block_sparse, slice_bounds_array,
+                                                     union_row_intervals)
     from magi_attention.kernels.triton import gluon_backward as gb
     mode, num_buf, *options = GLUON_BWD_VARIANTS[variant]
     dq_mode = {"tma": gb.DQ_TMA, "atomic": gb.DQ_ATOMIC, "none": gb.DQ_NONE,
                "noadd": gb.DQ_NO_ADD}[mode]
     plan = plan_block_sparse(slices, seqlen, seqlen, gb.BLOCK_M, gb.BLOCK_N, device=DEVICE)
     scale = args[0]
+    options = dict(options[0]) if options else {}
+    if options.pop("bits", False):  # partial tiles masked from bitmaps (session 41)
+        options["bits"] = gb.key_tile_bits(plan, union_row_intervals(slice_bounds_array(slices),
+                                                                     seqlen))
     return plan, lambda do, q, k, v, out, lse: gb.launch_bwd(do, q, k, v, out, lse, plan, scale,
                                                               dq_mode=dq_mode, num_buf=num_buf,
-                                                              **(options[0] if options else {}))
+                                                              **options)
 
 
 # ---- stage 1: correctness (child process) ----

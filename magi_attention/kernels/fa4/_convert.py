@@ -31,11 +31,11 @@ import numpy as np
 import torch
 
 from .._cache import LRUCache
-from ..block_sparse import BlockSparsePlan, plan_for, union_row_intervals
+from ..block_sparse import (BITS_PER_WORD, int32_words, mask_intervals, partial_pairs,
+                            partial_tile_bitmaps, plan_for)
 from ..plan import FlexAttnPlan
 from ._native import NativeForm, NativeGroup, native_form, native_groups
 
-BITS_PER_WORD = 32
 # Conversions kept per process (each holds a few MB at 64k): a training loop reuses a handful.
 CONVERSION_CACHE_SIZE = 32
 
@@ -94,53 +94,8 @@ def _padded_lists(ptr: np.ndarray, idx: np.ndarray, num_full: np.ndarray):
             as_t(mask_cnt)[None, None], as_t(mask_idx)[None, None])
 
 
-def _partial_tiles(plan: BlockSparsePlan) -> tuple[np.ndarray, np.ndarray]:
-    """(q tile, key tile) of every partial pair, sorted by q tile then key tile."""
-    ptr, kt, nfull = (t.cpu().numpy().astype(np.int64)
-                      for t in (plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full))
-    owner = np.repeat(np.arange(plan.num_q_tiles), np.diff(ptr))
-    partial = (np.arange(len(kt)) - ptr[:-1][owner]) >= nfull[owner]
-    return owner[partial], kt[partial]
-
-
-def _tile_bitmaps(plan: BlockSparsePlan, intervals, part_qt: np.ndarray, part_kt: np.ndarray
-                  ) -> np.ndarray:
-    """Bitmaps of the partial tiles from the merged key intervals (row, lo, hi) of each row."""
-    bm, bn, nkt = plan.block_m, plan.block_n, plan.num_k_tiles
-    words = bn // BITS_PER_WORD
-    bits = np.zeros((len(part_qt), bm, words), dtype=np.int64)
-    if len(part_qt) == 0:
-        return bits
-    row, lo, hi = intervals
-    # pieces: (interval, partial tile it crosses); keys sorted since partial pairs are
-    key = part_qt * nkt + part_kt
-    qt = row // bm
-    first = np.searchsorted(key, qt * nkt + lo // bn, side="left")
-    last = np.searchsorted(key, qt * nkt + (hi - 1) // bn, side="right")
-    count = last - first
-    which = np.repeat(np.arange(len(row)), count)
-    tile = np.repeat(first, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
-    col0 = part_kt[tile] * bn
-    start = np.clip(lo[which] - col0, 0, bn)
-    end = np.clip(hi[which] - col0, 0, bn)
-    local_row = row[which] - qt[which] * bm
-    for w in range(words):
-        s = np.clip(start - w * BITS_PER_WORD, 0, BITS_PER_WORD)
-        e = np.clip(end - w * BITS_PER_WORD, 0, BITS_PER_WORD)
-        value = (np.left_shift(1, e, dtype=np.int64) - np.left_shift(1, s, dtype=np.int64))
-        # intervals of a row are disjoint, so adding their bits is OR-ing them
-        np.add.at(bits, (tile, local_row, w), value)
-    return bits
-
-
-def _to_int32_words(bits: np.ndarray) -> torch.Tensor:
-    wrapped = np.where(bits >= 1 << 31, bits - (1 << 32), bits).astype(np.int32)
-    return torch.from_numpy(np.ascontiguousarray(wrapped.reshape(-1)))
-
-
 def _intervals(mask: FlexAttnPlan):
-    return mask.cached("union_row_intervals",
-                       lambda: union_row_intervals(mask.bounds, mask.seqlen_k))
+    return mask_intervals(mask)
 
 
 def native_of(mask: FlexAttnPlan) -> NativeForm | None:
@@ -157,7 +112,7 @@ def path_cost_terms(mask: FlexAttnPlan, block_m: int, block_n: int) -> tuple[int
         _, lo, hi = _intervals(mask)
         return int((hi - lo).sum()), True, 0
     plan = plan_for(mask, block_m, block_n)
-    part_qt, _ = _partial_tiles(plan)
+    part_qt, _ = partial_pairs(plan)
     return plan.area, False, len(part_qt)
 
 
@@ -167,15 +122,15 @@ def _build(mask: FlexAttnPlan, block_m: int, block_n: int) -> Fa4BlockSparse:
     i64 = lambda t: t.cpu().numpy().astype(np.int64)  # noqa: E731
     fwd = _padded_lists(i64(plan.q_tile_ptr), i64(plan.q_tile_kt), i64(plan.q_tile_num_full))
     bwd = _padded_lists(i64(plan.k_tile_ptr), i64(plan.k_tile_qt), i64(plan.k_tile_num_full))
-    part_qt, part_kt = _partial_tiles(plan)
+    part_qt, part_kt = partial_pairs(plan)
     # at least 2 x 2: FA4 lays aux tensors out by their unique stride-1 dimension, which a
     # [n, 1] or [1, 1] table (one key tile, i.e. seqlen_k <= block_n) does not have; the
     # padding is -1 and never read (the mask_mod only sees cells of real tiles)
     tile_map = np.full((max(plan.num_q_tiles, 2), max(plan.num_k_tiles, 2)), -1, dtype=np.int32)
     tile_map[part_qt, part_kt] = np.arange(len(part_qt), dtype=np.int32)
-    bits = _tile_bitmaps(plan, _intervals(mask), part_qt, part_kt)
+    bits = partial_tile_bitmaps(plan, _intervals(mask), part_qt, part_kt)
     # never empty: FA4 converts every aux tensor, and a zero-size one has no valid layout
-    tile_bits = _to_int32_words(bits) if len(part_qt) else torch.zeros(4, dtype=torch.int32)
+    tile_bits = int32_words(bits) if len(part_qt) else torch.zeros(4, dtype=torch.int32)
     return Fa4BlockSparse(seqlen_q, seqlen_k, block_m, block_n, plan.area, *fwd, *bwd,
                           torch.from_numpy(tile_map), tile_bits, native_of(mask),
                           native_groups_of(mask))

@@ -17,7 +17,7 @@ import torch
 
 from ... import env
 from .. import BackendUnavailable
-from ..block_sparse import MAX_TABLE_INTERVALS, plan_for
+from ..block_sparse import MAX_TABLE_INTERVALS, mask_intervals, plan_for
 from ..plan import FlexAttnPlan
 from .configs import SUPPORTED_HEAD_DIMS, bwd_config, fwd_config, pack_config
 
@@ -102,11 +102,17 @@ def _gluon_bwd_reason(q, k, softcap: float, deterministic: bool) -> str | None:
 
 
 def _gluon_bwd_plan(mask: FlexAttnPlan, device):
-    """The Gluon backward's plan, or None where the ordered Triton backward should run this mask
-    (no row interval table, or short q-tile lists: gluon_backward.plan_suits)."""
-    from .gluon_backward import BLOCK_M, BLOCK_N, plan_suits
+    """(plan, KeyTileBits or None) of the Gluon backward, kept in ``mask``, or None where the
+    ordered Triton backward should run this mask (short q-tile lists, or partial tiles it cannot
+    mask: gluon_backward.plan_suits). Bitmaps where gluon_backward.bits_suit."""
+    from .gluon_backward import BLOCK_M, BLOCK_N, bits_suit, key_tile_bits, plan_suits
     plan = plan_for(mask, BLOCK_M, BLOCK_N, device, MAX_TABLE_INTERVALS)
-    return plan if plan_suits(plan) else None
+    if not plan_suits(plan):
+        return None
+    if not bits_suit(plan):
+        return plan, None
+    key = ("gluon_bwd_bits", str(torch.device(device)))
+    return plan, mask.cached(key, lambda: key_tile_bits(plan, mask_intervals(mask)))
 
 
 # PackGQA runs instead of the Gluon forward where rows hold more key intervals than this (the
@@ -236,11 +242,12 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
     if config is None:  # decided once per mask and kind of input (a lookup per call)
         key = ("triton_bwd_route", q.device, q.dtype, q.shape[-1], softcap > 0, deterministic,
                q.shape[0] == 0 or k.shape[0] == 0, env.PREFER_GLUON_BWD)
-        plan = mask.cached(key, lambda: (_gluon_bwd_reason(q, k, softcap, deterministic) is None
-                                         and _gluon_bwd_plan(mask, q.device)) or None)
-        if plan is not None:
+        route = mask.cached(key, lambda: (_gluon_bwd_reason(q, k, softcap, deterministic) is None
+                                          and _gluon_bwd_plan(mask, q.device)) or None)
+        if route is not None:
             from .gluon_backward import launch_bwd as launch_gluon
-            return launch_gluon(dout, q, k, v, out, lse, plan, float(softmax_scale))
+            plan, bits = route
+            return launch_gluon(dout, q, k, v, out, lse, plan, float(softmax_scale), bits=bits)
     config = config or bwd_config(q.shape[-1])
     ordered = deterministic or not config.one_pass  # the faster path on H200 (configs.py)
     plan_kv = plan_for(mask, config.block_m1, config.block_n1, q.device, config.max_table_intervals)

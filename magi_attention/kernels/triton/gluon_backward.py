@@ -33,6 +33,9 @@ notes/ffa_triton.md, sessions 22-24.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import torch
 import triton
 from triton._C.libtriton import ir
@@ -43,7 +46,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma, warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from ..block_sparse import BlockSparsePlan
+from ..block_sparse import BlockSparsePlan, int32_words, partial_tile_bitmaps
 from ._launch import cached_launch
 from .gluon_forward import (CONSUMER_REGS, MAXNREG, PRODUCER_REGS, _descriptor, hopper_reason,
                             shared_layout, tma_rows)
@@ -51,6 +54,7 @@ from .gluon_forward import (CONSUMER_REGS, MAXNREG, PRODUCER_REGS, _descriptor, 
 BLOCK_M = 64  # q rows per step
 BLOCK_N = 128  # keys per program: two consumer warpgroups of HALF_N
 HALF_N = 64
+WORDS = BLOCK_N // 32  # bitmap words of a q row of a partial pair (KeyTileBits)
 NUM_BUF = 2  # Q/dO ring slots
 HEAD_DIMS = (64, 128)
 # Below this many listed q tiles per key tile (at BLOCK_M x BLOCK_N) the ordered Triton backward
@@ -84,6 +88,11 @@ LONG_LIST = 128
 # default); DQ_ATOMIC: the same columns by element atomics (0.72x DQ_TMA); DQ_NONE leaves dq
 # at zero and DQ_NO_ADD computes dQ but never adds it: timing probes (notes/ffa_triton.md)
 DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_NO_ADD = 0, 1, 2, 3
+# Bitmaps of partial pairs (KeyTileBits) at most this large a plan; a plan with more partial
+# pairs keeps the row table if it has one, else the ordered Triton backward
+# (block_sparse at 64k: 197k partial pairs, 193 MB a plan)
+BITS_BYTES_PER_PAIR = BLOCK_M * BLOCK_N // 8
+MAX_BITS_BYTES = 64 << 20
 
 
 @builtin
@@ -97,9 +106,18 @@ def _tma_reduce_add(tensor_desc, coord, src, _semantic=None):
 
 def plan_suits(plan: BlockSparsePlan) -> bool:
     """Whether this plan's key tiles list enough q tiles for the Gluon backward to beat the
-    ordered Triton one (tensor sizes only: no device sync)."""
-    return (plan.row_lo.shape[1] > 0
+    ordered Triton one, and its partial tiles can be masked (a row table, or bitmaps:
+    bits_suit) (tensor sizes only: no device sync)."""
+    return ((plan.row_lo.shape[1] > 0 or bits_suit(plan))
             and plan.k_tile_qt.numel() >= MIN_Q_TILES_PER_KEY_TILE * max(plan.num_k_tiles, 1))
+
+
+def bits_suit(plan: BlockSparsePlan) -> bool:
+    """Whether partial tiles should mask from KeyTileBits: rows of several key intervals (the
+    table's loop runs over them every partial step) or more than the table holds, and the
+    bitmaps within MAX_BITS_BYTES (host-side counts only)."""
+    partial = plan.num_tile_pairs - plan.num_full_pairs
+    return 0 < partial * BITS_BYTES_PER_PAIR <= MAX_BITS_BYTES and plan.row_lo.shape[1] != 1
 
 
 def head_chunks_for(plan: BlockSparsePlan, group: int) -> int:
@@ -124,6 +142,43 @@ def row_tma_suits(plan: BlockSparsePlan) -> bool:
     pairs = plan.num_tile_pairs
     return (plan.row_lo.shape[1] == 1 and pairs > 0
             and pairs - plan.num_full_pairs >= MIN_PARTIAL_FOR_ROW_TMA * pairs)
+
+
+@dataclass(frozen=True)
+class KeyTileBits:
+    """Bitmaps of a plan's partial pairs for the backward's partial steps, in the order the key
+    tiles list them: pair p (the list position minus ``base[key tile]``) holds WORDS rows of
+    BLOCK_M int32 words, ``words[(p * WORDS + w) * BLOCK_M + r]`` with bit ``k % 32`` set when
+    key ``w * 32 + k % 32`` of the key tile is kept for q row ``r`` of the q tile. A partial step
+    then masks with one word a cell, whatever the number of key intervals of its rows (the row
+    table costs a loop over them: qk_sparse's 5 a row, session 41), and plans with more intervals
+    than the table holds can run here too. 1 KiB a partial pair."""
+
+    words: torch.Tensor
+    base: torch.Tensor
+
+    @property
+    def nbytes(self) -> int:
+        return self.words.numel() * 4
+
+
+def key_tile_bits(plan: BlockSparsePlan, intervals) -> KeyTileBits:
+    """KeyTileBits of a BLOCK_M x BLOCK_N plan from the union's merged key intervals (row, lo,
+    hi) (block_sparse.union_row_intervals / mask_intervals), on the plan's device. Host work:
+    call it when the mask is planned, never per call."""
+    if (plan.block_m, plan.block_n) != (BLOCK_M, BLOCK_N):
+        raise ValueError(f"plan tiles {(plan.block_m, plan.block_n)} != {(BLOCK_M, BLOCK_N)}")
+    ptr, qt, nfull = (t.cpu().numpy().astype(np.int64)
+                      for t in (plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full))
+    owner = np.repeat(np.arange(plan.num_k_tiles), np.diff(ptr))
+    partial = np.arange(len(qt)) - ptr[:-1][owner] >= nfull[owner]
+    part_qt, part_kt = qt[partial], owner[partial]  # key-list order
+    order = np.lexsort((part_kt, part_qt))  # partial_tile_bitmaps wants them by q tile
+    bits = np.zeros((max(len(order), 1), BLOCK_M, WORDS), dtype=np.int64)  # never empty (TMA)
+    bits[order] = partial_tile_bitmaps(plan, intervals, part_qt[order], part_kt[order])
+    device = plan.k_tile_ptr.device
+    return KeyTileBits(int32_words(bits.transpose(0, 2, 1)).to(device),
+                       torch.from_numpy(np.cumsum(nfull).astype(np.int32)).to(device))
 
 
 def unsupported_reason(q: torch.Tensor, k: torch.Tensor, softcap: float,
@@ -160,15 +215,17 @@ def _step(j, n_list, n_full, start, shift, chunk, heads, k_tile_qt):
 
 @gluon.jit
 def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
-              k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
-              delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
-              ds_free, rtag, mtag, ctag):
+              hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
+              num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
+              do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
+              ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = q_smem.type.shape[0]
     ROW_TMA: gl.constexpr = lo_smem.type.shape[1] == BLOCK_M
+    BITS: gl.constexpr = bits_smem.type.shape[1] == BLOCK_M
+    WORDS: gl.constexpr = 2 * HALF_N // 32
     NBYTES: gl.constexpr = (q_desc.block_type.nbytes + do_desc.block_type.nbytes
                             + lse_desc.block_type.nbytes + delta_desc.block_type.nbytes)
     mbarrier.expect(kv_bar, 2 * k_desc.block_type.nbytes + 2 * v_desc.block_type.nbytes)
@@ -182,12 +239,24 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     n_full = mid - start
     k_tile = k_row // (2 * HALF_N)
     shift = k_tile % gl.maximum(n_full, 1)
+    if BITS:  # the bitmap of the partial pair at list position t is t - bits_base[k_tile]
+        pair0 = gl.load(bits_base + k_tile)
     for j in range(heads * n_list):
         slot = j % NUM_BUF
         head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, heads,
                                 k_tile_qt)
         mbarrier.wait(empty.index(slot), ((j // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
-        if ROW_TMA:
+        if BITS:
+            if t >= mid:
+                mbarrier.expect(ready.index(slot), NBYTES + WORDS * bits_desc.block_type.nbytes)
+                at = (t - pair0) * WORDS * BLOCK_M
+                for w in gl.static_range(WORDS):
+                    tma.async_copy_global_to_shared(bits_desc, [at + w * BLOCK_M],
+                                                    ready.index(slot),
+                                                    bits_smem.index(slot * WORDS + w))
+            else:
+                mbarrier.expect(ready.index(slot), NBYTES)
+        elif ROW_TMA:
             if t >= mid:  # a partial tile: its rows' kept-key intervals come along
                 mbarrier.expect(ready.index(slot), NBYTES + 2 * lo_desc.block_type.nbytes)
                 tma.async_copy_global_to_shared(lo_desc, [q_tile * BLOCK_M], ready.index(slot),
@@ -248,10 +317,10 @@ def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE
 
 @gluon.jit
 def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
-              k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
-              delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
-              ds_free, rtag, mtag, ctag, c: gl.constexpr):
+              hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
+              num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
+              do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
+              ready, empty, ds_ready, ds_free, rtag, mtag, ctag, c: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -259,6 +328,8 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     ROW_INTERVALS: gl.constexpr = rtag.type.shape[0] - 1
     DQ_MODE: gl.constexpr = mtag.type.shape[0] - 1
     ROW_TMA: gl.constexpr = lo_smem.type.shape[1] == BLOCK_M
+    BITS: gl.constexpr = bits_smem.type.shape[1] == BLOCK_M
+    WORDS: gl.constexpr = 2 * HALF_N // 32
     # dQ split by columns after swapping dS halves at head_dim 128; at 64 each consumer adds its
     # own keys' share of all columns (no swap; the 32-column halves would cut a 128-byte swizzle)
     SPLIT: gl.constexpr = HEAD_DIM == 128
@@ -305,7 +376,14 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         st = warpgroup_mma_wait(num_outstanding=1, deps=(st, ))
         pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
         if t >= mid:  # a partial tile: cells outside the union get P = 0
-            if ROW_TMA:  # one interval per row, in shared memory (rows past seqlen_q: [0, 0)),
+            if BITS:  # this half's two words of each q row (keys 0-31, 32-63), one at a time
+                # (both live at once spilled 44 more bytes)
+                kl = gl.expand_dims(gl.arange(0, HALF_N, layout=row_s), 1)
+                for h in gl.static_range(2):
+                    word = gl.expand_dims(bits_smem.index(slot * WORDS + 2 * c + h).load(col_s), 0)
+                    keep = ((word >> (kl & 31)) & 1) != 0
+                    pt = gl.where(keep | ((kl >> 5) != h), pt, 0.0)
+            elif ROW_TMA:  # one interval per row, in shared memory (rows past seqlen_q: [0, 0)),
                 # one bound at a time (both live at once spilled 28 more bytes)
                 k2 = gl.expand_dims(keys, 1)
                 pt = gl.where(k2 >= gl.expand_dims(lo_smem.index(slot).load(col_s), 0), pt, 0.0)
@@ -384,36 +462,37 @@ def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.conste
 # key half (c) is fixed by which of the two it runs
 @gluon.jit
 def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-               hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
-               k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
-               delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
-               ds_free, rtag, mtag, ctag):
+               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
+               num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
+               do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
+               ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
-              k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
-              delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
-              ds_free, rtag, mtag, ctag, 0)
+              hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
+              num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
+              do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
+              ready, empty, ds_ready, ds_free, rtag, mtag, ctag, 0)
 
 
 @gluon.jit
 def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-               hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
-               k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
-               delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
-               ds_free, rtag, mtag, ctag):
+               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
+               num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
+               do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
+               ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
-              k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem,
-              delta_smem, lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready,
-              ds_free, rtag, mtag, ctag, 1)
+              hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
+              num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
+              do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
+              ready, empty, ds_ready, ds_free, rtag, mtag, ctag, 1)
 
 
 @gluon.jit
 def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-                hi_desc, k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, row_lo, row_hi,
-                seqlen_q, seqlen_k, num_heads_q, heads, sm_scale, NUM_BUF: gl.constexpr,
-                ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr, ROW_TMA: gl.constexpr,
-                HEAD_CHUNKS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                hi_desc, bits_desc, k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, row_lo,
+                row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
+                NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr,
+                ROW_TMA: gl.constexpr, BITS: gl.constexpr, HEAD_CHUNKS: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 num_warps: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
@@ -437,9 +516,14 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     lse_smem = gl.allocate_shared_memory(gl.float32, [NUM_BUF, BLOCK_M], lse_desc.layout)
     delta_smem = gl.allocate_shared_memory(gl.float32, [NUM_BUF, BLOCK_M], delta_desc.layout)
     # the partitions read ROW_TMA from these buffers' width (BLOCK_M: used; 16: a placeholder)
+    WORDS: gl.constexpr = 2 * HALF_N // 32
     ROW_W: gl.constexpr = BLOCK_M if ROW_TMA else 16
     lo_smem = gl.allocate_shared_memory(gl.int32, [NUM_BUF, ROW_W], lo_desc.layout)
     hi_smem = gl.allocate_shared_memory(gl.int32, [NUM_BUF, ROW_W], hi_desc.layout)
+    # BITS: a partial pair's bitmap, one BLOCK_M row of 32-bit words per 32 keys (the partitions
+    # read BITS from this buffer's width too)
+    BITS_W: gl.constexpr = BLOCK_M if BITS else 16
+    bits_smem = gl.allocate_shared_memory(gl.int32, [NUM_BUF * WORDS, BITS_W], bits_desc.layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HALF_N, BLOCK_M], dtype)
     ds_smem = gl.allocate_shared_memory(dtype, [4, HALF_N, BLOCK_M], ds_layout)  # [buffer, half]
     dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_COLS], dq_desc.layout)
@@ -465,10 +549,10 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
         mbarrier.init(ds_free.index(i), count=2)
     fence_async_shared()
     args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-            hi_desc, k_tile_qt, row_lo, row_hi, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
-            k_row, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
-            lo_smem, hi_smem, ds_smem, dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag,
-            ctag)
+            hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
+            num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
+            do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
+            ready, empty, ds_ready, ds_free, rtag, mtag, ctag)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
                        [CONSUMER_REGS, PRODUCER_REGS])
 
@@ -486,7 +570,8 @@ def _dq_descriptor(dq: torch.Tensor, cols: int) -> TensorDescriptor:
 def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
     """A per-row 32-bit value, flat, with BLOCK_M blocks: the [Hq, padded] fp32 lse2 and delta
     (padded is a multiple of BLOCK_M, so a block never crosses heads) or a [Sq, 1] int32 row
-    interval bound (blocks past Sq are zero-filled: the empty interval [0, 0))."""
+    interval bound (blocks past Sq are zero-filled: the empty interval [0, 0)), or the words of
+    KeyTileBits (a block: one word row of a partial pair)."""
     flat = stat.view(-1)
     return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [BLOCK_M], _ROW_LAYOUT)
 
@@ -497,9 +582,10 @@ _ROW_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, ra
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
                dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, row_tma: bool | None = None,
-               head_chunks: int | None = None):
+               head_chunks: int | None = None, bits: KeyTileBits | None = None):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
-    forward's) over a BLOCK_M x BLOCK_N plan with a row interval table -> (dq, dk, dv).
+    forward's) over a BLOCK_M x BLOCK_N plan -> (dq, dk, dv). Partial tiles mask from ``bits``
+    (key_tile_bits of this plan) when given, else from the plan's row interval table.
     ``head_chunks`` splits each kv head's q heads over that many programs a key tile, the grid's
     slowest dimension (it must divide Hq / Hkv; None: head_chunks_for); they add their dK/dV
     shares into one fp32 buffer each."""
@@ -514,9 +600,13 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         raise ValueError(f"head_chunks={head_chunks} must divide the {group} q heads a kv head")
     if (plan.block_m, plan.block_n) != (BLOCK_M, BLOCK_N):
         raise ValueError(f"plan tiles {(plan.block_m, plan.block_n)} != {(BLOCK_M, BLOCK_N)}")
-    if plan.row_lo.shape[1] == 0:
-        raise ValueError("the Gluon backward masks partial tiles from the row interval table; "
-                         "this plan has none (too many intervals per row)")
+    if plan.row_lo.shape[1] == 0 and bits is None:
+        raise ValueError("the Gluon backward masks partial tiles from the row interval table or "
+                         "from bitmaps; this plan has no table (too many intervals per row) and "
+                         "no bitmaps were given (key_tile_bits)")
+    if bits is not None and bits.base.numel() != plan.num_k_tiles:
+        raise ValueError(f"bits are of a plan of {bits.base.numel()} key tiles, this plan has "
+                         f"{plan.num_k_tiles}")
     # out and dout are read by pointer too (the preprocess kernel, its strides specialised)
     dout, q, out = (t.contiguous() for t in (dout, q, out))
     k, v = tma_rows(k), tma_rows(v)  # read by TMA alone: strided views in place
@@ -540,20 +630,24 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     # row_tma: partial tiles read their row's interval from shared memory, loaded by TMA with Q;
     # else from the table in global memory, whose latency the consumers wait out
     if row_tma is None:
-        row_tma = row_tma_suits(plan)
+        row_tma = bits is None and row_tma_suits(plan)
+    if row_tma and bits is not None:
+        raise ValueError("row_tma and bits are two ways to mask partial tiles: give one")
     if row_tma and plan.row_lo.shape[1] != 1:
         raise ValueError(f"row_tma needs one interval per row, the plan has {plan.row_lo.shape[1]}")
     lse2_desc, delta_desc = _row_descriptor(lse2), _row_descriptor(delta)
     lo_desc, hi_desc = ((_row_descriptor(plan.row_lo), _row_descriptor(plan.row_hi)) if row_tma
                         else (lse2_desc, delta_desc))  # placeholders, never read
+    bits_desc, bits_base = ((_row_descriptor(bits.words), bits.base) if bits is not None
+                            else (lse2_desc, plan.k_tile_num_full))  # placeholders too
     _launch_bwd_kernel((plan.num_k_tiles, num_heads_kv, head_chunks), key and (key, dq_cols),
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
         _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2_desc, delta_desc,
-        lo_desc, hi_desc,
+        lo_desc, hi_desc, bits_desc,
         plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.row_lo,
-        plan.row_hi, seqlen_q, seqlen_k, num_heads_q, group // head_chunks, float(softmax_scale),
-        NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], DQ_MODE=dq_mode, ROW_TMA=row_tma,
-        HEAD_CHUNKS=head_chunks, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS,
+        plan.row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, group // head_chunks,
+        float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
+        DQ_MODE=dq_mode, ROW_TMA=row_tma, BITS=bits is not None, HEAD_CHUNKS=head_chunks, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS,
         num_warps=4, maxnreg=MAXNREG)
     if head_chunks > 1:
         dk, dv = dk.to(k.dtype), dv.to(v.dtype)

@@ -549,6 +549,62 @@ def test_gluon_backward_rows_of_several_intervals(name):
         assert rel < 2e-2, (name_, rel)
 
 
+def _gluon_bwd_bits(name, case):
+    """(mask plan, 64x128 tile plan, its KeyTileBits) of a case, any number of intervals a row."""
+    from magi_attention.kernels.block_sparse import mask_intervals, plan_for
+    from magi_attention.kernels.triton import gluon_backward as gb
+    q = torch.empty(128, 1, 128, device="cuda", dtype=torch.bfloat16)
+    reason = gb.unsupported_reason(q, q, 0.0, False)
+    if reason is not None:
+        pytest.skip(reason)
+    mask = _gluon_mask(name, case)
+    plan = FlexAttnPlan.from_slices(list(mask.slices), case[0], case[0])
+    tiles = plan_for(plan, gb.BLOCK_M, gb.BLOCK_N, "cuda")
+    return plan, tiles, gb.key_tile_bits(tiles, mask_intervals(plan))
+
+
+@pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
+@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+def test_gluon_backward_partial_tiles_from_bitmaps(name, case):
+    """Partial tiles masked from each pair's bitmap (KeyTileBits, by TMA with Q) on every mask,
+    those without a row table too (hash_sparse, block_sparse): dq, dk, dv against the fp32
+    reference within 2e-2 relative L2; rows without keys get dq 0."""
+    from magi_attention.kernels.triton import gluon_backward as gb
+    plan, tiles, bits = _gluon_bwd_bits(name, case)
+    seqlen, seed, dtype, (hq, hk, d) = case
+    q, k, v, dout = _inputs(seqlen, seqlen, hq, hk, d, dtype, seed)
+    scale = d ** -0.5
+    ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), plan, scale)
+    ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, plan, scale)
+    got = gb.launch_bwd(dout, q, k, v, ro.to(dtype), rl, tiles, scale, bits=bits)
+    for which, a, b in zip(("dq", "dk", "dv"), got, ref):
+        assert a.dtype == dtype and a.shape == b.shape
+        rel = ((a.float() - b).norm() / b.norm().clamp_min(1e-30)).item()
+        assert rel < 2e-2, f"{which}: rel err {rel:.2e}"
+    assert (got[0][torch.isinf(rl)] == 0).all()
+
+
+@pytest.mark.parametrize("name", ["qk_sparse", "block_sparse"])
+def test_bwd_routes_rows_of_several_intervals_to_the_bitmaps(monkeypatch, name):
+    """tk.bwd (no config) on a mask whose rows hold several key intervals (qk_sparse: 5) or
+    more than the table keeps (block_sparse): the Gluon backward with the mask's bitmaps, built
+    once and kept in the mask (dk, dv bit-equal to the direct call with them)."""
+    from magi_attention.kernels import triton as tk
+    from magi_attention.kernels.triton import gluon_backward as gb
+    plan, tiles, bits = _gluon_bwd_bits(name, (8192, 0))
+    assert gb.bits_suit(tiles) and gb.plan_suits(tiles)
+    q, k, v, dout = _inputs(8192, 8192, 8, 2, 128, torch.bfloat16, 0)
+    out, lse, _ = tk.fwd(q, k, v, plan, 128 ** -0.5)
+    seen = []
+    real = gb.launch_bwd
+    monkeypatch.setattr(gb, "launch_bwd",
+                        lambda *a, **kw: seen.append(kw.get("bits")) or real(*a, **kw))
+    got = [tk.bwd(dout, q, k, v, out, lse, plan, 128 ** -0.5) for _ in range(2)]
+    assert len(seen) == 2 and seen[0] is not None and seen[0] is seen[1]  # kept in the mask
+    direct = real(dout, q, k, v, out, lse, tiles, 128 ** -0.5, bits=bits)
+    assert torch.equal(got[0][1], direct[1]) and torch.equal(got[0][2], direct[2])
+
+
 @pytest.mark.parametrize("name", ["causal", "causal_document"])
 def test_gluon_backward_runs_from_bwd_where_its_plan_suits(monkeypatch, name):
     """By default tk.bwd without a config is the Gluon kernel where gluon_backward.plan_suits

@@ -144,6 +144,18 @@ def test_the_gluon_backward_compiles_for_sm90_with_asynchronous_mmas(tool, head_
         gb.launch_bwd(do, q, k, v, q, torch.zeros(1024, 8), five, head_dim ** -0.5, head_chunks=1)
     spills[5] = tool.resources(dict(rec.compiled)["_bwd_kernel"])["spill_stores"]
     assert spills[5] <= (64 if head_dim == 128 else 16), spills
+    # the same plan's partial tiles from bitmaps (session 41: 108 bytes at d128, as without the
+    # masking code itself: the extra arguments and buffers, not the per-cell work)
+    from magi_attention.kernels.block_sparse import slice_bounds_array, union_row_intervals
+    bits = gb.key_tile_bits(five, union_row_intervals(
+        slice_bounds_array(list(build_mask("qk_sparse", 1024, seed=0).slices)), 1024))
+    with tool.CompileRecorder() as rec:
+        gb.launch_bwd(do, q, k, v, q, torch.zeros(1024, 8), five, head_dim ** -0.5, head_chunks=1,
+                      bits=bits)
+    with_bits = dict(rec.compiled)["_bwd_kernel"]
+    spills["bits"] = tool.resources(with_bits)["spill_stores"]
+    assert spills["bits"] <= (112 if head_dim == 128 else 16), spills
+    assert with_bits.asm["ptx"].count("cp.async.bulk.tensor.1d") >= 2 + gb.WORDS
     built = {row_tma: kernel for (row_tma, chunks), kernel in built.items() if chunks == 1}
     assert built[True].asm["ptx"].count("cp.async.bulk.tensor.1d") >= 4  # + the row bounds
     kernel = built[False]
