@@ -93,6 +93,13 @@ DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_NO_ADD = 0, 1, 2, 3
 # (block_sparse at 64k: 197k partial pairs, 193 MB a plan)
 BITS_BYTES_PER_PAIR = BLOCK_M * BLOCK_N // 8
 MAX_BITS_BYTES = 64 << 20
+# ... and where at most this share of the listed pairs is partial. One H100, GQA 64:8, d128,
+# bitmaps against the row table / the ordered Triton backward (no table), 16k | 64k
+# (results/h100/kernels_s41/bwd_bits_variants.csv): qk_sparse (10% | 3% partial) 1.23 | 1.09
+# the table, global_sliding_window (10%) 1.64 | 1.52, share_question (25% | 7%) 2.14 | 1.67,
+# var_block_sparse (31% | 26%) 1.17 | 1.18 the ordered; hash_sparse (92%) 0.84 | 0.85 and
+# block_sparse (86%) 0.78 | 0.84 the ordered, which keeps those
+MAX_PARTIAL_FOR_BITS = 0.5
 
 
 @builtin
@@ -114,10 +121,13 @@ def plan_suits(plan: BlockSparsePlan) -> bool:
 
 def bits_suit(plan: BlockSparsePlan) -> bool:
     """Whether partial tiles should mask from KeyTileBits: rows of several key intervals (the
-    table's loop runs over them every partial step) or more than the table holds, and the
-    bitmaps within MAX_BITS_BYTES (host-side counts only)."""
-    partial = plan.num_tile_pairs - plan.num_full_pairs
-    return 0 < partial * BITS_BYTES_PER_PAIR <= MAX_BITS_BYTES and plan.row_lo.shape[1] != 1
+    table's loop runs over them every partial step) or more than the table holds, at most
+    MAX_PARTIAL_FOR_BITS of the pairs partial, and the bitmaps within MAX_BITS_BYTES
+    (host-side counts only)."""
+    pairs = plan.num_tile_pairs
+    partial = pairs - plan.num_full_pairs
+    return (plan.row_lo.shape[1] != 1 and 0 < partial <= MAX_PARTIAL_FOR_BITS * pairs
+            and partial * BITS_BYTES_PER_PAIR <= MAX_BITS_BYTES)
 
 
 def head_chunks_for(plan: BlockSparsePlan, group: int) -> int:

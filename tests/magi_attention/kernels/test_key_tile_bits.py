@@ -76,7 +76,7 @@ def test_bits_suit_rows_of_several_intervals_within_the_memory_cap(monkeypatch):
                                  gb.BLOCK_M, gb.BLOCK_N)
 
     several, one = plan_of("qk_sparse"), plan_of("causal")
-    no_table = plan_of("hash_sparse", 16384)  # 31 q tiles a key tile: long enough lists
+    no_table = plan_of("var_block_sparse", 16384)  # 13 intervals a row, 31% of pairs partial
     assert several.row_lo.shape[1] > 1 and one.row_lo.shape[1] == 1
     assert no_table.row_lo.shape[1] == 0
     assert gb.bits_suit(several) and gb.bits_suit(no_table) and not gb.bits_suit(one)
@@ -84,6 +84,10 @@ def test_bits_suit_rows_of_several_intervals_within_the_memory_cap(monkeypatch):
     full = plan_block_sparse([AttnSlice.make(0, 4096, 0, 4096, 0)], 4096, 4096, gb.BLOCK_M,
                              gb.BLOCK_N)
     assert not gb.bits_suit(full)  # nothing to mask
+    # nearly every pair partial (hash_sparse: 92%): the ordered Triton backward keeps the mask
+    mostly_partial = plan_of("hash_sparse", 16384)
+    assert mostly_partial.row_lo.shape[1] == 0
+    assert not gb.bits_suit(mostly_partial) and not gb.plan_suits(mostly_partial)
     partial = no_table.num_tile_pairs - no_table.num_full_pairs
     monkeypatch.setattr(gb, "MAX_BITS_BYTES", partial * gb.BITS_BYTES_PER_PAIR - 1)
     assert not gb.bits_suit(no_table) and not gb.plan_suits(no_table)

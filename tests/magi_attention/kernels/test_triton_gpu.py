@@ -584,16 +584,16 @@ def test_gluon_backward_partial_tiles_from_bitmaps(name, case):
     assert (got[0][torch.isinf(rl)] == 0).all()
 
 
-@pytest.mark.parametrize("name", ["qk_sparse", "block_sparse"])
+@pytest.mark.parametrize("name", ["qk_sparse", "var_block_sparse"])
 def test_bwd_routes_rows_of_several_intervals_to_the_bitmaps(monkeypatch, name):
     """tk.bwd (no config) on a mask whose rows hold several key intervals (qk_sparse: 5) or
-    more than the table keeps (block_sparse): the Gluon backward with the mask's bitmaps, built
+    more than the table keeps (var_block_sparse at 16k): the Gluon backward with the mask's bitmaps, built
     once and kept in the mask (dk, dv bit-equal to the direct call with them)."""
     from magi_attention.kernels import triton as tk
     from magi_attention.kernels.triton import gluon_backward as gb
-    plan, tiles, bits = _gluon_bwd_bits(name, (8192, 0))
+    plan, tiles, bits = _gluon_bwd_bits(name, (16384, 0))
     assert gb.bits_suit(tiles) and gb.plan_suits(tiles)
-    q, k, v, dout = _inputs(8192, 8192, 8, 2, 128, torch.bfloat16, 0)
+    q, k, v, dout = _inputs(16384, 16384, 8, 2, 128, torch.bfloat16, 0)
     out, lse, _ = tk.fwd(q, k, v, plan, 128 ** -0.5)
     seen = []
     real = gb.launch_bwd
