@@ -494,28 +494,29 @@ PER_HEAD_S40 = {"per_kv_head": "h100/kernels_s40/per_head_16k_per_kv_head.csv",
 def _mask_mod_of(frame: pd.DataFrame, mask: str) -> str:
     rows = _cell_rows(frame, "flex", mask, K16, "fwd")
     found = re.search(r"mask_mod=(\S+)", rows.message.iloc[0]) if len(rows) else None
-    return found[1].removeprefix(f"mask_mod_{mask}_") if found else "-"
+    return found[1].rstrip(";").removeprefix(f"mask_mod_{mask}_") if found else "-"
 
 
-def _sparse_ratios_s40():
-    frame = _files((SPARSE_S40,))
-    for mask in SPARSE_MASKS_S40:
+def _sparse_ratios(path: str = SPARSE_S40, masks: Iterable[str] = SPARSE_MASKS_S40):
+    """(mask, direction, ffa, flex, Flex's mask_mod) of one run's sparse cells at 16k."""
+    frame = _files((path,))
+    for mask in masks:
         for d in ("fwd", "bwd"):
             ffa, flex = _tf(frame, "ffa", mask, K16, d), _tf(frame, "flex", mask, K16, d)
             yield mask, d, ffa, flex, _mask_mod_of(frame, mask)
 
 
-def sparse_s40_table() -> str:
+def sparse_s40_table(path: str = SPARSE_S40, masks: Iterable[str] = SPARSE_MASKS_S40) -> str:
     """Per sparse mask and direction: FFA, compiled Flex with the pattern's mask_mod, ratio."""
     lines = ["| mask | dir | ffa | flex (mask_mod) | ffa / flex |", "|---|---|---|---|---|"]
-    for mask, d, ffa, flex, mod in _sparse_ratios_s40():
+    for mask, d, ffa, flex, mod in _sparse_ratios(path, masks):
         lines.append(f"| {mask} | {d} | {ffa:.0f} | {flex:.0f} ({mod}) | {ffa / flex:.2f} |")
     return "\n".join(lines)
 
 
-def sparse_s40_verdict() -> str:
-    """FFA / Flex over the eight cells, and those under the 1.2x bar issue 14 sets."""
-    ratios = {(m, d): a / b for m, d, a, b, _ in _sparse_ratios_s40()}
+def sparse_s40_verdict(path: str = SPARSE_S40, masks: Iterable[str] = SPARSE_MASKS_S40) -> str:
+    """FFA / Flex over the run's cells, and those under the 1.2x bar issue 14 sets."""
+    ratios = {(m, d): a / b for m, d, a, b, _ in _sparse_ratios(path, masks)}
     short = [f"{m} {d} {r:.2f}" for (m, d), r in ratios.items() if r < 1.2]
     return (f"FFA / Flex {_span(list(ratios.values()))}; "
             + ("every cell >= 1.2" if not short else "below 1.2: " + ", ".join(short)))
@@ -582,4 +583,60 @@ def pytest_s40() -> str:
             "flex_flash_attn_per_kv_head and the per-head adapters": "h100/tests/pytest_per_kv_head_s40.log",
             "the same after Flex's index-built BlockMask": "h100/tests/pytest_flex_index_s40.log",
             "the Gluon backward tests after the table loop": "h100/tests/pytest_gluon_bwd_loop_s40.log"}
+    return "; ".join(f"{name}: {_pytest_counts(path)}" for name, path in logs.items())
+
+
+# Session 41: the Gluon backward's partial tiles from per-pair bitmaps (KeyTileBits), where rows
+# hold several key intervals or more than the row table keeps (one H100)
+BITS_VARIANTS_S41 = "h100/kernels_s41/bwd_bits_variants.csv"
+SPARSE_S41 = "h100/kernels_s41/sparse_16k_bits.csv"
+SPARSE_MASKS_S41 = ("qk_sparse", "global_sliding_window", "share_question", "var_block_sparse")
+BITS_NAMES_S41 = {"bwd_det_tma_64x64_w4_s3_p2": "ordered", "bwd_gluon_tma_b2": "table",
+                  "bwd_gluon_bits_b2": "bits"}
+
+
+def bits_s41_table() -> str:
+    """The backward variants per mask and seqlen, one process: the ordered Triton backward,
+    the Gluon one with the row table (X: the plan has none) and with the bitmaps."""
+    d = pd.read_csv(RESULTS / BITS_VARIANTS_S41)
+    tf = {(BITS_NAMES_S41[r.variant], r["mask"], r.seqlen): r.tflops_per_s
+          for _, r in d[d.status == "ok"].iterrows()}
+    lines = ["| mask | S | ordered | gluon, table | gluon, bits | bits / table | bits / ordered |",
+             "|---|---|---|---|---|---|---|"]
+    for (mask, seqlen), _ in d.groupby(["mask", "seqlen"], sort=False):
+        o, t, b = (tf.get((v, mask, seqlen)) for v in ("ordered", "table", "bits"))
+        table, ratio = (f"{t:.0f}", f"{b / t:.2f}") if t else ("X", "-")
+        lines.append(f"| {mask} | {_k(seqlen)} | {o:.0f} | {table} | {b:.0f} | {ratio} "
+                     f"| {b / o:.2f} |")
+    return "\n".join(lines)
+
+
+def ncu_s41() -> str:
+    """Where the Gluon backward's time went before the bitmaps (ncu, 16k): the blocks of the
+    SASS by warp-stall samples; the row-table loop is the block qk_sparse runs 5 times a
+    partial step (causal has no such block)."""
+    d = pd.read_csv(RESULTS / "h100/kernels_s41/ncu_gluon_bwd_sass_blocks.csv")
+    main = d.loc[d.groupby("kernel").sample_share.idxmax()].set_index("kernel")
+    qk = d[d.kernel == "qk_sparse"].reset_index(drop=True)
+    loop = qk.iloc[2]  # third by samples: after the main step and the idle default warps
+    return (f"the step's main block {main.sample_share['causal']:.0%} of causal's samples, "
+            f"{main.sample_share['qk_sparse']:.0%} of qk_sparse's; qk_sparse's table loop "
+            f"({loop.instructions} instructions run {loop.executions} times) "
+            f"{loop.sample_share:.0%} of its samples and {loop.instruction_share:.0%} of its "
+            "instructions")
+
+
+def sparse_s41_table() -> str:
+    return sparse_s40_table(SPARSE_S41, SPARSE_MASKS_S41)
+
+
+def sparse_s41_verdict() -> str:
+    return sparse_s40_verdict(SPARSE_S41, SPARSE_MASKS_S41)
+
+
+def pytest_s41() -> str:
+    logs = {"the bitmap tests (every mask, 4 cases) with the table and route tests":
+            "h100/tests/pytest_gluon_bits_s41.log",
+            "after the partial-share rule, the route and per-KV-head tests":
+            "h100/tests/pytest_bits_route_s41.log"}
     return "; ".join(f"{name}: {_pytest_counts(path)}" for name, path in logs.items())

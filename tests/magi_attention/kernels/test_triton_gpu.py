@@ -395,7 +395,7 @@ def test_gluon_forward_is_the_default_forward_on_sm90(name):
     assert (lse[finite] - t_lse[finite]).abs().max().item() < 1e-2
 
 
-def _gluon_bwd_plan(name, case):
+def _gluon_bwd_tiles(name, case):
     """(mask plan, 64x128 tile plan) of a Gluon backward case, skipping where it cannot run."""
     from magi_attention.kernels.block_sparse import plan_for
     from magi_attention.kernels.triton import gluon_backward
@@ -405,7 +405,12 @@ def _gluon_bwd_plan(name, case):
         pytest.skip(reason)
     mask = _gluon_mask(name, case)
     plan = FlexAttnPlan.from_slices(list(mask.slices), case[0], case[0])
-    tiles = plan_for(plan, gluon_backward.BLOCK_M, gluon_backward.BLOCK_N, "cuda")
+    return plan, plan_for(plan, gluon_backward.BLOCK_M, gluon_backward.BLOCK_N, "cuda")
+
+
+def _gluon_bwd_plan(name, case):
+    """_gluon_bwd_tiles of a case whose partial tiles the row interval table masks."""
+    plan, tiles = _gluon_bwd_tiles(name, case)
     if tiles.row_lo.shape[1] == 0:
         pytest.skip("no row interval table: the Triton backward runs this mask")
     return plan, tiles
@@ -551,15 +556,9 @@ def test_gluon_backward_rows_of_several_intervals(name):
 
 def _gluon_bwd_bits(name, case):
     """(mask plan, 64x128 tile plan, its KeyTileBits) of a case, any number of intervals a row."""
-    from magi_attention.kernels.block_sparse import mask_intervals, plan_for
+    from magi_attention.kernels.block_sparse import mask_intervals
     from magi_attention.kernels.triton import gluon_backward as gb
-    q = torch.empty(128, 1, 128, device="cuda", dtype=torch.bfloat16)
-    reason = gb.unsupported_reason(q, q, 0.0, False)
-    if reason is not None:
-        pytest.skip(reason)
-    mask = _gluon_mask(name, case)
-    plan = FlexAttnPlan.from_slices(list(mask.slices), case[0], case[0])
-    tiles = plan_for(plan, gb.BLOCK_M, gb.BLOCK_N, "cuda")
+    plan, tiles = _gluon_bwd_tiles(name, case)
     return plan, tiles, gb.key_tile_bits(tiles, mask_intervals(plan))
 
 
