@@ -6,6 +6,12 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from magi_attention.kernels.block_sparse import plan_for
+from magi_attention.kernels.fa4._convert import path_cost_terms
+from magi_attention.kernels.plan import FlexAttnPlan
+
+from ..data import sample_doc_lens
+from ..masks import build_mask
 from ._common import (DOC_MASKS, FFA_FA4_GOAL, K16, K64, KERNEL_MASKS, _bwd_orders,
                       _by_size_table, _cell_rows, _files, _helper, _k, _low_cells, _ncu_metric,
                       _pairs, _probe_ms, _pytest_counts, _span, _summed_counts, _tf,
@@ -640,3 +646,29 @@ def pytest_s41() -> str:
             "after the partial-share rule, the route and per-KV-head tests":
             "h100/tests/pytest_bits_route_s41.log"}
     return "; ".join(f"{name}: {_pytest_counts(path)}" for name, path in logs.items())
+
+
+FA4_SPARSE_S41 = "h100/kernels_s41/fa4_sparse_16k.csv"
+FA4_MASKS_S41 = ("global_sliding_window", "qk_sparse", "share_question", "var_block_sparse",
+                 "block_sparse", "hash_sparse")
+
+
+def fa4_sparse_s41_table() -> str:
+    """FFA's two backends on the masks FA4 runs through its bitmaps (16k, one run): the
+    Triton backend (ffa) and the FA4 one (ffa_fa4), with FA4's share of partial pairs (of
+    KV head 0's mask for the per-head masks)."""
+    frame = _files((FA4_SPARSE_S41,))
+    lines = ["| mask | FA4 pairs partial | dir | ffa (triton) | ffa_fa4 | ffa_fa4 / ffa |",
+             "|---|---|---|---|---|---|"]
+    for mask in FA4_MASKS_S41:
+        built = build_mask(mask, K16, doc_lens=sample_doc_lens(K16, seed=0), seed=0)
+        plan = FlexAttnPlan.from_slices(list(built.slices), K16, K16)
+        partial = path_cost_terms(plan, 128, 128)[2] / plan_for(plan, 128, 128).num_tile_pairs
+        for d in ("fwd", "bwd"):
+            a, b = _tf(frame, "ffa", mask, K16, d), _tf(frame, "ffa_fa4", mask, K16, d)
+            lines.append(f"| {mask} | {partial:.0%} | {d} | {a:.0f} | {b:.0f} | {b / a:.2f} |")
+    return "\n".join(lines)
+
+
+def pytest_fa4_s41() -> str:
+    return _pytest_counts("h100/tests/pytest_fa4_per_kv_head_s41.log")

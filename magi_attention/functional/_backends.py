@@ -113,6 +113,24 @@ def backend_for(name: str, q: torch.Tensor, k: torch.Tensor | None = None,
     return chosen
 
 
+def backend_for_mask(name: str, chosen: str, mask, q: torch.Tensor, k: torch.Tensor,
+                     v: torch.Tensor) -> str:
+    """"auto"'s backend for one mask: ``chosen`` (backend_for's, by dtype / head_dim / device)
+    unless that is fa4 and FA4 would run this mask slowly (``fa4.mask_reason``: many partial
+    tiles, e.g. block_sparse at 0.2x the Triton backend) while triton can run the inputs.
+    Decided once per mask and kind of input, kept in the FlexAttnPlan: a lookup per call.
+    Explicit backend names are never changed."""
+    if name != "auto" or chosen != "fa4":
+        return chosen
+
+    def decide() -> str:
+        if load_backend("fa4").mask_reason(mask, q.shape[-1]) is None:
+            return "fa4"
+        return "triton" if backend_reason("triton", q, k, v) is None else "fa4"
+
+    return mask.cached(("auto_backend", q.dtype, q.shape[-1], str(q.device)), decide)
+
+
 def _available(name: str) -> bool:
     try:
         return bool(getattr(load_backend(name), "is_available", lambda: True)())

@@ -9,7 +9,7 @@ import torch
 from ..common.slice import AttnSlice
 from ..common.slice_array import SliceArray
 from ..kernels.plan import FlexAttnPlan
-from ._backends import backend_for, load_backend
+from ._backends import backend_for, backend_for_mask, load_backend
 from ._plans import plan_for_tensors
 from ._validate import validate_qkv, validate_range_tensors
 
@@ -106,9 +106,10 @@ def flex_flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             values (FULL, CAUSAL, INVCAUSAL, BICAUSAL).
         softmax_scale: defaults to 1 / sqrt(head_dim).
         softcap: > 0 applies softcap * tanh(scores / softcap).
-        backend: "auto" (on CUDA: fa4 where flash-attn-4 is installed and supports the inputs,
-            else triton; see ``magi_attention.env``; reference on CPU), "triton", "fa4" or
-            "reference".
+        backend: "auto" (on CUDA: fa4 where flash-attn-4 is installed and supports the inputs
+            and the mask is not one it runs slowly (``kernels.fa4.mask_reason``: many partial
+            tiles), else triton; see ``magi_attention.env``; reference on CPU), "triton", "fa4"
+            or "reference".
         deterministic: backends that accumulate with atomics switch to an ordered reduction.
         return_max_logits: also return the per-head maximum attention logit.
         return_lse: False lets an inference call (nothing needs gradients) skip writing lse,
@@ -152,7 +153,9 @@ def _prepare(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale, backend,
     else:
         validate_range_tensors(q, q_ranges, k_ranges, attn_type_map)
         plan = plan_for_tensors(q_ranges, k_ranges, attn_type_map, q.shape[0], k.shape[0])
+    # "auto": the fastest backend for these inputs, then for this mask (decided once, kept in plan)
     name = backend_for(backend, q, k, v, return_max_logits)
+    name = backend_for_mask(backend, name, plan, q, k, v)
     scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else float(softmax_scale)
     return plan, name, scale
 

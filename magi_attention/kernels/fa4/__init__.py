@@ -35,7 +35,8 @@ import torch
 
 from .. import BackendUnavailable
 from ..plan import FlexAttnPlan
-from ._convert import Fa4BlockSparse, fa4_block_sparse
+from ..block_sparse import plan_for
+from ._convert import Fa4BlockSparse, fa4_block_sparse, path_cost_terms
 from ._native import NativeForm, NativeGroup
 
 __all__ = ["INSTALL_HINT", "bwd", "check_supported", "fwd", "is_available", "prepare",
@@ -80,6 +81,30 @@ def tile_shape(head_dim: int) -> tuple[int, int]:
     if head_dim > MAX_HEAD_DIM:
         raise BackendUnavailable(f"fa4 backend supports head_dim <= {MAX_HEAD_DIM}, got {head_dim}")
     return 128, 128
+
+
+# Backend "auto" runs the Triton backend instead where FA4 would run a mask through its bitmaps
+# with more than this share of its tile pairs partial (every cell of a partial tile reads two
+# tables in the mask_mod). One H100, GQA 64:8, d128, 16k, this backend / the Triton one, fwd |
+# bwd (results/h100/kernels_s41/fa4_sparse_16k.csv; partial share at 128 x 128):
+# global_sliding_window (10%) 1.04 | 1.03, qk_sparse (12%) 1.09 | 0.97, share_question (28%)
+# 0.81 | 0.81, var_block_sparse (47%) 0.54 | 0.60, block_sparse and hash_sparse (99.5%)
+# 0.18-0.22. Masks FA4 runs natively (the six kernel masks) keep FA4 (1.1-1.2x Triton).
+MAX_PARTIAL_FOR_AUTO = 0.2
+
+
+def mask_reason(mask: FlexAttnPlan, head_dim: int) -> str | None:
+    """Why "auto" should not run this mask on FA4 (many partial tiles: MAX_PARTIAL_FOR_AUTO),
+    or None. Plans at FA4's tiles once (kept in ``mask``): call it at plan time."""
+    block_m, block_n = tile_shape(head_dim)
+    _, native, partial = path_cost_terms(mask, block_m, block_n)
+    if native or partial == 0:
+        return None
+    pairs = plan_for(mask, block_m, block_n).num_tile_pairs
+    if partial <= MAX_PARTIAL_FOR_AUTO * pairs:
+        return None
+    return (f"fa4 would mask {partial} of the mask's {pairs} tile pairs cell by cell "
+            f"(more than {MAX_PARTIAL_FOR_AUTO:.0%} partial)")
 
 
 def unsupported_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str | None:

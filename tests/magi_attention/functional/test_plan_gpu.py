@@ -116,6 +116,27 @@ def test_auto_picks_the_fastest_installed_backend():
     assert resolve_backend("auto", q, return_max_logits=True) == "triton"
 
 
+@pytest.mark.parametrize("name, expected", [("causal_document", "fa4"), ("block_sparse", "triton")])
+def test_auto_runs_masks_of_many_partial_tiles_on_triton(monkeypatch, name, expected):
+    """With FA4 installed, "auto" keeps FA4 for a mask it runs natively and takes the Triton
+    backend for one it would mask cell by cell (block_sparse: FA4 0.2x Triton, session 41); the
+    output equals the chosen backend's, and the choice is kept in the plan."""
+    from magi_attention.functional import _backends
+    seqlen = 4096
+    q, k, v = (torch.randn(seqlen, h, 128, device="cuda", dtype=torch.bfloat16) for h in (8, 2, 2))
+    _skip_unless("fa4", q)
+    mask = build_mask(name, seqlen, doc_lens=[1000, 3000, 96], seed=0)
+    plan = FlexAttnPlan.from_slices(list(mask.slices), seqlen)
+    ran = []
+    real = _backends.load_backend
+    monkeypatch.setattr("magi_attention.functional.flex_flash_attn.load_backend",
+                        lambda n: ran.append(n) or real(n))
+    out, _ = flex_flash_attn_func(q, k, v, plan)
+    assert ran == [expected]
+    want, _ = flex_flash_attn_func(q, k, v, plan, backend=expected)
+    assert torch.equal(out, want)
+
+
 @pytest.fixture(scope="module")
 def one_rank_group():
     import torch.distributed as dist
