@@ -697,3 +697,24 @@ TIMED_CP2_S37 = "h200x2/cp_s37/cp_ab_timed_cp2.csv"
 
 def timed_cp2_s37_ab() -> str:
     return ab_masks_table(TIMED_CP2_S37)
+
+
+# -- session 41: issue 15's table on 2 H200s at HEAD (the first H200 pair since session 33):
+# both local kernels at 16k with the runner's interleaved rounds, FA4's document masks at 64k
+CP_S41 = {"fa4, 16k/GPU, rounds 3": "h200x2/cp_s41/cp_h200x2__fa4_16k_rounds3.csv",
+          "triton, 16k/GPU, rounds 3": "h200x2/cp_s41/cp_h200x2__triton_16k_rounds3.csv",
+          "fa4, 64k/GPU, document masks": "h200x2/cp_s41/cp_h200x2__fa4_64k_docs.csv"}
+
+
+def cp2_s41_table() -> str:
+    """cp2_s16_table of the session's runs, without the masks a run did not measure."""
+    return "\n".join(line for line in cp2_s16_table(CP_S41).splitlines()
+                     if "not measured | not measured" not in line)
+
+
+def cp2_s41_summary() -> str:
+    return cp2_s16_summary(CP_S41)
+
+
+def cp2_s41_below() -> str:
+    return _cp2_below(CP_S41)
