@@ -8,9 +8,10 @@ partitions:
   with the rows' lse2 and delta, of every q tile the plan lists for this key tile, for every q
   head of the group (or of its chunk), into a NUM_BUF-slot ring;
 - two consumer warpgroups own 64 keys each and keep their dK, dV in registers (fp32). Per step:
-  S^T = K_c Q_i^T, dP^T = V_c dO_i^T, P^T = exp2(S^T scale - lse_i) (masked from the plan's row
-  table on partial tiles: read from global memory, or, where row_tma_suits, the rows' one
-  interval loaded by the producer with Q_i), dV_c += P^T dO_i, dS^T = P^T (dP^T - delta_i),
+  S^T = K_c Q_i^T, dP^T = V_c dO_i^T, P^T = exp2(S^T scale - lse_i) (on partial tiles masked
+  from the pair's bitmap, loaded by the producer with Q_i, where bits_suit: rows of several key
+  intervals; else from the plan's row table: read from global memory, or, where row_tma_suits,
+  the rows' one interval loaded with Q_i), dV_c += P^T dO_i, dS^T = P^T (dP^T - delta_i),
   dK_c += dS^T Q_i;
 - dQ_i = dS_i K (over all 128 keys) is split by columns: the consumers swap their dS^T halves
   through shared memory (two mbarriers per buffer), each computes 64 of dQ_i's columns and adds
