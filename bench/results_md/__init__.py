@@ -100,9 +100,10 @@ from .h100x2 import cp2_s38_below, cp2_s38_summary, cp2_s38_table, pytest_nccl_s
 from .h100x4 import cp4_s38_summary, cp4_s38_table, recipe_s38
 from .h100 import first_timing_s38
 from .h100 import d256_s39_flex, d256_s39_table, pack_s39_summary, pack_s39_table, pack_sweep_s39_table, pytest_s39
+from .h200 import pytest_auto_s41
 from .h200x2 import cp2_s41_below, cp2_s41_summary, cp2_s41_table
 from .h100 import (bits_s41_table, fa4_sparse_s41_table, gluon_loop_s40_table, ncu_s41,
-                   per_head_ab_s40, pytest_auto_s41, pytest_fa4_s41,
+                   per_head_ab_s40, pytest_fa4_s41,
                    per_head_s40_table, pytest_s40, pytest_s41, qk_bwd_s40_table,
                    sparse_s40_table, sparse_s40_verdict, sparse_s41_table, sparse_s41_verdict)
 from .h100x2 import cp2_s39_below, cp2_s39_summary, cp2_s39_table, pytest_nccl_s39
@@ -115,7 +116,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.cp2_s41_table": cp2_s41_table,
     "h200x2.cp2_s41_summary": cp2_s41_summary,
     "h200x2.cp2_s41_below": cp2_s41_below,
-    "h100.pytest_auto_s41": pytest_auto_s41,
+    "h200.pytest_auto_s41": pytest_auto_s41,
     "h100.bits_s41_table": bits_s41_table,
     "h100.ncu_s41": ncu_s41,
     "h100.sparse_s41_table": sparse_s41_table,

@@ -672,8 +672,3 @@ def fa4_sparse_s41_table() -> str:
 
 def pytest_fa4_s41() -> str:
     return _pytest_counts("h100/tests/pytest_fa4_per_kv_head_s41.log")
-
-
-def pytest_auto_s41() -> str:
-    """The "auto" backend GPU tests, FA4 installed (run on one H200 of a 2-GPU node)."""
-    return _pytest_counts("h200/tests/pytest_auto_backend_s41.log")

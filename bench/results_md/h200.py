@@ -957,3 +957,8 @@ def kernels_s38_table() -> str:
 
 def kernels_s38_goals() -> str:
     return triton_s21_goals(KERNELS_S38)
+
+
+def pytest_auto_s41() -> str:
+    """The "auto" backend GPU tests, FA4 installed (run on one H200 of a 2-GPU node)."""
+    return _pytest_counts("h200/tests/pytest_auto_backend_s41.log")
