@@ -85,11 +85,13 @@ def test_issue_examples(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("mask_name", ["causal_document", "block_causal_document", "causal"])
+@pytest.mark.parametrize("mask_name", ["causal_document", "block_causal_document", "causal",
+                                       "qk_sparse"])
 @pytest.mark.parametrize("form", ["plan", "tensors"])
 def test_steady_state_call_does_not_synchronise(backend, mask_name, form):
     """(causal at 4k: rows long enough that the Triton backend's forward is the Gluon kernel on
-    sm90; the document masks here run its Triton forward)"""
+    sm90; the document masks here run its Triton forward; qk_sparse's backward masks from the
+    bitmaps, built at the first call)"""
     seqlen = 4096
     mask = build_mask(mask_name, seqlen, doc_lens=[1000, 2000, 1096], block_size=256) \
         if mask_name == "block_causal_document" else build_mask(mask_name, seqlen,
