@@ -47,7 +47,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma, warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from ..block_sparse import BlockSparsePlan, int32_words, partial_tile_bitmaps
+from ..block_sparse import BlockSparsePlan, int32_words, partial_pairs, partial_tile_bitmaps
 from ._launch import cached_launch
 from .gluon_forward import (CONSUMER_REGS, MAXNREG, PRODUCER_REGS, _descriptor, hopper_reason,
                             shared_layout, tma_rows)
@@ -179,14 +179,12 @@ def key_tile_bits(plan: BlockSparsePlan, intervals) -> KeyTileBits:
     call it when the mask is planned, never per call."""
     if (plan.block_m, plan.block_n) != (BLOCK_M, BLOCK_N):
         raise ValueError(f"plan tiles {(plan.block_m, plan.block_n)} != {(BLOCK_M, BLOCK_N)}")
-    ptr, qt, nfull = (t.cpu().numpy().astype(np.int64)
-                      for t in (plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full))
-    owner = np.repeat(np.arange(plan.num_k_tiles), np.diff(ptr))
-    partial = np.arange(len(qt)) - ptr[:-1][owner] >= nfull[owner]
-    part_qt, part_kt = qt[partial], owner[partial]  # key-list order
-    order = np.lexsort((part_kt, part_qt))  # partial_tile_bitmaps wants them by q tile
+    part_qt, part_kt = partial_pairs(plan)  # by q tile, then key tile
+    # a key tile lists its partial q tiles last, ascending: the key lists' order is by key tile
+    order = np.lexsort((part_qt, part_kt))
     bits = np.zeros((max(len(order), 1), BLOCK_M, WORDS), dtype=np.int64)  # never empty (TMA)
-    bits[order] = partial_tile_bitmaps(plan, intervals, part_qt[order], part_kt[order])
+    bits[:len(order)] = partial_tile_bitmaps(plan, intervals, part_qt, part_kt)[order]
+    nfull = plan.k_tile_num_full.cpu().numpy()
     device = plan.k_tile_ptr.device
     return KeyTileBits(int32_words(bits.transpose(0, 2, 1)).to(device),
                        torch.from_numpy(np.cumsum(nfull).astype(np.int32)).to(device))
@@ -658,8 +656,8 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.row_lo,
         plan.row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, group // head_chunks,
         float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
-        DQ_MODE=dq_mode, ROW_TMA=row_tma, BITS=bits is not None, HEAD_CHUNKS=head_chunks, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS,
-        num_warps=4, maxnreg=MAXNREG)
+        DQ_MODE=dq_mode, ROW_TMA=row_tma, BITS=bits is not None, HEAD_CHUNKS=head_chunks,
+        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     if head_chunks > 1:
         dk, dv = dk.to(k.dtype), dv.to(v.dtype)
     return dq.to(q.dtype), dk, dv
