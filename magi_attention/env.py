@@ -22,6 +22,12 @@ MAGI_ATTENTION_CACHED_LAUNCH (default 1)
     Whether the Triton backend's kernels launch through the compiled handle kept per call-site
     key after a key's first launch (kernels.triton._launch: no per-call argument binding, 15-50
     us of host time less a launch); 0 sends every launch through Triton's JITFunction.run.
+MAGI_ATTENTION_COMM_PRIORITY (default 0)
+    Whether the CP runtime's side stream for the collectives (the cast's row gather) is created
+    with CUDA's high stream priority, so that its kernels take SMs ahead of the own KV's copies
+    that run beside it on the current stream (a trace on 2 H200s, notes/magi_cp.md "Session 42":
+    those copies delayed the cast's start by ~65 us a forward). The collective itself runs on
+    the process group's stream: pass ``is_high_priority_stream`` in its NCCL options too.
 MAGI_ATTENTION_LOG_LEVEL
     Level of the ``magi_attention`` logger, a ``logging`` level name (default WARNING); set on
     that logger when this module is first imported (``magi_attention.functional`` imports it).
@@ -44,6 +50,7 @@ PREFER_GLUON_FWD: bool = _flag("MAGI_ATTENTION_GLUON_FWD", default=True)
 PREFER_GLUON_BWD: bool = _flag("MAGI_ATTENTION_GLUON_BWD", default=True)
 PACK_GQA: bool = _flag("MAGI_ATTENTION_PACK_GQA", default=True)
 CACHED_LAUNCH: bool = _flag("MAGI_ATTENTION_CACHED_LAUNCH", default=True)
+COMM_PRIORITY: bool = _flag("MAGI_ATTENTION_COMM_PRIORITY", default=False)
 LOG_LEVEL: str = os.environ.get("MAGI_ATTENTION_LOG_LEVEL", "WARNING").strip().upper()
 
 

@@ -13,6 +13,7 @@ import math
 
 import torch
 
+from .. import env
 from ..comm import group_cast, group_reduce, hier_group_cast, hier_group_reduce
 from ..meta import DistAttnRuntimeMeta, StageAttnArgs
 from ._backends import backend_for, load_backend
@@ -118,7 +119,9 @@ class DistAttnRuntime:
             return None
         key = (device.index if device.index is not None else torch.cuda.current_device(), role)
         if key not in self._streams:
-            self._streams[key] = torch.cuda.Stream(device=device)
+            # the collectives' stream high: its gathers must not queue behind the own KV's copies
+            high = role == "comm" and env.COMM_PRIORITY
+            self._streams[key] = torch.cuda.Stream(device=device, priority=-1 if high else 0)
         return self._streams[key]
 
     def _cast(self, kv, stage: int, out: torch.Tensor | None = None):

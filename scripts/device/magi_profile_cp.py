@@ -125,6 +125,8 @@ def main() -> None:
     p.add_argument("--dispatch-alg", default="auto")
     p.add_argument("--chunk-size", type=int, default=None)
     p.add_argument("--cut", default="auto")
+    p.add_argument("--balance", default="timed",
+                   help="as the benchmark's magi (configs/cp/magi.yaml)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeat", type=int, default=10)
     args = p.parse_args()
@@ -145,7 +147,8 @@ def main() -> None:
             strategy = MagiAttention(mask, None, num_heads_q=HQ, num_heads_kv=HKV,
                                      kernel=LocalKernel(args.backend),
                                      dispatch_alg=args.dispatch_alg,
-                                     chunk_size=args.chunk_size, cut=args.cut)
+                                     chunk_size=args.chunk_size, cut=args.cut,
+                                     balance=args.balance)
             g = torch.Generator(device="cuda").manual_seed(0)
             q, k, v, dout = (torch.randn(seqlen, h, D, device="cuda", generator=g).bfloat16()
                              for h in (HQ, HKV, HKV, HQ))
