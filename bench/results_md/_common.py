@@ -447,7 +447,8 @@ def _with_unequal(files: dict, size: str, cp_n: int = 2) -> str:
 # every strategy at cp 2; Triton 64k's block_causal_document and one HybridCP causal_document
 # backward in two short calls after the first hit its limit, same machine), then one H200:
 # issue 14's kernel masks at 16k / 64k, ffa / fa4 / flex, cut by the call's limit
-CP_S31 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
+# (moved to cp_history when session 42 made results/h200x2/cp/ the table at its HEAD)
+CP_S31 = {f"{b}, {s}/GPU": f"h200x2/cp_history/cp_h200x2__{b}_{s}__a8e21a1e9374.csv"
           for s in ("16k", "64k") for b in ("fa4", "triton")}
 
 

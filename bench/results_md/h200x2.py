@@ -718,3 +718,109 @@ def cp2_s41_summary() -> str:
 
 def cp2_s41_below() -> str:
     return _cp2_below(CP_S41)
+
+
+# -- session 42: issue 15's whole table at HEAD in results/h200x2/cp/ (16k: session 41's rows
+# with the runner's rounds; 64k: this session's, FA4's document masks from session 41; no CP
+# change between them), the 16k document cells taken apart, the cast's transport
+CP_S42 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
+          for s in ("16k", "64k") for b in ("fa4", "triton")}
+PROFILE_S42 = "h200x2/cp_s42/profile_16k"
+CAST_ENV_S42 = "h200x2/cp_s42/nccl_env/cast_bandwidth_env.csv"
+TRACE_S42 = "h200x2/cp_s42/trace/trace_causal_document_triton_rank{}.json.gz"
+
+
+def cp2_s42_table() -> str:
+    return cp2_s16_table(CP_S42)
+
+
+def cp2_s42_summary() -> str:
+    return cp2_s16_summary(CP_S42)
+
+
+def cp2_s42_below() -> str:
+    return _cp2_below(CP_S42)
+
+
+def cp2_s42_equal_tokens() -> str:
+    """magi against the best baseline whose ranks hold equal token counts (HybridCP's rows with
+    unequal shares left out)."""
+    ratios = [(run, m, d, v["magi"] / max(_baselines(v).values()))
+              for run, relpath in CP_S42.items()
+              for (m, cp, d), v in sorted(_cp_cells(relpath, equal_tokens=True).items())
+              if cp == 2 and "magi" in v and _baselines(v)]
+    low = [f"{run.replace('/GPU', '')} {m} {d} {r:.3f}" for run, m, d, r in ratios if r < 1.0]
+    docs = [r for _, m, _, r in ratios if m in DOC_MASKS]
+    return (f"{sum(r >= 1.0 for *_, r in ratios)} of {len(ratios)} cells >= 1.0 (below: "
+            f"{'; '.join(low) or 'none'}); the document masks {min(docs):.2f}-{max(docs):.2f}x, "
+            f"{sum(r >= 1.2 for r in docs)} of {len(docs)} at >= 1.2x")
+
+
+def _pieces_s42() -> pd.DataFrame:
+    """magi_profile_cp's pieces, the slower rank's (max over ranks) per mask / backend / piece."""
+    frame = pd.concat(pd.read_csv(RESULTS / PROFILE_S42 / f"magi_profile_cp2_{b}_auto_rank{r}.csv")
+                      for b in ("fa4", "triton") for r in (0, 1))
+    return frame.groupby(["mask", "backend", "piece"]).ms.max()
+
+
+def profile_s42_table() -> str:
+    """Per mask and kernel: calc_attn's forward and backward against the kernel alone over the
+    rank's fused mask (the slower rank of each), and the fused path's pieces timed alone."""
+    pieces = _pieces_s42()
+    lines = ["| mask | kernel | fwd: calc_attn / kernel (ms) | bwd: runtime / kernel (ms) | "
+             "cast + buffer alone | reduce alone |", "|---|---|---|---|---|---|"]
+    for mask in DOC_MASKS:
+        for b in ("fa4", "triton"):
+            p = pieces[mask, b]
+            lines.append(f"| {mask} | {b} | {p['calc_attn_fwd']:.3f} / {p['kernel_fwd']:.3f} "
+                         f"({p['calc_attn_fwd'] - p['kernel_fwd']:+.3f}) | "
+                         f"{p['runtime_bwd']:.3f} / {p['kernel_bwd']:.3f} "
+                         f"({p['runtime_bwd'] - p['kernel_bwd']:+.3f}) | {p['fused_kv']:.3f} | "
+                         f"{p['group_reduce']:.3f} |")
+    return "\n".join(lines)
+
+
+def rank_kernels_s42_table() -> str:
+    """Each rank's mask alone (rank_mask_probe, one GPU): the slower rank of magi's equal
+    shards against HybridCP's slower rank, ms, per kernel and direction."""
+    frame = pd.read_csv(RESULTS / PROFILE_S42 / "rank_mask_probe.csv")
+    slowest = frame.groupby(["mask", "strategy", "backend", "direction"]).ms.max()
+    lines = ["| mask | kernel | fwd magi / hybrid_cp (ms) | bwd magi / hybrid_cp (ms) |",
+             "|---|---|---|---|"]
+    for mask in DOC_MASKS:
+        for b in ("fa4", "triton"):
+            cells = [f"{slowest[mask, 'magi', b, d]:.3f} / {slowest[mask, 'hybrid_cp', b, d]:.3f}"
+                     for d in ("fwd", "bwd")]
+            lines.append(f"| {mask} | {b} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def cast_env_s42_table() -> str:
+    """The cast's transport alone (cast_bandwidth.py, 2 H200s): us per exchange by NCCL
+    setting, the one-way 27.6 MB (causal_document 16k's shape) and the symmetric copies."""
+    frame = pd.read_csv(RESULTS / CAST_ENV_S42).fillna({"env": "(default)"})
+    big = frame[frame.mb == 27.6].pivot_table(index="env", columns="method", values="us",
+                                                sort=False)
+    cols = ["nccl_a2a_one_way", "nccl_a2a", "symm_pull", "symm_push"]
+    lines = ["| NCCL setting | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for env, row in big.iterrows():
+        lines.append(f"| {env} | " + " | ".join(f"{row[c]:.0f}" for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def trace_s42_prologues() -> str:
+    """The gaps before each steady forward kernel of the Triton causal_document trace, per rank
+    (us from the end of one forward kernel to the start of the next)."""
+    import gzip
+    import json
+    out = []
+    for rank in (0, 1):
+        with gzip.open(RESULTS / TRACE_S42.format(rank)) as f:
+            events = sorted((e for e in json.load(f)["traceEvents"]
+                             if e.get("ph") == "X" and e.get("name") == "_fwd_kernel"),
+                            key=lambda e: e["ts"])
+        gaps = [b["ts"] - a["ts"] - a["dur"] for a, b in zip(events, events[1:])]
+        steady = gaps[-1]  # the first gap holds the profiler's start
+        kernel = max(e["dur"] for e in events)
+        out.append(f"rank {rank}: {steady:.0f} us before a {kernel:.0f} us kernel")
+    return "; ".join(out)
