@@ -329,6 +329,8 @@ class DistAttnRuntime:
         recv = self.meta.stages[0].cast.recv_seqlen
         kv_all = torch.empty((lay.size, 2 * h, k.shape[2]), dtype=k.dtype, device=k.device)
         recv_at = lay.recv_at
+        for at, m in lay.pads:  # keys no slice reads, in tiles that read others: zeros, not NaN
+            kv_all[at:at + m].zero_()
         if self.meta.fused_split is not None:
             # the local rows' kernel runs before the received keys land: its tiles that straddle
             # them must read zeros there, not uninitialised memory (0 * NaN is NaN in P @ V)

@@ -8,6 +8,16 @@ start) does not land in one region. With more than ``MAX_COPIES`` such copies (s
 min_heap) the buffer is in rank order instead, ``[received from lower ranks | own | received
 from higher ranks]``, which costs at most two. For one contiguous run per rank both orders are
 the same buffer. Everything here is planned once; a call only slices with the ints recorded.
+
+Where a received piece sits before an own run in the buffer, that run's keys are shifted
+against its rows, so every diagonal tile of its causal documents straddles two key tiles (2 H200s,
+session 42: causal_document 16k a GPU, rank 0's fused mask 2007 forward tile pairs, 444 partial,
+for 1906 / 325 with its keys on its rows' tile grid). So the buffer may hold a few unused keys
+(``pads``, zero-filled by the runtime, read by no slice) before each segment, placed so that the
+segment's longest own run starts on the key tile grid of its rows (``align``). A pad goes only
+where it splits nothing: at the start, or between an own and a received piece with a gap in
+global keys between them (a document's keys stay one run, the cast still lands in one region
+and the own runs stay one copy where they were).
 """
 from __future__ import annotations
 
@@ -16,6 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 MAX_COPIES = 8  # block copies per call that global order may cost (each a small launch)
+# the kernels' key tile (FA4's and the Gluon kernels' BLOCK_N; the backward's 64-row q tiles
+# divide it): the grid own runs are aligned to
+KEY_TILE = 128
 
 Copy = tuple[int, int, int]  # (source offset, buffer offset, tokens)
 
@@ -29,12 +42,15 @@ class FusedLayout:
     part in place, and the backward reads the own part's dK/dV as a view (the forward writes
     k and v into the own runs either way, while the cast is in flight). ``runs``: the buffer's
     key runs (global start, global end, buffer offset) sorted by global start, for mapping
-    slices onto it."""
+    slices onto it. ``pads``: (buffer offset, tokens) of the unused keys that align own runs
+    (the module's docstring); the runtime zero-fills them (a masked key's V still enters P @ V,
+    and 0 * NaN is NaN)."""
 
     size: int
     own_copies: tuple[Copy, ...]
     recv_copies: tuple[Copy, ...]
     runs: np.ndarray
+    pads: tuple[tuple[int, int], ...] = ()
 
     @property
     def own_at(self) -> int | None:
@@ -58,30 +74,53 @@ def _in_place(copies: tuple[Copy, ...], empty_at: int) -> int | None:
     return copies[0][1] if len(copies) == 1 else None
 
 
-def plan_fused_layout(own: np.ndarray, recv: np.ndarray, recv_src: np.ndarray, rank: int
-                      ) -> FusedLayout:
+def plan_fused_layout(own: np.ndarray, recv: np.ndarray, recv_src: np.ndarray, rank: int,
+                      align: int = 1) -> FusedLayout:
     """own: [n, 3] (global start, end, local offset); recv: [m, 3] (global start, end, offset
     in the cast's buffer), recv_src: the source rank of each received range. Global order when
-    it costs at most MAX_COPIES copies, else rank order."""
+    it costs at most MAX_COPIES copies, else rank order. ``align`` > 1: pads that put own runs
+    on their rows' key tile grid of that size (the runtime passes KEY_TILE)."""
     own, recv = own.reshape(-1, 3), recv.reshape(-1, 3)
-    layout = _place(own, recv, np.concatenate([own[:, 0], recv[:, 0]]))
+    layout = _place(own, recv, np.concatenate([own[:, 0], recv[:, 0]]), align)
     if layout.num_copies <= MAX_COPIES:
         return layout
     group = np.concatenate([np.full(len(own), rank), recv_src])  # sources in rank order
-    return _place(own, recv, np.concatenate([own[:, 2], recv[:, 2]]) + group * (1 << 42))
+    return _place(own, recv, np.concatenate([own[:, 2], recv[:, 2]]) + group * (1 << 42), align)
 
 
-def _place(own: np.ndarray, recv: np.ndarray, key: np.ndarray) -> FusedLayout:
-    """Pieces laid out back to back by increasing ``key``."""
+def _place(own: np.ndarray, recv: np.ndarray, key: np.ndarray, align: int = 1) -> FusedLayout:
+    """Pieces laid out by increasing ``key``, back to back but for the aligning pads."""
     pieces = np.concatenate([own, recv])
     lens = pieces[:, 1] - pieces[:, 0]
     order = np.argsort(key, kind="stable")
-    at = np.empty(len(pieces), dtype=np.int64)
-    at[order] = np.cumsum(lens[order]) - lens[order]
     n = len(own)
-    return FusedLayout(int(lens.sum()), _joined(own[:, 2], at[:n], lens[:n]),
+    at = np.empty(len(pieces), dtype=np.int64)
+    pads, pos = [], 0
+    for segment in _pad_segments(pieces, order, n):
+        offsets = np.cumsum(lens[segment]) - lens[segment]
+        owns = [(int(lens[p]), int(o), int(p)) for p, o in zip(segment, offsets)
+                if p < n and lens[p] > 0]
+        pad = 0
+        if align > 1 and owns:  # the segment's longest own run on its rows' tile grid
+            _, offset, p = max(owns)
+            pad = int(pieces[p, 2] - (pos + offset)) % align
+        if pad:
+            pads.append((pos, pad))
+            pos += pad
+        at[segment] = pos + offsets
+        pos += int(lens[segment].sum())
+    return FusedLayout(pos, _joined(own[:, 2], at[:n], lens[:n]),
                        _joined(recv[:, 2], at[n:], lens[n:]),
-                       _key_runs(pieces[:, 0], pieces[:, 1], at))
+                       _key_runs(pieces[:, 0], pieces[:, 1], at), tuple(pads))
+
+
+def _pad_segments(pieces: np.ndarray, order: np.ndarray, num_own: int) -> list[np.ndarray]:
+    """``order`` cut where a pad may go: before an own piece that follows a received one, or
+    the other way round, with a gap in global keys between them."""
+    own = order < num_own
+    gap = pieces[order[1:], 0] != pieces[order[:-1], 1]
+    cuts = np.flatnonzero((own[1:] != own[:-1]) & gap) + 1
+    return [s for s in np.split(order, cuts) if len(s)]
 
 
 def _joined(src: np.ndarray, dst: np.ndarray, lens: np.ndarray) -> tuple[Copy, ...]:

@@ -11,7 +11,7 @@ from ..kernels.plan import FlexAttnPlan
 from .attn_meta import host_runs, local_row_pieces, map_keys, merge_adjacent
 from .comm_meta import RowPieces, TransferTable, cast_args
 from .dispatch import DispatchMeta
-from .fused_layout import FusedLayout, plan_fused_layout
+from .fused_layout import KEY_TILE, FusedLayout, plan_fused_layout
 from .fused_split import BlockGeometry, split_rows
 from .slice_array import SliceArray
 
@@ -140,7 +140,7 @@ def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferT
         cast = stages[0].cast
         bounds = np.cumsum(cast.recv_split_sizes)
         src = np.searchsorted(bounds, recv[0][:, 2], side="right")  # the cast's source order
-        layout = plan_fused_layout(own, recv[0], src, rank)
+        layout = plan_fused_layout(own, recv[0], src, rank, align=KEY_TILE)
         both = StageAttnArgs(merge_adjacent(map_keys(pieces, layout.runs)), n, layout.size)
         if split:
             cut = _fused_split(both, layout, n)

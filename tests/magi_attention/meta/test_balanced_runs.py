@@ -81,6 +81,32 @@ def test_layout_global_order_with_copies_on_both_sides():
     np.testing.assert_array_equal(lay.runs, [[0, 4, 0], [6, 16, 4]])  # [6, 12) + [12, 16) join
 
 
+def test_aligned_layout_puts_own_runs_on_their_rows_tile_grid():
+    """The layout above with align 8: a pad between own [0, 4) and the received range (a gap in
+    global keys, own -> received) puts own [12, 16) (local offset 4) at a buffer offset = 4
+    (mod 8); the document [6, 16) keeps one key run and the cast still lands in place."""
+    own = np.array([[0, 4, 0], [12, 16, 4]])
+    lay = plan_fused_layout(own, np.array([[6, 12, 0]]), np.array([0]), rank=1, align=8)
+    assert lay.pads == ((4, 2),) and lay.size == 16
+    assert lay.own_copies == ((0, 0, 4), (4, 12, 4)) and lay.recv_at == 6
+    assert all(dst % 8 == src % 8 for src, dst, _ in lay.own_copies)
+    np.testing.assert_array_equal(lay.runs, [[0, 4, 0], [6, 16, 6]])
+
+
+def test_aligned_layout_pads_only_where_it_splits_nothing():
+    """No pad between pieces that continue each other in global keys (a document's keys stay
+    one run), nor inside the cast's region (two received pieces) or between two own runs; a pad
+    at the start aligns a rank whose received keys come first."""
+    recv = np.array([[10, 13, 0], [20, 25, 3]])  # one region of the cast, with a global gap
+    lay = plan_fused_layout(np.array([[25, 33, 0]]), recv, np.array([0, 0]), rank=1, align=16)
+    assert lay.pads == ((0, 8),) and lay.recv_at == 8 and lay.own_at == 16
+    # own [25, 33) continues the received [20, 25): the pad went before the segment
+    np.testing.assert_array_equal(lay.runs, [[10, 13, 8], [20, 33, 11]])
+    two_own = plan_fused_layout(np.array([[0, 4, 0], [8, 12, 4]]), np.zeros((0, 3), int),
+                                np.zeros(0, int), rank=0, align=16)
+    assert two_own.pads == () and two_own.own_at == 0
+
+
 def test_layout_of_one_run_per_rank_is_lower_own_higher():
     """One own run in the middle: [received from lower ranks | own | from higher ranks], the
     session-13 buffer, as the special case of global order."""

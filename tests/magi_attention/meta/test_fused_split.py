@@ -51,8 +51,12 @@ def test_split_holds_the_fused_cells_and_local_rows_read_no_received_key(name, c
             assert not got[g.q_start:g.q_end].any()  # the local call keeps none of its rows
             got[g.q_start:g.q_end, g.k_start:g.k_end] += _dense(
                 block.attn.slices, g.q_end - g.q_start, g.k_end - g.k_start)
-            # every key of the block is own or received, and the pieces say which
+            # every key of the block is own or received (or an aligning pad, which no slice
+            # reads), and the pieces say which
             kind = np.zeros(g.k_end - g.k_start, dtype=np.int64)
+            for at, c in lay.pads:
+                lo, hi = max(at, g.k_start), min(at + c, g.k_end)
+                kind[max(lo - g.k_start, 0):max(hi - g.k_start, 0)] = 4
             for pieces, copies, tag in ((g.recv_pieces, lay.recv_copies, 1),
                                         (g.own_pieces, lay.own_copies, 2)):
                 for at, src, c in pieces:
@@ -60,7 +64,7 @@ def test_split_holds_the_fused_cells_and_local_rows_read_no_received_key(name, c
                     # the source offset maps back to the same buffer position
                     assert any(s <= src and src + c <= s + cc and d + src - s == g.k_start + at
                                for s, d, cc in copies)
-            assert set(np.unique(kind)) <= {1, 2}
+            assert set(np.unique(kind)) <= {1, 2, 4}
         np.testing.assert_array_equal(got, want)
 
 

@@ -89,8 +89,11 @@ def _received(metas, r, stage):
 
 def _fused_buffer(layout, own_kv, received):
     """The fused buffer from its layout: each own run and each received piece (the cast's
-    buffer, sources in rank order) at its planned offset; every position written once."""
+    buffer, sources in rank order) at its planned offset, the pads zero, as the runtime fills
+    them; every position written once (a position left NaN would poison P @ V)."""
     buf = torch.full((layout.size, *own_kv.shape[1:]), float("nan"))
+    for at, m in layout.pads:
+        buf[at:at + m] = 0
     for copies, src in ((layout.own_copies, own_kv), (layout.recv_copies, received)):
         assert sum(m for _, _, m in copies) == len(src)
         for s, d, m in copies:
