@@ -44,7 +44,7 @@ def resolve_balance(overlap: OverlapConfig, meta: MagiMeta, slices: SliceArray, 
     if (overlap.balance != "timed" or meta.algorithm != "balanced_runs"
             or meta.dispatch.cp_size < 2 or device.type != "cuda"):
         return meta, None
-    solve = lambda d: solve_for_dispatch(slices, d, shape, overlap)  # noqa: E731
+    solve = lambda d: solve_for_dispatch(slices, d, shape, overlap, kernel)  # noqa: E731
     solved: list = []  # the best layout's solve, where this call timed it
 
     def timed() -> tuple:

@@ -152,7 +152,7 @@ def refine_cut(slices, total_seqlen: int, chunk_size: int, shape, overlap: Overl
         middle = tuple(range(a, a + n))
         outer = tuple(range(a)) + tuple(range(a + n, total))
         moved = dispatch_meta(areas, total_seqlen, 2, chunk, DispatchSolution((middle, outer)))
-        cand = solve_for_dispatch(slices, moved, shape, overlap)
+        cand = solve_for_dispatch(slices, moved, shape, overlap, kernel)
         cand_runtimes = [cand.runtime(r) for r in range(2)]
         t = slowest_tile_time(cand_runtimes, kernel)
         if t is not None and t < best:
@@ -181,7 +181,7 @@ def choose_and_solve(slices, total_seqlen: int, cp_size: int, chunk_size: int, s
     times, solves = {}, {}
     for name in CANDIDATES:
         dispatch = solve_dispatch(slices, total_seqlen, cp_size, chunk_size, name)
-        solved = solve_for_dispatch(slices, dispatch, shape, overlap)
+        solved = solve_for_dispatch(slices, dispatch, shape, overlap, kernel)
         runtimes = [solved.runtime(r) for r in range(cp_size)]
         if name == "balanced_runs":
             solved, runtimes = refine_cut(slices, total_seqlen, chunk_size, shape, overlap,

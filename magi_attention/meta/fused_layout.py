@@ -30,6 +30,13 @@ MAX_COPIES = 8  # block copies per call that global order may cost (each a small
 # divide it): the grid own runs are aligned to
 KEY_TILE = 128
 
+
+def key_tile_for(kernel: str | None) -> int:
+    """The ``align`` of a layout for the local kernel ``kernel``: KEY_TILE, but 1 for FA4, whose
+    native varlen kernels tile each document from its own start (a pad gains them nothing, and
+    the row-less entries pads make in its native forms have not run on a GPU yet)."""
+    return 1 if kernel == "fa4" else KEY_TILE
+
 Copy = tuple[int, int, int]  # (source offset, buffer offset, tokens)
 
 
@@ -79,7 +86,7 @@ def plan_fused_layout(own: np.ndarray, recv: np.ndarray, recv_src: np.ndarray, r
     """own: [n, 3] (global start, end, local offset); recv: [m, 3] (global start, end, offset
     in the cast's buffer), recv_src: the source rank of each received range. Global order when
     it costs at most MAX_COPIES copies, else rank order. ``align`` > 1: pads that put own runs
-    on their rows' key tile grid of that size (the runtime passes KEY_TILE)."""
+    on their rows' key tile grid of that size (``key_tile_for`` the local kernel)."""
     own, recv = own.reshape(-1, 3), recv.reshape(-1, 3)
     layout = _place(own, recv, np.concatenate([own[:, 0], recv[:, 0]]), align)
     if layout.num_copies <= MAX_COPIES:

@@ -11,7 +11,7 @@ from ..kernels.plan import FlexAttnPlan
 from .attn_meta import host_runs, local_row_pieces, map_keys, merge_adjacent
 from .comm_meta import RowPieces, TransferTable, cast_args
 from .dispatch import DispatchMeta
-from .fused_layout import KEY_TILE, FusedLayout, plan_fused_layout
+from .fused_layout import FusedLayout, plan_fused_layout
 from .fused_split import BlockGeometry, split_rows
 from .slice_array import SliceArray
 
@@ -123,8 +123,10 @@ class DistAttnRuntimeMeta:
 
 
 def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferTable, rank: int,
-                       fused: bool = False, split: bool = False) -> DistAttnRuntimeMeta:
-    """``split``: cut the fused stage by rows where that pays (``fused_split``)."""
+                       fused: bool = False, split: bool = False, align: int = 1
+                       ) -> DistAttnRuntimeMeta:
+    """``split``: cut the fused stage by rows where that pays (``fused_split``); ``align``: the
+    fused buffer's key tile grid for own runs (``plan_fused_layout``)."""
     pieces = local_row_pieces(rows, dispatch, rank)
     n = dispatch.shard_seqlen_of(rank)
     own = host_runs(dispatch, rank)
@@ -140,7 +142,7 @@ def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferT
         cast = stages[0].cast
         bounds = np.cumsum(cast.recv_split_sizes)
         src = np.searchsorted(bounds, recv[0][:, 2], side="right")  # the cast's source order
-        layout = plan_fused_layout(own, recv[0], src, rank, align=KEY_TILE)
+        layout = plan_fused_layout(own, recv[0], src, rank, align=align)
         both = StageAttnArgs(merge_adjacent(map_keys(pieces, layout.runs)), n, layout.size)
         if split:
             cut = _fused_split(both, layout, n)

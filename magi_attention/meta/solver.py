@@ -15,6 +15,7 @@ from .dispatch import DispatchMeta, solve_dispatch
 from .dispatch_choice import DispatchChoice, choose_and_solve
 from .fused_split import meets
 from .overlap_solver import OverlapConfig, RankCost, StagePlan, choose_stage_plan
+from .fused_layout import key_tile_for
 from .runtime_meta import DistAttnRuntimeMeta, build_runtime_meta
 from .slice_array import SliceArray
 
@@ -59,19 +60,23 @@ class DispatchSolve:
     rows: RowPieces
     stage_plan: StagePlan
     table: TransferTable
+    align: int = 1  # the fused buffer's key tile grid (fused_layout.key_tile_for)
 
     def runtime(self, rank: int) -> DistAttnRuntimeMeta:
         return build_runtime_meta(self.rows, self.dispatch, self.table, rank,
-                                  fused=self.stage_plan.fused, split=self.stage_plan.split)
+                                  fused=self.stage_plan.fused, split=self.stage_plan.split,
+                                  align=self.align)
 
 
 def solve_for_dispatch(slices: SliceArray, dispatch: DispatchMeta, shape: AttnShape,
-                       overlap: OverlapConfig) -> DispatchSolve:
+                       overlap: OverlapConfig, kernel: str | None = None) -> DispatchSolve:
+    """``kernel``: the local backend, which sets the fused buffer's alignment."""
     rows = row_pieces(slices, dispatch)
     local_rows = bool(overlap.split_directions)
     plan = choose_stage_plan(rank_costs(rows, dispatch, shape, local_rows=local_rows),
                              shape.flops_per_cell, overlap)
-    return DispatchSolve(dispatch, rows, plan, build_transfer_table(rows, dispatch, plan.num_stages))
+    table = build_transfer_table(rows, dispatch, plan.num_stages)
+    return DispatchSolve(dispatch, rows, plan, table, key_tile_for(kernel))
 
 
 def solve_magi_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int, cp_size: int,
@@ -95,7 +100,7 @@ def solve_magi_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int,
     algorithm = get_dispatch_algorithm(algorithm, kernel)  # a cost model may know the kernel
     if chosen is None:
         dispatch = solve_dispatch(slices, total_seqlen, cp_size, chunk_size, algorithm)
-        solved = solve_for_dispatch(slices, dispatch, shape, overlap)
+        solved = solve_for_dispatch(slices, dispatch, shape, overlap, kernel)
         runtime = solved.runtime(rank)
     else:
         solved, runtimes = chosen

@@ -128,3 +128,22 @@ def test_scattered_chunks_fall_back_to_rank_order():
 def test_halving_keeps_a_finer_cut_at_a_whole_tile(chunk_size, step):
     from magi_attention.meta.algorithms.balanced_runs import halving
     assert halving(chunk_size) == step
+
+
+@pytest.mark.parametrize("kernel", ["triton", "fa4", None])
+def test_fused_buffers_align_own_runs_for_tiled_kernels(kernel):
+    """causal_document, 2 ranks, 128-token chunks (a received head before rank 0's own run):
+    for Triton (and the CPU reference) every own run of the fused buffer starts on its rows'
+    128-key grid; FA4, whose native kernels tile each document from its start, gets no pads."""
+    from bench.masks import build_mask
+    from magi_attention.meta.fused_layout import KEY_TILE, key_tile_for
+    mask = build_mask("causal_document", 4096, doc_lens=[700, 1500, 300, 1596], seed=0)
+    pads = 0
+    for r in range(2):
+        lay = solve_magi_meta(mask.slices, 4096, 2, 128, r, AttnShape(2, 1, 16), "balanced_runs",
+                              OverlapConfig(fused=True), kernel=kernel).runtime.fused_layout
+        pads += len(lay.pads)
+        longest = max(lay.own_copies, key=lambda c: c[2])
+        if key_tile_for(kernel) == KEY_TILE:
+            assert (longest[1] - longest[0]) % KEY_TILE == 0, (r, lay)
+    assert (pads > 0) == (kernel != "fa4")
