@@ -10,14 +10,15 @@ from higher ranks]``, which costs at most two. For one contiguous run per rank b
 the same buffer. Everything here is planned once; a call only slices with the ints recorded.
 
 Where a received piece sits before an own run in the buffer, that run's keys are shifted
-against its rows, so every diagonal tile of its causal documents straddles two key tiles (2 H200s,
-session 42: causal_document 16k a GPU, rank 0's fused mask 2007 forward tile pairs, 444 partial,
-for 1906 / 325 with its keys on its rows' tile grid). So the buffer may hold a few unused keys
-(``pads``, zero-filled by the runtime, read by no slice) before each segment, placed so that the
-segment's longest own run starts on the key tile grid of its rows (``align``). A pad goes only
-where it splits nothing: at the start, or between an own and a received piece with a gap in
-global keys between them (a document's keys stay one run, the cast still lands in one region
-and the own runs stay one copy where they were).
+against its rows, so every diagonal tile of its causal documents straddles two key tiles
+(tile counts on the CPU, session 42: causal_document at 16k a GPU, cp 2, rank 0's fused mask
+2007 forward tile pairs, 444 partial, against 1906 / 325 with its keys on its rows' grid).
+So the buffer may hold a few unused keys (``pads``, zero-filled by the runtime, read by no
+slice) before each segment, placed so that the segment's longest own run starts on the key
+tile grid of its rows (``align``). A pad goes only where it splits nothing: at the start, or
+between an own and a received piece with a gap in global keys between them (a document's keys
+stay one run, the cast still lands in one region and the own runs stay one copy where they
+were).
 """
 from __future__ import annotations
 
