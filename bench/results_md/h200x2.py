@@ -745,7 +745,7 @@ def cp2_s42_below() -> str:
 def cp2_s42_equal_tokens() -> str:
     """magi against the best baseline whose ranks hold equal token counts (HybridCP's rows with
     unequal shares left out)."""
-    ratios = [(run, m, d, v["magi"] / max(_baselines(v).values()))
+    ratios = [(run, m, d, _magi_over_best(v))
               for run, relpath in CP_S42.items()
               for (m, cp, d), v in sorted(_cp_cells(relpath, equal_tokens=True).items())
               if cp == 2 and "magi" in v and _baselines(v)]

@@ -1,6 +1,6 @@
 """The GPU timeline of a chrome trace written by magi_trace.py: each kernel's start (us from the
 trace's first kernel), duration and stream, in order, plus each forward's prologue (from the end
-of one attention kernel to the start of the next, with what ran in between).
+of one attention kernel to the start of the next; the listing shows what ran in between).
 
     python scripts/dev/trace_timeline.py results/h200x2/cp_s42/trace/trace_*_rank1.json.gz
 """
