@@ -85,6 +85,11 @@ class DistAttnRuntime:
         # directions whose fused stage runs cut by rows where the meta has a split
         # (OverlapConfig.split); the other direction runs the fused stage whole
         self.split: frozenset[str] = frozenset({"fwd", "bwd"})
+        # the fused backward starts its reduce before it rounds an fp32 dq (env.EARLY_REDUCE)
+        self.early_reduce = env.EARLY_REDUCE
+        # the collectives' side stream made high-priority (env.COMM_PRIORITY; read at its
+        # first use)
+        self.comm_priority = env.COMM_PRIORITY
         self._streams: dict = {}
 
     def resolved_backend(self, q: torch.Tensor, k: torch.Tensor | None = None) -> str:
@@ -120,7 +125,7 @@ class DistAttnRuntime:
         key = (device.index if device.index is not None else torch.cuda.current_device(), role)
         if key not in self._streams:
             # the collectives' stream high: its gathers must not queue behind the own KV's copies
-            high = role == "comm" and env.COMM_PRIORITY
+            high = role == "comm" and self.comm_priority
             self._streams[key] = torch.cuda.Stream(device=device, priority=-1 if high else 0)
         return self._streams[key]
 
@@ -170,11 +175,15 @@ class DistAttnRuntime:
                                                 self.softcap, False)
         return out, lse
 
-    def _bwd(self, dout, q, k, v, out, lse, attn: StageAttnArgs, backend: str):
+    def _bwd(self, dout, q, k, v, out, lse, attn: StageAttnArgs, backend: str,
+             dq_fp32: bool = False):
+        """(dq, dk, dv); ``dq_fp32``: Triton's dq unrounded where its kernel accumulated it in
+        fp32 (the caller rounds it: ``.to(q.dtype)``), any other backend's as it gives it."""
         if attn.num_slices == 0:
             return None, torch.zeros_like(k), torch.zeros_like(v)
+        extra = {"dq_fp32": True} if dq_fp32 and backend == "triton" else {}
         return load_backend(backend).bwd(dout, q, k, v, out, lse, attn.plan, self._scale(q),
-                                         self.softcap, self.deterministic)
+                                         self.softcap, self.deterministic, **extra)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         """Local q, k, v [shard_seqlen, heads, head_dim] -> (out in q.dtype, lse fp32)."""
@@ -435,13 +444,15 @@ class DistAttnRuntime:
         if kv_all is None:
             kv_all = self._fused_kv(k, v)
         dq, dk_all, dv_all = self._bwd(dout, q, kv_all[:, :h], kv_all[:, h:], out, lse,
-                                       self.meta.fused, backend)
-        dq = torch.zeros_like(q) if dq is None else dq
+                                       self.meta.fused, backend, dq_fp32=self.early_reduce)
         partial = torch.cat([_gather(dk_all, lay.recv_copies), _gather(dv_all, lay.recv_copies)],
                             dim=1)
         # the own part is read where the kernel wrote it (a view when it is one piece)
         own = (_gather(dk_all, lay.own_copies), _gather(dv_all, lay.own_copies))
-        return (dq, *self._reduce_into_own(partial, lambda: own)())
+        finish = self._reduce_into_own(partial, lambda: own)
+        # early_reduce: an fp32 dq is rounded here, after the reduce started (a no-op else)
+        dq = torch.zeros_like(q) if dq is None else dq.to(q.dtype)
+        return (dq, *finish())
 
     def _reduce_into_own(self, partial: torch.Tensor, own_grads):
         """Start stage 0's reduce of ``partial`` (the received keys' dK|dV, for the other

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import env
+
 MAX_COPIES = 8  # block copies per call that global order may cost (each a small launch)
 # the kernels' key tile (FA4's and the Gluon kernels' BLOCK_N; the backward's 64-row q tiles
 # divide it): the grid own runs are aligned to
@@ -35,8 +37,9 @@ KEY_TILE = 128
 def key_tile_for(kernel: str | None) -> int:
     """The ``align`` of a layout for the local kernel ``kernel``: KEY_TILE, but 1 for FA4, whose
     native varlen kernels tile each document from its own start (a pad gains them nothing, and
-    the row-less entries pads make in its native forms have not run on a GPU yet)."""
-    return 1 if kernel == "fa4" else KEY_TILE
+    the row-less entries pads make in its native forms have not run on a GPU yet), and 1 where
+    MAGI_ATTENTION_KV_PADS is off (read at each call: a key built after a change follows it)."""
+    return 1 if kernel == "fa4" or not env.KV_PADS else KEY_TILE
 
 Copy = tuple[int, int, int]  # (source offset, buffer offset, tokens)
 

@@ -2,9 +2,10 @@
 received KV, the backward's partial dK/dV added straight into the own part's dk, dv), cut by
 rows (``fused_split``: the local rows' kernel runs while the cast is in flight) and cut by keys
 (own keys' kernel, then the received keys', merged; in one direction, or as the key's timing
-chose), the staged overlap (two remote stages, partial outputs merged by lse) and balanced_runs'
-cuts moved by the ranks' measured kernel times (``balance="timed"``), is exact in
-bf16 against the reference kernel in fp32 over the same inputs, and a steady-state step
+chose), the staged overlap (two remote stages, partial outputs merged by lse), balanced_runs'
+cuts moved by the ranks' measured kernel times (``balance="timed"``) and the whole stage's
+backward with its reduce started before dq is rounded (``early_reduce``), is exact in bf16
+against the reference kernel in fp32 over the same inputs, and a steady-state step
 (calc_attn forward + backward) neither copies to the host nor synchronises (torch's sync debug
 mode turns either into an error).
 
@@ -47,7 +48,10 @@ OVERLAPS = {"whole": dict(fused=True, cut="none"), "split": dict(fused=True, spl
             # the opt-in unequal_runs dispatch (ranks hold unequal token counts), overlap default
             "unequal": dict(),
             # balanced_runs' cuts moved by the ranks' kernel times measured at key time
-            "timed": dict(balance="timed")}
+            "timed": dict(balance="timed"),
+            # whole, the reduce started before the fp32 dq is rounded (Triton's dq_fp32)
+            "early_reduce": dict(fused=True, cut="none")}
+RUNTIME = {"early_reduce": dict(early_reduce=True)}  # runtime attributes set after the key
 DISPATCH = {"unequal": ("unequal_runs", 128)}  # (dispatch_alg, chunk_size); else balanced_runs
 
 
@@ -77,6 +81,8 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
                                      HEAD_DIM, dist.group.WORLD, chunk_size=chunk,
                                      dispatch_alg=alg, backend=backend,
                                      overlap=OverlapConfig(**OVERLAPS[mode]))
+            for attr, value in RUNTIME.get(mode, {}).items():
+                setattr(key.runtime, attr, value)
             if mode == "unequal":
                 shards = key.meta.dispatch.shard_seqlens
                 lines.append(f"{name} shard_seqlens={shards}")

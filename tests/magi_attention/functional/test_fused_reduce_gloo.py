@@ -36,3 +36,31 @@ def _check(rank):
 def test_in_place_reduce_equals_fp32_accumulator_bitwise_in_bf16():
     errors = run_on_two_ranks(_check)
     assert not errors, errors
+
+
+def _check_early_reduce(rank):
+    """The reduce started before dq is rounded (``early_reduce``) changes no gradient's bit."""
+    from magi_attention.api import dispatch
+    from magi_attention.meta import OverlapConfig
+
+    errors = []
+    q, k, v, dout = inputs()
+    for name in MASKS:
+        key = key_for(name, OverlapConfig(fused=True))
+        local = [dispatch(t, key) for t in (q, k, v)]
+        dout_local = dispatch(dout, key)
+        runtime = key.runtime
+        if runtime.meta.fused is None:
+            errors.append(f"{name}: the fused backward did not run")
+            continue
+        runtime.early_reduce = False
+        late = grads(key, local, dout_local)
+        runtime.early_reduce = True
+        early = grads(key, local, dout_local)
+        errors += bitwise_diffs(f"{name}: early reduce != late", early, late)
+    return errors
+
+
+def test_early_reduce_changes_no_gradient_bit():
+    errors = run_on_two_ranks(_check_early_reduce)
+    assert not errors, errors

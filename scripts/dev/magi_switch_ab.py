@@ -1,0 +1,116 @@
+"""Interleaved A/B of MagiAttention's off-by-default switches on one launch: each mask's config
+strategies (e.g. magi and hybrid_cp) plus magi again with one switch flipped, all timed in turn,
+round after round (cp_ab.py's way), so each variant's ratio to the same baseline comes from one
+run.
+
+    torchrun --nproc-per-node 2 scripts/dev/magi_switch_ab.py --out $OUT --rounds 5 -- \\
+        experiment=cp_h200x2 hardware=h200 local_kernel=triton 'cp=[magi,hybrid_cp]' \\
+        'mask=[causal_document,full_document]' 'seqlen_per_gpu=[16384]' 'cp_sizes=[2]'
+
+Variants (labels): ``magi_nopads`` (a key built with MAGI_ATTENTION_KV_PADS off),
+``magi_early`` (magi's own key, its runtime's ``early_reduce`` on while it is timed) and
+``magi_prio`` (a key over a process group whose NCCL stream is high-priority, its runtime's
+collectives stream too: MAGI_ATTENTION_COMM_PRIORITY; NCCL only). Correctness is the NCCL
+test's job (tests/magi_attention/api/test_magi_attn_nccl.py); nothing is gated here.
+Rows: ``magi_switch_ab.csv`` as cp_ab.csv.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cp_ab import build, load_config, parse_args, run, summary  # noqa: E402
+
+from bench.cp.local_kernel import LocalKernel  # noqa: E402
+from bench.cp.runner import agreed_count, build_strategy, group_max, timed_call  # noqa: E402
+from bench.metrics import time_cuda_ms  # noqa: E402
+from bench.problem import make_inputs  # noqa: E402
+from bench.sweep import cell_mask  # noqa: E402
+from magi_attention import env  # noqa: E402
+
+
+def _high_priority_group(size: int):
+    """A new group over ranks 0..size-1 whose NCCL kernels run on a high-priority stream."""
+    options = dist.ProcessGroupNCCL.Options()
+    options.is_high_priority_stream = True
+    return dist.new_group(list(range(size)), pg_options=options)
+
+
+def _variants(config, choice, device, group):
+    """[(label, strategy, local, runtime attributes set while it is timed)]."""
+    hw, cp_size = config.hardware, config.cp_sizes[0]
+    labels, built = build(config, device, group, choice)
+    entries = [(label, s, local, {}) for label, (s, local) in zip(labels, built)]
+    magi = next(((spec, s, local) for spec, (s, local) in zip(config.strategies, built)
+                 if spec.name == "magi"), None)
+    if magi is None:
+        return entries
+    spec, strategy, local = magi
+    base = {"early_reduce": False, "comm_priority": False}
+    entries = [(label, s, loc, base if s is strategy else {}) for label, s, loc, _ in entries]
+    entries.append(("magi_early", strategy, local, {**base, "early_reduce": True}))
+    mask = cell_mask(choice, config.seqlen_per_gpu[0] * cp_size, config.data, hw.num_heads_kv)
+    inputs = make_inputs(config.shapes(mask.seqlen), device, seed=config.seed)
+    kernel = LocalKernel(backend=config.local_kernel)
+
+    def again(label, group_, attrs, **switches):
+        saved = {name: getattr(env, name) for name in switches}
+        try:
+            for name, value in switches.items():
+                setattr(env, name, value)
+            s = build_strategy(spec, mask, group_, hw, kernel)
+        finally:
+            for name, value in saved.items():
+                setattr(env, name, value)
+        shards = [s.shard(t[0]) for t in (inputs.q, inputs.k, inputs.v, inputs.dout)]
+        entries.append((label, s, shards, attrs))
+        if dist.get_rank() == 0:
+            print(f"{choice.label} {label}: {s.notes}", flush=True)
+
+    again("magi_nopads", group, base, KV_PADS=False)
+    if dist.get_backend() == "nccl":
+        again("magi_prio", _high_priority_group(cp_size), {**base, "comm_priority": True})
+    return entries
+
+
+def _mask_rounds(config, choice, rounds, write, device, comm_device, group) -> dict:
+    hw = config.hardware
+    entries = _variants(config, choice, device, group)
+    calls = []
+    for label, strategy, local, attrs in entries:
+        _set(strategy, attrs)  # the backward's graph is recorded under the variant's switches
+        calls.append({d: timed_call(strategy, local, d) for d in config.directions})
+    agree = agreed_count(group, comm_device)
+    times: dict = {}
+    for r in range(rounds):
+        for (label, strategy, _, attrs), fns in zip(entries, calls):
+            _set(strategy, attrs)
+            for direction in config.directions:
+                ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms, agree)
+                ms = group_max(ms, group, comm_device)
+                times.setdefault((choice.label, label, direction), []).append(ms)
+                write([choice.label, label, direction, r, f"{ms:.4f}"])
+    return times
+
+
+def _set(strategy, attrs: dict) -> None:
+    runtime = getattr(getattr(strategy, "key", None), "runtime", None)
+    for name, value in attrs.items():
+        setattr(runtime, name, value)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv, __doc__.splitlines()[0])
+    times = run(load_config(args.overrides), args.rounds, args.out, _mask_rounds,
+                name="magi_switch_ab")
+    if times:  # rank 0
+        print("\n".join(summary(times)))
+
+
+if __name__ == "__main__":
+    main()
