@@ -50,7 +50,17 @@ def _add_rows_kernel(out_ptr, src_ptr, index_ptr, row_numel, out_stride, src_str
     tl.store(dst, total.to(out_ptr.dtype.element_ty), mask=keep)
 
 
+@triton.jit
+def _copy_rows_pair_kernel(a_ptr, b_ptr, out_ptr, index_ptr, out_index_ptr, row_numel, a_stride,
+                           b_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row, src_row, cols, keep = _program_rows(index_ptr, row_numel, BLOCK_SIZE)
+    dst = out_ptr + tl.load(out_index_ptr + row).to(tl.int64) * out_stride + cols
+    tl.store(dst, tl.load(a_ptr + src_row * a_stride + cols, mask=keep), mask=keep)
+    tl.store(dst + row_numel, tl.load(b_ptr + src_row * b_stride + cols, mask=keep), mask=keep)
+
+
 _launch_gather = cached_launch(_gather_rows_kernel)
+_launch_copy_pair = cached_launch(_copy_rows_pair_kernel)
 _launch_scatter_add = cached_launch(_scatter_add_rows_kernel)
 _launch_add = cached_launch(_add_rows_kernel)
 
@@ -84,6 +94,25 @@ def gather_rows(x: torch.Tensor, index: torch.Tensor, out: torch.Tensor | None =
         _launch_gather(_grid(index.shape[0], row_numel),
                        _key(x, out, index, strides=(x.stride(0), out.stride(0))),
                        x, out, index, row_numel, x.stride(0), out.stride(0), BLOCK_SIZE=BLOCK)
+    return out
+
+
+def copy_rows_pair_(out: torch.Tensor, out_index: torch.Tensor, a: torch.Tensor,
+                    b: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """out[out_index[i]] = a[index[i]] | b[index[i]] side by side (a and b of one row shape,
+    each row of ``out`` one contiguous block of both, any row stride): both halves of a row in
+    one program, so one launch writes whole rows. Returns out."""
+    a, b = _rows(a), _rows(b)
+    row_numel = a[0].numel() if a.shape[0] else 0
+    if _rows(out) is not out or (out.shape[0] and out[0].numel() != 2 * row_numel):
+        raise ValueError(f"copy_rows_pair_ needs contiguous output rows of 2 x {row_numel} "
+                         f"elements, got {tuple(out.shape)} with strides {out.stride()}")
+    if index.shape[0] and row_numel:
+        _launch_copy_pair(_grid(index.shape[0], row_numel),
+                          _key(a, b, out, index, strides=(a.stride(0), b.stride(0),
+                                                          out.stride(0))),
+                          a, b, out, index, out_index, row_numel, a.stride(0), b.stride(0),
+                          out.stride(0), BLOCK_SIZE=BLOCK)
     return out
 
 

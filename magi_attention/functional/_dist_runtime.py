@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import math
 
+import numpy as np
 import torch
 
 from .. import env
-from ..comm import group_cast, group_reduce, hier_group_cast, hier_group_reduce
+from ..comm import (group_cast, group_reduce, hier_group_cast, hier_group_reduce,
+                    range_copy_stacked_, ranges_to_index)
 from ..meta import DistAttnRuntimeMeta, StageAttnArgs
 from ._backends import backend_for, load_backend
 from .merge import merge_out_lse
@@ -90,6 +92,12 @@ class DistAttnRuntime:
         # the collectives' side stream made high-priority (env.COMM_PRIORITY; read at its
         # first use)
         self.comm_priority = env.COMM_PRIORITY
+        # the fused forward's cast gathered on the current stream, before the own KV's copies
+        # (not on the side stream, where the copies' CTAs delayed it: notes/magi_cp.md
+        # "Session 42"), and the own KV copied by one kernel writing whole k|v rows
+        self.gather_first = False
+        self.one_copy = False
+        self._own_index: dict = {}
         self._streams: dict = {}
 
     def resolved_backend(self, q: torch.Tensor, k: torch.Tensor | None = None) -> str:
@@ -129,9 +137,10 @@ class DistAttnRuntime:
             self._streams[key] = torch.cuda.Stream(device=device, priority=-1 if high else 0)
         return self._streams[key]
 
-    def _cast(self, kv, stage: int, out: torch.Tensor | None = None):
+    def _cast(self, kv, stage: int, out: torch.Tensor | None = None, side: bool = True):
         """Group-cast stage ``stage``'s remote ranges of ``kv``: a tensor, or (k, v), gathered
-        straight into one k|v send buffer."""
+        straight into one k|v send buffer (on the collectives' side stream, or on the current
+        one where not ``side``: then nothing issued after it may run before its gather)."""
         if self.hier_stages is not None:
             if not isinstance(kv, torch.Tensor):  # the two-hop cast sends a stacked buffer
                 kv = torch.cat(kv, dim=1)
@@ -142,8 +151,8 @@ class DistAttnRuntime:
             return hier_group_cast(kv, self.hier_stages[stage], *self.hier_groups,
                                    self._stream(kv.device))
         device = kv.device if isinstance(kv, torch.Tensor) else kv[0].device
-        return group_cast(kv, self.meta.stages[stage].cast, self.group, self._stream(device),
-                          out=out)
+        return group_cast(kv, self.meta.stages[stage].cast, self.group,
+                          self._stream(device) if side else None, out=out)
 
     def _reduce(self, partial: torch.Tensor, out, stage: int):
         """Group-reduce stage ``stage``'s ``partial`` into ``out``: one accumulator, or
@@ -346,10 +355,15 @@ class DistAttnRuntime:
             for _, dst, m in lay.recv_copies:
                 kv_all[dst:dst + m].zero_()
         pending = self._issue(self._cast(
-            (k, v), 0, out=None if recv_at is None else kv_all[recv_at:recv_at + recv]))
-        for src, dst, m in lay.own_copies:  # while the cast is in flight
-            kv_all[dst:dst + m, :h] = k[src:src + m]
-            kv_all[dst:dst + m, h:] = v[src:src + m]
+            (k, v), 0, out=None if recv_at is None else kv_all[recv_at:recv_at + recv],
+            side=not self.gather_first))
+        if self.one_copy:  # while the cast is in flight
+            range_copy_stacked_(kv_all, self._own_rows(k.device, "buffer"), (k, v),
+                                self._own_rows(k.device, "local"))
+        else:
+            for src, dst, m in lay.own_copies:
+                kv_all[dst:dst + m, :h] = k[src:src + m]
+                kv_all[dst:dst + m, h:] = v[src:src + m]
 
         def landing() -> torch.Tensor:
             buf = pending.wait()
@@ -359,6 +373,17 @@ class DistAttnRuntime:
             return buf
 
         return kv_all, landing
+
+    def _own_rows(self, device: torch.device, side: str) -> torch.Tensor:
+        """The own tokens' rows of the fused layout's own copies, int64 on ``device`` (built once
+        per device): "local" in the shard, "buffer" in the fused KV buffer."""
+        key = (str(device), side)
+        if key not in self._own_index:
+            at = 0 if side == "local" else 1
+            ranges = np.array([(c[at], c[at] + c[2]) for c in self.meta.fused_layout.own_copies],
+                              dtype=np.int64).reshape(-1, 2)
+            self._own_index[key] = torch.from_numpy(ranges_to_index(ranges)).to(device)
+        return self._own_index[key]
 
     def _split_forward(self, q, k, v, backend: str):
         """The fused stage cut by rows (``meta.fused_split``): the local rows' kernel runs while

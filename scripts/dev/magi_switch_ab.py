@@ -7,10 +7,12 @@ run.
         experiment=cp_h200x2 hardware=h200 local_kernel=triton 'cp=[magi,hybrid_cp]' \\
         'mask=[causal_document,full_document]' 'seqlen_per_gpu=[16384]' 'cp_sizes=[2]'
 
-Variants (labels): ``magi_nopads`` (a key built with MAGI_ATTENTION_KV_PADS off),
-``magi_early`` (magi's own key, its runtime's ``early_reduce`` on while it is timed) and
-``magi_prio`` (a key over a process group whose NCCL stream is high-priority, its runtime's
-collectives stream too: MAGI_ATTENTION_COMM_PRIORITY; NCCL only). Correctness is the NCCL
+Variants (labels): magi's own key with runtime switches set while it is timed (``magi`` itself
+with every switch off; ``SWITCHED``: ``magi_early`` early_reduce, ``magi_gather`` gather_first,
+``magi_copy`` one_copy, ``magi_gather_copy`` both), and with ``--rebuilt`` two keys built
+again: ``magi_nopads`` (MAGI_ATTENTION_KV_PADS off) and ``magi_prio`` (over a process group
+whose NCCL stream is high-priority, its runtime's collectives stream too:
+MAGI_ATTENTION_COMM_PRIORITY; NCCL only). Correctness is the NCCL
 test's job (tests/magi_attention/api/test_magi_attn_nccl.py); nothing is gated here.
 Rows: ``magi_switch_ab.csv`` as cp_ab.csv.
 """
@@ -41,6 +43,13 @@ def _high_priority_group(size: int):
     return dist.new_group(list(range(size)), pg_options=options)
 
 
+OFF = {"early_reduce": False, "comm_priority": False, "gather_first": False, "one_copy": False}
+SWITCHED = {"magi_early": {"early_reduce": True}, "magi_gather": {"gather_first": True},
+            "magi_copy": {"one_copy": True},
+            "magi_gather_copy": {"gather_first": True, "one_copy": True}}
+REBUILT = False  # --rebuilt
+
+
 def _variants(config, choice, device, group):
     """[(label, strategy, local, runtime attributes set while it is timed)]."""
     hw, cp_size = config.hardware, config.cp_sizes[0]
@@ -51,9 +60,11 @@ def _variants(config, choice, device, group):
     if magi is None:
         return entries
     spec, strategy, local = magi
-    base = {"early_reduce": False, "comm_priority": False}
+    base = OFF
     entries = [(label, s, loc, base if s is strategy else {}) for label, s, loc, _ in entries]
-    entries.append(("magi_early", strategy, local, {**base, "early_reduce": True}))
+    entries += [(label, strategy, local, {**base, **on}) for label, on in SWITCHED.items()]
+    if not REBUILT:
+        return entries
     mask = cell_mask(choice, config.seqlen_per_gpu[0] * cp_size, config.data, hw.num_heads_kv)
     inputs = make_inputs(config.shapes(mask.seqlen), device, seed=config.seed)
     kernel = LocalKernel(backend=config.local_kernel)
@@ -105,7 +116,10 @@ def _set(strategy, attrs: dict) -> None:
 
 
 def main(argv=None) -> None:
-    args = parse_args(argv, __doc__.splitlines()[0])
+    global REBUILT
+    argv = list(sys.argv[1:] if argv is None else argv)
+    REBUILT = "--rebuilt" in argv
+    args = parse_args([a for a in argv if a != "--rebuilt"], __doc__.splitlines()[0])
     times = run(load_config(args.overrides), args.rounds, args.out, _mask_rounds,
                 name="magi_switch_ab")
     if times:  # rank 0

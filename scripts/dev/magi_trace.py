@@ -2,7 +2,11 @@
 backward at cp 2 on one mask, every rank: what runs on which stream, and when, inside the
 forward's fused path (the cast, the own KV's copies, the kernel) and the backward's.
 
-    torchrun --nproc-per-node 2 scripts/dev/magi_trace.py --out $OUT [--mask causal_document]
+    torchrun --nproc-per-node 2 scripts/dev/magi_trace.py --out $OUT [--mask causal_document] \
+        [--on gather_first --on one_copy ...]
+
+``--on NAME`` sets the runtime attribute NAME (early_reduce, gather_first, one_copy) before the
+first call; the trace's file name lists them.
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ def main() -> None:
     p.add_argument("--mask", default="causal_document")
     p.add_argument("--seqlen-per-gpu", type=int, default=16384)
     p.add_argument("--backend", default="triton")
+    p.add_argument("--on", action="append", default=[], help="a runtime switch to turn on")
     args = p.parse_args()
     rank = int(os.environ.get("LOCAL_RANK", 0))
     torch.cuda.set_device(rank)
@@ -46,6 +51,10 @@ def main() -> None:
                      HKV)
     strategy = MagiAttention(mask, None, num_heads_q=HQ, num_heads_kv=HKV,
                              kernel=LocalKernel(args.backend), balance="timed")
+    for name in args.on:
+        if not hasattr(strategy.key.runtime, name):
+            raise SystemExit(f"--on {name}: the runtime has no such switch")
+        setattr(strategy.key.runtime, name, True)
     g = torch.Generator(device="cuda").manual_seed(0)
     make = lambda h: torch.randn(seqlen, h, D, device="cuda", generator=g).bfloat16()  # noqa: E731
     q, k, v, dout = (strategy.shard(make(h)) for h in (HQ, HKV, HKV, HQ))
@@ -72,7 +81,7 @@ def main() -> None:
             bwd()
         torch.cuda.synchronize()
     args.out.mkdir(parents=True, exist_ok=True)
-    tag = "_high" if options is not None else ""
+    tag = ("_high" if options is not None else "") + "".join(f"_{n}" for n in args.on)
     raw = args.out / f"trace_{args.mask}_{args.backend}{tag}_rank{rank}.json"
     prof.export_chrome_trace(str(raw))
     with raw.open("rb") as src, gzip.open(f"{raw}.gz", "wb") as dst:

@@ -3,9 +3,9 @@ received KV, the backward's partial dK/dV added straight into the own part's dk,
 rows (``fused_split``: the local rows' kernel runs while the cast is in flight) and cut by keys
 (own keys' kernel, then the received keys', merged; in one direction, or as the key's timing
 chose), the staged overlap (two remote stages, partial outputs merged by lse), balanced_runs'
-cuts moved by the ranks' measured kernel times (``balance="timed"``) and the whole stage's
-backward with its reduce started before dq is rounded (``early_reduce``), is exact in bf16
-against the reference kernel in fp32 over the same inputs, and a steady-state step
+cuts moved by the ranks' measured kernel times (``balance="timed"``) and the whole stage with
+the runtime's ordering switches on (``early_reduce``, ``gather_first``, ``one_copy``), is exact
+in bf16 against the reference kernel in fp32 over the same inputs, and a steady-state step
 (calc_attn forward + backward) neither copies to the host nor synchronises (torch's sync debug
 mode turns either into an error).
 
@@ -49,9 +49,11 @@ OVERLAPS = {"whole": dict(fused=True, cut="none"), "split": dict(fused=True, spl
             "unequal": dict(),
             # balanced_runs' cuts moved by the ranks' kernel times measured at key time
             "timed": dict(balance="timed"),
-            # whole, the reduce started before the fp32 dq is rounded (Triton's dq_fp32)
-            "early_reduce": dict(fused=True, cut="none")}
-RUNTIME = {"early_reduce": dict(early_reduce=True)}  # runtime attributes set after the key
+            # whole, with the runtime's ordering switches on: the reduce started before the fp32
+            # dq is rounded (Triton's dq_fp32), the cast gathered on the current stream, the own
+            # KV copied by one row kernel
+            "switches": dict(fused=True, cut="none")}
+RUNTIME = {"switches": dict(early_reduce=True, gather_first=True, one_copy=True)}
 DISPATCH = {"unequal": ("unequal_runs", 128)}  # (dispatch_alg, chunk_size); else balanced_runs
 
 

@@ -12,8 +12,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from magi_attention.comm import (GroupCollectiveArgs, range_add_, range_gather,
-                                  range_gather_stacked, range_scatter_add_, ranges_to_index)
+from magi_attention.comm import (GroupCollectiveArgs, range_add_, range_copy_stacked_,
+                                  range_gather, range_gather_stacked, range_scatter_add_,
+                                  ranges_to_index)
 
 WORLD = 3
 SEQLEN = 10
@@ -142,6 +143,18 @@ def test_range_gather_stacked_and_add_torch():
     assert wide[:, 1].sum().item() == 16 and wide[:, 0].abs().sum().item() == 0
 
 
+def test_range_copy_stacked_writes_only_the_indexed_rows():
+    k, v = torch.randn(12, 2, 3), torch.randn(12, 2, 3)
+    index, out_index = torch.tensor([5, 6, 7, 0]), torch.tensor([1, 2, 3, 9])
+    out = torch.full((10, 4, 3), float("nan"))
+    range_copy_stacked_(out, out_index, (k, v), index)
+    assert torch.equal(out[out_index], torch.cat([k[index], v[index]], dim=1))
+    untouched = [r for r in range(10) if r not in out_index.tolist()]
+    assert out[untouched].isnan().all()
+    with pytest.raises(ValueError, match="out_index"):
+        range_copy_stacked_(out, out_index[:2], (k, v), index)
+
+
 def test_range_ops_triton_interpreter_equal_torch():
     pytest.importorskip("triton", reason="triton is not installed (torch CPU wheels lack it)")
     code = textwrap.dedent("""
@@ -165,6 +178,13 @@ def test_range_ops_triton_interpreter_equal_torch():
         expect = base.clone()
         expect[distinct, 1:4] += x[index][:5]
         torch.testing.assert_close(got, expect)
+        # k and v rows copied side by side into chosen rows of a k|v buffer (strided sources)
+        kk, vv = torch.randn(40, 6, 5)[:, :3], torch.randn(40, 3, 5)
+        buf = torch.full((12, 6, 5), float("nan"))
+        dst = torch.tensor([11, 0, 5, 6, 1, 2], dtype=torch.int64)
+        rt.copy_rows_pair_(buf, dst, kk, vv, index)
+        assert torch.equal(buf[dst], torch.cat([kk[index], vv[index]], dim=1))
+        assert buf[[3, 4, 7, 8, 9, 10]].isnan().all()
         print("ok")
     """)
     env = {**os.environ, "TRITON_INTERPRET": "1"}

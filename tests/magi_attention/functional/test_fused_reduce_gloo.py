@@ -2,6 +2,8 @@
 kernel): adding the returned partial dK/dV straight into the kernel's own-part dk, dv (one
 partial a row, summed in fp32 and rounded once) against the fp32 accumulator it replaces at
 cp 2, on the document masks of the CP benchmark and causal."""
+import torch
+
 from ._cp2_gloo import bitwise_diffs, grads, inputs, key_for, run_on_two_ranks
 
 MASKS = ("causal", "full_document", "causal_document")
@@ -38,29 +40,45 @@ def test_in_place_reduce_equals_fp32_accumulator_bitwise_in_bf16():
     assert not errors, errors
 
 
-def _check_early_reduce(rank):
-    """The reduce started before dq is rounded (``early_reduce``) changes no gradient's bit."""
-    from magi_attention.api import dispatch
+SWITCHES = ("early_reduce", "gather_first", "one_copy")
+
+
+def _check_runtime_switches(rank):
+    """Each of the runtime's ordering switches (the reduce started before dq is rounded, the
+    cast gathered on the current stream, the own KV copied by one row kernel) changes no bit
+    of the output or of a gradient."""
+    from magi_attention.api import calc_attn, dispatch
     from magi_attention.meta import OverlapConfig
 
     errors = []
     q, k, v, dout = inputs()
     for name in MASKS:
         key = key_for(name, OverlapConfig(fused=True))
-        local = [dispatch(t, key) for t in (q, k, v)]
-        dout_local = dispatch(dout, key)
         runtime = key.runtime
         if runtime.meta.fused is None:
-            errors.append(f"{name}: the fused backward did not run")
+            errors.append(f"{name}: the fused stage did not run")
             continue
-        runtime.early_reduce = False
-        late = grads(key, local, dout_local)
-        runtime.early_reduce = True
-        early = grads(key, local, dout_local)
-        errors += bitwise_diffs(f"{name}: early reduce != late", early, late)
+        local = [dispatch(t, key) for t in (q, k, v)]
+        dout_local = dispatch(dout, key)
+
+        def step():
+            with torch.no_grad():
+                out = calc_attn(*local, key)[0]
+            return out, grads(key, local, dout_local)
+
+        for switch in SWITCHES:
+            setattr(runtime, switch, False)
+        out, want = step()
+        for switch in SWITCHES:
+            setattr(runtime, switch, True)
+            got_out, got = step()
+            setattr(runtime, switch, False)
+            if not torch.equal(got_out, out):
+                errors.append(f"{name}: {switch} changed the output")
+            errors += bitwise_diffs(f"{name}: {switch}", got, want)
     return errors
 
 
-def test_early_reduce_changes_no_gradient_bit():
-    errors = run_on_two_ranks(_check_early_reduce)
+def test_runtime_switches_change_no_bit():
+    errors = run_on_two_ranks(_check_runtime_switches)
     assert not errors, errors
