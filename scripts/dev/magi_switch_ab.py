@@ -9,10 +9,11 @@ run.
 
 Variants (labels): magi's own key with runtime switches set while it is timed (``magi`` itself
 with every switch off; ``SWITCHED``: ``magi_early`` early_reduce, ``magi_gather`` gather_first,
-``magi_copy`` one_copy, ``magi_gather_copy`` both), and with ``--rebuilt`` two keys built
-again: ``magi_nopads`` (MAGI_ATTENTION_KV_PADS off) and ``magi_prio`` (over a process group
-whose NCCL stream is high-priority, its runtime's collectives stream too:
-MAGI_ATTENTION_COMM_PRIORITY; NCCL only). Correctness is the NCCL
+``magi_copy`` one_copy, ``magi_gather_copy`` both). ``--nopads`` adds a key built with
+MAGI_ATTENTION_KV_PADS off (``magi_nopads``); ``--prio`` (NCCL only) times magi's key with every
+switch on (``magi_all``) and a key over a process group whose NCCL stream is high-priority, its
+runtime's collectives stream too, with no switch (``magi_prio``) and every one
+(``magi_prio_all``) instead of ``SWITCHED``. Correctness is the NCCL
 test's job (tests/magi_attention/api/test_magi_attn_nccl.py); nothing is gated here.
 Rows: ``magi_switch_ab.csv`` as cp_ab.csv.
 """
@@ -44,10 +45,15 @@ def _high_priority_group(size: int):
 
 
 OFF = {"early_reduce": False, "comm_priority": False, "gather_first": False, "one_copy": False}
+ALL = {"early_reduce": True, "gather_first": True, "one_copy": True}
 SWITCHED = {"magi_early": {"early_reduce": True}, "magi_gather": {"gather_first": True},
             "magi_copy": {"one_copy": True},
             "magi_gather_copy": {"gather_first": True, "one_copy": True}}
-REBUILT = False  # --rebuilt
+# --prio: magi's own key with every switch, and a key over a high-priority NCCL group
+PRIO_SWITCHED = {"magi_all": ALL}
+PRIO = {"magi_prio": {"comm_priority": True}, "magi_prio_all": {**ALL, "comm_priority": True}}
+OPTIONS = {"--nopads": False, "--prio": False}
+_groups: dict = {}
 
 
 def _variants(config, choice, device, group):
@@ -60,16 +66,15 @@ def _variants(config, choice, device, group):
     if magi is None:
         return entries
     spec, strategy, local = magi
-    base = OFF
-    entries = [(label, s, loc, base if s is strategy else {}) for label, s, loc, _ in entries]
-    entries += [(label, strategy, local, {**base, **on}) for label, on in SWITCHED.items()]
-    if not REBUILT:
-        return entries
+    prio = OPTIONS["--prio"] and dist.get_backend() == "nccl"
+    entries = [(label, s, loc, OFF if s is strategy else {}) for label, s, loc, _ in entries]
+    entries += [(label, strategy, local, {**OFF, **on})
+                for label, on in (PRIO_SWITCHED if prio else SWITCHED).items()]
     mask = cell_mask(choice, config.seqlen_per_gpu[0] * cp_size, config.data, hw.num_heads_kv)
     inputs = make_inputs(config.shapes(mask.seqlen), device, seed=config.seed)
     kernel = LocalKernel(backend=config.local_kernel)
 
-    def again(label, group_, attrs, **switches):
+    def again(variants: dict, group_, **switches):
         saved = {name: getattr(env, name) for name in switches}
         try:
             for name, value in switches.items():
@@ -79,13 +84,16 @@ def _variants(config, choice, device, group):
             for name, value in saved.items():
                 setattr(env, name, value)
         shards = [s.shard(t[0]) for t in (inputs.q, inputs.k, inputs.v, inputs.dout)]
-        entries.append((label, s, shards, attrs))
+        entries.extend((label, s, shards, {**OFF, **on}) for label, on in variants.items())
         if dist.get_rank() == 0:
-            print(f"{choice.label} {label}: {s.notes}", flush=True)
+            print(f"{choice.label} {','.join(variants)}: {s.notes}", flush=True)
 
-    again("magi_nopads", group, base, KV_PADS=False)
-    if dist.get_backend() == "nccl":
-        again("magi_prio", _high_priority_group(cp_size), {**base, "comm_priority": True})
+    if OPTIONS["--nopads"]:
+        again({"magi_nopads": {}}, group, KV_PADS=False)
+    if prio:
+        if "prio" not in _groups:  # one group for every mask (each rank makes it alike)
+            _groups["prio"] = _high_priority_group(cp_size)
+        again(PRIO, _groups["prio"])
     return entries
 
 
@@ -116,10 +124,10 @@ def _set(strategy, attrs: dict) -> None:
 
 
 def main(argv=None) -> None:
-    global REBUILT
     argv = list(sys.argv[1:] if argv is None else argv)
-    REBUILT = "--rebuilt" in argv
-    args = parse_args([a for a in argv if a != "--rebuilt"], __doc__.splitlines()[0])
+    for flag in OPTIONS:
+        OPTIONS[flag] = flag in argv
+    args = parse_args([a for a in argv if a not in OPTIONS], __doc__.splitlines()[0])
     times = run(load_config(args.overrides), args.rounds, args.out, _mask_rounds,
                 name="magi_switch_ab")
     if times:  # rank 0
