@@ -92,11 +92,14 @@ class DistAttnRuntime:
         # the collectives' side stream made high-priority (env.COMM_PRIORITY; read at its
         # first use)
         self.comm_priority = env.COMM_PRIORITY
-        # the fused forward's cast gathered on the current stream, before the own KV's copies
-        # (not on the side stream, where the copies' CTAs delayed it: notes/magi_cp.md
-        # "Session 42"), and the own KV copied by one kernel writing whole k|v rows
+        # the own KV copied into the fused buffer by one kernel writing whole k|v rows (2 H200s,
+        # 16k causal_document: 35 us against 94 for the four strided copies it replaces;
+        # notes/magi_cp.md "Session 43"); False: one torch copy a piece of k and of v
+        self.one_copy = True
+        # the fused forward's cast gathered on the current stream before the own KV's copy, not
+        # on the side stream where the copies' CTAs delay it: measured no faster (the NCCL
+        # kernel still waits for the copy's CTAs unless its stream is high-priority), kept off
         self.gather_first = False
-        self.one_copy = False
         self._own_index: dict = {}
         self._streams: dict = {}
 
