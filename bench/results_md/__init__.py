@@ -103,7 +103,9 @@ from .h100 import d256_s39_flex, d256_s39_table, pack_s39_summary, pack_s39_tabl
 from .h200 import pytest_auto_s41
 from .h200x2 import (cast_env_s42_table, cp2_s41_below, cp2_s41_summary, cp2_s41_table,
                      cp2_s42_below, cp2_s42_equal_tokens, cp2_s42_summary, cp2_s42_table,
-                     profile_s42_table, rank_kernels_s42_table, trace_s42_prologues)
+                     cp2_s43_below, cp2_s43_equal_tokens, cp2_s43_summary, cp2_s43_table,
+                     cp2_s43_whole, profile_s42_table, rank_kernels_s42_table,
+                     switch_ab_s43_table, trace_s42_prologues, trace_s43_prologues)
 from .h100 import (bits_s41_table, fa4_sparse_s41_table, gluon_loop_s40_table, ncu_s41,
                    per_head_ab_s40, pytest_fa4_s41,
                    per_head_s40_table, pytest_s40, pytest_s41, qk_bwd_s40_table,
@@ -115,6 +117,13 @@ from .solver import dispatch_volume_extremes, dispatch_volume_table
 __all__ = ["SECTIONS", "RESULTS_MD", "main"]
 
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h200x2.cp2_s43_table": cp2_s43_table,
+    "h200x2.cp2_s43_summary": cp2_s43_summary,
+    "h200x2.cp2_s43_below": cp2_s43_below,
+    "h200x2.cp2_s43_equal_tokens": cp2_s43_equal_tokens,
+    "h200x2.cp2_s43_whole": cp2_s43_whole,
+    "h200x2.switch_ab_s43_table": switch_ab_s43_table,
+    "h200x2.trace_s43_prologues": trace_s43_prologues,
     "h200x2.cp2_s42_table": cp2_s42_table,
     "h200x2.cp2_s42_summary": cp2_s42_summary,
     "h200x2.cp2_s42_below": cp2_s42_below,

@@ -723,7 +723,9 @@ def cp2_s41_below() -> str:
 # -- session 42: issue 15's whole table at HEAD in results/h200x2/cp/ (16k: session 41's rows
 # with the runner's rounds; 64k: this session's, FA4's document masks from session 41; no CP
 # change between them), the 16k document cells taken apart, the cast's transport
-CP_S42 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
+# (its 16k rows moved to cp_history when session 43 measured 16k at its HEAD)
+CP_S42 = {f"{b}, {s}/GPU": (f"h200x2/cp_history/cp_h200x2__{b}_{s}__daf76280f383.csv"
+                            if s == "16k" else f"h200x2/cp/cp_h200x2__{b}_{s}.csv")
           for s in ("16k", "64k") for b in ("fa4", "triton")}
 PROFILE_S42 = "h200x2/cp_s42/profile_16k"
 CAST_ENV_S42 = "h200x2/cp_s42/nccl_env/cast_bandwidth_env.csv"
@@ -743,10 +745,14 @@ def cp2_s42_below() -> str:
 
 
 def cp2_s42_equal_tokens() -> str:
+    return _equal_tokens(CP_S42)
+
+
+def _equal_tokens(files: dict) -> str:
     """magi against the best baseline whose ranks hold equal token counts (HybridCP's rows with
     unequal shares left out)."""
     ratios = [(run, m, d, _magi_over_best(v))
-              for run, relpath in CP_S42.items()
+              for run, relpath in files.items()
               for (m, cp, d), v in sorted(_cp_cells(relpath, equal_tokens=True).items())
               if cp == 2 and "magi" in v and _baselines(v)]
     low = [f"{run.replace('/GPU', '')} {m} {d} {r:.3f}" for run, m, d, r in ratios if r < 1.0]
@@ -808,19 +814,95 @@ def cast_env_s42_table() -> str:
     return "\n".join(lines)
 
 
+def _steady_prologue(relpath: str) -> tuple[float, float, list[dict]]:
+    """(us between the last two forward kernels, the longest forward kernel's us, the GPU
+    events between those two) of a magi_trace.py trace: the first gap holds the profiler's
+    start, so the last one is the steady forward's prologue."""
+    import gzip
+    import json
+    with gzip.open(RESULTS / relpath) as f:
+        events = sorted((e for e in json.load(f)["traceEvents"]
+                         if e.get("ph") == "X" and e.get("cat") == "kernel"),
+                        key=lambda e: e["ts"])
+    fwd = [e for e in events if e["name"] == "_fwd_kernel"]
+    a, b = fwd[-2], fwd[-1]
+    between = [e for e in events if a["ts"] + a["dur"] <= e["ts"] < b["ts"]]
+    return b["ts"] - a["ts"] - a["dur"], max(e["dur"] for e in fwd), between
+
+
 def trace_s42_prologues() -> str:
     """The gaps before each steady forward kernel of the Triton causal_document trace, per rank
     (us from the end of one forward kernel to the start of the next)."""
-    import gzip
-    import json
     out = []
     for rank in (0, 1):
-        with gzip.open(RESULTS / TRACE_S42.format(rank)) as f:
-            events = sorted((e for e in json.load(f)["traceEvents"]
-                             if e.get("ph") == "X" and e.get("name") == "_fwd_kernel"),
-                            key=lambda e: e["ts"])
-        gaps = [b["ts"] - a["ts"] - a["dur"] for a, b in zip(events, events[1:])]
-        steady = gaps[-1]  # the first gap holds the profiler's start
-        kernel = max(e["dur"] for e in events)
+        steady, kernel, _ = _steady_prologue(TRACE_S42.format(rank))
         out.append(f"rank {rank}: {steady:.0f} us before a {kernel:.0f} us kernel")
+    return "; ".join(out)
+
+
+# -- session 43: issue 15's 16k cells at HEAD (the fused buffer's pads, on since session 42, and
+# the own KV copied by one row kernel), the runtime switches' interleaved A/Bs, kernel timelines
+CP_S43 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
+          for s in ("16k", "64k") for b in ("fa4", "triton")}
+CP_S43_16K = {run: path for run, path in CP_S43.items() if "16k" in run}
+SWITCH_AB_S43 = {"H200, switches": "h200x2/cp_s43/switch_ab_h200_early_gather_copy.csv",
+                 "H100, pads / early / priority": "h100x2/cp_s43/switch_ab_h100_pads_early_prio.csv",
+                 "H100, priority with the switches": "h100x2/cp_s43/switch_ab_h100_prio_all.csv"}
+TRACE_S43 = {"switches off": "h200x2/cp_s43/trace/trace_causal_document_triton_rank1.json.gz",
+             "gather_first, one_copy, early_reduce":
+             "h200x2/cp_s43/trace/trace_causal_document_triton_gather_first_one_copy_"
+             "early_reduce_rank1.json.gz"}
+
+
+def cp2_s43_table() -> str:
+    return cp2_s16_table(CP_S43_16K)
+
+
+def cp2_s43_summary() -> str:
+    return cp2_s16_summary(CP_S43_16K)
+
+
+def cp2_s43_below() -> str:
+    return _cp2_below(CP_S43_16K)
+
+
+def cp2_s43_equal_tokens() -> str:
+    return _equal_tokens(CP_S43_16K)
+
+
+def cp2_s43_whole() -> str:
+    """The whole table now in results/h200x2/cp/ (16k at this session's HEAD, 64k at session
+    42's): cells at cp 2 where magi >= the best baseline."""
+    return cp2_s16_summary(CP_S43).split("; ")[-1]
+
+
+def switch_ab_s43_table() -> str:
+    """Per A/B run, mask and direction: magi's median ms over the rounds (every switch off) and
+    each variant's speed against it (magi ms / variant ms), HybridCP's too."""
+    lines = ["| run | mask | dir | magi ms | each variant's speed: magi ms / its ms | "
+             "hybrid_cp's: magi ms / its ms |",
+             "|---|---|---|---|---|---|"]
+    for run, relpath in SWITCH_AB_S43.items():
+        med = pd.read_csv(RESULTS / relpath).groupby(
+            ["mask", "strategy", "direction"], sort=False).ms.median()
+        for (mask, direction), cell in med.groupby(level=[0, 2], sort=False):
+            cell = cell.droplevel([0, 2])
+            magi = cell["magi"]
+            variants = ", ".join(f"{k.removeprefix('magi_')} {magi / v:.3f}"
+                                 for k, v in cell.items() if k.startswith("magi_"))
+            lines.append(f"| {run} | {mask} | {direction} | {magi:.3f} | {variants} | "
+                         f"{magi / cell['hybrid_cp']:.3f} |")
+    return "\n".join(lines)
+
+
+def trace_s43_prologues() -> str:
+    """Rank 1's steady forward prologue in the two Triton causal_document traces, and the own
+    KV's copies in it (the strided torch copies, or the one row kernel)."""
+    out = []
+    for label, relpath in TRACE_S43.items():
+        steady, _, between = _steady_prologue(relpath)
+        copies = [e["dur"] for e in between if e["name"] == "_copy_rows_pair_kernel"
+                  or e["name"].startswith("void at::native::elementwise_kernel<128, 4")]
+        out.append(f"{label}: {steady:.0f} us before the kernel, own KV copies "
+                   f"{' + '.join(f'{d:.0f}' for d in copies)} us")
     return "; ".join(out)
