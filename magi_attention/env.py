@@ -28,6 +28,7 @@ MAGI_ATTENTION_COMM_PRIORITY (default 0)
     that run beside it on the current stream (a trace on 2 H200s, notes/magi_cp.md "Session 42":
     those copies delayed the cast's start by ~65 us a forward). The collective itself runs on
     the process group's stream: pass ``is_high_priority_stream`` in its NCCL options too.
+    Measured no faster end to end on 2 GPUs (RESULTS.md "Session 43").
 MAGI_ATTENTION_KV_PADS (default 1)
     Whether MagiAttention's fused KV buffer puts a few unused, zero-filled keys before a segment
     so that its longest own run starts on its rows' 128-key tile grid, where that splits no
@@ -37,9 +38,10 @@ MAGI_ATTENTION_KV_PADS (default 1)
 MAGI_ATTENTION_EARLY_REDUCE (default 0)
     Whether the CP runtime's fused backward starts the group-reduce of the received keys' dK/dV
     before it rounds the Triton kernel's fp32 dq to q's dtype, so that the rounding (a read of
-    4 bytes an element of dq) runs while the reduce travels (a trace on 2 H200s: 185 us of dq
-    rounding, then 92 us of reduce, one after the other). Read when a runtime is built
-    (``DistAttnRuntime.early_reduce``).
+    4 bytes an element of dq) can run while the reduce travels (a trace on 2 H200s: 185 us of
+    dq rounding, then 92 us of reduce, one after the other). Measured no faster end to end (the
+    NCCL kernel waits for the rounding's CTAs unless its stream is high-priority; RESULTS.md
+    "Session 43"). Read when a runtime is built (``DistAttnRuntime.early_reduce``).
 MAGI_ATTENTION_LOG_LEVEL
     Level of the ``magi_attention`` logger, a ``logging`` level name (default WARNING); set on
     that logger when this module is first imported (``magi_attention.functional`` imports it).

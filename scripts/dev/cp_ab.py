@@ -119,14 +119,23 @@ def _rounds(config, rounds, out, device, comm_device, group, mask_rounds, name, 
 
 def _mask_rounds(config, choice, rounds, write, device, comm_device, group) -> dict:
     """{(mask, label, direction): [ms per round]} of one mask's strategies."""
-    hw = config.hardware
     labels, built = build(config, device, group, choice)
     calls = [{d: timed_call(strategy, local, d) for d in config.directions}
              for strategy, local in built]
+    return timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group)
+
+
+def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group,
+                 before=None) -> dict:
+    """{(mask, label, direction): [ms per round]}: each label's calls ({direction: fn}) timed
+    in turn, round after round; ``before(i)``, where given, runs before the i-th label's."""
+    hw = config.hardware
     agree = agreed_count(group, comm_device)
     times: dict = {}
     for r in range(rounds):
-        for label, fns in zip(labels, calls):
+        for i, (label, fns) in enumerate(zip(labels, calls)):
+            if before is not None:
+                before(i)
             for direction in config.directions:
                 ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms, agree)
                 ms = group_max(ms, group, comm_device)

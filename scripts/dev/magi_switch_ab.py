@@ -27,11 +27,10 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cp_ab import build, load_config, parse_args, run, summary  # noqa: E402
+from cp_ab import build, load_config, parse_args, run, summary, timed_rounds  # noqa: E402
 
 from bench.cp.local_kernel import LocalKernel  # noqa: E402
-from bench.cp.runner import agreed_count, build_strategy, group_max, timed_call  # noqa: E402
-from bench.metrics import time_cuda_ms  # noqa: E402
+from bench.cp.runner import build_strategy, timed_call  # noqa: E402
 from bench.problem import make_inputs  # noqa: E402
 from bench.sweep import cell_mask  # noqa: E402
 from magi_attention import env  # noqa: E402
@@ -98,23 +97,13 @@ def _variants(config, choice, device, group):
 
 
 def _mask_rounds(config, choice, rounds, write, device, comm_device, group) -> dict:
-    hw = config.hardware
     entries = _variants(config, choice, device, group)
     calls = []
     for label, strategy, local, attrs in entries:
         _set(strategy, attrs)  # the backward's graph is recorded under the variant's switches
         calls.append({d: timed_call(strategy, local, d) for d in config.directions})
-    agree = agreed_count(group, comm_device)
-    times: dict = {}
-    for r in range(rounds):
-        for (label, strategy, _, attrs), fns in zip(entries, calls):
-            _set(strategy, attrs)
-            for direction in config.directions:
-                ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms, agree)
-                ms = group_max(ms, group, comm_device)
-                times.setdefault((choice.label, label, direction), []).append(ms)
-                write([choice.label, label, direction, r, f"{ms:.4f}"])
-    return times
+    return timed_rounds(config, choice, [e[0] for e in entries], calls, rounds, write,
+                        comm_device, group, before=lambda i: _set(entries[i][1], entries[i][3]))
 
 
 def _set(strategy, attrs: dict) -> None:
