@@ -126,6 +126,17 @@ class DistAttnRuntime:
             if attn.num_slices and hasattr(module, "prepare"):
                 module.prepare(attn.plan, head_dim, torch.device(device),
                                group=num_heads_q // max(num_heads_kv, 1))
+        # the row indices the calls move tokens by, on the device now: the casts' sent rows
+        # and, where the fused stage runs, the own KV's rows in the shard and in its buffer
+        # (cached by the device's name, so "cuda" is named as the tensors will name it)
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        for stage in self.meta.stages:
+            stage.cast.send_index(device)
+        if self.meta.fused is not None:
+            for side in ("local", "buffer"):
+                self._own_rows(device, side)
         return name
 
     def _stream(self, device: torch.device, role: str = "comm"):
