@@ -1,4 +1,4 @@
-"""Interleaved A/B of MagiAttention's off-by-default switches on one launch: each mask's config
+"""Interleaved A/B of MagiAttention's runtime switches on one launch: each mask's config
 strategies (e.g. magi and hybrid_cp) plus magi again with one switch flipped, all timed in turn,
 round after round (cp_ab.py's way), so each variant's ratio to the same baseline comes from one
 run.
@@ -13,8 +13,9 @@ with every switch off; ``SWITCHED``: ``magi_early`` early_reduce, ``magi_gather`
 MAGI_ATTENTION_KV_PADS off (``magi_nopads``); ``--prio`` (NCCL only) times magi's key with every
 switch on (``magi_all``) and a key over a process group whose NCCL stream is high-priority, its
 runtime's collectives stream too, with no switch (``magi_prio``) and every one
-(``magi_prio_all``) instead of ``SWITCHED``. Correctness is the NCCL
-test's job (tests/magi_attention/api/test_magi_attn_nccl.py); nothing is gated here.
+(``magi_prio_all``) instead of ``SWITCHED``. ``magi`` runs with one_copy off although the
+library now turns it on. Correctness is the NCCL test's job
+(tests/magi_attention/api/test_magi_attn_nccl.py); nothing is gated here.
 Rows: ``magi_switch_ab.csv`` as cp_ab.csv.
 """
 from __future__ import annotations
