@@ -99,6 +99,7 @@ def main(argv=None) -> None:
                "symm_pull": lambda n: symm_copy(n, "pull"),
                "symm_push": lambda n: symm_copy(n, "push")}
     rows = []
+    setting = os.environ.get("CAST_ENV", "")  # the NCCL setting a row was measured under
     args.out.mkdir(parents=True, exist_ok=True)
     for mb in args.mb:
         numel = int(mb * 1e6) // 2
@@ -106,10 +107,10 @@ def main(argv=None) -> None:
             try:
                 us = _time_us(make(numel), args.warmup, args.repeat)
                 row = dict(method=name, mb=mb, us=round(us, 1), gb_per_s=round(mb * 1e3 / us, 1),
-                           env=os.environ.get("CAST_ENV", ""))
+                           env=setting)
             except Exception as e:  # a method this torch build lacks: say so, keep the rest
                 row = dict(method=name, mb=mb, us="", gb_per_s=f"X {type(e).__name__}: {e}"[:200],
-                           env=os.environ.get("CAST_ENV", ""))
+                           env=setting)
             rows.append(row)
             if rank == 0:
                 print(row, flush=True)
