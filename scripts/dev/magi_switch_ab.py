@@ -14,7 +14,9 @@ MAGI_ATTENTION_KV_PADS off (``magi_nopads``); ``--prio`` (NCCL only) times magi'
 switch on (``magi_all``) and a key over a process group whose NCCL stream is high-priority, its
 runtime's collectives stream too, with no switch (``magi_prio``) and every one
 (``magi_prio_all``) instead of ``SWITCHED``. ``magi`` runs with one_copy off although the
-library now turns it on. Correctness is the NCCL test's job
+library now turns it on, but under ``--grid``: then ``magi`` has one_copy on and the variants
+(``GRID``) set ``copy_programs_per_sm`` (the own KV's copy on a strided grid) and
+``one_gather`` (the backward's received dK|dV by one row kernel). Correctness is the NCCL test's job
 (tests/magi_attention/api/test_magi_attn_nccl.py); nothing is gated here.
 Rows: ``magi_switch_ab.csv`` as cp_ab.csv.
 """
@@ -44,7 +46,8 @@ def _high_priority_group(size: int):
     return dist.new_group(list(range(size)), pg_options=options)
 
 
-OFF = {"early_reduce": False, "comm_priority": False, "gather_first": False, "one_copy": False}
+OFF = {"early_reduce": False, "comm_priority": False, "gather_first": False, "one_copy": False,
+       "copy_programs_per_sm": 0, "one_gather": False}
 ALL = {"early_reduce": True, "gather_first": True, "one_copy": True}
 SWITCHED = {"magi_early": {"early_reduce": True}, "magi_gather": {"gather_first": True},
             "magi_copy": {"one_copy": True},
@@ -52,7 +55,14 @@ SWITCHED = {"magi_early": {"early_reduce": True}, "magi_gather": {"gather_first"
 # --prio: magi's own key with every switch, and a key over a high-priority NCCL group
 PRIO_SWITCHED = {"magi_all": ALL}
 PRIO = {"magi_prio": {"comm_priority": True}, "magi_prio_all": {**ALL, "comm_priority": True}}
-OPTIONS = {"--nopads": False, "--prio": False}
+# --grid: magi with one_copy on (the library's default) against the own KV's copy on a strided
+# grid of a few programs an SM (so the cast's NCCL kernel runs beside it) and the backward's
+# received dK|dV gathered by one row kernel
+GRID_BASE = {**OFF, "one_copy": True}
+GRID = {"magi_grid4": {"copy_programs_per_sm": 4}, "magi_grid8": {"copy_programs_per_sm": 8},
+        "magi_gather1": {"one_gather": True},
+        "magi_grid8_gather1": {"copy_programs_per_sm": 8, "one_gather": True}}
+OPTIONS = {"--nopads": False, "--prio": False, "--grid": False}
 _groups: dict = {}
 
 
@@ -67,9 +77,10 @@ def _variants(config, choice, device, group):
         return entries
     spec, strategy, local = magi
     prio = OPTIONS["--prio"] and dist.get_backend() == "nccl"
-    entries = [(label, s, loc, OFF if s is strategy else {}) for label, s, loc, _ in entries]
-    entries += [(label, strategy, local, {**OFF, **on})
-                for label, on in (PRIO_SWITCHED if prio else SWITCHED).items()]
+    base = GRID_BASE if OPTIONS["--grid"] else OFF
+    switched = GRID if OPTIONS["--grid"] else PRIO_SWITCHED if prio else SWITCHED
+    entries = [(label, s, loc, base if s is strategy else {}) for label, s, loc, _ in entries]
+    entries += [(label, strategy, local, {**base, **on}) for label, on in switched.items()]
     mask = cell_mask(choice, config.seqlen_per_gpu[0] * cp_size, config.data, hw.num_heads_kv)
     inputs = make_inputs(config.shapes(mask.seqlen), device, seed=config.seed)
     kernel = LocalKernel(backend=config.local_kernel)

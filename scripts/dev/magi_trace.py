@@ -5,8 +5,9 @@ forward's fused path (the cast, the own KV's copies, the kernel) and the backwar
     torchrun --nproc-per-node 2 scripts/dev/magi_trace.py --out $OUT [--mask causal_document] \
         [--on gather_first --on one_copy ...]
 
-``--on NAME`` sets the runtime attribute NAME (early_reduce, gather_first, one_copy) before the
-first call; the trace's file name lists them.
+``--on NAME`` sets the runtime attribute NAME (early_reduce, gather_first, one_copy, one_gather)
+to True before the first call, ``--on NAME=N`` to the integer N (copy_programs_per_sm=8); the
+trace's file name lists them.
 """
 from __future__ import annotations
 
@@ -51,10 +52,11 @@ def main() -> None:
                      HKV)
     strategy = MagiAttention(mask, None, num_heads_q=HQ, num_heads_kv=HKV,
                              kernel=LocalKernel(args.backend), balance="timed")
-    for name in args.on:
+    for switch in args.on:
+        name, _, value = switch.partition("=")
         if not hasattr(strategy.key.runtime, name):
             raise SystemExit(f"--on {name}: the runtime has no such switch")
-        setattr(strategy.key.runtime, name, True)
+        setattr(strategy.key.runtime, name, int(value) if value else True)
     g = torch.Generator(device="cuda").manual_seed(0)
     make = lambda h: torch.randn(seqlen, h, D, device="cuda", generator=g).bfloat16()  # noqa: E731
     q, k, v, dout = (strategy.shard(make(h)) for h in (HQ, HKV, HKV, HQ))
@@ -81,7 +83,8 @@ def main() -> None:
             bwd()
         torch.cuda.synchronize()
     args.out.mkdir(parents=True, exist_ok=True)
-    tag = ("_high" if options is not None else "") + "".join(f"_{n}" for n in args.on)
+    tag = ("_high" if options is not None else "") + "".join(f"_{n.replace('=', '')}"
+                                                             for n in args.on)
     raw = args.out / f"trace_{args.mask}_{args.backend}{tag}_rank{rank}.json"
     prof.export_chrome_trace(str(raw))
     with raw.open("rb") as src, gzip.open(f"{raw}.gz", "wb") as dst:
