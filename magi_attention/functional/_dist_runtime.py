@@ -101,13 +101,12 @@ class DistAttnRuntime:
         # kernel still waits for the copy's CTAs unless its stream is high-priority), kept off
         self.gather_first = False
         # the own KV's copy by at most this many programs an SM, each striding over the rows, so
-        # the cast's NCCL kernel finds thread slots beside it and the two run at once (0: one
-        # program a row, whose CTAs fill every SM until the copy ends)
+        # the cast's NCCL kernel finds thread slots beside it (0: one program a row, whose CTAs
+        # fill every SM until the copy ends). 8 on 2 H100s (session 44's trace): the copy then
+        # overlapped the cast's two gathers, which it slowed (11-15 -> 26-30 us), and the
+        # prologue stayed ~145-165 us; kept off
         self.copy_programs_per_sm = 0
-        # the fused backward gathers the received keys' dK|dV for the reduce by one row kernel
-        # (dk and dv rows side by side) instead of a cat a piece and one of the two halves
-        self.one_gather = False
-        self._rows_index: dict = {}
+        self._own_index: dict = {}
         self._sm_count: dict = {}
         self._streams: dict = {}
 
@@ -143,9 +142,8 @@ class DistAttnRuntime:
         for stage in self.meta.stages:
             stage.cast.send_index(device)
         if self.meta.fused is not None:
-            for which in ("own", "recv"):
-                for side in ("local", "buffer"):
-                    self._layout_rows(device, which, side)
+            for side in ("local", "buffer"):
+                self._own_rows(device, side)
             self._copy_programs(device)
         return name
 
@@ -382,8 +380,8 @@ class DistAttnRuntime:
             (k, v), 0, out=None if recv_at is None else kv_all[recv_at:recv_at + recv],
             side=not self.gather_first))
         if self.one_copy:  # while the cast is in flight
-            range_copy_stacked_(kv_all, self._layout_rows(k.device, "own", "buffer"), (k, v),
-                                self._layout_rows(k.device, "own", "local"),
+            range_copy_stacked_(kv_all, self._own_rows(k.device, "buffer"), (k, v),
+                                self._own_rows(k.device, "local"),
                                 programs=self._copy_programs(k.device))
         else:
             for src, dst, m in lay.own_copies:
@@ -399,19 +397,16 @@ class DistAttnRuntime:
 
         return kv_all, landing
 
-    def _layout_rows(self, device: torch.device, which: str, side: str) -> torch.Tensor:
-        """The rows of the fused layout's ``which`` copies ("own": the own KV's, "recv": the
-        received KV's), int64 on ``device`` (built once per device): "local" in their source
-        (the shard; the cast's buffer), "buffer" in the fused KV buffer."""
-        key = (str(device), which, side)
-        if key not in self._rows_index:
-            lay = self.meta.fused_layout
-            copies = lay.own_copies if which == "own" else lay.recv_copies
+    def _own_rows(self, device: torch.device, side: str) -> torch.Tensor:
+        """The own tokens' rows of the fused layout's own copies, int64 on ``device`` (built once
+        per device): "local" in the shard, "buffer" in the fused KV buffer."""
+        key = (str(device), side)
+        if key not in self._own_index:
             at = 0 if side == "local" else 1
-            ranges = np.array([(c[at], c[at] + c[2]) for c in copies],
+            ranges = np.array([(c[at], c[at] + c[2]) for c in self.meta.fused_layout.own_copies],
                               dtype=np.int64).reshape(-1, 2)
-            self._rows_index[key] = torch.from_numpy(ranges_to_index(ranges)).to(device)
-        return self._rows_index[key]
+            self._own_index[key] = torch.from_numpy(ranges_to_index(ranges)).to(device)
+        return self._own_index[key]
 
     def _copy_programs(self, device: torch.device) -> int | None:
         """The row copies' program count (``copy_programs_per_sm`` a multiprocessor), None for
@@ -508,16 +503,8 @@ class DistAttnRuntime:
             kv_all = self._fused_kv(k, v)
         dq, dk_all, dv_all = self._bwd(dout, q, kv_all[:, :h], kv_all[:, h:], out, lse,
                                        self.meta.fused, backend, dq_fp32=self.early_reduce)
-        if self.one_gather:  # dk and dv rows side by side in the cast's order, one kernel
-            recv = self.meta.stages[0].cast.recv_seqlen
-            partial = range_copy_stacked_(
-                dk_all.new_empty((recv, 2 * h, dk_all.shape[2])),
-                self._layout_rows(dk_all.device, "recv", "local"), (dk_all, dv_all),
-                self._layout_rows(dk_all.device, "recv", "buffer"),
-                programs=self._copy_programs(dk_all.device))
-        else:
-            partial = torch.cat([_gather(dk_all, lay.recv_copies),
-                                 _gather(dv_all, lay.recv_copies)], dim=1)
+        partial = torch.cat([_gather(dk_all, lay.recv_copies), _gather(dv_all, lay.recv_copies)],
+                            dim=1)
         # the own part is read where the kernel wrote it (a view when it is one piece)
         own = (_gather(dk_all, lay.own_copies), _gather(dv_all, lay.own_copies))
         finish = self._reduce_into_own(partial, lambda: own)

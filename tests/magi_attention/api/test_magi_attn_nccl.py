@@ -51,10 +51,10 @@ OVERLAPS = {"whole": dict(fused=True, cut="none"), "split": dict(fused=True, spl
             "timed": dict(balance="timed"),
             # whole, with the runtime's ordering switches on: the reduce started before the fp32
             # dq is rounded (Triton's dq_fp32), the cast gathered on the current stream, the own
-            # KV copied by one row kernel on a strided grid, the received dK|dV gathered by one
+            # KV copied by one row kernel on a strided grid
             "switches": dict(fused=True, cut="none")}
 RUNTIME = {"switches": dict(early_reduce=True, gather_first=True, one_copy=True,
-                            copy_programs_per_sm=8, one_gather=True)}
+                            copy_programs_per_sm=8)}
 DISPATCH = {"unequal": ("unequal_runs", 128)}  # (dispatch_alg, chunk_size); else balanced_runs
 
 
