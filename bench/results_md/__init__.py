@@ -111,12 +111,21 @@ from .h100 import (bits_s41_table, fa4_sparse_s41_table, gluon_loop_s40_table, n
                    per_head_s40_table, pytest_s40, pytest_s41, qk_bwd_s40_table,
                    sparse_s40_table, sparse_s40_verdict, sparse_s41_table, sparse_s41_verdict)
 from .h100x2 import cp2_s39_below, cp2_s39_summary, cp2_s39_table, pytest_nccl_s39
+from .h100x2 import pytest_nccl_s44, switch_ab_s44_table, trace_s44_prologues
+from .h200x2 import cp2_s44_below, cp2_s44_equal_tokens, cp2_s44_summary, cp2_s44_table
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
 
 __all__ = ["SECTIONS", "RESULTS_MD", "main"]
 
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h200x2.cp2_s44_table": cp2_s44_table,
+    "h200x2.cp2_s44_summary": cp2_s44_summary,
+    "h200x2.cp2_s44_below": cp2_s44_below,
+    "h200x2.cp2_s44_equal_tokens": cp2_s44_equal_tokens,
+    "h100x2.switch_ab_s44_table": switch_ab_s44_table,
+    "h100x2.trace_s44_prologues": trace_s44_prologues,
+    "h100x2.pytest_nccl_s44": pytest_nccl_s44,
     "h200x2.cp2_s43_table": cp2_s43_table,
     "h200x2.cp2_s43_summary": cp2_s43_summary,
     "h200x2.cp2_s43_below": cp2_s43_below,

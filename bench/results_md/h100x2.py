@@ -11,6 +11,7 @@ from ._common import (DOC_MASKS, UNEQUAL_S28, _ab_medians, _cp2_below, _cp_cells
                       cp_only_wins)
 from ._paths import RESULTS
 from .h200x2 import CP_S33 as CP_S33_H200X2
+from .h200x2 import _steady_prologue, switch_ab_table
 
 
 # -- session 25: 2 H100s (the first 2-GPU machine since session 20; no 2 x H200 was lent) -----
@@ -587,3 +588,34 @@ def cp2_s39_below() -> str:
 
 def pytest_nccl_s39() -> str:
     return _pytest_counts("h100x2/cp_s39/pytest_plan_nccl_triton.log")
+
+
+# -- session 44: the own KV's copy on a strided grid (copy_programs_per_sm) and the received
+# keys' dK|dV gathered by one row kernel (one_gather, removed after this run), 2 H100s
+SWITCH_AB_S44 = {"H100, copy grid / one gather": "h100x2/cp_s44/switch_ab_grid.csv"}
+TRACE_S44 = {"one_copy": "h100x2/cp_s44/trace/trace_causal_document_triton_one_copy_rank{}.json.gz",
+             "copy grid 8 + one gather": "h100x2/cp_s44/trace/trace_causal_document_triton_"
+                                         "one_copy_copy_programs_per_sm8_one_gather_rank{}.json.gz"}
+PYTEST_S44 = "h100x2/cp_s44/pytest_nccl_triton.txt"
+
+
+def switch_ab_s44_table() -> str:
+    return switch_ab_table(SWITCH_AB_S44)
+
+
+def trace_s44_prologues() -> str:
+    """Each trace's steady forward prologue per rank, and the kernels in it (us)."""
+    short = {"_copy_rows_pair_kernel": "copy", "_gather_rows_kernel": "gather",
+             "ncclDevKernel_SendRecv": "nccl"}
+    out = []
+    for label, pattern in TRACE_S44.items():
+        for rank in (0, 1):
+            steady, _, between = _steady_prologue(pattern.format(rank))
+            parts = ", ".join(f"{short[name]} {e['dur']:.0f}" for e in between
+                              for name in short if e["name"].startswith(name))
+            out.append(f"{label}, rank {rank}: {steady:.0f} us ({parts})")
+    return "; ".join(out)
+
+
+def pytest_nccl_s44() -> str:
+    return _pytest_counts(PYTEST_S44)

@@ -723,9 +723,11 @@ def cp2_s41_below() -> str:
 # -- session 42: issue 15's whole table at HEAD in results/h200x2/cp/ (16k: session 41's rows
 # with the runner's rounds; 64k: this session's, FA4's document masks from session 41; no CP
 # change between them), the 16k document cells taken apart, the cast's transport
-# (its 16k rows moved to cp_history when session 43 measured 16k at its HEAD)
+# (its 16k rows moved to cp_history when session 43 measured 16k at its HEAD, its 64k rows when
+# session 44 measured the 64k document masks at its HEAD)
 CP_S42 = {f"{b}, {s}/GPU": (f"h200x2/cp_history/cp_h200x2__{b}_{s}__daf76280f383.csv"
-                            if s == "16k" else f"h200x2/cp/cp_h200x2__{b}_{s}.csv")
+                            if s == "16k" else
+                            f"h200x2/cp_history/cp_h200x2__{b}_{s}__f848813cf422.csv")
           for s in ("16k", "64k") for b in ("fa4", "triton")}
 PROFILE_S42 = "h200x2/cp_s42/profile_16k"
 CAST_ENV_S42 = "h200x2/cp_s42/nccl_env/cast_bandwidth_env.csv"
@@ -842,7 +844,8 @@ def trace_s42_prologues() -> str:
 
 # -- session 43: issue 15's 16k cells at HEAD (the fused buffer's pads, on since session 42, and
 # the own KV copied by one row kernel), the runtime switches' interleaved A/Bs, kernel timelines
-CP_S43 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
+CP_S43 = {f"{b}, {s}/GPU": (f"h200x2/cp/cp_h200x2__{b}_{s}.csv" if s == "16k" else
+                            f"h200x2/cp_history/cp_h200x2__{b}_{s}__f848813cf422.csv")
           for s in ("16k", "64k") for b in ("fa4", "triton")}
 CP_S43_16K = {run: path for run, path in CP_S43.items() if "16k" in run}
 SWITCH_AB_S43 = {"H200, switches": "h200x2/cp_s43/switch_ab_h200_early_gather_copy.csv",
@@ -877,12 +880,16 @@ def cp2_s43_whole() -> str:
 
 
 def switch_ab_s43_table() -> str:
-    """Per A/B run, mask and direction: magi's median ms over the rounds (every switch off) and
-    each variant's speed against it (magi ms / variant ms), HybridCP's too."""
+    return switch_ab_table(SWITCH_AB_S43)
+
+
+def switch_ab_table(runs: dict[str, str]) -> str:
+    """Per A/B run (magi_switch_ab.py's rows), mask and direction: magi's median ms over the
+    rounds and each variant's speed against it (magi ms / variant ms), HybridCP's too."""
     lines = ["| run | mask | dir | magi ms | each variant's speed: magi ms / its ms | "
              "hybrid_cp's: magi ms / its ms |",
              "|---|---|---|---|---|---|"]
-    for run, relpath in SWITCH_AB_S43.items():
+    for run, relpath in runs.items():
         med = pd.read_csv(RESULTS / relpath).groupby(
             ["mask", "strategy", "direction"], sort=False).ms.median()
         for (mask, direction), cell in med.groupby(level=[0, 2], sort=False):
@@ -906,3 +913,28 @@ def trace_s43_prologues() -> str:
         out.append(f"{label}: {steady:.0f} us before the kernel, own KV copies "
                    f"{' + '.join(f'{d:.0f}' for d in copies)} us")
     return "; ".join(out)
+
+
+# -- session 44: issue 15's 64k document cells at HEAD (both kernels, the runner's rounds 3);
+# the whole table in results/h200x2/cp/ (16k at session 43's HEAD, 64k full and causal at
+# session 42's)
+CP_S44 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
+          for s in ("16k", "64k") for b in ("fa4", "triton")}
+CP_S44_64K = {run: path for run, path in CP_S44.items() if "64k" in run}
+
+
+def cp2_s44_table() -> str:
+    """The 64k rows now in results/h200x2/cp/ (document masks this session's)."""
+    return cp2_s16_table(CP_S44_64K)
+
+
+def cp2_s44_summary() -> str:
+    return cp2_s16_summary(CP_S44)
+
+
+def cp2_s44_below() -> str:
+    return _cp2_below(CP_S44)
+
+
+def cp2_s44_equal_tokens() -> str:
+    return _equal_tokens(CP_S44)
