@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -408,12 +409,30 @@ class CPBenchConfig(SweepConfig):
         return Shapes(1, seqlen, hw.num_heads_q, hw.num_heads_kv, hw.head_dim, hw.dtype)
 
 
+GPU_PRESETS = ("b200", "h200", "h100")  # presets named after a GPU, matched in its name
+
+
 def auto_preset() -> str:
     """cpu without CUDA; else the preset named in the GPU's name (h100 when none matches)."""
     if not torch.cuda.is_available():
         return "cpu"
     gpu = torch.cuda.get_device_name().lower()
-    return next((p for p in ("b200", "h200", "h100") if p in gpu), "h100")
+    return next((p for p in GPU_PRESETS if p in gpu), "h100")
+
+
+def preset_mismatch(name: str) -> str | None:
+    """Why a GPU preset does not fit this machine's GPU (hardware=h100 on an H200: the rows,
+    files and plots are then named h100 while ``gpu_name`` says H200), or None where it fits
+    or the GPU is none of the presets'."""
+    if name not in GPU_PRESETS or not torch.cuda.is_available():
+        return None
+    gpu = torch.cuda.get_device_name()
+    named = next((p for p in GPU_PRESETS if p in gpu.lower()), None)
+    if named is None or named == name:
+        return None
+    return (f"hardware={name} on an {gpu}: its rows, result files and plots are named {name} "
+            f"(each row's gpu_name says {gpu}); hardware={named} or hardware=auto names them "
+            f"after this GPU")
 
 
 def resolve_hardware(hardware: Mapping[str, Any], configs_dir: Path = CONFIGS_DIR) -> HardwareConfig:
@@ -435,6 +454,9 @@ def resolve_hardware(hardware: Mapping[str, Any], configs_dir: Path = CONFIGS_DI
         raise ValueError(f"hardware preset {values.get('name')!r} leaves {missing} unset")
     values["seqlens"] = tuple(values["seqlens"])
     values["kernels"] = tuple(values["kernels"])
+    mismatch = preset_mismatch(values["name"])
+    if mismatch:
+        warnings.warn(mismatch, stacklevel=2)
     return HardwareConfig(**values)
 
 

@@ -121,3 +121,24 @@ def test_cli_multirun_writes_one_file_per_job(tmp_path):
     files = sorted(p.name for p in (tmp_path / "results" / "kernels").glob("*.csv"))
     assert files == ["default__directions=_fwd___kernel=naive__mask=full__seqlens=_64_.csv",
                      "default__directions=_fwd___kernel=sdpa_math__mask=full__seqlens=_64_.csv"]
+
+
+@pytest.mark.parametrize("gpu, preset, warns", [
+    ("NVIDIA H200", "h100", True), ("NVIDIA H100 80GB HBM3", "h200", True),
+    ("NVIDIA H100 80GB HBM3", "h100", False), ("NVIDIA A100-SXM4-80GB", "h100", False),
+    ("NVIDIA H200", "cpu", False)])
+def test_a_gpu_preset_on_another_gpu_warns(monkeypatch, gpu, preset, warns):
+    """hardware=h100 on an H200 names the rows h100: the run says so once, at resolve time."""
+    import warnings
+
+    import torch
+
+    from bench.config import resolve_hardware
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: gpu)
+    values = dict(_compose(f"hardware={preset}").hardware)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert resolve_hardware(values).name == preset
+    said = [str(w.message) for w in caught if f"hardware={preset} on an {gpu}" in str(w.message)]
+    assert len(said) == int(warns), [str(w.message) for w in caught]
