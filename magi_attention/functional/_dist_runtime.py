@@ -106,6 +106,9 @@ class DistAttnRuntime:
         # overlapped the cast's two gathers, which it slowed (11-15 -> 26-30 us), and the
         # prologue stayed ~145-165 us; kept off
         self.copy_programs_per_sm = 0
+        # the cast's k and v gathered into its send buffer by one row kernel writing whole rows
+        # (range_gather_stacked's positions) instead of one kernel each writing half-rows
+        self.pair_gather = False
         self._own_index: dict = {}
         self._sm_count: dict = {}
         self._streams: dict = {}
@@ -141,6 +144,7 @@ class DistAttnRuntime:
             device = torch.device("cuda", torch.cuda.current_device())
         for stage in self.meta.stages:
             stage.cast.send_index(device)
+            stage.cast.send_positions(device)
         if self.meta.fused is not None:
             for side in ("local", "buffer"):
                 self._own_rows(device, side)
@@ -174,7 +178,8 @@ class DistAttnRuntime:
                                    self._stream(kv.device))
         device = kv.device if isinstance(kv, torch.Tensor) else kv[0].device
         return group_cast(kv, self.meta.stages[stage].cast, self.group,
-                          self._stream(device) if side else None, out=out)
+                          self._stream(device) if side else None, out=out,
+                          whole_rows=self.pair_gather)
 
     def _reduce(self, partial: torch.Tensor, out, stage: int):
         """Group-reduce stage ``stage``'s ``partial`` into ``out``: one accumulator, or
