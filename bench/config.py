@@ -412,12 +412,16 @@ class CPBenchConfig(SweepConfig):
 GPU_PRESETS = ("b200", "h200", "h100")  # presets named after a GPU, matched in its name
 
 
+def _named_preset(gpu: str) -> str | None:
+    """The GPU preset named in a GPU's name, or None."""
+    return next((p for p in GPU_PRESETS if p in gpu.lower()), None)
+
+
 def auto_preset() -> str:
     """cpu without CUDA; else the preset named in the GPU's name (h100 when none matches)."""
     if not torch.cuda.is_available():
         return "cpu"
-    gpu = torch.cuda.get_device_name().lower()
-    return next((p for p in GPU_PRESETS if p in gpu), "h100")
+    return _named_preset(torch.cuda.get_device_name()) or "h100"
 
 
 def preset_mismatch(name: str) -> str | None:
@@ -427,7 +431,7 @@ def preset_mismatch(name: str) -> str | None:
     if name not in GPU_PRESETS or not torch.cuda.is_available():
         return None
     gpu = torch.cuda.get_device_name()
-    named = next((p for p in GPU_PRESETS if p in gpu.lower()), None)
+    named = _named_preset(gpu)
     if named is None or named == name:
         return None
     return (f"hardware={name} on an {gpu}: its rows, result files and plots are named {name} "

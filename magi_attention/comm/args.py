@@ -52,8 +52,9 @@ class GroupCollectiveArgs:
         return self._index_cache["once"]
 
     def send_positions(self, device) -> torch.Tensor:
-        """0 .. send_seqlen - 1, int64 on ``device`` (built once per device): the send buffer's
-        rows, for a row kernel that writes them in order."""
+        """0 .. send_seqlen - 1, int64 on ``device`` (built once per device, at its first use:
+        torch.arange moves nothing from the host): the send buffer's rows, for a row kernel that
+        writes them in order."""
         key = ("positions", str(device))
         if key not in self._index_cache:
             self._index_cache[key] = torch.arange(self.send_seqlen, dtype=torch.int64,

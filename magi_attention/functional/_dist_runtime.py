@@ -144,7 +144,6 @@ class DistAttnRuntime:
             device = torch.device("cuda", torch.cuda.current_device())
         for stage in self.meta.stages:
             stage.cast.send_index(device)
-            stage.cast.send_positions(device)
         if self.meta.fused is not None:
             for side in ("local", "buffer"):
                 self._own_rows(device, side)

@@ -45,8 +45,8 @@ SWITCHES = ("early_reduce", "gather_first", "one_copy", "pair_gather")
 
 def _check_runtime_switches(rank):
     """Each of the runtime's ordering switches (the reduce started before dq is rounded, the
-    cast gathered on the current stream, the own KV copied by one row kernel) changes no bit
-    of the output or of a gradient."""
+    cast gathered on the current stream, the own KV copied by one row kernel, the cast's k and
+    v gathered by one) changes no bit of the output or of a gradient."""
     from magi_attention.api import calc_attn, dispatch
     from magi_attention.meta import OverlapConfig
 
