@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from .. import env
-from ..comm import (group_cast, group_reduce, hier_group_cast, hier_group_reduce,
-                    range_copy_stacked_, ranges_to_index)
+from ..comm import (copy_engine_reason, copy_rows_, group_cast, group_reduce, hier_group_cast,
+                    hier_group_reduce, range_copy_stacked_, ranges_to_index)
 from ..meta import DistAttnRuntimeMeta, StageAttnArgs
 from ._backends import backend_for, load_backend
 from .merge import merge_out_lse
@@ -109,6 +109,10 @@ class DistAttnRuntime:
         # the cast's k and v gathered into its send buffer by one row kernel writing whole rows
         # (range_gather_stacked's positions) instead of one kernel each writing half-rows
         self.pair_gather = False
+        # the own KV's copy by the copy engines (comm.copy_engine: 2-D block copies, no SM), so
+        # the cast's NCCL kernel does not wait for a copy kernel's CTAs to leave (session 45's
+        # trace: it started when the copy ended, with any copy grid); off until measured
+        self.copy_engine = False
         self._own_index: dict = {}
         self._sm_count: dict = {}
         self._streams: dict = {}
@@ -383,7 +387,11 @@ class DistAttnRuntime:
         pending = self._issue(self._cast(
             (k, v), 0, out=None if recv_at is None else kv_all[recv_at:recv_at + recv],
             side=not self.gather_first))
-        if self.one_copy:  # while the cast is in flight
+        if self._engine_copies(k, v):  # while the cast is in flight, on no SM
+            for src, dst, m in lay.own_copies:
+                copy_rows_(kv_all[dst:dst + m, :h], k[src:src + m])
+                copy_rows_(kv_all[dst:dst + m, h:], v[src:src + m])
+        elif self.one_copy:  # while the cast is in flight
             range_copy_stacked_(kv_all, self._own_rows(k.device, "buffer"), (k, v),
                                 self._own_rows(k.device, "local"),
                                 programs=self._copy_programs(k.device))
@@ -400,6 +408,12 @@ class DistAttnRuntime:
             return buf
 
         return kv_all, landing
+
+    def _engine_copies(self, k: torch.Tensor, v: torch.Tensor) -> bool:
+        """Whether the own KV goes into the fused buffer by copy engines: switched on, on CUDA,
+        and k's and v's rows contiguous (one 2-D block copy a piece)."""
+        return (self.copy_engine and copy_engine_reason(k) is None
+                and k[0].is_contiguous() and v[0].is_contiguous())
 
     def _own_rows(self, device: torch.device, side: str) -> torch.Tensor:
         """The own tokens' rows of the fused layout's own copies, int64 on ``device`` (built once

@@ -40,7 +40,7 @@ def test_in_place_reduce_equals_fp32_accumulator_bitwise_in_bf16():
     assert not errors, errors
 
 
-SWITCHES = ("early_reduce", "gather_first", "one_copy", "pair_gather")
+SWITCHES = ("early_reduce", "gather_first", "one_copy", "pair_gather", "copy_engine")
 
 
 def _check_runtime_switches(rank):
