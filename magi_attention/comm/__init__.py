@@ -1,7 +1,7 @@
 """Group collectives over all_to_all_v (NCCL or gloo): group_cast, group_reduce, hierarchical cast."""
 from .all_to_all_v import all_to_all_v
 from .args import GroupCollectiveArgs, ranges_to_index
-from .copy_engine import copy_engine_reason, copy_rows_
+from .copy_engine import copy_engine_reason, copy_rows_, rows_contiguous
 from .group_cast import group_cast
 from .group_reduce import group_reduce
 from .hier_group_cast import hier_group_cast
@@ -13,4 +13,4 @@ from .work import WorkHandle
 __all__ = ["GroupCollectiveArgs", "WorkHandle", "all_to_all_v", "copy_engine_reason", "copy_rows_",
            "group_cast", "group_reduce", "hier_group_cast", "hier_group_reduce", "range_add_",
            "range_copy_stacked_", "range_gather", "range_gather_stacked", "range_scatter_add_",
-           "ranges_to_index"]
+           "ranges_to_index", "rows_contiguous"]

@@ -12,6 +12,7 @@ stream; nothing is synchronised.
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass
 
 import torch
@@ -44,6 +45,17 @@ class RowBlock:
     height: int
 
 
+def rows_contiguous(t: torch.Tensor) -> bool:
+    """Whether each row t[i] is one contiguous run of memory (strides past dim 0 are those of a
+    contiguous tensor; dims of size 1 take any stride)."""
+    expected = 1
+    for size, stride in zip(reversed(t.shape[1:]), reversed(t.stride()[1:])):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def row_block(dst: torch.Tensor, src: torch.Tensor) -> RowBlock:
     """The 2-D copy that makes ``dst[:] = src``: both [rows, ...] of one shape and dtype, each
     row contiguous in memory (any stride between rows). A clear error where they are not."""
@@ -53,9 +65,9 @@ def row_block(dst: torch.Tensor, src: torch.Tensor) -> RowBlock:
     if dst.dim() < 1:
         raise ValueError("a row copy needs at least one dimension")
     for name, t in (("dst", dst), ("src", src)):
-        if t.dim() > 1 and not t[0].is_contiguous():
+        if not rows_contiguous(t):
             raise ValueError(f"{name}'s rows are not contiguous (strides {t.stride()})")
-    width = dst.element_size() * (dst[0].numel() if dst.dim() > 1 else 1)
+    width = dst.element_size() * math.prod(dst.shape[1:])
 
     def pitch(t: torch.Tensor) -> int:  # one row: its width (the stride is then anything)
         return t.stride(0) * t.element_size() if t.shape[0] > 1 else width

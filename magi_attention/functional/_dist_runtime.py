@@ -16,7 +16,7 @@ import torch
 
 from .. import env
 from ..comm import (copy_engine_reason, copy_rows_, group_cast, group_reduce, hier_group_cast,
-                    hier_group_reduce, range_copy_stacked_, ranges_to_index)
+                    hier_group_reduce, range_copy_stacked_, ranges_to_index, rows_contiguous)
 from ..meta import DistAttnRuntimeMeta, StageAttnArgs
 from ._backends import backend_for, load_backend
 from .merge import merge_out_lse
@@ -413,7 +413,7 @@ class DistAttnRuntime:
         """Whether the own KV goes into the fused buffer by copy engines: switched on, on CUDA,
         and k's and v's rows contiguous (one 2-D block copy a piece)."""
         return (self.copy_engine and copy_engine_reason(k) is None
-                and k[0].is_contiguous() and v[0].is_contiguous())
+                and rows_contiguous(k) and rows_contiguous(v))
 
     def _own_rows(self, device: torch.device, side: str) -> torch.Tensor:
         """The own tokens' rows of the fused layout's own copies, int64 on ``device`` (built once

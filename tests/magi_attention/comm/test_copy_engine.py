@@ -6,7 +6,8 @@ import ctypes
 import pytest
 import torch
 
-from magi_attention.comm.copy_engine import copy_engine_reason, copy_rows_, row_block
+from magi_attention.comm.copy_engine import (copy_engine_reason, copy_rows_, row_block,
+                                             rows_contiguous)
 
 
 def _host_copy(block) -> None:
@@ -50,6 +51,14 @@ def test_row_block_one_row_and_one_dimension():
     a, b = torch.arange(10.0), torch.zeros(20)
     _host_copy(row_block(b[::2], a))  # rows of one element, every other slot
     assert torch.equal(b[::2], a) and not b[1::2].any()
+
+
+def test_zero_rows_is_an_empty_copy_and_row_contiguity():
+    k, _, kv = _fused_views()
+    block = row_block(kv[3:3, :3], k[0:0])
+    assert block.height == 0 and block.width == 3 * 8 * kv.element_size()
+    assert rows_contiguous(kv[:, :3]) and rows_contiguous(k[0:0]) and rows_contiguous(k[:, :1])
+    assert not rows_contiguous(kv[:, ::2]) and not rows_contiguous(k.transpose(1, 2))
 
 
 @pytest.mark.parametrize("case", ["shape", "dtype", "rows", "overlap"])
