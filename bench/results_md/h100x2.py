@@ -619,3 +619,83 @@ def trace_s44_prologues() -> str:
 
 def pytest_nccl_s44() -> str:
     return _pytest_counts(PYTEST_S44)
+
+
+# -- session 45: where the cast's NCCL kernel waits in the forward's prologue (the own KV's copy
+# by a row kernel or by the copy engines; 8, 32 or 1 hardware queues), 2 H100s
+SWITCH_AB_S45 = {"H100, 8 queues": "h100x2/cp_s45/switch_ab_grid.csv",
+                 "H100, 1 queue": "h100x2/cp_s45/switch_ab_grid_conn1.csv"}
+_TRACE_S45 = "h100x2/cp_s45/trace/trace_causal_document_triton_{}rank{{}}{}.json.gz"
+TRACE_S45 = {"8 queues, copy kernel": _TRACE_S45.format("", ""),
+             "8 queues, pair_gather": _TRACE_S45.format("pair_gather_", ""),
+             "8 queues, copy engine": _TRACE_S45.format("copy_engine_", ""),
+             "32 queues, copy kernel": _TRACE_S45.format("", "_conn32"),
+             "1 queue, copy kernel": _TRACE_S45.format("", "_conn1"),
+             "1 queue, copy engine": _TRACE_S45.format("copy_engine_", "_conn1")}
+CONN_S45 = {"8": "h100x2/cp_s45/cp_triton_16k_doc__conn8.csv",
+            "1": "h100x2/cp_s45/cp_triton_16k_doc__conn1.csv"}
+PYTEST_S45 = {"switches": "h100x2/cp_s45/pytest_nccl_switches_triton.txt",
+              "copy_engine": "h100x2/cp_s45/pytest_copy_engine_call2.txt",
+              "copy_engine_fixed": "h100x2/cp_s45/pytest_copy_engine_call3.txt"}
+_OWN_COPY = ("_copy_rows_pair_kernel", "Memcpy DtoD")
+
+
+def _prologues_s45(relpath: str) -> list[tuple[float, list[dict]]]:
+    """(us from one forward kernel's end to the next one's start, the GPU kernels and copies
+    between) for each pair of consecutive forward kernels of a magi_trace.py trace."""
+    import gzip
+    import json
+    with gzip.open(RESULTS / relpath) as f:
+        events = sorted((e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"
+                         and e.get("cat") in ("kernel", "gpu_memcpy")), key=lambda e: e["ts"])
+    fwd = [e for e in events if e["name"] == "_fwd_kernel"]
+    return [(b["ts"] - a["ts"] - a["dur"],
+             [e for e in events if a["ts"] + a["dur"] <= e["ts"] < b["ts"]])
+            for a, b in zip(fwd, fwd[1:])]
+
+
+def trace_s45_prologues() -> str:
+    """Per trace and rank, the shorter of the two prologues of the traced step (the other can be
+    host-bound under the profiler), with when the cast's NCCL kernel started and when the own
+    KV's copy ended in it (us from the prologue's start)."""
+    lines = ["| trace | rank | prologue us | NCCL starts at | own copy ends at | NCCL us |",
+             "|---|---|---|---|---|---|"]
+    for label, pattern in TRACE_S45.items():
+        for rank in (0, 1):
+            gap, between = min(_prologues_s45(pattern.format(rank)), key=lambda p: p[0])
+            start = min(e["ts"] for e in between)
+            nccl = next(e for e in between if e["name"].startswith("ncclDevKernel"))
+            copy_end = max(e["ts"] + e["dur"] for e in between if e["name"].startswith(_OWN_COPY))
+            lines.append(f"| {label} | {rank} | {gap:.0f} | {nccl['ts'] - start:.0f} | "
+                         f"{copy_end - start:.0f} | {nccl['dur']:.0f} |")
+    return "\n".join(lines)
+
+
+def switch_ab_s45_table() -> str:
+    return switch_ab_table(SWITCH_AB_S45)
+
+
+def conn_s45_table() -> str:
+    """Triton 16k document cells at cp 2, every strategy, one launch under 8 hardware queues
+    and one under 1: magi / the best baseline in each, and each strategy's TFLOPs/s under 1
+    queue over its own under 8."""
+    tf = {}
+    for conn, relpath in CONN_S45.items():
+        rows = _files((relpath,))
+        rows = rows[(rows.cp_size == 2) & (rows.status == "ok")]
+        tf[conn] = rows.pivot_table(index=["mask", "direction"], columns="kernel",
+                                    values="tflops_per_s")
+    names = [k for k in tf["8"].columns if k != "magi"]
+    lines = ["| mask | dir | magi / best, 8 queues | magi / best, 1 queue | 1 queue / 8 queues: "
+             + ", ".join(["magi"] + names) + " |", "|---|---|---|---|---|"]
+    for (mask, direction), row8 in tf["8"].iterrows():
+        row1 = tf["1"].loc[(mask, direction)]
+        best = [(r[names].max(), r[names].idxmax()) for r in (row8, row1)]
+        ratios = ", ".join(f"{row1[k] / row8[k]:.2f}" for k in ["magi"] + names)
+        lines.append(f"| {mask} | {direction} | {row8['magi'] / best[0][0]:.3f} ({best[0][1]}) | "
+                     f"{row1['magi'] / best[1][0]:.3f} ({best[1][1]}) | {ratios} |")
+    return "\n".join(lines)
+
+
+def pytest_s45(run: str) -> str:
+    return _pytest_counts(PYTEST_S45[run])
