@@ -632,8 +632,8 @@ TRACE_S45 = {"8 queues, copy kernel": _TRACE_S45.format("", ""),
              "32 queues, copy kernel": _TRACE_S45.format("", "_conn32"),
              "1 queue, copy kernel": _TRACE_S45.format("", "_conn1"),
              "1 queue, copy engine": _TRACE_S45.format("copy_engine_", "_conn1")}
-CONN_S45 = {"8": "h100x2/cp_s45/cp_triton_16k_doc__conn8.csv",
-            "1": "h100x2/cp_s45/cp_triton_16k_doc__conn1.csv"}
+CONN_S45 = {kernel: {conn: f"h100x2/cp_s45/cp_{kernel}_16k_doc__conn{conn}.csv" for conn in "81"}
+            for kernel in ("triton", "fa4")}
 PYTEST_S45 = {"switches": "h100x2/cp_s45/pytest_nccl_switches_triton.txt",
               "copy_engine": "h100x2/cp_s45/pytest_copy_engine_call2.txt",
               "copy_engine_fixed": "h100x2/cp_s45/pytest_copy_engine_call3.txt"}
@@ -676,24 +676,29 @@ def switch_ab_s45_table() -> str:
 
 
 def conn_s45_table() -> str:
-    """Triton 16k document cells at cp 2, every strategy, one launch under 8 hardware queues
-    and one under 1: magi / the best baseline in each, and each strategy's TFLOPs/s under 1
-    queue over its own under 8."""
-    tf = {}
-    for conn, relpath in CONN_S45.items():
-        rows = _files((relpath,))
-        rows = rows[(rows.cp_size == 2) & (rows.status == "ok")]
-        tf[conn] = rows.pivot_table(index=["mask", "direction"], columns="kernel",
-                                    values="tflops_per_s")
-    names = [k for k in tf["8"].columns if k != "magi"]
-    lines = ["| mask | dir | magi / best, 8 queues | magi / best, 1 queue | 1 queue / 8 queues: "
-             + ", ".join(["magi"] + names) + " |", "|---|---|---|---|---|"]
-    for (mask, direction), row8 in tf["8"].iterrows():
-        row1 = tf["1"].loc[(mask, direction)]
-        best = [(r[names].max(), r[names].idxmax()) for r in (row8, row1)]
-        ratios = ", ".join(f"{row1[k] / row8[k]:.2f}" for k in ["magi"] + names)
-        lines.append(f"| {mask} | {direction} | {row8['magi'] / best[0][0]:.3f} ({best[0][1]}) | "
-                     f"{row1['magi'] / best[1][0]:.3f} ({best[1][1]}) | {ratios} |")
+    """16k document cells at cp 2, every strategy, per local kernel one launch under 8 hardware
+    queues and one under 1 (back to back, one warm machine): magi / the best baseline in each,
+    and each strategy's TFLOPs/s under 1 queue over its own under 8."""
+    lines = []
+    for kernel, runs in CONN_S45.items():
+        tf = {}
+        for conn, relpath in runs.items():
+            rows = _files((relpath,))
+            rows = rows[(rows.cp_size == 2) & (rows.status == "ok")]
+            tf[conn] = rows.pivot_table(index=["mask", "direction"], columns="kernel",
+                                        values="tflops_per_s")
+        names = [k for k in tf["8"].columns if k != "magi"]
+        if not lines:
+            lines = ["| kernel | mask | dir | magi / best, 8 queues | magi / best, 1 queue | "
+                     "1 queue / 8 queues: " + ", ".join(["magi"] + names) + " |",
+                     "|---|---|---|---|---|---|"]
+        for (mask, direction), row8 in tf["8"].iterrows():
+            row1 = tf["1"].loc[(mask, direction)]
+            best = [(r[names].max(), r[names].idxmax()) for r in (row8, row1)]
+            ratios = ", ".join(f"{row1[k] / row8[k]:.2f}" for k in ["magi"] + names)
+            lines.append(f"| {kernel} | {mask} | {direction} | {row8['magi'] / best[0][0]:.3f} "
+                         f"({best[0][1]}) | {row1['magi'] / best[1][0]:.3f} ({best[1][1]}) | "
+                         f"{ratios} |")
     return "\n".join(lines)
 
 
