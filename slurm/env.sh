@@ -5,7 +5,8 @@
 
 # One hardware work queue per device: kernels reach the GPU in launch order across streams, so a communication
 # kernel launched before the attention kernel it overlaps with gets its SMs first (MagiAttention's multi-stage
-# overlap and Megatron's CP both rely on this ordering).
+# overlap and Megatron's CP both rely on this ordering). bench.cp sets the same where it is unset
+# (bench/cp/runner.py CUDA_CONNECTIONS), so a plain torchrun measures what a Slurm job does.
 export CUDA_DEVICE_MAX_CONNECTIONS="${CUDA_DEVICE_MAX_CONNECTIONS:-1}"
 
 # NVLink SHARP / multicast off in NCCL, PyTorch symmetric memory and NVSHMEM. On shared hosts a program that creates

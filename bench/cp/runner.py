@@ -98,15 +98,31 @@ CP_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISAB
           "NCCL_P2P_DISABLE", "NCCL_IB_DISABLE")
 
 
+# The hardware work queues of a CUDA context, read when the context is made. One, as the Slurm
+# launcher sets it (slurm/env.sh): kernels then reach the GPU in launch order across streams, so
+# a collective launched before a copy starts before it (with eight, session 45's traces showed
+# MagiAttention's cast queued behind the own KV's copy), and a run started by plain torchrun
+# measures what a Slurm job measures (the queue count moved baselines by up to ~12%, session 45).
+# A value already in the environment wins; the rows' env column records it.
+CUDA_CONNECTIONS = "1"
+
+
 # ----------------------------------------------------------------------------- process group
 def init_distributed(device: str, timeout_min: float = 10.0) -> bool:
     """Initialise torch.distributed from the torchrun environment (nccl on CUDA, else gloo);
-    without torchrun (no RANK variable) a world of one. Sets the CUDA device to LOCAL_RANK.
+    without torchrun (no RANK variable) a world of one. Sets the CUDA device to LOCAL_RANK
+    (and, before that makes the context, CUDA_DEVICE_MAX_CONNECTIONS where it is unset).
     Returns True if this call created the process group (the caller destroys it)."""
     if dist.is_initialized():
         return False
     backend = "nccl" if device == "cuda" else "gloo"
     if device == "cuda":
+        if "CUDA_DEVICE_MAX_CONNECTIONS" not in os.environ:
+            if torch.cuda.is_initialized():  # too late: the context already has its queues
+                log.warning("CUDA is initialised before the CP run: CUDA_DEVICE_MAX_CONNECTIONS "
+                            "stays at the driver's default (set it before the process starts)")
+            else:
+                os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = CUDA_CONNECTIONS
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     timeout = datetime.timedelta(minutes=timeout_min)
     if "RANK" in os.environ:

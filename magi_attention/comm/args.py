@@ -51,16 +51,6 @@ class GroupCollectiveArgs:
             self._index_cache["once"] = bool(np.all(r[1:, 0] >= r[:-1, 1]))
         return self._index_cache["once"]
 
-    def send_positions(self, device) -> torch.Tensor:
-        """0 .. send_seqlen - 1, int64 on ``device`` (built once per device, at its first use:
-        torch.arange moves nothing from the host): the send buffer's rows, for a row kernel that
-        writes them in order."""
-        key = ("positions", str(device))
-        if key not in self._index_cache:
-            self._index_cache[key] = torch.arange(self.send_seqlen, dtype=torch.int64,
-                                                  device=device)
-        return self._index_cache[key]
-
     def send_index(self, device) -> torch.Tensor:
         """Local token index of each sent token, int64 [send_seqlen], built once per device."""
         key = str(device)

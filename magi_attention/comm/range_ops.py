@@ -35,16 +35,12 @@ def range_gather(x: torch.Tensor, index: torch.Tensor, backend: str = "auto") ->
 
 
 def range_gather_stacked(xs: Sequence[torch.Tensor], index: torch.Tensor,
-                         backend: str = "auto", positions: torch.Tensor | None = None
-                         ) -> torch.Tensor:
+                         backend: str = "auto") -> torch.Tensor:
     """xs [seqlen, h_i, ...] -> [len(index), sum h_i, ...]: the rows ``index`` of each, side by
     side along dim 1 (k and v gathered straight into a k|v send buffer, with no k|v copy of
-    the whole shard first). ``positions`` (0 .. len(index) - 1 on the device): on CUDA, two
-    tensors of one shape go by one row kernel writing whole rows, not one kernel each."""
+    the whole shard first)."""
     x0 = xs[0]
     out = x0.new_empty((index.shape[0], sum(x.shape[1] for x in xs)) + tuple(x0.shape[2:]))
-    if positions is not None:
-        return range_copy_stacked_(out, positions, xs, index, backend)
     at = 0
     for x in xs:
         part = out[:, at:at + x.shape[1]]

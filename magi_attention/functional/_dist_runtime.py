@@ -106,9 +106,6 @@ class DistAttnRuntime:
         # overlapped the cast's two gathers, which it slowed (11-15 -> 26-30 us), and the
         # prologue stayed ~145-165 us; kept off
         self.copy_programs_per_sm = 0
-        # the cast's k and v gathered into its send buffer by one row kernel writing whole rows
-        # (range_gather_stacked's positions) instead of one kernel each writing half-rows
-        self.pair_gather = False
         # the own KV's copy by the copy engines (comm.copy_engine: 2-D block copies, no SM), so
         # the cast's NCCL kernel does not wait for a copy kernel's CTAs to leave (session 45's
         # trace: it started when the copy ended, with any copy grid); off until measured
@@ -181,8 +178,7 @@ class DistAttnRuntime:
                                    self._stream(kv.device))
         device = kv.device if isinstance(kv, torch.Tensor) else kv[0].device
         return group_cast(kv, self.meta.stages[stage].cast, self.group,
-                          self._stream(device) if side else None, out=out,
-                          whole_rows=self.pair_gather)
+                          self._stream(device) if side else None, out=out)
 
     def _reduce(self, partial: torch.Tensor, out, stage: int):
         """Group-reduce stage ``stage``'s ``partial`` into ``out``: one accumulator, or

@@ -15,9 +15,9 @@ switch on (``magi_all``) and a key over a process group whose NCCL stream is hig
 runtime's collectives stream too, with no switch (``magi_prio``) and every one
 (``magi_prio_all``) instead of ``SWITCHED``. ``magi`` runs with one_copy off although the
 library now turns it on, but under ``--grid``: then ``magi`` has one_copy on and the variants
-(``GRID``) set ``copy_programs_per_sm`` (the own KV's copy on a strided grid) and
-``pair_gather`` (the cast's k and v gathered by one row kernel) or ``copy_engine`` (the own
-KV's copy by the copy engines). Correctness is the NCCL test's job
+(``GRID``) set ``copy_programs_per_sm`` (the own KV's copy on a strided grid) or
+``copy_engine`` (the own KV's copy by the copy engines); ``pair_gather`` (the cast's k and v
+by one row kernel) was a variant in session 45's runs, removed after them. Correctness is the NCCL test's job
 (tests/magi_attention/api/test_magi_attn_nccl.py); nothing is gated here.
 Rows: ``magi_switch_ab.csv`` as cp_ab.csv.
 """
@@ -48,7 +48,7 @@ def _high_priority_group(size: int):
 
 
 OFF = {"early_reduce": False, "comm_priority": False, "gather_first": False, "one_copy": False,
-       "copy_programs_per_sm": 0, "pair_gather": False, "copy_engine": False}
+       "copy_programs_per_sm": 0, "copy_engine": False}
 ALL = {"early_reduce": True, "gather_first": True, "one_copy": True}
 SWITCHED = {"magi_early": {"early_reduce": True}, "magi_gather": {"gather_first": True},
             "magi_copy": {"one_copy": True},
@@ -60,8 +60,7 @@ PRIO = {"magi_prio": {"comm_priority": True}, "magi_prio_all": {**ALL, "comm_pri
 # grid of a few programs an SM (so the cast's NCCL kernel runs beside it), the cast's k and v
 # gathered by one row kernel, and the own KV's copy by the copy engines (no SM)
 GRID_BASE = {**OFF, "one_copy": True}
-GRID = {"magi_grid8": {"copy_programs_per_sm": 8}, "magi_pair": {"pair_gather": True},
-        "magi_ce": {"copy_engine": True}}
+GRID = {"magi_grid8": {"copy_programs_per_sm": 8}, "magi_ce": {"copy_engine": True}}
 OPTIONS = {"--nopads": False, "--prio": False, "--grid": False}
 _groups: dict = {}
 

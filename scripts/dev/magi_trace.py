@@ -5,7 +5,7 @@ forward's fused path (the cast, the own KV's copies, the kernel) and the backwar
     torchrun --nproc-per-node 2 scripts/dev/magi_trace.py --out $OUT [--mask causal_document] \
         [--on gather_first --on one_copy ...]
 
-``--on NAME`` sets the runtime attribute NAME (early_reduce, gather_first, one_copy, pair_gather,
+``--on NAME`` sets the runtime attribute NAME (early_reduce, gather_first, one_copy,
 copy_engine) to True before the first call, ``--on NAME=N`` to the integer N
 (copy_programs_per_sm=8); the trace's file name lists them.
 """

@@ -5,9 +5,8 @@ rows (``fused_split``: the local rows' kernel runs while the cast is in flight) 
 chose), the staged overlap (two remote stages, partial outputs merged by lse), balanced_runs'
 cuts moved by the ranks' measured kernel times (``balance="timed"``) and the whole stage with
 the runtime's switches on (``early_reduce``, ``gather_first``, ``one_copy``,
-``copy_programs_per_sm``, ``pair_gather``) and the own KV copied by the copy engines
-(``copy_engine``), is exact
-in bf16 against the reference kernel in fp32 over the same inputs, and a steady-state step
+``copy_programs_per_sm``) and the own KV copied by the copy engines (``copy_engine``), is
+exact in bf16 against the reference kernel in fp32 over the same inputs, and a steady-state step
 (calc_attn forward + backward) neither copies to the host nor synchronises (torch's sync debug
 mode turns either into an error).
 
@@ -53,12 +52,12 @@ OVERLAPS = {"whole": dict(fused=True, cut="none"), "split": dict(fused=True, spl
             "timed": dict(balance="timed"),
             # whole, with the runtime's ordering switches on: the reduce started before the fp32
             # dq is rounded (Triton's dq_fp32), the cast gathered on the current stream, the own
-            # KV copied by one row kernel on a strided grid, the cast's k and v gathered by one
+            # KV copied by one row kernel on a strided grid
             "switches": dict(fused=True, cut="none"),
             # whole, the own KV copied into the fused buffer by the copy engines
             "copy_engine": dict(fused=True, cut="none")}
 RUNTIME = {"switches": dict(early_reduce=True, gather_first=True, one_copy=True,
-                            copy_programs_per_sm=8, pair_gather=True),
+                            copy_programs_per_sm=8),
            "copy_engine": dict(copy_engine=True)}
 DISPATCH = {"unequal": ("unequal_runs", 128)}  # (dispatch_alg, chunk_size); else balanced_runs
 

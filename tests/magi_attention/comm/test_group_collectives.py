@@ -155,14 +155,6 @@ def test_range_copy_stacked_writes_only_the_indexed_rows():
         range_copy_stacked_(out, out_index[:2], (k, v), index)
 
 
-def test_range_gather_stacked_by_positions_equals_per_tensor_gather():
-    k, v = torch.randn(12, 2, 3), torch.randn(12, 2, 3)
-    index = torch.tensor([5, 6, 7, 0, 11])
-    want = range_gather_stacked((k, v), index)
-    assert torch.equal(want, torch.cat([k[index], v[index]], dim=1))
-    assert torch.equal(range_gather_stacked((k, v), index, positions=torch.arange(5)), want)
-
-
 def test_range_ops_triton_interpreter_equal_torch():
     pytest.importorskip("triton", reason="triton is not installed (torch CPU wheels lack it)")
     code = textwrap.dedent("""
@@ -197,11 +189,6 @@ def test_range_ops_triton_interpreter_equal_torch():
         strided = torch.full((12, 6, 5), float("nan"))
         rt.copy_rows_pair_(strided, dst, kk, vv, index, programs=4)
         assert torch.equal(strided.nan_to_num(7.0), buf.nan_to_num(7.0))
-        # the cast's k|v send buffer by one pair kernel (whole rows, in order)
-        from magi_attention.comm.range_ops import range_gather_stacked
-        positions = torch.arange(index.shape[0])
-        sent = range_gather_stacked((kk, vv), index, "triton", positions=positions)
-        assert torch.equal(sent, torch.cat([kk[index], vv[index]], dim=1))
         print("ok")
     """)
     env = {**os.environ, "TRITON_INTERPRET": "1"}
