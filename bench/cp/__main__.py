@@ -24,7 +24,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from bench.config import CONFIGS_DIR, cp_bench_config, register_schemas
-from bench.cp.runner import init_distributed, run_sweep
+from bench.cp.runner import default_cuda_connections, init_distributed, run_sweep
 from bench.results import interrupted_line, summary_line
 
 register_schemas()
@@ -32,6 +32,8 @@ register_schemas()
 
 @hydra.main(config_path=str(CONFIGS_DIR), config_name="cp_bench", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    # first: the config's hardware preset reads the GPU's name, which starts CUDA
+    default_cuda_connections()
     rank0 = int(os.environ.get("RANK", 0)) == 0
     try:
         config = cp_bench_config(cfg, list(HydraConfig.get().overrides.task))

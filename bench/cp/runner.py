@@ -86,6 +86,7 @@ log = logging.getLogger(__name__)
 
 # StrategyChoice and CPBenchConfig live in bench.config (one configuration layer); named here too
 __all__ = ["StrategyChoice", "CPBenchConfig", "CPRunner", "run_sweep", "init_distributed",
+           "default_cuda_connections",
            "NEEDS_RANKS"]
 
 # message prefix of the rows of cp sizes larger than the launch; a larger launch re-measures them
@@ -107,6 +108,19 @@ CP_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISAB
 CUDA_CONNECTIONS = "1"
 
 
+def default_cuda_connections() -> None:
+    """CUDA_DEVICE_MAX_CONNECTIONS = CUDA_CONNECTIONS where the environment does not say and no
+    CUDA call has run yet in this process (anything from reading the GPU's name on may make the
+    context, which reads it once); said in a warning where that is too late."""
+    if "CUDA_DEVICE_MAX_CONNECTIONS" in os.environ:
+        return
+    if torch.cuda.is_initialized():
+        log.warning("CUDA is initialised before the CP run: CUDA_DEVICE_MAX_CONNECTIONS stays "
+                    "at the driver's default (set it before the process starts)")
+        return
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = CUDA_CONNECTIONS
+
+
 # ----------------------------------------------------------------------------- process group
 def init_distributed(device: str, timeout_min: float = 10.0) -> bool:
     """Initialise torch.distributed from the torchrun environment (nccl on CUDA, else gloo);
@@ -117,12 +131,7 @@ def init_distributed(device: str, timeout_min: float = 10.0) -> bool:
         return False
     backend = "nccl" if device == "cuda" else "gloo"
     if device == "cuda":
-        if "CUDA_DEVICE_MAX_CONNECTIONS" not in os.environ:
-            if torch.cuda.is_initialized():  # too late: the context already has its queues
-                log.warning("CUDA is initialised before the CP run: CUDA_DEVICE_MAX_CONNECTIONS "
-                            "stays at the driver's default (set it before the process starts)")
-            else:
-                os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = CUDA_CONNECTIONS
+        default_cuda_connections()
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     timeout = datetime.timedelta(minutes=timeout_min)
     if "RANK" in os.environ:
