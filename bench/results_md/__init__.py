@@ -114,6 +114,7 @@ from .h100x2 import cp2_s39_below, cp2_s39_summary, cp2_s39_table, pytest_nccl_s
 from .h100x2 import pytest_nccl_s44, switch_ab_s44_table, trace_s44_prologues
 from .h200x2 import cp2_s44_below, cp2_s44_equal_tokens, cp2_s44_summary, cp2_s44_table
 from .h100x2 import conn_s45_table, pytest_s45, switch_ab_s45_table, trace_s45_prologues
+from .h200x2 import queue1_s45_table
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
 
@@ -123,6 +124,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h100x2.trace_s45_prologues": trace_s45_prologues,
     "h100x2.switch_ab_s45_table": switch_ab_s45_table,
     "h100x2.conn_s45_table": conn_s45_table,
+    "h200x2.queue1_s45_table": queue1_s45_table,
     "h100x2.pytest_s45_switches": lambda: pytest_s45("switches"),
     "h100x2.pytest_s45_copy_engine": lambda: pytest_s45("copy_engine"),
     "h100x2.pytest_s45_copy_engine_fixed": lambda: pytest_s45("copy_engine_fixed"),

@@ -938,3 +938,21 @@ def cp2_s44_below() -> str:
 
 def cp2_s44_equal_tokens() -> str:
     return _equal_tokens(CP_S44)
+
+
+# -- session 45: the first H200 rows under one hardware queue (bench.cp's default from then on):
+# Triton 16k document cells at cp 2, against the main table's rows (session 43, eight queues)
+QUEUE1_S45 = "h200x2/cp_s45/cp_triton_16k_doc__conn1.csv"
+
+
+def queue1_s45_table() -> str:
+    """magi / the best baseline per cell, this run (one queue) beside the main table's row of
+    the same cell (session 43's code, eight queues), and the best baseline's name."""
+    now, before = _cp_cells(QUEUE1_S45), _cp_cells(CP_S43["triton, 16k/GPU"])
+    lines = ["| mask | dir | magi / best, one queue (session 45) | magi / best, eight queues "
+             "(session 43) |", "|---|---|---|---|"]
+    for (mask, cp, direction), values in now.items():
+        if cp == 2:
+            lines.append(f"| {mask} | {direction} | {_vs_best(values)} | "
+                         f"{_vs_best(before[(mask, cp, direction)])} |")
+    return "\n".join(lines)
