@@ -35,14 +35,15 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 
 from bench.config import CONFIGS_DIR, cp_bench_config, register_schemas  # noqa: E402
 from bench.cp.local_kernel import LocalKernel  # noqa: E402
-from bench.cp.runner import (agreed_count, build_strategy, group_max,  # noqa: E402
-                             init_distributed, timed_call)
+from bench.cp.runner import (agreed_count, build_strategy,  # noqa: E402
+                             default_cuda_connections, group_max, init_distributed, timed_call)
 from bench.metrics import time_cuda_ms  # noqa: E402
 from bench.problem import make_inputs  # noqa: E402
 from bench.sweep import cell_mask, free_memory  # noqa: E402
 
 
 def load_config(overrides: list[str]):
+    default_cuda_connections()  # bench.cp's queue count, before the preset's check starts CUDA
     register_schemas()
     with initialize_config_dir(config_dir=str(CONFIGS_DIR), version_base="1.3"):
         return cp_bench_config(compose(config_name="cp_bench", overrides=overrides))

@@ -26,6 +26,7 @@ sys.path.append(str(Path(__file__).resolve().parents[2]))
 from bench.config import DataConfig, MaskChoice  # noqa: E402
 from bench.cp.local_kernel import LocalKernel  # noqa: E402
 from bench.cp.magi import MagiAttention  # noqa: E402
+from bench.cp.runner import default_cuda_connections  # noqa: E402
 from bench.sweep import cell_mask  # noqa: E402
 
 HQ, HKV, D = 64, 8, 128
@@ -39,6 +40,7 @@ def main() -> None:
     p.add_argument("--backend", default="triton")
     p.add_argument("--on", action="append", default=[], help="a runtime switch to turn on")
     args = p.parse_args()
+    default_cuda_connections()  # the queue count bench.cp runs under (before CUDA starts)
     rank = int(os.environ.get("LOCAL_RANK", 0))
     torch.cuda.set_device(rank)
     options = None
