@@ -11,7 +11,7 @@ from ._common import (DOC_MASKS, UNEQUAL_S28, _ab_medians, _cp2_below, _cp_cells
                       cp_only_wins)
 from ._paths import RESULTS
 from .h200x2 import CP_S33 as CP_S33_H200X2
-from .h200x2 import _steady_prologue, switch_ab_table
+from .h200x2 import _forward_prologues, _steady_prologue, switch_ab_table
 
 
 # -- session 25: 2 H100s (the first 2-GPU machine since session 20; no 2 x H200 was lent) -----
@@ -640,20 +640,6 @@ PYTEST_S45 = {"switches": "h100x2/cp_s45/pytest_nccl_switches_triton.txt",
 _OWN_COPY = ("_copy_rows_pair_kernel", "Memcpy DtoD")
 
 
-def _prologues_s45(relpath: str) -> list[tuple[float, list[dict]]]:
-    """(us from one forward kernel's end to the next one's start, the GPU kernels and copies
-    between) for each pair of consecutive forward kernels of a magi_trace.py trace."""
-    import gzip
-    import json
-    with gzip.open(RESULTS / relpath) as f:
-        events = sorted((e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"
-                         and e.get("cat") in ("kernel", "gpu_memcpy")), key=lambda e: e["ts"])
-    fwd = [e for e in events if e["name"] == "_fwd_kernel"]
-    return [(b["ts"] - a["ts"] - a["dur"],
-             [e for e in events if a["ts"] + a["dur"] <= e["ts"] < b["ts"]])
-            for a, b in zip(fwd, fwd[1:])]
-
-
 def trace_s45_prologues() -> str:
     """Per trace and rank, the shorter of the two prologues of the traced step (the other can be
     host-bound under the profiler), with when the cast's NCCL kernel started and when the own
@@ -662,7 +648,8 @@ def trace_s45_prologues() -> str:
              "|---|---|---|---|---|---|"]
     for label, pattern in TRACE_S45.items():
         for rank in (0, 1):
-            gap, between = min(_prologues_s45(pattern.format(rank)), key=lambda p: p[0])
+            _, gaps = _forward_prologues(pattern.format(rank), ("kernel", "gpu_memcpy"))
+            gap, between = min(gaps, key=lambda p: p[0])
             start = min(e["ts"] for e in between)
             nccl = next(e for e in between if e["name"].startswith("ncclDevKernel"))
             copy_end = max(e["ts"] + e["dur"] for e in between if e["name"].startswith(_OWN_COPY))

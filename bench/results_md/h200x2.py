@@ -816,20 +816,28 @@ def cast_env_s42_table() -> str:
     return "\n".join(lines)
 
 
-def _steady_prologue(relpath: str) -> tuple[float, float, list[dict]]:
-    """(us between the last two forward kernels, the longest forward kernel's us, the GPU
-    events between those two) of a magi_trace.py trace: the first gap holds the profiler's
-    start, so the last one is the steady forward's prologue."""
+def _forward_prologues(relpath: str, cats: tuple[str, ...] = ("kernel",)
+                       ) -> tuple[list[dict], list[tuple[float, list[dict]]]]:
+    """(the forward kernels, and for each two consecutive ones the us from the first's end to
+    the second's start with the GPU events of ``cats`` between them) of a magi_trace.py trace."""
     import gzip
     import json
     with gzip.open(RESULTS / relpath) as f:
         events = sorted((e for e in json.load(f)["traceEvents"]
-                         if e.get("ph") == "X" and e.get("cat") == "kernel"),
-                        key=lambda e: e["ts"])
+                         if e.get("ph") == "X" and e.get("cat") in cats), key=lambda e: e["ts"])
     fwd = [e for e in events if e["name"] == "_fwd_kernel"]
-    a, b = fwd[-2], fwd[-1]
-    between = [e for e in events if a["ts"] + a["dur"] <= e["ts"] < b["ts"]]
-    return b["ts"] - a["ts"] - a["dur"], max(e["dur"] for e in fwd), between
+    return fwd, [(b["ts"] - a["ts"] - a["dur"],
+                  [e for e in events if a["ts"] + a["dur"] <= e["ts"] < b["ts"]])
+                 for a, b in zip(fwd, fwd[1:])]
+
+
+def _steady_prologue(relpath: str) -> tuple[float, float, list[dict]]:
+    """(us between the last two forward kernels, the longest forward kernel's us, the GPU
+    events between those two) of a magi_trace.py trace: the first gap holds the profiler's
+    start, so the last one is the steady forward's prologue."""
+    fwd, gaps = _forward_prologues(relpath)
+    gap, between = gaps[-1]
+    return gap, max(e["dur"] for e in fwd), between
 
 
 def trace_s42_prologues() -> str:
