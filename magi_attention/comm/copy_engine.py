@@ -1,9 +1,10 @@
 """Block copies of rows by the GPU's copy engines (the driver's cuMemcpy2DAsync), not by a kernel.
 
-Why: the fused forward copies the own KV into its buffer while the cast is in flight, and a
-copy kernel holds the thread slots the cast's NCCL kernel needs, so the two ran in series
-(session 45's trace: the NCCL kernel starts when the copy's last CTAs end, whatever the copy's
-grid). A copy engine moves the rows with no SM, beside the collective.
+Why: the fused forward copies the own KV into its buffer while the cast is in flight, and the
+cast's NCCL kernel started only when the copy kernel ended, whatever the copy's grid. A copy
+engine moves the rows with no SM. Measured (session 45, 2 H100s): under the driver's eight
+hardware queues the NCCL kernel waited for these copies just the same (the wait is in the
+queues, not for SMs); under one queue it ran beside them and the prologue was shortest.
 
 A copy is one 2-D transfer: ``height`` rows of ``width`` contiguous bytes, each side with its own
 row pitch (e.g. rows of k into the k half of the fused k|v rows). Issued on the current CUDA

@@ -100,15 +100,15 @@ class DistAttnRuntime:
         # on the side stream where the copies' CTAs delay it: measured no faster (the NCCL
         # kernel still waits for the copy's CTAs unless its stream is high-priority), kept off
         self.gather_first = False
-        # the own KV's copy by at most this many programs an SM, each striding over the rows, so
-        # the cast's NCCL kernel finds thread slots beside it (0: one program a row, whose CTAs
-        # fill every SM until the copy ends). 8 on 2 H100s (session 44's trace): the copy then
-        # overlapped the cast's two gathers, which it slowed (11-15 -> 26-30 us), and the
-        # prologue stayed ~145-165 us; kept off
+        # the own KV's copy by at most this many programs an SM, each striding over the rows
+        # (0: one program a row). Meant to leave the cast's NCCL kernel thread slots; 8 on 2
+        # H100s (session 44's trace) slowed the cast's gathers beside it and the prologue stayed
+        # ~145-165 us: the NCCL kernel waits in a hardware queue, not for SMs (session 45); off
         self.copy_programs_per_sm = 0
-        # the own KV's copy by the copy engines (comm.copy_engine: 2-D block copies, no SM), so
-        # the cast's NCCL kernel does not wait for a copy kernel's CTAs to leave (session 45's
-        # trace: it started when the copy ended, with any copy grid); off until measured
+        # the own KV's copy by the copy engines (comm.copy_engine: 2-D block copies, no SM).
+        # Session 45, 2 H100s: under eight hardware queues the NCCL kernel still waited for the
+        # copies; under one it ran beside them, ~16 us off the slower rank's prologue, less than
+        # an A/B resolves; off
         self.copy_engine = False
         self._own_index: dict = {}
         self._sm_count: dict = {}

@@ -17,8 +17,8 @@ runtime's collectives stream too, with no switch (``magi_prio``) and every one
 library now turns it on, but under ``--grid``: then ``magi`` has one_copy on and the variants
 (``GRID``) set ``copy_programs_per_sm`` (the own KV's copy on a strided grid) or
 ``copy_engine`` (the own KV's copy by the copy engines); ``pair_gather`` (the cast's k and v
-by one row kernel) was a variant in session 45's runs, removed after them. Correctness is the NCCL test's job
-(tests/magi_attention/api/test_magi_attn_nccl.py); nothing is gated here.
+by one row kernel) was a variant in session 45's runs, removed after them. Correctness is the
+NCCL test's job (tests/magi_attention/api/test_magi_attn_nccl.py); nothing is gated here.
 Rows: ``magi_switch_ab.csv`` as cp_ab.csv.
 """
 from __future__ import annotations
@@ -57,8 +57,7 @@ SWITCHED = {"magi_early": {"early_reduce": True}, "magi_gather": {"gather_first"
 PRIO_SWITCHED = {"magi_all": ALL}
 PRIO = {"magi_prio": {"comm_priority": True}, "magi_prio_all": {**ALL, "comm_priority": True}}
 # --grid: magi with one_copy on (the library's default) against the own KV's copy on a strided
-# grid of a few programs an SM (so the cast's NCCL kernel runs beside it), the cast's k and v
-# gathered by one row kernel, and the own KV's copy by the copy engines (no SM)
+# grid of a few programs an SM, and the own KV's copy by the copy engines (no SM)
 GRID_BASE = {**OFF, "one_copy": True}
 GRID = {"magi_grid8": {"copy_programs_per_sm": 8}, "magi_ce": {"copy_engine": True}}
 OPTIONS = {"--nopads": False, "--prio": False, "--grid": False}
