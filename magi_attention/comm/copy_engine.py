@@ -13,10 +13,13 @@ stream; nothing is synchronised.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 from dataclasses import dataclass
 
 import torch
+
+from ._driver import check, driver_reason, libcuda
 
 _MEMORYTYPE_DEVICE = 2  # CU_MEMORYTYPE_DEVICE
 
@@ -80,29 +83,20 @@ def row_block(dst: torch.Tensor, src: torch.Tensor) -> RowBlock:
     return block
 
 
-_driver = None
-
-
-def _cuda_driver():
-    global _driver
-    if _driver is None:
-        lib = ctypes.CDLL("libcuda.so.1")
-        lib.cuMemcpy2DAsync_v2.argtypes = [ctypes.POINTER(_Memcpy2D), ctypes.c_void_p]
-        lib.cuMemcpy2DAsync_v2.restype = ctypes.c_int
-        lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-        _driver = lib
-    return _driver
+@functools.lru_cache(maxsize=None)
+def _memcpy_2d():
+    """The driver's cuMemcpy2DAsync with its argument types set."""
+    fn = libcuda().cuMemcpy2DAsync_v2
+    fn.argtypes = [ctypes.POINTER(_Memcpy2D), ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn
 
 
 def copy_engine_reason(t: torch.Tensor) -> str | None:
     """Why copy engines cannot copy ``t``'s rows here (None when they can)."""
     if t.device.type != "cuda":
         return f"copy engines copy CUDA memory, not {t.device.type}"
-    try:
-        _cuda_driver()
-    except OSError as e:  # no driver library (a CPU-only build on a GPU-less machine)
-        return f"the CUDA driver library is not loadable: {e}"
-    return None
+    return driver_reason()
 
 
 def copy_rows_(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
@@ -122,9 +116,6 @@ def copy_rows_(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
                        WidthInBytes=block.width, Height=block.height)
     with torch.cuda.device(dst.device):  # the driver copies in the current context
         stream = torch.cuda.current_stream(dst.device).cuda_stream
-        code = _cuda_driver().cuMemcpy2DAsync_v2(ctypes.byref(params), ctypes.c_void_p(stream))
-    if code != 0:
-        text = ctypes.c_char_p()
-        _cuda_driver().cuGetErrorString(code, ctypes.byref(text))
-        raise RuntimeError(f"cuMemcpy2DAsync failed ({code}: {(text.value or b'').decode()})")
+        code = _memcpy_2d()(ctypes.byref(params), ctypes.c_void_p(stream))
+    check(code, "cuMemcpy2DAsync")
     return dst

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 
 import numpy as np
 import torch
@@ -17,6 +18,7 @@ import torch
 from .. import env
 from ..comm import (copy_engine_reason, copy_rows_, group_cast, group_reduce, hier_group_cast,
                     hier_group_reduce, range_copy_stacked_, ranges_to_index, rows_contiguous)
+from ..comm.stream_flag import new_flag, stream_flag_reason, write_flag
 from ..meta import DistAttnRuntimeMeta, StageAttnArgs
 from ._backends import backend_for, load_backend
 from .merge import merge_out_lse
@@ -110,6 +112,12 @@ class DistAttnRuntime:
         # copies; under one it ran beside them, ~16 us off the slower rank's prologue, less than
         # an A/B resolves; off
         self.copy_engine = False
+        # the fused forward's Gluon kernel launched before the cast has landed: its programs
+        # run the q tiles that read no received key first and wait on a flag, set by the
+        # collectives' stream once the keys are in, only where they reach one
+        # (gluon_forward.Arrival; early_start_reason says where it applies); not yet measured
+        self.early_start = False
+        self._arrivals: dict = {}
         self._own_index: dict = {}
         self._sm_count: dict = {}
         self._streams: dict = {}
@@ -149,6 +157,8 @@ class DistAttnRuntime:
             for side in ("local", "buffer"):
                 self._own_rows(device, side)
             self._copy_programs(device)
+            if self.early_start:
+                self._arrival(probe_q.to(device), probe_k.to(device), name)
         return name
 
     def _stream(self, device: torch.device, role: str = "comm"):
@@ -236,6 +246,9 @@ class DistAttnRuntime:
         if self.meta.fused_split is not None and "fwd" in self.split:
             return self._split_forward(q, k, v, backend)
         if self.meta.fused is not None:
+            arrival = self._arrival(q, k, backend) if self.early_start else None
+            if arrival is not None:
+                return self._early_forward(q, k, v, backend, arrival)
             return self._fused_forward(q, k, v, backend)
         num_heads_kv = k.shape[1]
         kv = (k, v)
@@ -318,6 +331,71 @@ class DistAttnRuntime:
         else:
             out, lse = self._fwd(q, kv_all[:, :h], kv_all[:, h:], self.meta.fused, backend)
         return out, lse, (recv if "bwd" in cut else kv_all)
+
+    def _early_forward(self, q, k, v, backend: str, arrival):
+        """The fused forward launched while the cast is in flight (``early_start``): after the
+        launch, the collectives' stream waits for the cast and sets the arrival flag; this
+        stream then waits for that stream (so what follows, e.g. the backward, sees the
+        landed buffer) and zeroes the flag for the next call."""
+        h = k.shape[1]
+        kv_all, landing = self._fused_kv_start(k, v)
+        out, lse, _ = load_backend(backend).fwd(q, kv_all[:, :h], kv_all[:, h:],
+                                                self.meta.fused.plan, self._scale(q),
+                                                self.softcap, False, arrival=arrival)
+        main, comm = torch.cuda.current_stream(q.device), self._stream(q.device)
+        with torch.cuda.stream(comm):
+            landing()
+            write_flag(arrival.flag, 1, comm)
+        main.wait_stream(comm)
+        write_flag(arrival.flag, 0, main)
+        return out, lse, kv_all
+
+    def early_start_reason(self, q: torch.Tensor, k: torch.Tensor,
+                           backend: str | None = None) -> str | None:
+        """Why the fused forward cannot start before the cast lands here (None: it does)."""
+        if not self.early_start:
+            return "early_start is off"
+        if self.meta.fused is None or self.meta.fused.num_slices == 0:
+            return "no fused stage"
+        if self.cut or (self.meta.fused_split is not None and "fwd" in self.split):
+            return "the fused stage runs cut"
+        if not self.overlap or self.hier_stages is not None:
+            return "the cast must be in flight, in place (overlap on, the one-hop cast)"
+        if self.meta.fused_layout.recv_at is None:
+            return "the cast lands in several regions of the fused buffer"
+        reason = stream_flag_reason(q.device)
+        if reason is not None:
+            return reason
+        # under several hardware queues the cast's kernel may queue behind the forward, whose
+        # waiting programs would then hold the SMs it needs (notes/magi_cp.md, session 45)
+        if os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":
+            return "needs CUDA_DEVICE_MAX_CONNECTIONS=1 (kernels reach the GPU in launch order)"
+        if (backend or self.resolved_backend(q, k)) != "triton":
+            return "only the Triton backend's Gluon forward waits for arriving keys"
+        return None
+
+    def _arrival(self, q: torch.Tensor, k: torch.Tensor, backend: str):
+        """The fused forward's gluon_forward.Arrival for inputs like q, k (built once per kind
+        of input: host work at key time), or None where early_start_reason says no or the
+        fused mask does not run the Gluon forward."""
+        device = q.device
+        if device.type == "cuda" and device.index is None:  # "cuda" named as the call names it
+            device = torch.device("cuda", torch.cuda.current_device())
+        key = (str(device), q.dtype, q.shape[1:], k.shape[1:])
+        if key not in self._arrivals:
+            arrival = None
+            if self.early_start_reason(q, k, backend) is None:
+                from ..kernels.triton import gluon_fwd_plan
+                from ..kernels.triton.gluon_forward import Arrival, arrival_order
+                plan = gluon_fwd_plan(q, k, self.meta.fused.plan, self.softcap)
+                if plan is not None:
+                    lo = self.meta.fused_layout.recv_at
+                    hi = lo + self.meta.stages[0].cast.recv_seqlen
+                    order, n_first = arrival_order(plan, lo, hi)
+                    arrival = Arrival(new_flag(q.device), lo, hi,
+                                      torch.from_numpy(order).to(q.device), n_first)
+            self._arrivals[key] = arrival
+        return self._arrivals[key]
 
     def _cut_backward(self, dout, q, k, v, out, lse, backend: str, recv=None):
         """The fused stage's backward cut by keys: the received keys' kernel first (``recv``:

@@ -4,6 +4,10 @@ kernel figures, from 1k to 64k tokens, so that the default is known to win where
 
     python scripts/dev/gluon_vs_triton_fwd.py --out $OUT      # on the GPU; rows in gluon_vs_triton.csv
     python scripts/dev/gluon_vs_triton_fwd.py --direction bwd --out $OUT   # gluon_vs_triton_bwd.csv
+    python scripts/dev/gluon_vs_triton_fwd.py --schedule --out $OUT   # gluon_schedule.csv
+
+``--schedule``: the Gluon forward's persistent grid striding over its items against the same
+grid fetching them from a counter (gluon_forward's ``dynamic``), three rounds in turn.
 """
 from __future__ import annotations
 
@@ -33,10 +37,12 @@ def main() -> None:
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--seqlens", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384, 65536])
     p.add_argument("--direction", choices=("fwd", "bwd"), default="fwd")
+    p.add_argument("--schedule", action="store_true")
     args = p.parse_args()
     hq, hk, d = 64, 8, 128
     bwd = args.direction == "bwd"
-    path = os.path.join(args.out, "gluon_vs_triton_bwd.csv" if bwd else "gluon_vs_triton.csv")
+    path = os.path.join(args.out, "gluon_vs_triton_bwd.csv" if bwd else
+                        "gluon_schedule.csv" if args.schedule else "gluon_vs_triton.csv")
     with open(path, "w", newline="") as f:
         from bench.provenance import current
         sha = current().label
@@ -54,7 +60,9 @@ def main() -> None:
                     continue
                 plan = FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen)
                 flops = attn_flops(mask.area, hq, d, direction=args.direction)
-                if bwd:
+                if args.schedule:
+                    kernels = _schedule_calls(q, k, v, plan, d)
+                elif bwd:
                     kernels = _bwd_calls(q, k, v, plan, d)
                 else:
                     triton_cfg = fwd_config(d)  # an explicit config keeps the Triton kernel
@@ -75,6 +83,14 @@ def main() -> None:
                     w.writerow(row)
                     f.flush()
                     print(row, flush=True)
+
+
+def _schedule_calls(q, k, v, plan, d):
+    """The Gluon forward strided and dynamic, three times in turn (labels name the round)."""
+    from magi_attention.kernels.triton import gluon_forward as gf
+    tiles = plan_for(plan, gf.BLOCK_M, gf.BLOCK_N, q.device)
+    return [(f"{name}_{r}", lambda dyn=dyn: gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=dyn))
+            for r in range(3) for name, dyn in (("strided", False), ("dynamic", True))]
 
 
 def _bwd_calls(q, k, v, plan, d):

@@ -16,7 +16,8 @@ runtime's collectives stream too, with no switch (``magi_prio``) and every one
 (``magi_prio_all``) instead of ``SWITCHED``. ``magi`` runs with one_copy off although the
 library now turns it on, but under ``--grid``: then ``magi`` has one_copy on and the variants
 (``GRID``) set ``copy_programs_per_sm`` (the own KV's copy on a strided grid) or
-``copy_engine`` (the own KV's copy by the copy engines); ``pair_gather`` (the cast's k and v
+``copy_engine`` (the own KV's copy by the copy engines); under ``--early`` the same ``magi``
+against ``magi_early_start`` (the Gluon forward launched before the cast lands); ``pair_gather`` (the cast's k and v
 by one row kernel) was a variant in session 45's runs, removed after them. Correctness is the
 NCCL test's job (tests/magi_attention/api/test_magi_attn_nccl.py); nothing is gated here.
 Rows: ``magi_switch_ab.csv`` as cp_ab.csv.
@@ -60,7 +61,10 @@ PRIO = {"magi_prio": {"comm_priority": True}, "magi_prio_all": {**ALL, "comm_pri
 # grid of a few programs an SM, and the own KV's copy by the copy engines (no SM)
 GRID_BASE = {**OFF, "one_copy": True}
 GRID = {"magi_grid8": {"copy_programs_per_sm": 8}, "magi_ce": {"copy_engine": True}}
-OPTIONS = {"--nopads": False, "--prio": False, "--grid": False}
+# --early: magi as the library runs it against the Gluon forward launched before the cast
+# lands (needs one hardware queue: bench.cp's default)
+EARLY = {"magi_early_start": {"early_start": True}}
+OPTIONS = {"--nopads": False, "--prio": False, "--grid": False, "--early": False}
 _groups: dict = {}
 
 
@@ -75,8 +79,10 @@ def _variants(config, choice, device, group):
         return entries
     spec, strategy, local = magi
     prio = OPTIONS["--prio"] and dist.get_backend() == "nccl"
-    base = GRID_BASE if OPTIONS["--grid"] else OFF
-    switched = GRID if OPTIONS["--grid"] else PRIO_SWITCHED if prio else SWITCHED
+    grid_base = OPTIONS["--grid"] or OPTIONS["--early"]
+    base = {**GRID_BASE, "early_start": False} if grid_base else OFF
+    switched = (GRID if OPTIONS["--grid"] else EARLY if OPTIONS["--early"]
+                else PRIO_SWITCHED if prio else SWITCHED)
     entries = [(label, s, loc, base if s is strategy else {}) for label, s, loc, _ in entries]
     entries += [(label, strategy, local, {**base, **on}) for label, on in switched.items()]
     mask = cell_mask(choice, config.seqlen_per_gpu[0] * cp_size, config.data, hw.num_heads_kv)

@@ -177,29 +177,47 @@ def _fwd_by_key_parts(q, k, v, parts, softmax_scale: float, softcap: float):
 
 def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
         return_max_logits: bool = False, config=None,
-        return_lse: bool = True):
+        return_lse: bool = True, arrival=None):
     """(out [Sq, Hq, D], lse [Sq, Hq] fp32, max_logits [Hq] | None); see kernels.reference.fwd
-    (lse is written whatever ``return_lse`` says: the kernel keeps it for the backward)."""
+    (lse is written whatever ``return_lse`` says: the kernel keeps it for the backward).
+    ``arrival`` (gluon_forward.Arrival): keys still landing, where the Gluon forward runs these
+    inputs (``gluon_fwd_plan``; elsewhere a ValueError)."""
     from .forward import launch_fwd
 
     check_supported(q, k, v)
-    if config is None and not return_max_logits:  # rows walking > key_parts.SPLIT_ABOVE keys
-        parts = _key_parts(mask)
+    if config is None and not return_max_logits and arrival is None:
+        parts = _key_parts(mask)  # rows walking > key_parts.SPLIT_ABOVE keys
         if parts is not None:
             return _fwd_by_key_parts(q, k, v, parts, softmax_scale, softcap)
     q, k, v = (_dense_last(t) for t in (q, k, v))
     if config is None:  # decided once per mask and kind of input (a lookup per call)
-        key = ("triton_fwd_route", q.device, q.dtype, q.shape[-1], q.shape[1] // k.shape[1],
-               softcap > 0, return_max_logits, q.shape[0] == 0 or k.shape[0] == 0,
-               env.PREFER_GLUON_FWD, env.PACK_GQA)
-        gluon, plan, config = mask.cached(
-            key, lambda: _fwd_route(mask, q, k, softcap, return_max_logits))
+        gluon, plan, config = _cached_fwd_route(mask, q, k, softcap, return_max_logits)
         if gluon:
             from .gluon_forward import launch_fwd as launch_gluon
-            return launch_gluon(q, k, v, plan, float(softmax_scale))
+            return launch_gluon(q, k, v, plan, float(softmax_scale), arrival=arrival)
     else:
         plan = fwd_plan(mask, config, q.shape[1] // k.shape[1], q.device)
+    if arrival is not None:
+        raise ValueError("only the Gluon forward waits for arriving keys; these inputs run "
+                         "another forward (gluon_fwd_plan says which run it)")
     return launch_fwd(q, k, v, plan, config, float(softmax_scale), float(softcap), return_max_logits)
+
+
+def gluon_fwd_plan(q, k, mask: FlexAttnPlan, softcap: float = 0.0):
+    """The Gluon forward's tile plan where ``fwd`` (no config, no max logits) runs the Gluon
+    kernel on inputs like these, else None (key time: the route is cached with the mask)."""
+    if _key_parts(mask) is not None:
+        return None
+    gluon, plan, _ = _cached_fwd_route(mask, q, k, softcap, False)
+    return plan if gluon else None
+
+
+def _cached_fwd_route(mask: FlexAttnPlan, q, k, softcap: float, return_max_logits: bool):
+    """_fwd_route, once per mask and kind of input."""
+    key = ("triton_fwd_route", q.device, q.dtype, q.shape[-1], q.shape[1] // k.shape[1],
+           softcap > 0, return_max_logits, q.shape[0] == 0 or k.shape[0] == 0,
+           env.PREFER_GLUON_FWD, env.PACK_GQA)
+    return mask.cached(key, lambda: _fwd_route(mask, q, k, softcap, return_max_logits))
 
 
 def fwd_plan(mask: FlexAttnPlan, config, group: int, device):

@@ -22,7 +22,9 @@ runs.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 import triton
 from triton.experimental import gluon
@@ -43,6 +45,9 @@ NUM_BUF = 3  # K/V ring slots: 2 was 0.78-0.92x of 3 at d128 (s21 rows d-e)
 # window masks at 16k, 0.96-1.03x on full and causal (within the drift of two runs); H100, GQA
 # 64:8, d128 (results/h100x2/probes_s26/rank_mask_probe_persistent_*.csv)
 PERSISTENT = True
+# The persistent grid's items fetched from a counter rather than strided by program: not yet
+# measured against the stride, so off but where a forward waits for arriving keys (Arrival)
+DYNAMIC = False
 CONSUMER_REGS, PRODUCER_REGS = 240, 24
 MAXNREG = 168  # 12 warps x 32 x 168 <= 64K registers; setmaxnreg redistributes by partition
 HEAD_DIMS = (64, 128)
@@ -138,12 +143,21 @@ def _turn_wait(turn, c: gl.constexpr, k):
 
 
 @gluon.jit
-def _item(i, nqt, q_tile_order, q_tile_ptr, q_tile_num_full, group, HALF_M: gl.constexpr,
-          HEAD_DIM: gl.constexpr):
-    """Work item i (q tiles fastest, in the plan's order, then heads): its first q row, Q/O
-    column, K/V column and the list span [start, end) of its key tiles (full ones below mid)."""
-    q_tile = gl.load(q_tile_order + i % nqt)
-    head = i // nqt
+def _item(i, nqt, n_first, num_heads_q, q_tile_order, q_tile_ptr, q_tile_num_full, group,
+          HALF_M: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """Work item i: its first q row, Q/O column, K/V column and the list span [start, end) of its
+    key tiles (full ones below mid). Items run q tiles fastest, over the order's first n_first
+    tiles for every head, then over the rest for every head (n_first = nqt: the plan's order,
+    head after head)."""
+    first_items = n_first * num_heads_q
+    if i < first_items:
+        at = i % n_first
+        head = i // n_first
+    else:
+        rest = gl.maximum(nqt - n_first, 1)
+        at = n_first + (i - first_items) % rest
+        head = (i - first_items) // rest
+    q_tile = gl.load(q_tile_order + at)
     start = gl.load(q_tile_ptr + q_tile)
     end = gl.load(q_tile_ptr + q_tile + 1)
     mid = start + gl.load(q_tile_num_full + q_tile)
@@ -151,44 +165,100 @@ def _item(i, nqt, q_tile_order, q_tile_ptr, q_tile_num_full, group, HALF_M: gl.c
 
 
 @gluon.jit
+def _fetch(sched, t, DYNAMIC: gl.constexpr, n_items):
+    """The producer's t-th item: program_id + t * programs (static), or the next of a counter
+    shared by the grid (DYNAMIC: a program that starts late, e.g. behind a collective's CTAs,
+    takes fewer items). The fetched index goes to sched[1 + 2 * pid + t % 2] for the consumers;
+    the grid's last fetch (past the end, as every program's final one is) zeroes the counter
+    for the next launch on this stream."""
+    if DYNAMIC:
+        i = gl.atomic_add(sched, 1)
+        gl.store(sched + 1 + 2 * gl.program_id(0) + t % 2, i)
+        if i == n_items + gl.num_programs(0) - 1:
+            gl.store(sched, 0)
+    else:
+        i = gl.program_id(0) + t * gl.num_programs(0)
+    return i
+
+
+@gluon.jit
+def _fetched(sched, t, q_bars, c: gl.constexpr, DYNAMIC: gl.constexpr):
+    """Consumer c's t-th item (after its Q has landed when DYNAMIC: the producer wrote the index
+    before it issued that load, or arrived without one past the end)."""
+    if DYNAMIC:
+        mbarrier.wait(q_bars.index(c), t & 1)
+        i = gl.load(sched + 1 + 2 * gl.program_id(0) + t % 2, volatile=True)
+    else:
+        i = gl.program_id(0) + t * gl.num_programs(0)
+    return i
+
+
+@gluon.jit
+def _await_arrival(arrival, k_lo, key_lo, key_hi, seen, BLOCK_N: gl.constexpr):
+    """Spin until arrival[0] != 0 before the first load of a key tile that meets rows
+    [key_lo, key_hi) (keys a collective is still writing: the stream sets the flag once they
+    have landed); ``seen``: the flag was already observed by this program."""
+    if (seen == 0) & (k_lo + BLOCK_N > key_lo) & (k_lo < key_hi):
+        while gl.load(arrival, volatile=True) == 0:
+            pass
+        seen = 1
+    return seen
+
+
+@gluon.jit
 def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
-              tag):
+              nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
+              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode):
     NUM_BUF: gl.constexpr = k_smem.type.shape[0]
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
+    DYNAMIC: gl.constexpr = (mode.type.shape[0] - 1) % 2 == 1
+    WAIT: gl.constexpr = (mode.type.shape[0] - 1) // 2 == 1
     loaded = 0  # K/V tiles loaded by this program so far: the ring's running position
+    seen = 0  # the arrival flag observed (WAIT)
     t = 0  # items done
-    for i in range(gl.program_id(0), n_items, gl.num_programs(0)):
-        q_row, q_col, kv_col, start, mid, end = _item(i, nqt, q_tile_order, q_tile_ptr,
-                                                      q_tile_num_full, group, HALF_M, HEAD_DIM)
+    i = _fetch(sched, t, DYNAMIC, n_items)
+    while i < n_items:
+        q_row, q_col, kv_col, start, mid, end = _item(i, nqt, n_first, num_heads_q, q_tile_order,
+                                                      q_tile_ptr, q_tile_num_full, group, HALF_M,
+                                                      HEAD_DIM)
         # the first key tiles go before Q: their slots free up before the last item's
         # epilogue ends, Q's only after it (the consumers stage O in Q's buffer)
         first = gl.minimum(end - start, NUM_BUF)
         for j in range(first):
-            _load_kv(k_desc, v_desc, q_tile_kt, start + j, kv_col, loaded + j, k_smem, v_smem,
-                     k_ready, v_ready, kv_empty)
+            seen = _load_kv(k_desc, v_desc, q_tile_kt, start + j, kv_col, loaded + j, k_smem,
+                            v_smem, k_ready, v_ready, kv_empty, arrival, key_lo, key_hi, seen,
+                            WAIT)
         for c in gl.static_range(2):
             mbarrier.wait(q_empty.index(c), (t & 1) ^ 1)  # fresh barriers pass
             mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(q_desc, [q_row + c * HALF_M, q_col], q_bars.index(c),
                                             q_smem.index(c))
         for j in range(first, end - start):
-            _load_kv(k_desc, v_desc, q_tile_kt, start + j, kv_col, loaded + j, k_smem, v_smem,
-                     k_ready, v_ready, kv_empty)
+            seen = _load_kv(k_desc, v_desc, q_tile_kt, start + j, kv_col, loaded + j, k_smem,
+                            v_smem, k_ready, v_ready, kv_empty, arrival, key_lo, key_hi, seen,
+                            WAIT)
         loaded += end - start
         t += 1
+        i = _fetch(sched, t, DYNAMIC, n_items)
+    if DYNAMIC:  # the consumers learn the end from the fetched index: release them without Q
+        for c in gl.static_range(2):
+            mbarrier.wait(q_empty.index(c), (t & 1) ^ 1)
+            mbarrier.arrive(q_bars.index(c), count=1)
 
 
 @gluon.jit
 def _load_kv(k_desc, v_desc, q_tile_kt, t, kv_col, n, k_smem, v_smem, k_ready, v_ready,
-             kv_empty):
-    """K and V of list entry t into the ring's n-th position (once its slot is released)."""
+             kv_empty, arrival, key_lo, key_hi, seen, WAIT: gl.constexpr):
+    """K and V of list entry t into the ring's n-th position (once its slot is released, and
+    with WAIT once keys still in flight have landed). Returns ``seen`` (see _await_arrival)."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = k_smem.type.shape[0]
     slot = n % NUM_BUF
     k_lo = gl.load(q_tile_kt + t) * BLOCK_N
+    if WAIT:
+        seen = _await_arrival(arrival, k_lo, key_lo, key_hi, seen, BLOCK_N)
     mbarrier.wait(kv_empty.index(slot), ((n // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
     mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(k_desc, [k_lo, kv_col], k_ready.index(slot),
@@ -196,6 +266,7 @@ def _load_kv(k_desc, v_desc, q_tile_kt, t, kv_col, n, k_smem, v_smem, k_ready, v
     mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(v_desc, [k_lo, kv_col], v_ready.index(slot),
                                     v_smem.index(slot))
+    return seen
 
 
 @gluon.jit
@@ -260,13 +331,14 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
 @gluon.jit
 def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
-              tag, c: gl.constexpr):
+              nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
+              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, c: gl.constexpr):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     ROW_INTERVALS: gl.constexpr = tag.type.shape[0] - 1
     dtype: gl.constexpr = q_desc.dtype
+    DYNAMIC: gl.constexpr = (mode.type.shape[0] - 1) % 2 == 1
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -278,15 +350,18 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
     loaded = 0  # the ring's running position (as the producer counts it)
     turns = 0  # turns this consumer has taken (both take n_tiles + 1 per item with keys)
     t = 0
-    for i in range(gl.program_id(0), n_items, gl.num_programs(0)):
-        q_row, q_col, kv_col, start, mid, end = _item(i, nqt, q_tile_order, q_tile_ptr,
-                                                      q_tile_num_full, group, HALF_M, HEAD_DIM)
+    i = _fetched(sched, t, q_bars, c, DYNAMIC)
+    while i < n_items:
+        q_row, q_col, kv_col, start, mid, end = _item(i, nqt, n_first, num_heads_q, q_tile_order,
+                                                      q_tile_ptr, q_tile_num_full, group, HALF_M,
+                                                      HEAD_DIM)
         row0 = q_row + c * HALF_M
         rows = row0 + gl.arange(0, HALF_M, layout=row_s)
         m_i = gl.full([HALF_M], float("-inf"), gl.float32, row_s)
         l_i = gl.zeros([HALF_M], gl.float32, row_s)
         acc = gl.zeros([HALF_M, HEAD_DIM], gl.float32, o_layout)
-        mbarrier.wait(q_bars.index(c), t & 1)
+        if not DYNAMIC:  # (DYNAMIC: waited for in _fetched)
+            mbarrier.wait(q_bars.index(c), t & 1)
         if end > start:
             acc, m_i, l_i = _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty,
                                            turn, q_tile_kt, row_lo, row_hi, rows, seqlen_q,
@@ -309,6 +384,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
         tma.store_wait(pendings=0)
         mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
         t += 1
+        i = _fetched(sched, t, q_bars, c, DYNAMIC)
 
 
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
@@ -316,29 +392,30 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
 @gluon.jit
 def _consumer0(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-               nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
-               tag):
+               nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
+               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode):
     _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
-              tag, 0)
+              nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
+              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, 0)
 
 
 @gluon.jit
 def _consumer1(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-               nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
-               tag):
+               nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
+               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode):
     _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn,
-              tag, 1)
+              nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
+              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, 1)
 
 
 @gluon.jit
 def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                 q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-                nqt, NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr,
+                nqt, n_first, sched, arrival, key_lo, key_hi, NUM_BUF: gl.constexpr,
+                ROW_INTERVALS: gl.constexpr, DYNAMIC: gl.constexpr, WAIT: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 num_warps: gl.constexpr):
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -358,6 +435,9 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
     # of this (unused) buffer's type
     tag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    # and the schedule's switches as this one's: DYNAMIC + 2 * WAIT + 1 bytes
+    mode = gl.allocate_shared_memory(gl.int8, [1 + DYNAMIC + 2 * WAIT],
+                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     for i in gl.static_range(2):
         mbarrier.init(q_bars.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=1)
@@ -369,7 +449,8 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
     fence_async_shared()
     args = (q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
             q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items, nqt,
-            q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag)
+            n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars, q_empty,
+            k_ready, v_ready, kv_empty, turn, tag, mode)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
                        [CONSUMER_REGS, PRODUCER_REGS])
 
@@ -406,39 +487,99 @@ def shared_layout(rows: int, cols: int, dtype: torch.dtype):
     return gl.NVMMASharedLayout.get_default_for([rows, cols], gdt[dtype])
 
 
+@dataclass(frozen=True)
+class Arrival:
+    """Keys the forward may start without: rows [key_lo, key_hi) of K/V are still being written
+    (a collective's landing zone) and ``flag`` (int32 [1], on the device) turns non-zero once
+    they have landed, set by the stream (no kernel: see magi_attention.comm.stream_flag).
+    ``order``: the q tiles, those that read none of these keys first (``n_first`` of them),
+    each group in the plan's heaviest-first order (``arrival_order``). The grid then fetches
+    its items from a counter, so programs that wait or start late take fewer."""
+    flag: torch.Tensor
+    key_lo: int
+    key_hi: int
+    order: torch.Tensor
+    n_first: int
+
+
+def arrival_order(plan: BlockSparsePlan, key_lo: int, key_hi: int) -> tuple[np.ndarray, int]:
+    """(q tile order, n_first): the plan's order with the q tiles that list no key tile meeting
+    rows [key_lo, key_hi) moved first, both groups keeping their order (host arrays: key time)."""
+    order = plan.q_tile_order.cpu().numpy()
+    ptr, kt = plan.q_tile_ptr.cpu().numpy(), plan.q_tile_kt.cpu().numpy()
+    lo, hi = kt * plan.block_n, (kt + 1) * plan.block_n
+    meets = (hi > key_lo) & (lo < key_hi)
+    reads = np.add.reduceat(meets.astype(np.int64), ptr[:-1]) if kt.size else np.zeros(0)
+    reads = np.where(ptr[1:] > ptr[:-1], reads, 0)[order] > 0  # reduceat's empty-span quirk
+    first, rest = order[~reads], order[reads]
+    return np.concatenate([first, rest]).astype(np.int32), int(first.size)
+
+
 def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSparsePlan,
-               softmax_scale: float, num_buf: int = NUM_BUF, persistent: bool = PERSISTENT):
+               softmax_scale: float, num_buf: int = NUM_BUF, persistent: bool = PERSISTENT,
+               dynamic: bool | None = None, arrival: Arrival | None = None):
     """q [Sq, Hq, D], k/v [Sk, Hkv, D] (strided views read in place: tma_rows) over a BLOCK_M
     x n plan (n = BLOCK_N by default; 64 was measured too) with a row interval table -> (out,
     lse [Sq, Hq] fp32, None).
     ``num_buf``: K/V ring slots; ``persistent``: one program per SM walking the (q tile, head)
     items in order, loading an item's first K/V tiles during the last one's epilogue (else
-    one program per item)."""
+    one program per item); ``dynamic`` (persistent only; None: DYNAMIC): the programs fetch
+    items from a counter instead of striding over them; ``arrival``: start before some keys have landed
+    (persistent and dynamic then)."""
     seqlen_q, num_heads_q, _ = q.shape
     if plan.block_m != BLOCK_M:
         raise ValueError(f"plan q tiles {plan.block_m} != {BLOCK_M}")
     if plan.row_lo.shape[1] == 0:
         raise ValueError("the Gluon forward masks partial tiles from the row interval table; "
                          "this plan has none (too many intervals per row)")
+    if arrival is not None and not persistent:
+        raise ValueError("a forward that waits for arriving keys runs persistent")
+    if dynamic is None:
+        dynamic = DYNAMIC
+    dynamic = persistent and (dynamic or arrival is not None)
     q, k, v = (tma_rows(t) for t in (q, k, v))  # read by TMA alone: strided views in place
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(seqlen_q, num_heads_q, dtype=torch.float32, device=q.device)
     n_items = plan.num_q_tiles * num_heads_q
     if n_items > 0:
         programs = min(n_items, _sm_count(q.device)) if persistent else n_items
+        sched = _schedule_buffer(q.device) if dynamic else lse  # (unread when static)
+        order, n_first = ((arrival.order, arrival.n_first) if arrival is not None
+                          else (plan.q_tile_order, plan.num_q_tiles))
+        flag, key_lo, key_hi = ((arrival.flag, arrival.key_lo, arrival.key_hi)
+                                if arrival is not None else (lse, 0, 0))
         # every integer argument follows from these (cached_launch)
         key = (q.shape, k.shape, q.dtype, plan.block_n, plan.num_q_tiles, plan.row_lo.shape[1],
-               num_buf, programs) if q.is_cuda else None
+               num_buf, programs, n_first, key_lo, key_hi, dynamic,
+               arrival is not None) if q.is_cuda else None
         _launch_fwd_kernel((programs, ), key,
             _descriptor(q, HALF_M), _descriptor(k, plan.block_n), _descriptor(v, plan.block_n),
             _descriptor(out, HALF_M), lse, plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full,
-            plan.q_tile_order, plan.row_lo, plan.row_hi, seqlen_q, num_heads_q,
+            order, plan.row_lo, plan.row_hi, seqlen_q, num_heads_q,
             float(softmax_scale) * LOG2E, num_heads_q // k.shape[1], n_items, plan.num_q_tiles,
-            NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], CONSUMER_REGS=CONSUMER_REGS,
+            n_first, sched, flag, key_lo, key_hi,
+            NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], DYNAMIC=dynamic,
+            WAIT=arrival is not None, CONSUMER_REGS=CONSUMER_REGS,
             PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse, None
 
 
+def _schedule_buffer(device: torch.device) -> torch.Tensor:
+    """The dynamic grid's int32 scratch of the current stream: the item counter (zero between
+    launches: the last fetch resets it) and two fetched indices a program. One a stream, so
+    launches on two streams at once never share a counter."""
+    if device.type != "cuda":
+        return torch.zeros(1 + 2 * HOPPER_SMS, dtype=torch.int32, device=device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    key = (index, torch.cuda.current_stream(index).cuda_stream)
+    buf = _SCHEDULE_BUFFERS.get(key)
+    if buf is None:
+        buf = torch.zeros(1 + 2 * _sm_count(device), dtype=torch.int32, device=device)
+        _SCHEDULE_BUFFERS[key] = buf
+    return buf
+
+
+_SCHEDULE_BUFFERS: dict = {}
 HOPPER_SMS = 132  # H100 / H200 SXM: the grid of compile-only runs off the GPU (CPU tests)
 
 

@@ -5,7 +5,8 @@ rows (``fused_split``: the local rows' kernel runs while the cast is in flight) 
 chose), the staged overlap (two remote stages, partial outputs merged by lse), balanced_runs'
 cuts moved by the ranks' measured kernel times (``balance="timed"``) and the whole stage with
 the runtime's switches on (``early_reduce``, ``gather_first``, ``one_copy``,
-``copy_programs_per_sm``) and the own KV copied by the copy engines (``copy_engine``), is
+``copy_programs_per_sm``), the own KV copied by the copy engines (``copy_engine``) and the
+Gluon forward launched before the cast has landed (``early_start``, one hardware queue), is
 exact in bf16 against the reference kernel in fp32 over the same inputs, and a steady-state step
 (calc_attn forward + backward) neither copies to the host nor synchronises (torch's sync debug
 mode turns either into an error).
@@ -55,10 +56,12 @@ OVERLAPS = {"whole": dict(fused=True, cut="none"), "split": dict(fused=True, spl
             # KV copied by one row kernel on a strided grid
             "switches": dict(fused=True, cut="none"),
             # whole, the own KV copied into the fused buffer by the copy engines
-            "copy_engine": dict(fused=True, cut="none")}
+            "copy_engine": dict(fused=True, cut="none"),
+            # whole, the Gluon forward launched before the cast lands (one hardware queue)
+            "early_start": dict(fused=True, cut="none")}
 RUNTIME = {"switches": dict(early_reduce=True, gather_first=True, one_copy=True,
                             copy_programs_per_sm=8),
-           "copy_engine": dict(copy_engine=True)}
+           "copy_engine": dict(copy_engine=True), "early_start": dict(early_start=True)}
 DISPATCH = {"unequal": ("unequal_runs", 128)}  # (dispatch_alg, chunk_size); else balanced_runs
 
 
@@ -66,6 +69,8 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
     """device "cpu" (gloo, the reference kernel): a smoke test of this worker itself."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     cuda = device == "cuda"
+    if mode == "early_start":  # before CUDA starts: kernels reach the GPU in launch order
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
     if cuda:
         torch.cuda.set_device(rank)
     dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=2)
@@ -111,6 +116,11 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
                 return out, torch.autograd.grad(out, local, dout_local)
 
             out, grads = step()
+            if mode == "early_start":  # whether this mask's fused forward took the path
+                arrivals = [a for a in key.runtime._arrivals.values() if a is not None]
+                lines.append(f"{name} early_start="
+                             f"{[(a.n_first, len(a.order)) for a in arrivals] or 'off'} "
+                             f"{key.runtime.early_start_reason(local[0], local[1])}")
             if cuda:
                 assert_no_sync(step)
             got = [undispatch(t, key).float() for t in (out, *grads)]
@@ -158,5 +168,7 @@ def test_fused_stage_is_exact_and_does_not_synchronise(backend, mode):
         for line in timed:
             assert int(line.split("balance_layouts=")[1].split()[0]) >= 1, line
             assert eval(line.split("shard_seqlens=")[1]) == [SEQLEN // 2] * 2, line
+    if mode == "early_start":  # the path ran on some mask (the Gluon forward's)
+        assert any("early_start=[" in line for line in lines), lines
     # the cut path ran where asked for; never where not
     assert any("split=True" in line for line in lines) == mode.startswith("split")

@@ -40,13 +40,14 @@ def test_in_place_reduce_equals_fp32_accumulator_bitwise_in_bf16():
     assert not errors, errors
 
 
-SWITCHES = ("early_reduce", "gather_first", "one_copy", "copy_engine")
+SWITCHES = ("early_reduce", "gather_first", "one_copy", "copy_engine", "early_start")
 
 
 def _check_runtime_switches(rank):
     """Each of the runtime's ordering switches (the reduce started before dq is rounded, the
     cast gathered on the current stream, the own KV copied by one row kernel or, on CUDA, by the
-    copy engines) changes no bit of the output or of a gradient."""
+    copy engines, the Gluon forward started before the cast lands, which off CUDA says why it
+    does not apply) changes no bit of the output or of a gradient."""
     from magi_attention.api import calc_attn, dispatch
     from magi_attention.meta import OverlapConfig
 
@@ -72,6 +73,10 @@ def _check_runtime_switches(rank):
         for switch in SWITCHES:
             setattr(runtime, switch, True)
             got_out, got = step()
+            if switch == "early_start":
+                reason = runtime.early_start_reason(local[0], local[1])
+                if reason is None:
+                    errors.append(f"{name}: early_start on gloo: {reason}")
             setattr(runtime, switch, False)
             if not torch.equal(got_out, out):
                 errors.append(f"{name}: {switch} changed the output")

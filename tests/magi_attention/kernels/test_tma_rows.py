@@ -34,3 +34,26 @@ def test_views_tma_cannot_read_are_copied(make):
     got = tma_rows(t)
     assert got.is_contiguous() and got.data_ptr() != t.data_ptr()
     assert torch.equal(got, t)
+
+
+def test_arrival_order_puts_the_q_tiles_reading_no_late_key_first():
+    """gluon_forward.arrival_order: q tiles whose listed key tiles meet none of the late rows
+    first, each group in the plan's heaviest-first order; nothing late: the plan's order."""
+    import numpy as np
+
+    from magi_attention.common import AttnSlice
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.triton import gluon_forward as gf
+    # two documents of 512 (4 tiles each), causal: q tiles 4-7 read keys 512-1023 only
+    slices = [AttnSlice.make(0, 512, 0, 512, 1), AttnSlice.make(512, 1024, 512, 1024, 1)]
+    plan = plan_block_sparse(slices, 1024, 1024, gf.BLOCK_M, gf.BLOCK_N)
+    plain = plan.q_tile_order.numpy()
+    order, n_first = gf.arrival_order(plan, 640, 1024)  # key tiles 5-7 late
+    assert n_first == 5 and sorted(order[:5]) == [0, 1, 2, 3, 4]
+    assert sorted(order[5:]) == [5, 6, 7]
+    for part in (order[:5], order[5:]):  # each group keeps the plan's relative order
+        rank = {t: i for i, t in enumerate(plain)}
+        assert [rank[t] for t in part] == sorted(rank[t] for t in part)
+    order, n_first = gf.arrival_order(plan, 1024, 1024)
+    assert n_first == 8 and np.array_equal(order, plain)
+    assert gf.arrival_order(plan, 0, 1024)[1] == 0

@@ -368,6 +368,49 @@ def test_gluon_kernel_every_mask(name, case, persistent):
         assert torch.equal(out, per_item[0]) and torch.equal(lse, per_item[1])
 
 
+@pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
+@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+def test_gluon_dynamic_grid_and_arrival_compute_every_item_as_the_strided_grid(name, case):
+    """The persistent grid fetching its items from a counter (``dynamic``) computes each item
+    as the strided grid does (bit-equal out and lse), twice in a row (the counter resets
+    itself); and with an Arrival whose flag the stream sets only ~20 ms after the launch (the
+    last third of the keys "in flight"), the same again: the programs that reach those keys
+    wait, the others run, and the launch takes at least the delay."""
+    import time
+
+    from magi_attention.comm.stream_flag import new_flag, write_flag
+    from magi_attention.kernels.block_sparse import plan_for
+    from magi_attention.kernels.triton import gluon_forward as gf
+    mask = _gluon_mask(name, case)
+    seqlen, seed, dtype, (hq, hk, d) = case
+    plan = FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen)
+    tiles = plan_for(plan, gf.BLOCK_M, gf.BLOCK_N, "cuda")
+    if tiles.row_lo.shape[1] == 0:
+        pytest.skip("no row interval table: the Triton forward runs this mask")
+    q, k, v, _ = _inputs(seqlen, seqlen, hq, hk, d, dtype, seed)
+    strided = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=False)
+    for _ in range(2):
+        dyn = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=True)
+        assert torch.equal(strided[0], dyn[0]) and torch.equal(strided[1], dyn[1])
+    lo = seqlen - seqlen // 3
+    order, n_first = gf.arrival_order(tiles, lo, seqlen)
+    flag = new_flag(q.device)
+    arrival = gf.Arrival(flag, lo, seqlen, torch.from_numpy(order).cuda(), n_first)
+    side = torch.cuda.Stream()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    late = gf.launch_fwd(q, k, v, tiles, d ** -0.5, arrival=arrival)
+    end.record()
+    time.sleep(0.02)
+    write_flag(flag, 1, side)
+    torch.cuda.synchronize()
+    assert torch.equal(strided[0], late[0]) and torch.equal(strided[1], late[1])
+    if n_first < tiles.num_q_tiles:  # some tile reads the late keys: the launch waited
+        assert start.elapsed_time(end) >= 15.0
+    assert flag.item() == 1
+
+
 @pytest.mark.parametrize("name", ["full", "causal_document", "sliding_window_causal"])
 def test_gluon_forward_is_the_default_forward_on_sm90(name):
     """tk.fwd without a config runs the Gluon kernel (bit-equal to calling it directly), and

@@ -92,6 +92,31 @@ def test_the_gluon_forward_compiles_for_sm90_with_its_register_split(tool, head_
         assert f"setmaxnreg.dec.sync.aligned.u32 \t{gf.PRODUCER_REGS}" in ptx
 
 
+def test_the_gluon_forward_that_waits_for_arriving_keys_compiles_for_sm90(tool):
+    """gluon_forward with an Arrival (items fetched from a counter, the producer spinning on
+    the flag before keys in flight) builds for sm90 with the strided grid's resources: 12 warps,
+    168 registers, no spills; the counter's add is one lane's, the flag read volatile."""
+    import numpy as np
+    from magi_attention.common import AttnSlice
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.triton import gluon_forward as gf
+    q, k, v, _ = tool._inputs(1531, hq=8, hk=2, d=128)
+    plan = plan_block_sparse([AttnSlice.make(0, 1531, 0, 1531, 1)], 1531, 1531, gf.BLOCK_M,
+                             gf.BLOCK_N)
+    order, n_first = gf.arrival_order(plan, 1024, 1531)
+    arrival = gf.Arrival(torch.zeros(1, dtype=torch.int32), 1024, 1531,
+                         torch.from_numpy(order), n_first)
+    with tool.CompileRecorder() as rec:
+        gf.launch_fwd(q, k, v, plan, 128 ** -0.5, arrival=arrival)
+    (name, kernel), = rec.compiled
+    res = tool.resources(kernel)
+    assert name == "_fwd_kernel" and res["num_warps"] == 12 and res["registers"] == gf.MAXNREG
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0
+    ptx = kernel.asm["ptx"]
+    assert "atom.global.gpu.acq_rel.add.u32" in ptx and "ld.volatile.global.b32" in ptx
+    assert np.array_equal(order, [7, 6, 5, 4, 3, 2, 1, 0, 11, 10, 9, 8]) and n_first == 8
+
+
 def _sass(kernel) -> str:
     """The SASS of a compiled kernel (ptxas and nvdisasm shipped with Triton)."""
     import os
