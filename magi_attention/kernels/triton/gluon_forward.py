@@ -168,12 +168,10 @@ def _item(i, nqt, n_first, num_heads_q, q_tile_order, q_tile_ptr, q_tile_num_ful
 def _fetch(sched, t, DYNAMIC: gl.constexpr, n_items):
     """The producer's t-th item: program_id + t * programs (static), or the next of a counter
     shared by the grid (DYNAMIC: a program that starts late, e.g. behind a collective's CTAs,
-    takes fewer items). The fetched index goes to sched[1 + 2 * pid + t % 2] for the consumers;
-    the grid's last fetch (past the end, as every program's final one is) zeroes the counter
-    for the next launch on this stream."""
+    takes fewer items). Each program fetches once past the end, so the grid's last fetch is
+    n_items + programs - 1: that one zeroes the counter for the next launch on this stream."""
     if DYNAMIC:
         i = gl.atomic_add(sched, 1)
-        gl.store(sched + 1 + 2 * gl.program_id(0) + t % 2, i)
         if i == n_items + gl.num_programs(0) - 1:
             gl.store(sched, 0)
     else:
@@ -182,12 +180,22 @@ def _fetch(sched, t, DYNAMIC: gl.constexpr, n_items):
 
 
 @gluon.jit
-def _fetched(sched, t, q_bars, c: gl.constexpr, DYNAMIC: gl.constexpr):
-    """Consumer c's t-th item (after its Q has landed when DYNAMIC: the producer wrote the index
-    before it issued that load, or arrived without one past the end)."""
+def _put_item(items, t, i):
+    """The producer hands item index i to the consumers in shared-memory slot t % 2 (before
+    the arrive on that item's Q barrier, which orders it for them)."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    items.index(t % 2).store(gl.full([32], i, gl.int32, layout))
+    gl.thread_barrier()  # every lane's store before the one thread's arrive that releases them
+
+
+@gluon.jit
+def _fetched(items, t, q_bars, c: gl.constexpr, DYNAMIC: gl.constexpr):
+    """Consumer c's t-th item (DYNAMIC: once its Q barrier has passed, from the producer's
+    slot; the producer arrives there without a Q past the end)."""
     if DYNAMIC:
         mbarrier.wait(q_bars.index(c), t & 1)
-        i = gl.load(sched + 1 + 2 * gl.program_id(0) + t % 2, volatile=True)
+        layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        i = gl.max(items.index(t % 2).load(layout), axis=0)
     else:
         i = gl.program_id(0) + t * gl.num_programs(0)
     return i
@@ -209,7 +217,7 @@ def _await_arrival(arrival, k_lo, key_lo, key_hi, seen, BLOCK_N: gl.constexpr):
 def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
-              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode):
+              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
     NUM_BUF: gl.constexpr = k_smem.type.shape[0]
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
@@ -230,19 +238,24 @@ def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
             seen = _load_kv(k_desc, v_desc, q_tile_kt, start + j, kv_col, loaded + j, k_smem,
                             v_smem, k_ready, v_ready, kv_empty, arrival, key_lo, key_hi, seen,
                             WAIT)
+        if DYNAMIC:
+            _put_item(items, t, i)
         for c in gl.static_range(2):
             mbarrier.wait(q_empty.index(c), (t & 1) ^ 1)  # fresh barriers pass
             mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(q_desc, [q_row + c * HALF_M, q_col], q_bars.index(c),
                                             q_smem.index(c))
+        # the next item now, while this one's first tiles and Q are in flight (a counter's
+        # round trip stalls this warp)
+        i = _fetch(sched, t + 1, DYNAMIC, n_items)
         for j in range(first, end - start):
             seen = _load_kv(k_desc, v_desc, q_tile_kt, start + j, kv_col, loaded + j, k_smem,
                             v_smem, k_ready, v_ready, kv_empty, arrival, key_lo, key_hi, seen,
                             WAIT)
         loaded += end - start
         t += 1
-        i = _fetch(sched, t, DYNAMIC, n_items)
-    if DYNAMIC:  # the consumers learn the end from the fetched index: release them without Q
+    if DYNAMIC:  # the consumers learn the end from the index: release them without a Q
+        _put_item(items, t, i)
         for c in gl.static_range(2):
             mbarrier.wait(q_empty.index(c), (t & 1) ^ 1)
             mbarrier.arrive(q_bars.index(c), count=1)
@@ -332,7 +345,7 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
 def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
-              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, c: gl.constexpr):
+              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, c: gl.constexpr):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
@@ -350,7 +363,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
     loaded = 0  # the ring's running position (as the producer counts it)
     turns = 0  # turns this consumer has taken (both take n_tiles + 1 per item with keys)
     t = 0
-    i = _fetched(sched, t, q_bars, c, DYNAMIC)
+    i = _fetched(items, t, q_bars, c, DYNAMIC)
     while i < n_items:
         q_row, q_col, kv_col, start, mid, end = _item(i, nqt, n_first, num_heads_q, q_tile_order,
                                                       q_tile_ptr, q_tile_num_full, group, HALF_M,
@@ -384,7 +397,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
         tma.store_wait(pendings=0)
         mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
         t += 1
-        i = _fetched(sched, t, q_bars, c, DYNAMIC)
+        i = _fetched(items, t, q_bars, c, DYNAMIC)
 
 
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
@@ -393,22 +406,22 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
 def _consumer0(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
                nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
-               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode):
+               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
     _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
-              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, 0)
+              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 0)
 
 
 @gluon.jit
 def _consumer1(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
                nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
-               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode):
+               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
     _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
-              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, 1)
+              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 1)
 
 
 @gluon.jit
@@ -438,6 +451,9 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
     # and the schedule's switches as this one's: DYNAMIC + 2 * WAIT + 1 bytes
     mode = gl.allocate_shared_memory(gl.int8, [1 + DYNAMIC + 2 * WAIT],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    # DYNAMIC: the item index the producer fetched, one slot an item parity
+    items = gl.allocate_shared_memory(gl.int32, [2, 32],
+                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     for i in gl.static_range(2):
         mbarrier.init(q_bars.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=1)
@@ -450,7 +466,7 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
     args = (q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
             q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items, nqt,
             n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars, q_empty,
-            k_ready, v_ready, kv_empty, turn, tag, mode)
+            k_ready, v_ready, kv_empty, turn, tag, mode, items)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
                        [CONSUMER_REGS, PRODUCER_REGS])
 
