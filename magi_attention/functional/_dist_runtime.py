@@ -114,7 +114,8 @@ class DistAttnRuntime:
         self.copy_engine = False
         # the fused forward's Gluon kernel launched before the cast has landed: its programs
         # run the q tiles that read no received key first and wait on a flag, set by the
-        # collectives' stream once the keys are in, only where they reach one
+        # collectives' stream once the keys are in (copied into place by the copy engines
+        # where they land in several regions), only where they reach one
         # (gluon_forward.Arrival; early_start_reason says where it applies); not yet measured
         self.early_start = False
         self._arrivals: dict = {}
@@ -344,7 +345,7 @@ class DistAttnRuntime:
                                                 self.softcap, False, arrival=arrival)
         main, comm = torch.cuda.current_stream(q.device), self._stream(q.device)
         with torch.cuda.stream(comm):
-            landing()
+            landing(engines=True)
             write_flag(arrival.flag, 1, comm)
         main.wait_stream(comm)
         write_flag(arrival.flag, 0, main)
@@ -361,9 +362,10 @@ class DistAttnRuntime:
             return "the fused stage runs cut"
         if not self.overlap or self.hier_stages is not None:
             return "the cast must be in flight, in place (overlap on, the one-hop cast)"
-        if self.meta.fused_layout.recv_at is None:
-            return "the cast lands in several regions of the fused buffer"
         reason = stream_flag_reason(q.device)
+        if reason is None and self.meta.fused_layout.recv_at is None:
+            # the received pieces are then copied into place with no SM (copy engines)
+            reason = copy_engine_reason(q)
         if reason is not None:
             return reason
         # under several hardware queues the cast's kernel may queue behind the forward, whose
@@ -386,13 +388,13 @@ class DistAttnRuntime:
             arrival = None
             if self.early_start_reason(q, k, backend) is None:
                 from ..kernels.triton import gluon_fwd_plan
-                from ..kernels.triton.gluon_forward import Arrival, arrival_order
+                from ..kernels.triton.gluon_forward import Arrival, arrival_order, late_tiles
                 plan = gluon_fwd_plan(q, k, self.meta.fused.plan, self.softcap)
                 if plan is not None:
-                    lo = self.meta.fused_layout.recv_at
-                    hi = lo + self.meta.stages[0].cast.recv_seqlen
-                    order, n_first = arrival_order(plan, lo, hi)
-                    arrival = Arrival(new_flag(q.device), lo, hi,
+                    rows = [(dst, dst + m) for _, dst, m in self.meta.fused_layout.recv_copies]
+                    late = late_tiles(plan.num_k_tiles, plan.block_n, rows)
+                    order, n_first = arrival_order(plan, late)
+                    arrival = Arrival(new_flag(q.device), torch.from_numpy(late).to(q.device),
                                       torch.from_numpy(order).to(q.device), n_first)
             self._arrivals[key] = arrival
         return self._arrivals[key]
@@ -474,11 +476,16 @@ class DistAttnRuntime:
                 kv_all[dst:dst + m, :h] = k[src:src + m]
                 kv_all[dst:dst + m, h:] = v[src:src + m]
 
-        def landing() -> torch.Tensor:
+        def landing(engines: bool = False) -> torch.Tensor:
+            """``engines``: the received pieces copied by the copy engines (no SM: the early
+            forward's waiting programs may hold them all)."""
             buf = pending.wait()
             if recv_at is None:
                 for src, dst, m in lay.recv_copies:
-                    kv_all[dst:dst + m] = buf[src:src + m]
+                    if engines:
+                        copy_rows_(kv_all[dst:dst + m], buf[src:src + m])
+                    else:
+                        kv_all[dst:dst + m] = buf[src:src + m]
             return buf
 
         return kv_all, landing

@@ -202,21 +202,22 @@ def _fetched(items, t, q_bars, c: gl.constexpr, DYNAMIC: gl.constexpr):
 
 
 @gluon.jit
-def _await_arrival(arrival, k_lo, key_lo, key_hi, seen, BLOCK_N: gl.constexpr):
-    """Spin until arrival[0] != 0 before the first load of a key tile that meets rows
-    [key_lo, key_hi) (keys a collective is still writing: the stream sets the flag once they
-    have landed); ``seen``: the flag was already observed by this program."""
-    if (seen == 0) & (k_lo + BLOCK_N > key_lo) & (k_lo < key_hi):
-        while gl.load(arrival, volatile=True) == 0:
-            pass
-        seen = 1
+def _await_arrival(arrival, late, kt, seen):
+    """Spin until arrival[0] != 0 before the first load of a key tile marked in ``late`` (keys
+    a collective is still writing: the stream sets the flag once they have all landed);
+    ``seen``: the flag was already observed by this program."""
+    if seen == 0:
+        if gl.load(late + kt) != 0:
+            while gl.load(arrival, volatile=True) == 0:
+                pass
+            seen = 1
     return seen
 
 
 @gluon.jit
 def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
+              nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
     NUM_BUF: gl.constexpr = k_smem.type.shape[0]
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -236,8 +237,7 @@ def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
         first = gl.minimum(end - start, NUM_BUF)
         for j in range(first):
             seen = _load_kv(k_desc, v_desc, q_tile_kt, start + j, kv_col, loaded + j, k_smem,
-                            v_smem, k_ready, v_ready, kv_empty, arrival, key_lo, key_hi, seen,
-                            WAIT)
+                            v_smem, k_ready, v_ready, kv_empty, arrival, late, seen, WAIT)
         if DYNAMIC:
             _put_item(items, t, i)
         for c in gl.static_range(2):
@@ -250,8 +250,7 @@ def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
         i = _fetch(sched, t + 1, DYNAMIC, n_items)
         for j in range(first, end - start):
             seen = _load_kv(k_desc, v_desc, q_tile_kt, start + j, kv_col, loaded + j, k_smem,
-                            v_smem, k_ready, v_ready, kv_empty, arrival, key_lo, key_hi, seen,
-                            WAIT)
+                            v_smem, k_ready, v_ready, kv_empty, arrival, late, seen, WAIT)
         loaded += end - start
         t += 1
     if DYNAMIC:  # the consumers learn the end from the index: release them without a Q
@@ -263,15 +262,16 @@ def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
 
 @gluon.jit
 def _load_kv(k_desc, v_desc, q_tile_kt, t, kv_col, n, k_smem, v_smem, k_ready, v_ready,
-             kv_empty, arrival, key_lo, key_hi, seen, WAIT: gl.constexpr):
+             kv_empty, arrival, late, seen, WAIT: gl.constexpr):
     """K and V of list entry t into the ring's n-th position (once its slot is released, and
     with WAIT once keys still in flight have landed). Returns ``seen`` (see _await_arrival)."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = k_smem.type.shape[0]
     slot = n % NUM_BUF
-    k_lo = gl.load(q_tile_kt + t) * BLOCK_N
+    kt = gl.load(q_tile_kt + t)
+    k_lo = kt * BLOCK_N
     if WAIT:
-        seen = _await_arrival(arrival, k_lo, key_lo, key_hi, seen, BLOCK_N)
+        seen = _await_arrival(arrival, late, kt, seen)
     mbarrier.wait(kv_empty.index(slot), ((n // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
     mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(k_desc, [k_lo, kv_col], k_ready.index(slot),
@@ -344,7 +344,7 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
 @gluon.jit
 def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
+              nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, c: gl.constexpr):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -405,29 +405,29 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
 @gluon.jit
 def _consumer0(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-               nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
+               nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
                q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
     _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
+              nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 0)
 
 
 @gluon.jit
 def _consumer1(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-               nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
+               nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
                q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
     _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars,
+              nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 1)
 
 
 @gluon.jit
 def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                 q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-                nqt, n_first, sched, arrival, key_lo, key_hi, NUM_BUF: gl.constexpr,
+                nqt, n_first, sched, arrival, late, NUM_BUF: gl.constexpr,
                 ROW_INTERVALS: gl.constexpr, DYNAMIC: gl.constexpr, WAIT: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 num_warps: gl.constexpr):
@@ -465,7 +465,7 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
     fence_async_shared()
     args = (q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
             q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items, nqt,
-            n_first, sched, arrival, key_lo, key_hi, q_smem, k_smem, v_smem, q_bars, q_empty,
+            n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars, q_empty,
             k_ready, v_ready, kv_empty, turn, tag, mode, items)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
                        [CONSUMER_REGS, PRODUCER_REGS])
@@ -505,29 +505,38 @@ def shared_layout(rows: int, cols: int, dtype: torch.dtype):
 
 @dataclass(frozen=True)
 class Arrival:
-    """Keys the forward may start without: rows [key_lo, key_hi) of K/V are still being written
-    (a collective's landing zone) and ``flag`` (int32 [1], on the device) turns non-zero once
-    they have landed, set by the stream (no kernel: see magi_attention.comm.stream_flag).
-    ``order``: the q tiles, those that read none of these keys first (``n_first`` of them),
-    each group in the plan's heaviest-first order (``arrival_order``). The grid then fetches
-    its items from a counter, so programs that wait or start late take fewer."""
+    """Keys the forward may start without: the key tiles marked in ``late`` (int8 [key tiles
+    of BLOCK_N], on the device) hold rows still being written (a collective's landing zone),
+    and ``flag`` (int32 [1], on the device) turns non-zero once they have all landed, set by
+    the stream (no kernel: see magi_attention.comm.stream_flag). ``order``: the q tiles, those
+    that list no late tile first (``n_first`` of them), each group in the plan's heaviest-first
+    order (``arrival_order``). The grid then fetches its items from a counter, so programs
+    that wait or start late take fewer."""
     flag: torch.Tensor
-    key_lo: int
-    key_hi: int
+    late: torch.Tensor
     order: torch.Tensor
     n_first: int
 
 
-def arrival_order(plan: BlockSparsePlan, key_lo: int, key_hi: int) -> tuple[np.ndarray, int]:
-    """(q tile order, n_first): the plan's order with the q tiles that list no key tile meeting
-    rows [key_lo, key_hi) moved first, both groups keeping their order (host arrays: key time)."""
+def late_tiles(num_key_tiles: int, block_n: int, rows) -> np.ndarray:
+    """int8 [num_key_tiles]: 1 where a key tile of ``block_n`` meets one of the row ranges
+    ``rows`` [(start, end)], else 0."""
+    late = np.zeros(num_key_tiles, dtype=np.int8)
+    for start, end in rows:
+        if end > start:
+            late[start // block_n:min(-(-end // block_n), num_key_tiles)] = 1
+    return late
+
+
+def arrival_order(plan: BlockSparsePlan, late: np.ndarray) -> tuple[np.ndarray, int]:
+    """(q tile order, n_first): the plan's order with the q tiles that list no key tile marked
+    in ``late`` moved first, both groups keeping their order (host arrays: key time)."""
     order = plan.q_tile_order.cpu().numpy()
     ptr, kt = plan.q_tile_ptr.cpu().numpy(), plan.q_tile_kt.cpu().numpy()
-    lo, hi = kt * plan.block_n, (kt + 1) * plan.block_n
-    meets = (hi > key_lo) & (lo < key_hi)
-    reads = np.add.reduceat(meets.astype(np.int64), ptr[:-1]) if kt.size else np.zeros(0)
-    reads = np.where(ptr[1:] > ptr[:-1], reads, 0)[order] > 0  # reduceat's empty-span quirk
-    first, rest = order[~reads], order[reads]
+    owner = np.repeat(np.arange(plan.num_q_tiles), np.diff(ptr))
+    reads = np.zeros(plan.num_q_tiles, dtype=bool)
+    reads[owner[np.asarray(late, dtype=bool)[kt]]] = True
+    first, rest = order[~reads[order]], order[reads[order]]
     return np.concatenate([first, rest]).astype(np.int32), int(first.size)
 
 
@@ -562,18 +571,17 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
         sched = _schedule_buffer(q.device) if dynamic else lse  # (unread when static)
         order, n_first = ((arrival.order, arrival.n_first) if arrival is not None
                           else (plan.q_tile_order, plan.num_q_tiles))
-        flag, key_lo, key_hi = ((arrival.flag, arrival.key_lo, arrival.key_hi)
-                                if arrival is not None else (lse, 0, 0))
+        flag, late = (arrival.flag, arrival.late) if arrival is not None else (lse, lse)
         # every integer argument follows from these (cached_launch)
         key = (q.shape, k.shape, q.dtype, plan.block_n, plan.num_q_tiles, plan.row_lo.shape[1],
-               num_buf, programs, n_first, key_lo, key_hi, dynamic,
+               num_buf, programs, n_first, dynamic,
                arrival is not None) if q.is_cuda else None
         _launch_fwd_kernel((programs, ), key,
             _descriptor(q, HALF_M), _descriptor(k, plan.block_n), _descriptor(v, plan.block_n),
             _descriptor(out, HALF_M), lse, plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full,
             order, plan.row_lo, plan.row_hi, seqlen_q, num_heads_q,
             float(softmax_scale) * LOG2E, num_heads_q // k.shape[1], n_items, plan.num_q_tiles,
-            n_first, sched, flag, key_lo, key_hi,
+            n_first, sched, flag, late,
             NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], DYNAMIC=dynamic,
             WAIT=arrival is not None, CONSUMER_REGS=CONSUMER_REGS,
             PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)

@@ -48,12 +48,19 @@ def test_arrival_order_puts_the_q_tiles_reading_no_late_key_first():
     slices = [AttnSlice.make(0, 512, 0, 512, 1), AttnSlice.make(512, 1024, 512, 1024, 1)]
     plan = plan_block_sparse(slices, 1024, 1024, gf.BLOCK_M, gf.BLOCK_N)
     plain = plan.q_tile_order.numpy()
-    order, n_first = gf.arrival_order(plan, 640, 1024)  # key tiles 5-7 late
+    late = gf.late_tiles(plan.num_k_tiles, plan.block_n, [(640, 1024)])
+    assert late.tolist() == [0, 0, 0, 0, 0, 1, 1, 1]
+    order, n_first = gf.arrival_order(plan, late)
     assert n_first == 5 and sorted(order[:5]) == [0, 1, 2, 3, 4]
     assert sorted(order[5:]) == [5, 6, 7]
     for part in (order[:5], order[5:]):  # each group keeps the plan's relative order
         rank = {t: i for i, t in enumerate(plain)}
         assert [rank[t] for t in part] == sorted(rank[t] for t in part)
-    order, n_first = gf.arrival_order(plan, 1024, 1024)
+    order, n_first = gf.arrival_order(plan, gf.late_tiles(8, 128, [(1024, 1024)]))
     assert n_first == 8 and np.array_equal(order, plain)
-    assert gf.arrival_order(plan, 0, 1024)[1] == 0
+    assert gf.arrival_order(plan, gf.late_tiles(8, 128, [(0, 1024)]))[1] == 0
+    # two regions: key tile 0 and key tile 6 late -> q tiles 0-3 and 6-7 read one
+    two = gf.late_tiles(8, 128, [(100, 120), (770, 780)])
+    assert two.tolist() == [1, 0, 0, 0, 0, 0, 1, 0]
+    order, n_first = gf.arrival_order(plan, two)
+    assert n_first == 2 and sorted(order[:2]) == [4, 5]

@@ -392,10 +392,11 @@ def test_gluon_dynamic_grid_and_arrival_compute_every_item_as_the_strided_grid(n
     for _ in range(2):
         dyn = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=True)
         assert torch.equal(strided[0], dyn[0]) and torch.equal(strided[1], dyn[1])
-    lo = seqlen - seqlen // 3
-    order, n_first = gf.arrival_order(tiles, lo, seqlen)
+    late = gf.late_tiles(tiles.num_k_tiles, tiles.block_n, [(seqlen - seqlen // 3, seqlen)])
+    order, n_first = gf.arrival_order(tiles, late)
     flag = new_flag(q.device)
-    arrival = gf.Arrival(flag, lo, seqlen, torch.from_numpy(order).cuda(), n_first)
+    arrival = gf.Arrival(flag, torch.from_numpy(late).cuda(), torch.from_numpy(order).cuda(),
+                         n_first)
     side = torch.cuda.Stream()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()

@@ -103,8 +103,9 @@ def test_the_gluon_forward_that_waits_for_arriving_keys_compiles_for_sm90(tool):
     q, k, v, _ = tool._inputs(1531, hq=8, hk=2, d=128)
     plan = plan_block_sparse([AttnSlice.make(0, 1531, 0, 1531, 1)], 1531, 1531, gf.BLOCK_M,
                              gf.BLOCK_N)
-    order, n_first = gf.arrival_order(plan, 1024, 1531)
-    arrival = gf.Arrival(torch.zeros(1, dtype=torch.int32), 1024, 1531,
+    late = gf.late_tiles(plan.num_k_tiles, plan.block_n, [(1024, 1531)])
+    order, n_first = gf.arrival_order(plan, late)
+    arrival = gf.Arrival(torch.zeros(1, dtype=torch.int32), torch.from_numpy(late),
                          torch.from_numpy(order), n_first)
     with tool.CompileRecorder() as rec:
         gf.launch_fwd(q, k, v, plan, 128 ** -0.5, arrival=arrival)
