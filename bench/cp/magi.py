@@ -89,6 +89,10 @@ class MagiAttention(CPStrategy):
             (moved by each rank's kernel time measured at key time, untimed; the row's
             ``balance_ms=`` note gives each layout's slowest / fastest rank's kernel ms, in the
             order measured: the first is the model's, the lowest slowest is kept).
+        early_start: the fused forward's Gluon kernel launched before the cast lands, waiting
+            on a flag only where it reaches a received key (the runtime's ``early_start``;
+            Triton local kernel, one hardware queue, the cast landing in place); the row's
+            ``early_start=`` note says on which ranks it applied, or why not.
 
     The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
     no counterpart in the key and is ignored.
@@ -96,12 +100,14 @@ class MagiAttention(CPStrategy):
 
     name = "magi"
     knob_names = ("chunk_size", "num_stages", "dispatch_alg", "head_dim", "dtype",
-                  "fused_split", "fused", "cut", "balance")
+                  "fused_split", "fused", "cut", "balance", "early_start")
 
     @classmethod
     def _check(cls, mask, num_heads_q, num_heads_kv, cp_size, chunk_size=None, num_stages=None,
                dispatch_alg="auto", head_dim=128, dtype="bfloat16", fused_split=False,
-               fused=None, cut="auto", balance="model"):
+               fused=None, cut="auto", balance="model", early_start=False):
+        if early_start not in (True, False):
+            raise ValueError(f"magi: early_start must be true or false, got {early_start!r}")
         if balance not in BALANCE_CHOICES:
             raise ValueError(f"magi: balance must be one of {BALANCE_CHOICES}, got {balance!r}")
         if cut not in CUT_CHOICES:
@@ -128,7 +134,7 @@ class MagiAttention(CPStrategy):
 
     def _build(self, chunk_size=None, num_stages=None, dispatch_alg="auto", head_dim=128,
                dtype="bfloat16", fused_split=False, fused=None, cut="auto",
-               balance="model") -> None:
+               balance="model", early_start=False) -> None:
         seqlen = self.mask.seqlen
         chunk = chunk_size if chunk_size is not None else default_chunk_size(seqlen, self.cp_size)
         kernel = self.kernel
@@ -175,6 +181,19 @@ class MagiAttention(CPStrategy):
                 f"{max(t) * 1e3:.3f}/{min(t) * 1e3:.3f}" for t in measured)
         if not meta.equal_shards:  # unequal_runs: the rest of a layer runs on unequal shares
             self.notes += "; " + token_share_note(list(meta.shard_seqlens))
+        self._any_early = False
+        if early_start:  # the ranks agree on whether it hides anything (set_overlap)
+            # the key's device (magi_attn_flex_key's default)
+            device = (torch.device("cuda", torch.cuda.current_device())
+                      if torch.cuda.is_available() else torch.device("cpu"))
+            reason = self.key.runtime.enable_early_start(
+                device, head_dim, getattr(torch, dtype), self.num_heads_q, self.num_heads_kv)
+            reasons = [None] * self.cp_size
+            dist.all_gather_object(reasons, reason, group=self.group)
+            self._any_early = any(r is None for r in reasons)
+            self.notes += "; early_start=" + ",".join(
+                f"r{r}:{'on' if why is None else 'off (' + why + ')'}"
+                for r, why in enumerate(reasons))
 
     def set_overlap(self, enabled: bool) -> bool:
         """Turn the stages' comm/compute overlap on or off; False when there is nothing to
@@ -184,7 +203,7 @@ class MagiAttention(CPStrategy):
         stages hide."""
         runtime = self.key.runtime
         meta = runtime.meta
-        hides = self._any_split or self._any_cut_fwd
+        hides = self._any_split or self._any_cut_fwd or self._any_early
         if not meta.stages or (meta.fused is not None and not hides):
             return False
         runtime.overlap = enabled

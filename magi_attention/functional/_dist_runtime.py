@@ -249,7 +249,9 @@ class DistAttnRuntime:
         if self.meta.fused_split is not None and "fwd" in self.split:
             return self._split_forward(q, k, v, backend)
         if self.meta.fused is not None:
-            arrival = self._arrival(q, k, backend) if self.early_start else None
+            # (overlap and cut may change after the key is built: checked per call)
+            early = self.early_start and self.overlap and not self.cut
+            arrival = self._arrival(q, k, backend) if early else None
             if arrival is not None:
                 return self._early_forward(q, k, v, backend, arrival)
             return self._fused_forward(q, k, v, backend)
@@ -352,6 +354,18 @@ class DistAttnRuntime:
         main.wait_stream(comm)
         write_flag(arrival.flag, 0, main)
         return out, lse, kv_all
+
+    def enable_early_start(self, device, head_dim: int, dtype: torch.dtype, num_heads_q: int,
+                           num_heads_kv: int) -> str | None:
+        """Turn ``early_start`` on and plan it now (key time) for inputs of this kind; returns
+        why it does not apply to this rank's fused forward (None: it does)."""
+        self.early_start = True
+        q = torch.empty(1, num_heads_q, head_dim, dtype=dtype, device=device)
+        k = torch.empty(1, num_heads_kv, head_dim, dtype=dtype, device=device)
+        reason = self.early_start_reason(q, k)
+        if reason is None and self._arrival(q, k, self.resolved_backend(q, k)) is None:
+            reason = "the fused mask does not run the Gluon forward"
+        return reason
 
     def early_start_reason(self, q: torch.Tensor, k: torch.Tensor,
                            backend: str | None = None) -> str | None:

@@ -38,10 +38,16 @@ KNOBS = {2: [{}, {"chunk_size": 16, "num_stages": 2, "dispatch_alg": "sequential
          4: [{"chunk_size": 8, "head_dim": 16, "dtype": "float32"}]}
 
 
+# early_start (a GPU path) off the GPU: the runtime says why it does not apply and runs as magi
+EARLY_MASKS = ("causal_document", "full")
+
+
 def _cells(world_size: int) -> list[Cell]:
     masks = MASK_NAMES if world_size == 2 else CP4_MASKS
+    early = [Cell("magi", m, {"early_start": True}, MASK_PARAMS.get(m, {}))
+             for m in EARLY_MASKS] if world_size == 2 else []
     return [Cell("magi", m, knobs, MASK_PARAMS.get(m, {}))
-            for knobs in KNOBS[world_size] for m in masks]
+            for knobs in KNOBS[world_size] for m in masks] + early
 
 
 def _entry(rank, world_size, store_path, out_path, cells, problem):
@@ -62,8 +68,11 @@ def _entry(rank, world_size, store_path, out_path, cells, problem):
         dist.all_gather_object(sent, dict(strategy.comm_bytes(),
                                           fused=strategy.key.runtime.meta.fused is not None))
         layouts = [[(r.start, r.end) for r in layout] for layout in strategy.layouts]
+        early = MagiAttention(mask, None, num_heads_q=problem.num_heads_q,
+                              num_heads_kv=problem.num_heads_kv, chunk_size=16, early_start=True)
         if rank == 0:
-            torch.save({"rows": rows, "sent": sent, "layouts": layouts}, out_path)
+            torch.save({"rows": rows, "sent": sent, "layouts": layouts, "early": early.notes},
+                       out_path)
     finally:
         dist.destroy_process_group()
 
@@ -138,6 +147,7 @@ def test_supports_names_the_divisibility(seqlen, cp_size, chunk_size, reason):
     pytest.param({"fused": "yes"}, "fused", id="fused"),
     pytest.param({"cut": "sideways"}, "cut", id="cut"),
     pytest.param({"fused": True, "num_stages": 2}, "one stage", id="fused-stages"),
+    pytest.param({"early_start": "yes"}, "early_start", id="early_start"),
 ])
 def test_bad_knob_values_raise_value_error(knobs, match):
     with pytest.raises(ValueError, match=match):
@@ -148,3 +158,9 @@ def test_bad_knob_values_raise_value_error(knobs, match):
     (8192 * 4, 4, 512), (256 * 2, 2, 32), (1000, 8, 15)])
 def test_default_chunk_size(seqlen, cp_size, expected):
     assert default_chunk_size(seqlen, cp_size) == expected
+
+
+def test_early_start_off_the_gpu_says_why_on_every_rank():
+    """The row's early_start= note names each rank; on gloo / CPU neither rank applies it."""
+    note = _results(2)["early"].split("early_start=")[1]
+    assert note.startswith("r0:off (") and ",r1:off (" in note, note
