@@ -191,7 +191,7 @@ class MagiAttention(CPStrategy):
             reasons = [None] * self.cp_size
             dist.all_gather_object(reasons, reason, group=self.group)
             self._any_early = any(r is None for r in reasons)
-            self.notes += "; early_start=" + ",".join(
+            self.notes += "; early_start=" + " / ".join(
                 f"r{r}:{'on' if why is None else 'off (' + why + ')'}"
                 for r, why in enumerate(reasons))
 

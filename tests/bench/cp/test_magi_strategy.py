@@ -163,4 +163,4 @@ def test_default_chunk_size(seqlen, cp_size, expected):
 def test_early_start_off_the_gpu_says_why_on_every_rank():
     """The row's early_start= note names each rank; on gloo / CPU neither rank applies it."""
     note = _results(2)["early"].split("early_start=")[1]
-    assert note.startswith("r0:off (") and ",r1:off (" in note, note
+    assert note.startswith("r0:off (") and " / r1:off (" in note, note
