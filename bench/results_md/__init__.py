@@ -115,6 +115,8 @@ from .h100x2 import pytest_nccl_s44, switch_ab_s44_table, trace_s44_prologues
 from .h200x2 import cp2_s44_below, cp2_s44_equal_tokens, cp2_s44_summary, cp2_s44_table
 from .h100x2 import conn_s45_table, pytest_s45, switch_ab_s45_table, trace_s45_prologues
 from .h200x2 import queue1_s45_table
+from .h100x2 import (early_bench_s46_table, early_s46_summary, probe_s46, pytest_s46,
+                     schedule_s46_table, switch_ab_s46_table)
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
 
@@ -128,6 +130,16 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h100x2.pytest_s45_switches": lambda: pytest_s45("switches"),
     "h100x2.pytest_s45_copy_engine": lambda: pytest_s45("copy_engine"),
     "h100x2.pytest_s45_copy_engine_fixed": lambda: pytest_s45("copy_engine_fixed"),
+    "h100x2.switch_ab_s46_table": switch_ab_s46_table,
+    "h100x2.schedule_s46_table": schedule_s46_table,
+    "h100x2.early_bench_s46_table": early_bench_s46_table,
+    "h100x2.probe_s46": probe_s46,
+    **{f"h100x2.early_s46_{m}_{d}": (lambda m=m, d=d: early_s46_summary(m, d))
+       for m in ("causal_document", "block_causal_document", "full_document")
+       for d in ("fwd", "bwd")},
+    **{f"h100x2.pytest_s46_{run}": (lambda run=run: pytest_s46(run))
+       for run in ("kernel_call2", "kernel_call3", "kernel_call5", "nccl_call2", "nccl_call3",
+                   "nccl_call5")},
     "h200x2.cp2_s44_table": cp2_s44_table,
     "h200x2.cp2_s44_summary": cp2_s44_summary,
     "h200x2.cp2_s44_below": cp2_s44_below,

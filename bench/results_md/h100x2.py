@@ -691,3 +691,85 @@ def conn_s45_table() -> str:
 
 def pytest_s45(run: str) -> str:
     return _pytest_counts(PYTEST_S45[run])
+
+
+# -- session 46: the Gluon forward launched before the cast lands (early_start; Triton, 16k a
+# GPU, cp 2, 2 H100s): its dynamic grid alone, interleaved A/Bs, the deadlock probe, bench rows
+_S46 = "h100x2/cp_s46/"
+SWITCH_AB_S46 = {"call 2: global index slot, 5 rounds": _S46 + "switch_ab_early_call2.csv",
+                 "call 3: shared-memory slot, 7 rounds": _S46 + "switch_ab_early_call3.csv",
+                 "call 7: late-tile table, 9 rounds": _S46 + "switch_ab_early_call7.csv"}
+SCHEDULE_S46 = {"index from global memory": _S46 + "gluon_schedule_call2.csv",
+                "index through shared memory": _S46 + "gluon_schedule_call3.csv"}
+EARLY_S46 = _S46 + "cp_triton_16k_doc_early.csv"
+PYTEST_S46 = {f"{kind}_call{c}": f"{_S46}pytest_{kind}_call{c}.txt"
+              for kind in ("kernel", "nccl") for c in (2, 3, 5)}
+
+
+def switch_ab_s46_table() -> str:
+    return switch_ab_table(SWITCH_AB_S46)
+
+
+def schedule_s46_table() -> str:
+    """The Gluon forward alone (one H100, 16k, GQA 64:8, d128): the persistent grid striding
+    over its items against fetching them from a counter, three rounds each in turn, medians."""
+    lines = ["| run | " + " | ".join(["mask", "strided ms", "dynamic ms", "strided / dynamic"])
+             + " |", "|---|---|---|---|---|"]
+    for run, relpath in SCHEDULE_S46.items():
+        rows = pd.read_csv(RESULTS / relpath)
+        rows["grid"] = rows.kernel.str.rsplit("_", n=1).str[0]
+        med = rows.groupby(["mask", "grid"], sort=False).runtime_ms.median()
+        for mask in rows["mask"].unique():
+            strided, dynamic = med[(mask, "strided")], med[(mask, "dynamic")]
+            lines.append(f"| {run} | {mask} | {strided:.3f} | {dynamic:.3f} | "
+                         f"{strided / dynamic:.3f} |")
+    return "\n".join(lines)
+
+
+def early_bench_s46_table() -> str:
+    """bench.cp rows, one launch (the runner's rounds 2): magi and magi_early beside the six
+    baselines, TFLOPs/s/GPU, and on which ranks early_start applied (the row's note)."""
+    rows = _files((EARLY_S46,))
+    rows = rows[(rows.cp_size == 2) & (rows.status == "ok")]
+    tf = rows.pivot_table(index=["mask", "direction"], columns="kernel", values="tflops_per_s",
+                          sort=False)
+    names = [k for k in tf.columns if k not in ("magi", "magi_early")]
+    lines = ["| mask | dir | magi | magi_early | best baseline | magi / best | magi_early / best "
+             "| magi_early / magi | early_start on |", "|---|---|---|---|---|---|---|---|---|"]
+    for (mask, direction), r in tf.iterrows():
+        best = r[names].idxmax()
+        note = rows[(rows["mask"] == mask) & (rows.kernel == "magi_early")].message.iloc[0]
+        ranks = re.search(r"early_start=([^;]*)", note).group(1)
+        on = ", ".join(m.group(1) for m in re.finditer(r"(r\d):on", ranks)) or "none"
+        lines.append(f"| {mask} | {direction} | {r['magi']:.0f} | {r['magi_early']:.0f} | "
+                     f"{r[best]:.0f} ({best}) | {r['magi'] / r[best]:.3f} | "
+                     f"{r['magi_early'] / r[best]:.3f} | {r['magi_early'] / r['magi']:.3f} | "
+                     f"{on} |")
+    return "\n".join(lines)
+
+
+def probe_s46() -> str:
+    """The deadlock probe's verdict per case (scripts/dev/early_start_deadlock_probe.py)."""
+    out = []
+    for line in (RESULTS / _S46 / "probe_early_deadlock.txt").read_text().splitlines():
+        case, _, rest = line.partition(" ")
+        if case in ("flag_only", "ce_copy", "torch_copy"):
+            out.append(f"{case}: {'deadlock (60 s limit)' if 'TIMEOUT' in rest else 'finished'}")
+    return "; ".join(out)
+
+
+def pytest_s46(run: str) -> str:
+    return _pytest_counts(PYTEST_S46[run])
+
+
+def early_s46_summary(mask: str, direction: str = "fwd") -> str:
+    """magi_early_start's speed against magi (magi ms / its ms) over the three A/Bs, and
+    magi_early / magi in the bench launch: 'A/Bs a-b, bench c'."""
+    ab = []
+    for relpath in SWITCH_AB_S46.values():
+        med = pd.read_csv(RESULTS / relpath).groupby(["mask", "strategy", "direction"]).ms.median()
+        ab.append(med[(mask, "magi", direction)] / med[(mask, "magi_early_start", direction)])
+    rows = _files((EARLY_S46,))
+    tf = rows[(rows.cp_size == 2) & (rows.status == "ok") & (rows["mask"] == mask)
+              & (rows.direction == direction)].set_index("kernel").tflops_per_s
+    return (f"A/Bs {min(ab):.3f}-{max(ab):.3f}, bench {tf['magi_early'] / tf['magi']:.3f}")
