@@ -345,13 +345,9 @@ def test_gluon_forward_every_mask(name, case):
     check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, dtype, seed, max_logits=False)
 
 
-@pytest.mark.parametrize("persistent", [False, True], ids=["per_item", "persistent"])
-@pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
-def test_gluon_kernel_every_mask(name, case, persistent):
-    """The Gluon kernel itself (whatever the default picks at this size), one program per
-    item and persistent, against the fp32 reference: out and lse, rows without keys give out 0
-    and lse -inf; the persistent grid computes each item as the other does (bit-equal)."""
+def _gluon_kernel_case(name, case):
+    """(mask plan, Gluon tile plan, (q, k, v), head_dim) of a case the Gluon kernel runs,
+    skipping where it cannot (no row interval table: the Triton forward runs those masks)."""
     from magi_attention.kernels.block_sparse import plan_for
     from magi_attention.kernels.triton import gluon_forward
     mask = _gluon_mask(name, case)
@@ -361,6 +357,18 @@ def test_gluon_kernel_every_mask(name, case, persistent):
     if tiles.row_lo.shape[1] == 0:
         pytest.skip("no row interval table: the Triton forward runs this mask")
     q, k, v, _ = _inputs(seqlen, seqlen, hq, hk, d, dtype, seed)
+    return plan, tiles, (q, k, v), d
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["per_item", "persistent"])
+@pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
+@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+def test_gluon_kernel_every_mask(name, case, persistent):
+    """The Gluon kernel itself (whatever the default picks at this size), one program per
+    item and persistent, against the fp32 reference: out and lse, rows without keys give out 0
+    and lse -inf; the persistent grid computes each item as the other does (bit-equal)."""
+    from magi_attention.kernels.triton import gluon_forward
+    plan, tiles, (q, k, v), d = _gluon_kernel_case(name, case)
     out, lse, _ = gluon_forward.launch_fwd(q, k, v, tiles, d ** -0.5, persistent=persistent)
     _assert_fwd_matches_reference(q, k, v, plan, out, lse)
     if persistent:
@@ -379,15 +387,9 @@ def test_gluon_dynamic_grid_and_arrival_compute_every_item_as_the_strided_grid(n
     import time
 
     from magi_attention.comm.stream_flag import new_flag, write_flag
-    from magi_attention.kernels.block_sparse import plan_for
     from magi_attention.kernels.triton import gluon_forward as gf
-    mask = _gluon_mask(name, case)
-    seqlen, seed, dtype, (hq, hk, d) = case
-    plan = FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen)
-    tiles = plan_for(plan, gf.BLOCK_M, gf.BLOCK_N, "cuda")
-    if tiles.row_lo.shape[1] == 0:
-        pytest.skip("no row interval table: the Triton forward runs this mask")
-    q, k, v, _ = _inputs(seqlen, seqlen, hq, hk, d, dtype, seed)
+    _, tiles, (q, k, v), d = _gluon_kernel_case(name, case)
+    seqlen = q.shape[0]
     strided = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=False)
     for _ in range(2):
         dyn = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=True)
