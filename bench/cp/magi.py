@@ -142,7 +142,7 @@ class MagiAttention(CPStrategy):
             *to_slices_tensors(self.mask, "cpu"), seqlen, self.num_heads_q, self.num_heads_kv,
             head_dim, self.group, chunk_size=chunk, dispatch_alg=dispatch_alg,
             num_stages=num_stages, overlap=OverlapConfig(split=fused_split, fused=fused, cut=cut,
-                                                       balance=balance),
+                                                       balance=balance, early_start=early_start),
             softmax_scale=kernel.softmax_scale, softcap=kernel.softcap,
             backend=kernel.backend, dtype=getattr(torch, dtype))
         meta = self.key.meta.dispatch
@@ -182,7 +182,7 @@ class MagiAttention(CPStrategy):
         if not meta.equal_shards:  # unequal_runs: the rest of a layer runs on unequal shares
             self.notes += "; " + token_share_note(list(meta.shard_seqlens))
         self._any_early = False
-        if early_start:  # the ranks agree on whether it hides anything (set_overlap)
+        if early_start:  # the key turned it on; the ranks agree whether it hides (set_overlap)
             # the key's device (magi_attn_flex_key's default)
             device = (torch.device("cuda", torch.cuda.current_device())
                       if torch.cuda.is_available() else torch.device("cpu"))

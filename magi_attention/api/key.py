@@ -145,6 +145,8 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
     runtime.split = overlap.split_directions
     runtime.cut = resolve_cut(overlap, runtime, torch.device(device), num_heads_q,
                               num_heads_kv, head_dim, dtype, signature)
+    if overlap.early_start:  # planned now; runtime.early_start_reason says where it applies
+        runtime.enable_early_start(device, head_dim, dtype, num_heads_q, num_heads_kv)
     # "auto" may cut balanced_runs on finer chunks than asked (dispatch_choice.refine_cut)
     return DistAttnKey(total_seqlen, meta.dispatch.chunk_size, groups, meta, runtime, resolved)
 

@@ -51,6 +51,12 @@ class OverlapConfig:
     # balanced_runs' cuts: by the cost model ("model"), or moved by each rank's kernel time
     # measured at key time on CUDA ("timed": meta.timed_balance, api._tune_balance)
     balance: str = "model"
+    # the fused forward launched before the cast lands (DistAttnRuntime.early_start, turned on
+    # by the key): the fused buffer is then laid out so the cast lands in one region where
+    # global key order would split it (rank order; at cp 2 always one region), as the early
+    # path needs. Not with FA4, whose native varlen forms want global order (and which has no
+    # early path)
+    early_start: bool = False
     compute_tflops: float = 450.0        # attention forward throughput, TFLOPs/s
     comm_gb_per_s: float = 150.0         # per-rank all-to-all bandwidth, GB/s
     hbm_gb_per_s: float = 3000.0         # memory bandwidth of elementwise passes, GB/s

@@ -123,10 +123,11 @@ class DistAttnRuntimeMeta:
 
 
 def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferTable, rank: int,
-                       fused: bool = False, split: bool = False, align: int = 1
-                       ) -> DistAttnRuntimeMeta:
+                       fused: bool = False, split: bool = False, align: int = 1,
+                       recv_in_place: bool = False) -> DistAttnRuntimeMeta:
     """``split``: cut the fused stage by rows where that pays (``fused_split``); ``align``: the
-    fused buffer's key tile grid for own runs (``plan_fused_layout``)."""
+    fused buffer's key tile grid for own runs, ``recv_in_place``: the cast landing in one region
+    where it can (both ``plan_fused_layout``)."""
     pieces = local_row_pieces(rows, dispatch, rank)
     n = dispatch.shard_seqlen_of(rank)
     own = host_runs(dispatch, rank)
@@ -142,7 +143,8 @@ def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferT
         cast = stages[0].cast
         bounds = np.cumsum(cast.recv_split_sizes)
         src = np.searchsorted(bounds, recv[0][:, 2], side="right")  # the cast's source order
-        layout = plan_fused_layout(own, recv[0], src, rank, align=align)
+        layout = plan_fused_layout(own, recv[0], src, rank, align=align,
+                                   recv_in_place=recv_in_place)
         both = StageAttnArgs(merge_adjacent(map_keys(pieces, layout.runs)), n, layout.size)
         if split:
             cut = _fused_split(both, layout, n)

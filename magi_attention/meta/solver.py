@@ -61,11 +61,12 @@ class DispatchSolve:
     stage_plan: StagePlan
     table: TransferTable
     align: int = 1  # the fused buffer's key tile grid (fused_layout.key_tile_for)
+    recv_in_place: bool = False  # the cast lands in one region where it can (early_start)
 
     def runtime(self, rank: int) -> DistAttnRuntimeMeta:
         return build_runtime_meta(self.rows, self.dispatch, self.table, rank,
                                   fused=self.stage_plan.fused, split=self.stage_plan.split,
-                                  align=self.align)
+                                  align=self.align, recv_in_place=self.recv_in_place)
 
 
 def solve_for_dispatch(slices: SliceArray, dispatch: DispatchMeta, shape: AttnShape,
@@ -76,7 +77,8 @@ def solve_for_dispatch(slices: SliceArray, dispatch: DispatchMeta, shape: AttnSh
     plan = choose_stage_plan(rank_costs(rows, dispatch, shape, local_rows=local_rows),
                              shape.flops_per_cell, overlap)
     table = build_transfer_table(rows, dispatch, plan.num_stages)
-    return DispatchSolve(dispatch, rows, plan, table, key_tile_for(kernel))
+    return DispatchSolve(dispatch, rows, plan, table, key_tile_for(kernel),
+                         overlap.early_start and kernel != "fa4")
 
 
 def solve_magi_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int, cp_size: int,

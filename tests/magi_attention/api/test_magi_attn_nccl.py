@@ -57,11 +57,12 @@ OVERLAPS = {"whole": dict(fused=True, cut="none"), "split": dict(fused=True, spl
             "switches": dict(fused=True, cut="none"),
             # whole, the own KV copied into the fused buffer by the copy engines
             "copy_engine": dict(fused=True, cut="none"),
-            # whole, the Gluon forward launched before the cast lands (one hardware queue)
-            "early_start": dict(fused=True, cut="none")}
+            # whole, the Gluon forward launched before the cast lands (one hardware queue; the
+            # key lays the fused buffer out so that the cast lands in one region)
+            "early_start": dict(fused=True, cut="none", early_start=True)}
 RUNTIME = {"switches": dict(early_reduce=True, gather_first=True, one_copy=True,
                             copy_programs_per_sm=8),
-           "copy_engine": dict(copy_engine=True), "early_start": dict(early_start=True)}
+           "copy_engine": dict(copy_engine=True)}
 DISPATCH = {"unequal": ("unequal_runs", 128)}  # (dispatch_alg, chunk_size); else balanced_runs
 
 

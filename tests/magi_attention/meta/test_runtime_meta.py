@@ -102,17 +102,24 @@ def _fused_buffer(layout, own_kv, received):
     return buf
 
 
+@pytest.mark.parametrize("early_start", [False, True], ids=["", "early_start"])
 @pytest.mark.parametrize("algorithm", list(DISPATCH_ALGORITHMS))
 @pytest.mark.parametrize("cp_size,chunk_size", [(2, 32), (4, 16)], ids=["cp2-c32", "cp4-c16"])
-def test_fused_stage_over_planned_buffer_equals_dense_attention(algorithm, cp_size, chunk_size):
-    """The fused kernel over the buffer its layout plans (global order, or rank order)."""
+def test_fused_stage_over_planned_buffer_equals_dense_attention(algorithm, cp_size, chunk_size,
+                                                                early_start):
+    """The fused kernel over the buffer its layout plans (global order, or rank order; with
+    early_start, rank order wherever that lands the cast in one region: at cp 2 every rank)."""
     q, k, v = random_qkv(SEQLEN, SEQLEN, 2, 1, 16, requires_grad=False)
     shape = AttnShape(2, 1, 16)
     failures = []
     for name in MASK_NAMES:
         mask = small_mask(name)
         metas = [solve_magi_meta(mask.slices, SEQLEN, cp_size, chunk_size, r, shape, algorithm,
-                                 OverlapConfig(fused=True)) for r in range(cp_size)]
+                                 OverlapConfig(fused=True, early_start=early_start))
+                 for r in range(cp_size)]
+        if early_start and cp_size == 2:
+            failures += [f"{name}: rank {r}'s cast lands in pieces" for r, m in enumerate(metas)
+                         if m.runtime.fused is not None and m.runtime.fused_layout.recv_at is None]
         dispatch = metas[0].dispatch
         kv_shards = [torch.cat([k, v], 1)[dispatch.position_ids(r)] for r in range(cp_size)]
         out = torch.zeros_like(q)
@@ -157,3 +164,24 @@ def test_host_and_stage_areas_add_up_to_the_mask_area():
 def test_non_divisible_seqlen_is_a_clear_value_error():
     with pytest.raises(ValueError, match="multiple of cp_size \\* chunk_size"):
         solve_magi_meta(small_mask("causal").slices, 250, 2, 16, 0, AttnShape(2, 1, 16))
+
+
+def test_early_start_keeps_global_order_for_fa4():
+    """FA4's native varlen forms want global key order and FA4 has no early path: asking for
+    early_start changes no FA4 layout, where it lands the Triton one's cast in one region."""
+    shape, moved = AttnShape(2, 1, 16), 0
+    for name in MASK_NAMES:
+        for r in range(2):
+            solve = lambda kernel, early: solve_magi_meta(  # noqa: E731
+                small_mask(name).slices, SEQLEN, 2, 32, r, shape, "min_heap",
+                OverlapConfig(fused=True, early_start=early), kernel=kernel).runtime
+            plain = solve("fa4", False)
+            if plain.fused is None or plain.fused_layout.recv_at is not None:
+                continue
+            early = solve("fa4", True).fused_layout
+            assert (early.own_copies, early.recv_copies, early.size) == (
+                plain.fused_layout.own_copies, plain.fused_layout.recv_copies,
+                plain.fused_layout.size), (name, r)
+            assert solve("triton", True).fused_layout.recv_at is not None, (name, r)
+            moved += 1
+    assert moved > 0  # some layout of these masks splits the cast in global order
