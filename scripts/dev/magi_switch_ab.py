@@ -17,7 +17,10 @@ runtime's collectives stream too, with no switch (``magi_prio``) and every one
 library now turns it on, but under ``--grid``: then ``magi`` has one_copy on and the variants
 (``GRID``) set ``copy_programs_per_sm`` (the own KV's copy on a strided grid) or
 ``copy_engine`` (the own KV's copy by the copy engines); under ``--early`` the same ``magi``
-against ``magi_early_start`` (the Gluon forward launched before the cast lands); ``pair_gather`` (the cast's k and v
+against ``magi_early_start`` (the Gluon forward launched before the cast lands, on magi's own
+key: where that key's cast lands in pieces the rank runs as magi; ``cp_ab.py`` with
+``'cp=[magi,magi_early,hybrid_cp]'`` times the key built for it, whose cast lands in one
+region); ``pair_gather`` (the cast's k and v
 by one row kernel) was a variant in session 45's runs, removed after them. Correctness is the
 NCCL test's job (tests/magi_attention/api/test_magi_attn_nccl.py); nothing is gated here.
 Rows: ``magi_switch_ab.csv`` as cp_ab.csv.
