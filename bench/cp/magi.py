@@ -183,13 +183,8 @@ class MagiAttention(CPStrategy):
             self.notes += "; " + token_share_note(list(meta.shard_seqlens))
         self._any_early = False
         if early_start:  # the key turned it on; the ranks agree whether it hides (set_overlap)
-            # the key's device (magi_attn_flex_key's default)
-            device = (torch.device("cuda", torch.cuda.current_device())
-                      if torch.cuda.is_available() else torch.device("cpu"))
-            reason = self.key.runtime.enable_early_start(
-                device, head_dim, getattr(torch, dtype), self.num_heads_q, self.num_heads_kv)
             reasons = [None] * self.cp_size
-            dist.all_gather_object(reasons, reason, group=self.group)
+            dist.all_gather_object(reasons, self.key.runtime.early_start_note, group=self.group)
             self._any_early = any(r is None for r in reasons)
             self.notes += "; early_start=" + " / ".join(
                 f"r{r}:{'on' if why is None else 'off (' + why + ')'}"

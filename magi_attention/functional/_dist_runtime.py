@@ -34,6 +34,14 @@ def _gather(buf: torch.Tensor, copies) -> torch.Tensor:
     return torch.cat([buf[dst:dst + m] for _, dst, m in copies])
 
 
+def _named(device) -> torch.device:
+    """``device`` as tensors on it name it ("cuda" -> "cuda:<current>"), for caches by name."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 class _CopyInto:
     """A work handle whose result is copied into a given buffer on wait (for casts that
     allocate their own)."""
@@ -115,11 +123,13 @@ class DistAttnRuntime:
         # the fused forward's Gluon kernel launched before the cast has landed: its programs
         # run the q tiles that read no received key first and wait on a flag, set by the
         # collectives' stream once the keys are in, only where they reach one
-        # (gluon_forward.Arrival; early_start_reason says where it applies). Session 46, 2
-        # H100s, Triton 16k cp 2 (A/B, 7 rounds): forward 1.02x on causal_document, 1.11x on
-        # block_causal_document, 0.98x on full_document, inside the A/B's noise but the
-        # second; off until an H200 run says more (it also needs one hardware queue)
+        # (gluon_forward.Arrival). Turned on and planned by enable_early_start (the key does
+        # it for OverlapConfig(early_start=True)), whose answer early_start_note keeps: why it
+        # does not apply on this rank, None where it does. Session 46, 2 H100s, Triton 16k cp 2:
+        # causal_document's forward faster in every run, the masks where one rank could not take
+        # it inconclusive (RESULTS.md); off until an H200 run says more
         self.early_start = False
+        self.early_start_note: str | None = "early_start is off"
         self._arrivals: dict = {}
         self._own_index: dict = {}
         self._sm_count: dict = {}
@@ -151,17 +161,13 @@ class DistAttnRuntime:
         # the row indices the calls move tokens by, on the device now: the casts' sent rows
         # and, where the fused stage runs, the own KV's rows in the shard and in its buffer
         # (cached by the device's name, so "cuda" is named as the tensors will name it)
-        device = torch.device(device)
-        if device.type == "cuda" and device.index is None:
-            device = torch.device("cuda", torch.cuda.current_device())
+        device = _named(device)
         for stage in self.meta.stages:
             stage.cast.send_index(device)
         if self.meta.fused is not None:
             for side in ("local", "buffer"):
                 self._own_rows(device, side)
             self._copy_programs(device)
-            if self.early_start:
-                self._arrival(probe_q.to(device), probe_k.to(device), name)
         return name
 
     def _stream(self, device: torch.device, role: str = "comm"):
@@ -365,6 +371,7 @@ class DistAttnRuntime:
         reason = self.early_start_reason(q, k)
         if reason is None and self._arrival(q, k, self.resolved_backend(q, k)) is None:
             reason = "the fused mask does not run the Gluon forward"
+        self.early_start_note = reason
         return reason
 
     def early_start_reason(self, q: torch.Tensor, k: torch.Tensor,
@@ -398,10 +405,7 @@ class DistAttnRuntime:
         """The fused forward's gluon_forward.Arrival for inputs like q, k (built once per kind
         of input: host work at key time), or None where early_start_reason says no or the
         fused mask does not run the Gluon forward."""
-        device = q.device
-        if device.type == "cuda" and device.index is None:  # "cuda" named as the call names it
-            device = torch.device("cuda", torch.cuda.current_device())
-        key = (str(device), q.dtype, q.shape[1:], k.shape[1:])
+        key = (str(_named(q.device)), q.dtype, q.shape[1:], k.shape[1:])
         if key not in self._arrivals:
             arrival = None
             if self.early_start_reason(q, k, backend) is None:

@@ -34,7 +34,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from ..block_sparse import BlockSparsePlan
-from ._launch import cached_launch
+from ._launch import _raw_stream, cached_launch
 
 BLOCK_M = 128  # two consumer warpgroups of HALF_M rows
 HALF_M = 64
@@ -589,16 +589,16 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
 
 
 def _schedule_buffer(device: torch.device) -> torch.Tensor:
-    """The dynamic grid's int32 scratch of the current stream: the item counter (zero between
-    launches: the last fetch resets it) and two fetched indices a program. One a stream, so
-    launches on two streams at once never share a counter."""
+    """The dynamic grid's item counter (int32 [1]) of the current stream, zero between launches
+    (the grid's last fetch resets it). One a stream, so launches on two streams at once never
+    share a counter."""
     if device.type != "cuda":
-        return torch.zeros(1 + 2 * HOPPER_SMS, dtype=torch.int32, device=device)
+        return torch.zeros(1, dtype=torch.int32, device=device)
     index = device.index if device.index is not None else torch.cuda.current_device()
-    key = (index, torch.cuda.current_stream(index).cuda_stream)
+    key = (index, _raw_stream(index))
     buf = _SCHEDULE_BUFFERS.get(key)
     if buf is None:
-        buf = torch.zeros(1 + 2 * _sm_count(device), dtype=torch.int32, device=device)
+        buf = torch.zeros(1, dtype=torch.int32, device=device)
         _SCHEDULE_BUFFERS[key] = buf
     return buf
 
