@@ -117,12 +117,21 @@ from .h100x2 import conn_s45_table, pytest_s45, switch_ab_s45_table, trace_s45_p
 from .h200x2 import queue1_s45_table
 from .h100x2 import (early_bench_s46_table, early_s46_summary, probe_s46, pytest_s46,
                      schedule_s46_table, switch_ab_s46_table)
+from .h100x4 import (cp_s47_below, cp_s47_summary, cp_s47_table, early_ab_s47_table,
+                     pytest_s47, queues_s47)
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
 
 __all__ = ["SECTIONS", "RESULTS_MD", "main"]
 
 SECTIONS: dict[str, Callable[[], str]] = {
+    **{f"h100x4.cp_s47_{part}_cp{n}": (lambda f=f, n=n: f(n))
+       for part, f in (("table", cp_s47_table), ("summary", cp_s47_summary),
+                       ("below", cp_s47_below)) for n in (2, 4)},
+    "h100x4.early_ab_s47_table": early_ab_s47_table,
+    "h100x4.pytest_s47_nccl": lambda: pytest_s47("nccl"),
+    "h100x4.pytest_s47_kernel": lambda: pytest_s47("kernel"),
+    "h100x4.queues_s47": queues_s47,
     "h100x2.trace_s45_prologues": trace_s45_prologues,
     "h100x2.switch_ab_s45_table": switch_ab_s45_table,
     "h100x2.conn_s45_table": conn_s45_table,

@@ -5,8 +5,9 @@ import re
 
 import pandas as pd
 
-from ._common import (_ab_medians, _baselines, _cp2_below, _cp_cells, _cp_wins, _helper,
-                      _magi_over_best, _row_note, cp_only_table, cp_only_wins)
+from ._common import (_ab_medians, _baselines, _cp2_below, _cp_cells, _cp_wins, _files, _helper,
+                      _magi_over_best, _pytest_counts, _row_note, _with_unequal, ab_masks_table,
+                      cp2_s16_summary, cp2_s16_table, cp_only_table, cp_only_wins)
 from ._paths import RESULTS
 
 # -- session 34: 4 H100s (asked for 4 H200s) at e5be184: 16k a GPU with the runner's interleaved
@@ -110,3 +111,52 @@ def recipe_s38() -> str:
     return (f"slowest rank's kernel ms of each layout, before: {fmt(before)}; after: "
             f"{fmt(after)}; in the A/B magi / Ulysses speed forward {ratio['fwd']:.3f}, "
             f"backward {ratio['bwd']:.3f}")
+
+
+# -- session 47: issue 15's 16k table at HEAD (fe96b2b) at cp 1, 2 and 4 in one launch a kernel
+# and mask group on one node of 4 H100s (asked for 4 H200s), one hardware queue (bench.cp's
+# default), the runner's rounds 3; and the early_start A/B with the key built for it (GPUs 0-1)
+_S47 = "h100x4/cp_s47/"
+CP_S47 = {f"{b}, 16k/GPU": tuple(f"{_S47}cp_h100x4__{b}_16k_{part}.csv" for part in ("doc", "fc"))
+          for b in ("fa4", "triton")}
+EARLY_AB_S47 = "h100x4/cp_ab_s47/cp_ab__triton_16k_cp2_early.csv"
+PYTEST_S47 = {kind: f"h100x4/cp_ab_s47/pytest_{kind}.txt" for kind in ("nccl", "kernel")}
+# session 38's FA4 cp 4 run (8 hardware queues then) beside session 47's (one queue)
+QUEUES_S47 = {"session 38, 8 queues": CP4_S38["fa4, 16k/GPU"],
+              "session 47, 1 queue": CP_S47["fa4, 16k/GPU"][0]}
+
+
+def cp_s47_table(cp_n: int) -> str:
+    return cp2_s16_table(CP_S47, cp=cp_n)
+
+
+def cp_s47_summary(cp_n: int) -> str:
+    """cp 1's magi / single_gpu range and the cp ``cp_n`` cells >= the best baseline, with
+    magi_unequal (opt-in) counted as magi's too."""
+    return (cp2_s16_summary(CP_S47, cp_n=cp_n) + "; counting magi_unequal: "
+            + _with_unequal(CP_S47, "16k", cp_n=cp_n))
+
+
+def cp_s47_below(cp_n: int) -> str:
+    return _cp2_below(CP_S47, cp_n=cp_n)
+
+
+def early_ab_s47_table() -> str:
+    return ab_masks_table(EARLY_AB_S47)
+
+
+def pytest_s47(kind: str) -> str:
+    return _pytest_counts(PYTEST_S47[kind])
+
+
+def queues_s47() -> str:
+    """FA4 full_document at cp 4: magi's and Ulysses' ms per direction in each run."""
+    out = []
+    for run, relpath in QUEUES_S47.items():
+        cell = _files((relpath,))
+        cell = cell[(cell.cp_size == 4) & (cell["mask"] == "full_document")].set_index(
+            ["kernel", "direction"]).runtime_ms
+        out.append(f"{run}: " + ", ".join(
+            f"{d} magi {cell['magi', d]:.2f} / ulysses {cell['ulysses', d]:.2f} ms = "
+            f"{cell['ulysses', d] / cell['magi', d]:.3f}" for d in ("fwd", "bwd")))
+    return "; ".join(out)
