@@ -28,6 +28,8 @@ from .hybrid_cp import token_share_note
 
 DISPATCH_ALGS = ("auto", "min_heap", "sequential", "sorted_sequential", "balanced_runs",
                  "unequal_runs")
+# "layout": the key early_start asks for, the launch itself off (bench A/B arm)
+EARLY_START_CHOICES = (False, True, "layout")
 DEFAULT_CHUNK_SIZE = 512
 MIN_CHUNKS_PER_RANK = 8
 
@@ -92,7 +94,10 @@ class MagiAttention(CPStrategy):
         early_start: the fused forward's Gluon kernel launched before the cast lands, waiting
             on a flag only where it reaches a received key (the runtime's ``early_start``;
             Triton local kernel, one hardware queue, the cast landing in place); the row's
-            ``early_start=`` note says on which ranks it applied, or why not.
+            ``early_start=`` note says on which ranks it applied, or why not. "layout": the
+            key built for it (the fused buffer in rank order where that lands the cast in one
+            region) with the early launch off, the A/B arm that tells the layout's cost from
+            the launch's.
 
     The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
     no counterpart in the key and is ignored.
@@ -106,8 +111,9 @@ class MagiAttention(CPStrategy):
     def _check(cls, mask, num_heads_q, num_heads_kv, cp_size, chunk_size=None, num_stages=None,
                dispatch_alg="auto", head_dim=128, dtype="bfloat16", fused_split=False,
                fused=None, cut="auto", balance="model", early_start=False):
-        if early_start not in (True, False):
-            raise ValueError(f"magi: early_start must be true or false, got {early_start!r}")
+        if early_start not in EARLY_START_CHOICES:
+            raise ValueError(f"magi: early_start must be one of {EARLY_START_CHOICES}, "
+                             f"got {early_start!r}")
         if balance not in BALANCE_CHOICES:
             raise ValueError(f"magi: balance must be one of {BALANCE_CHOICES}, got {balance!r}")
         if cut not in CUT_CHOICES:
@@ -142,7 +148,8 @@ class MagiAttention(CPStrategy):
             *to_slices_tensors(self.mask, "cpu"), seqlen, self.num_heads_q, self.num_heads_kv,
             head_dim, self.group, chunk_size=chunk, dispatch_alg=dispatch_alg,
             num_stages=num_stages, overlap=OverlapConfig(split=fused_split, fused=fused, cut=cut,
-                                                       balance=balance, early_start=early_start),
+                                                       balance=balance,
+                                                       early_start=bool(early_start)),
             softmax_scale=kernel.softmax_scale, softcap=kernel.softcap,
             backend=kernel.backend, dtype=getattr(torch, dtype))
         meta = self.key.meta.dispatch
@@ -182,7 +189,10 @@ class MagiAttention(CPStrategy):
         if not meta.equal_shards:  # unequal_runs: the rest of a layer runs on unequal shares
             self.notes += "; " + token_share_note(list(meta.shard_seqlens))
         self._any_early = False
-        if early_start:  # the key turned it on; the ranks agree whether it hides (set_overlap)
+        if early_start == "layout":  # the key's layout alone: the launch waits for the cast
+            self.key.runtime.early_start = False
+            self.notes += "; early_start=layout only"
+        elif early_start:  # the key turned it on; the ranks agree whether it hides (set_overlap)
             reasons = [None] * self.cp_size
             dist.all_gather_object(reasons, self.key.runtime.early_start_note, group=self.group)
             self._any_early = any(r is None for r in reasons)

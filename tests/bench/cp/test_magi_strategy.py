@@ -44,8 +44,8 @@ EARLY_MASKS = ("causal_document", "full")
 
 def _cells(world_size: int) -> list[Cell]:
     masks = MASK_NAMES if world_size == 2 else CP4_MASKS
-    early = [Cell("magi", m, {"early_start": True}, MASK_PARAMS.get(m, {}))
-             for m in EARLY_MASKS] if world_size == 2 else []
+    early = [Cell("magi", m, {"early_start": e}, MASK_PARAMS.get(m, {}))
+             for e in (True, "layout") for m in EARLY_MASKS] if world_size == 2 else []
     return [Cell("magi", m, knobs, MASK_PARAMS.get(m, {}))
             for knobs in KNOBS[world_size] for m in masks] + early
 
@@ -68,11 +68,13 @@ def _entry(rank, world_size, store_path, out_path, cells, problem):
         dist.all_gather_object(sent, dict(strategy.comm_bytes(),
                                           fused=strategy.key.runtime.meta.fused is not None))
         layouts = [[(r.start, r.end) for r in layout] for layout in strategy.layouts]
-        early = MagiAttention(mask, None, num_heads_q=problem.num_heads_q,
-                              num_heads_kv=problem.num_heads_kv, chunk_size=16, early_start=True)
+        early, layout_only = (MagiAttention(mask, None, num_heads_q=problem.num_heads_q,
+                                            num_heads_kv=problem.num_heads_kv, chunk_size=16,
+                                            early_start=e) for e in (True, "layout"))
         if rank == 0:
-            torch.save({"rows": rows, "sent": sent, "layouts": layouts, "early": early.notes},
-                       out_path)
+            torch.save({"rows": rows, "sent": sent, "layouts": layouts, "early": early.notes,
+                        "layout_only": (layout_only.notes, layout_only.key.runtime.early_start,
+                                        early.key.runtime.early_start)}, out_path)
     finally:
         dist.destroy_process_group()
 
@@ -158,6 +160,14 @@ def test_bad_knob_values_raise_value_error(knobs, match):
     (8192 * 4, 4, 512), (256 * 2, 2, 32), (1000, 8, 15)])
 def test_default_chunk_size(seqlen, cp_size, expected):
     assert default_chunk_size(seqlen, cp_size) == expected
+
+
+def test_early_start_layout_keeps_the_key_and_turns_the_launch_off():
+    """early_start="layout": the key's runtime had early_start turned on (as magi_early's)
+    and the strategy turned it off again; the row says so."""
+    notes, layout_on, early_on = _results(2)["layout_only"]
+    assert early_on and not layout_on
+    assert notes.endswith("; early_start=layout only"), notes
 
 
 def test_early_start_off_the_gpu_says_why_on_every_rank():
