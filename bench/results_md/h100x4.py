@@ -116,9 +116,8 @@ def recipe_s38() -> str:
 # -- session 47: issue 15's 16k table at HEAD (fe96b2b) at cp 1, 2 and 4 in one launch a kernel
 # and mask group on one node of 4 H100s (asked for 4 H200s), one hardware queue (bench.cp's
 # default), the runner's rounds 3; and the early_start A/B with the key built for it (GPUs 0-1)
-_S47 = "h100x4/cp_s47/"
-CP_S47 = {f"{b}, 16k/GPU": tuple(f"{_S47}cp_h100x4__{b}_16k_{part}.csv" for part in ("doc", "fc"))
-          for b in ("fa4", "triton")}
+CP_S47 = {f"{b}, 16k/GPU": tuple(f"h100x4/cp/cp_h100x4__{b}_16k_{part}.csv"
+                                 for part in ("doc", "fc")) for b in ("fa4", "triton")}
 EARLY_AB_S47 = "h100x4/cp_ab_s47/cp_ab__triton_16k_cp2_early.csv"
 PYTEST_S47 = {kind: f"h100x4/cp_ab_s47/pytest_{kind}.txt" for kind in ("nccl", "kernel")}
 # session 38's FA4 cp 4 run (8 hardware queues then) beside session 47's (one queue)
