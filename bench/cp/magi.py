@@ -97,7 +97,7 @@ class MagiAttention(CPStrategy):
             ``early_start=`` note says on which ranks it applied, or why not. "layout": the
             key built for it (the fused buffer in rank order where that lands the cast in one
             region) with the early launch off, the A/B arm that tells the layout's cost from
-            the launch's.
+            the launch's (the key's own timings, cut and balance, ran with the launch on).
 
     The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
     no counterpart in the key and is ignored.
