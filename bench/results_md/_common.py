@@ -475,7 +475,7 @@ def _ab_medians(relpath: str) -> dict[tuple[str, str, str], float]:
 
 def ab_masks_table(relpath: str, first: str = "magi") -> str:
     """A cp_ab.py file of several masks: each strategy's median ms (the slowest rank's) and
-    ``first``'s time over it (> 1: this strategy is slower)."""
+    ``first``'s time over it (> 1: this strategy is faster than ``first``)."""
     med = _ab_medians(relpath)
     strategies = list(dict.fromkeys(s for *_, s in med))
     lines = ["| mask | dir | " + " | ".join(f"{s} ms" for s in strategies) + " | "

@@ -962,3 +962,16 @@ def kernels_s38_goals() -> str:
 def pytest_auto_s41() -> str:
     """The "auto" backend GPU tests, FA4 installed (run on one H200 of a 2-GPU node)."""
     return _pytest_counts("h200/tests/pytest_auto_backend_s41.log")
+
+
+# -- session 48: issue 14's kernel masks on an H200 at HEAD 252ce95 (after PackGQA, the per-pair
+# bitmaps and "auto" per mask; FFA's Triton backend, FA4 and compiled Flex in one run per seqlen)
+KERNELS_S48 = ("h200/kernels_s48/kernel_masks_16k.csv", "h200/kernels_s48/kernel_masks_64k.csv")
+
+
+def kernels_s48_table() -> str:
+    return triton_s21_table(KERNELS_S48)
+
+
+def kernels_s48_goals() -> str:
+    return triton_s21_goals(KERNELS_S48)

@@ -852,7 +852,7 @@ def trace_s42_prologues() -> str:
 
 # -- session 43: issue 15's 16k cells at HEAD (the fused buffer's pads, on since session 42, and
 # the own KV copied by one row kernel), the runtime switches' interleaved A/Bs, kernel timelines
-CP_S43 = {f"{b}, {s}/GPU": (f"h200x2/cp/cp_h200x2__{b}_{s}.csv" if s == "16k" else
+CP_S43 = {f"{b}, {s}/GPU": (f"h200x2/cp_history/cp_h200x2__{b}_{s}__fc4f011d46c3.csv" if s == "16k" else
                             f"h200x2/cp_history/cp_h200x2__{b}_{s}__f848813cf422.csv")
           for s in ("16k", "64k") for b in ("fa4", "triton")}
 CP_S43_16K = {run: path for run, path in CP_S43.items() if "16k" in run}
@@ -926,7 +926,8 @@ def trace_s43_prologues() -> str:
 # -- session 44: issue 15's 64k document cells at HEAD (both kernels, the runner's rounds 3);
 # the whole table in results/h200x2/cp/ (16k at session 43's HEAD, 64k full and causal at
 # session 42's)
-CP_S44 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
+CP_S44 = {f"{b}, {s}/GPU": (f"h200x2/cp_history/cp_h200x2__{b}_{s}__fc4f011d46c3.csv"
+                            if s == "16k" else f"h200x2/cp/cp_h200x2__{b}_{s}.csv")
           for s in ("16k", "64k") for b in ("fa4", "triton")}
 CP_S44_64K = {run: path for run, path in CP_S44.items() if "64k" in run}
 
@@ -964,3 +965,42 @@ def queue1_s45_table() -> str:
             lines.append(f"| {mask} | {direction} | {_vs_best(values)} | "
                          f"{_vs_best(before[(mask, cp, direction)])} |")
     return "\n".join(lines)
+
+
+# -- session 48: issue 15's 16k cells on 2 H200s at HEAD 252ce95 under one hardware queue (the
+# first H200 16k table since bench.cp's default became one queue; session 43's 16k rows moved to
+# cp_history/*__fc4f011d46c3), magi_unequal beside magi, the runner's rounds 3; 64k stays
+# session 42's / 44's rows; early_start's third arm (magi_early_layout) in an interleaved A/B
+CP_S48 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
+          for s in ("16k", "64k") for b in ("fa4", "triton")}
+CP_S48_16K = {run: path for run, path in CP_S48.items() if "16k" in run}
+EARLY_AB_S48 = "h200x2/cp_s48/early_ab_triton_16k.csv"
+
+
+def cp2_s48_table() -> str:
+    return cp2_s16_table(CP_S48_16K)
+
+
+def cp2_s48_summary() -> str:
+    """cp 1's magi / single_gpu range and the 16k cp 2 cells >= the best baseline, magi_unequal
+    (opt-in) counted as magi's too."""
+    return (cp2_s16_summary(CP_S48_16K) + "; counting magi_unequal: "
+            + _with_unequal(CP_S48_16K, "16k"))
+
+
+def cp2_s48_below() -> str:
+    return _cp2_below(CP_S48_16K)
+
+
+def cp2_s48_equal_tokens() -> str:
+    return _equal_tokens(CP_S48_16K)
+
+
+def cp2_s48_whole() -> str:
+    """The whole table in results/h200x2/cp/ (16k at this session's HEAD, 64k at sessions
+    42 and 44's): cp 2 cells where magi >= the best baseline."""
+    return cp2_s16_summary(CP_S48).split("; ")[-1]
+
+
+def early_ab_s48_table() -> str:
+    return ab_masks_table(EARLY_AB_S48)
