@@ -97,7 +97,8 @@ class MagiAttention(CPStrategy):
             ``early_start=`` note says on which ranks it applied, or why not. "layout": the
             key built for it (the fused buffer in rank order where that lands the cast in one
             region) with the early launch off, the A/B arm that tells the layout's cost from
-            the launch's (the key's own timings, cut and balance, ran with the launch on).
+            the launch's (the key's own timings, cut and balance, run before the launch is
+            planned, so with it off: both arms' keys time the same layout alike).
 
     The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
     no counterpart in the key and is ignored.

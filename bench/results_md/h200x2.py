@@ -1004,3 +1004,24 @@ def cp2_s48_whole() -> str:
 
 def early_ab_s48_table() -> str:
     return ab_masks_table(EARLY_AB_S48)
+
+
+EARLY_LOG_S48 = "h200x2/cp_s48/early_ab.log"  # rank 0's stdout: each key's notes, the medians
+
+
+def early_key_s48() -> str:
+    """Per mask and magi arm: the key's own timing of the whole fused forward (``cut_ms`` fwd
+    whole: before ``early_start`` is planned, so with the launch off, fastest of short bursts)
+    and the A/B's median over it."""
+    key_fwd = {}
+    for line in (RESULTS / EARLY_LOG_S48).read_text().splitlines():
+        m = re.match(r"(\w+) (magi\w*): .*cut_ms=fwd:([\d.]+)/", line)
+        if m:
+            key_fwd[m[1], m[2]] = float(m[3])
+    med = pd.read_csv(RESULTS / EARLY_AB_S48).groupby(["mask", "strategy", "direction"]).ms.median()
+    out = []
+    for mask in dict.fromkeys(mask for mask, _ in key_fwd):
+        arms = [f"{s} {ms:.3f} ms (A/B / key {med[mask, s, 'fwd'] / ms:.2f})"
+                for (m, s), ms in key_fwd.items() if m == mask]
+        out.append(f"{mask}: " + ", ".join(arms))
+    return "; ".join(out)
