@@ -99,6 +99,9 @@ class MagiAttention(CPStrategy):
             region) with the early launch off, the A/B arm that tells the layout's cost from
             the launch's (the key's own timings, cut and balance, run before the launch is
             planned, so with it off: both arms' keys time the same layout alike).
+        dynamic_grid: the Triton forwards that run beside a collective in flight fetch their
+            items from a counter (``OverlapConfig.dynamic_grid``; opt-in); the key's cut
+            timing runs them so, and the row's note says ``dynamic_grid=on``.
 
     The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
     no counterpart in the key and is ignored.
@@ -106,12 +109,14 @@ class MagiAttention(CPStrategy):
 
     name = "magi"
     knob_names = ("chunk_size", "num_stages", "dispatch_alg", "head_dim", "dtype",
-                  "fused_split", "fused", "cut", "balance", "early_start")
+                  "fused_split", "fused", "cut", "balance", "early_start", "dynamic_grid")
 
     @classmethod
     def _check(cls, mask, num_heads_q, num_heads_kv, cp_size, chunk_size=None, num_stages=None,
                dispatch_alg="auto", head_dim=128, dtype="bfloat16", fused_split=False,
-               fused=None, cut="auto", balance="model", early_start=False):
+               fused=None, cut="auto", balance="model", early_start=False, dynamic_grid=False):
+        if dynamic_grid not in (True, False):
+            raise ValueError(f"magi: dynamic_grid must be true or false, got {dynamic_grid!r}")
         if early_start not in EARLY_START_CHOICES:
             raise ValueError(f"magi: early_start must be one of {EARLY_START_CHOICES}, "
                              f"got {early_start!r}")
@@ -141,7 +146,7 @@ class MagiAttention(CPStrategy):
 
     def _build(self, chunk_size=None, num_stages=None, dispatch_alg="auto", head_dim=128,
                dtype="bfloat16", fused_split=False, fused=None, cut="auto",
-               balance="model", early_start=False) -> None:
+               balance="model", early_start=False, dynamic_grid=False) -> None:
         seqlen = self.mask.seqlen
         chunk = chunk_size if chunk_size is not None else default_chunk_size(seqlen, self.cp_size)
         kernel = self.kernel
@@ -150,7 +155,8 @@ class MagiAttention(CPStrategy):
             head_dim, self.group, chunk_size=chunk, dispatch_alg=dispatch_alg,
             num_stages=num_stages, overlap=OverlapConfig(split=fused_split, fused=fused, cut=cut,
                                                        balance=balance,
-                                                       early_start=bool(early_start)),
+                                                       early_start=bool(early_start),
+                                                       dynamic_grid=dynamic_grid),
             softmax_scale=kernel.softmax_scale, softcap=kernel.softcap,
             backend=kernel.backend, dtype=getattr(torch, dtype))
         meta = self.key.meta.dispatch
@@ -189,6 +195,8 @@ class MagiAttention(CPStrategy):
                 f"{max(t) * 1e3:.3f}/{min(t) * 1e3:.3f}" for t in measured)
         if not meta.equal_shards:  # unequal_runs: the rest of a layer runs on unequal shares
             self.notes += "; " + token_share_note(list(meta.shard_seqlens))
+        if dynamic_grid:
+            self.notes += "; dynamic_grid=on"
         self._any_early = False
         if early_start == "layout":  # the key's layout alone: the launch waits for the cast
             self.key.runtime.early_start = False

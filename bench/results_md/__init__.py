@@ -121,7 +121,8 @@ from .h100x4 import (cp_s47_below, cp_s47_summary, cp_s47_table, early_ab_s47_ta
                      pytest_s47, queues_s47)
 from .h200 import kernels_s48_goals, kernels_s48_table
 from .h200x2 import (cp2_s48_below, cp2_s48_equal_tokens, cp2_s48_summary, cp2_s48_table,
-                     cp2_s48_whole, early_ab_s48_table, early_key_s48)
+                     cp2_s48_whole, cut_causal_s48, early_ab_s48_table,
+                     early_key_s48)
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
 
@@ -137,6 +138,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.cp2_s48_below": cp2_s48_below,
     "h200x2.early_ab_s48_table": early_ab_s48_table,
     "h200x2.early_key_s48": early_key_s48,
+    "h200x2.cut_causal_s48": cut_causal_s48,
     **{f"h100x4.cp_s47_{part}_cp{n}": (lambda f=f, n=n: f(n))
        for part, f in (("table", cp_s47_table), ("summary", cp_s47_summary),
                        ("below", cp_s47_below)) for n in (2, 4)},

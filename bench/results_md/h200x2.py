@@ -1025,3 +1025,22 @@ def early_key_s48() -> str:
                 for (m, s), ms in key_fwd.items() if m == mask]
         out.append(f"{mask}: " + ", ".join(arms))
     return "; ".join(out)
+
+
+def cut_causal_s48() -> str:
+    """Triton causal 16k cp 2: magi's key-time forward whole / cut by keys (``cut_ms``), the cut
+    it chose and the bench's forward, under eight queues (session 43's rows) and one (this
+    session's); FA4's under one queue beside them."""
+    runs = {"Triton, eight queues (session 43)": CP_S43["triton, 16k/GPU"],
+            "Triton, one queue": CP_S48["triton, 16k/GPU"],
+            "FA4, one queue": CP_S48["fa4, 16k/GPU"]}
+    out = []
+    for label, relpath in runs.items():
+        rows = pd.read_csv(RESULTS / relpath)
+        row = rows[(rows.kernel == "magi") & (rows["mask"] == "causal") & (rows.cp_size == 2)
+                   & (rows.direction == "fwd")].iloc[0]
+        whole, cut = re.search(r"cut_ms=fwd:([\d.]+)/([\d.]+)", row.message).groups()
+        chose = re.search(r"; cut=([^;]*);", row.message)[1]
+        out.append(f"{label}: whole {whole} / cut {cut} ms, chose cut={chose}, "
+                   f"{row.tflops_per_s:.0f} TFLOPs/s")
+    return "; ".join(out)

@@ -130,6 +130,9 @@ class DistAttnRuntime:
         # it inconclusive (RESULTS.md); off until an H200 run says more
         self.early_start = False
         self.early_start_note: str | None = "early_start is off"
+        # the forwards beside a collective in flight run the Gluon forward's dynamic grid
+        # (OverlapConfig.dynamic_grid; set by the key before it times its cut)
+        self.dynamic_grid = False
         self._arrivals: dict = {}
         self._own_index: dict = {}
         self._sm_count: dict = {}
@@ -221,12 +224,16 @@ class DistAttnRuntime:
     # The stage kernels are called through the backend module with each stage's FlexAttnPlan
     # (validated and planned at key time): no host work and no device sync per call, which
     # would stall the prefetch pipeline. The public API checked shapes once, in _check.
-    def _fwd(self, q, k, v, attn: StageAttnArgs, backend: str):
+    def _fwd(self, q, k, v, attn: StageAttnArgs, backend: str, beside_comm: bool = False):
+        """(out, lse) of one stage's slices; ``beside_comm``: a collective is in flight while
+        it runs (the dynamic grid then, where ``dynamic_grid`` asks for it)."""
         if attn.num_slices == 0:
             return (torch.zeros(q.shape, dtype=torch.float32, device=q.device),
                     torch.full(q.shape[:2], -math.inf, device=q.device))
+        extra = ({"dynamic": True} if beside_comm and self.dynamic_grid and backend == "triton"
+                 and self.overlap else {})
         out, lse, _ = load_backend(backend).fwd(q, k, v, attn.plan, self._scale(q),
-                                                self.softcap, False)
+                                                self.softcap, False, **extra)
         return out, lse
 
     def _bwd(self, dout, q, k, v, out, lse, attn: StageAttnArgs, backend: str,
@@ -264,11 +271,12 @@ class DistAttnRuntime:
         num_heads_kv = k.shape[1]
         kv = (k, v)
         pending = self._issue(self._cast(kv, 0))
-        out, lse = self._fwd(q, k, v, self.meta.host, backend)
+        out, lse = self._fwd(q, k, v, self.meta.host, backend, beside_comm=True)
         for j, stage in enumerate(stages):
             buf = pending.wait()
             pending = self._issue(self._cast(kv, j + 1)) if j + 1 < len(stages) else None
-            o, l = self._fwd(q, buf[:, :num_heads_kv], buf[:, num_heads_kv:], stage.attn, backend)
+            o, l = self._fwd(q, buf[:, :num_heads_kv], buf[:, num_heads_kv:], stage.attn, backend,
+                             beside_comm=pending is not None)
             # partial sums stay fp32; the last merge writes q's dtype directly (one pass fewer)
             last = j + 1 == len(stages)
             out, lse = merge_out_lse(out, lse, o, l, q.dtype if last else torch.float32)
@@ -329,13 +337,13 @@ class DistAttnRuntime:
         h, cut = k.shape[1], self.cut
         if cut >= {"fwd", "bwd"}:  # no fused buffer needed at all
             pending = self._issue(self._cast((k, v), 0))
-            out, lse = self._fwd(q, k, v, self.meta.host, backend)
+            out, lse = self._fwd(q, k, v, self.meta.host, backend, beside_comm=True)
             recv = pending.wait()
             kv_all = None
         else:
             kv_all, landing = self._fused_kv_start(k, v)
             if "fwd" in cut:
-                out, lse = self._fwd(q, k, v, self.meta.host, backend)
+                out, lse = self._fwd(q, k, v, self.meta.host, backend, beside_comm=True)
             recv = landing()
         if "fwd" in cut:
             out, lse = self._merge_received(q, recv[:, :h], recv[:, h:], out, lse, backend)
@@ -547,7 +555,8 @@ class DistAttnRuntime:
         main = torch.cuda.current_stream(q.device) if side is not None else None
         if side is not None:  # before the local kernel, which the blocks must not wait for
             side.wait_stream(main)  # the buffer's own part is in place
-        out, lse = self._fwd(q, kv_all[:, :h], kv_all[:, h:], split.local, backend)
+        out, lse = self._fwd(q, kv_all[:, :h], kv_all[:, h:], split.local, backend,
+                             beside_comm=True)
         with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
             landing()
             results = self._split_blocks_fwd(q, kv_all, h, backend)

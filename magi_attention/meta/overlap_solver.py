@@ -57,6 +57,14 @@ class OverlapConfig:
     # path needs. Not with FA4, whose native varlen forms want global order (and which has no
     # early path)
     early_start: bool = False
+    # the Triton forwards that run while a collective is in flight (the cut forward's own keys,
+    # the row split's local rows, the staged forward's host stage and each stage while the next
+    # cast travels) fetch their items from a counter (the Gluon forward's dynamic grid) instead
+    # of striding over them: the cast's NCCL kernel holds whole SMs for as long as it travels,
+    # and under one hardware queue it reaches them first, so a strided persistent grid's
+    # programs on those SMs, and the kernel, end that late (notes/magi_cp.md "Session 48").
+    # Opt-in until an A/B says more
+    dynamic_grid: bool = False
     compute_tflops: float = 450.0        # attention forward throughput, TFLOPs/s
     comm_gb_per_s: float = 150.0         # per-rank all-to-all bandwidth, GB/s
     hbm_gb_per_s: float = 3000.0         # memory bandwidth of elementwise passes, GB/s

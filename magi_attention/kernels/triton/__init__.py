@@ -177,11 +177,13 @@ def _fwd_by_key_parts(q, k, v, parts, softmax_scale: float, softcap: float):
 
 def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
         return_max_logits: bool = False, config=None,
-        return_lse: bool = True, arrival=None):
+        return_lse: bool = True, arrival=None, dynamic: bool | None = None):
     """(out [Sq, Hq, D], lse [Sq, Hq] fp32, max_logits [Hq] | None); see kernels.reference.fwd
     (lse is written whatever ``return_lse`` says: the kernel keeps it for the backward).
     ``arrival`` (gluon_forward.Arrival): keys still landing, where the Gluon forward runs these
-    inputs (``gluon_fwd_plan``; elsewhere a ValueError)."""
+    inputs (``gluon_fwd_plan``; elsewhere a ValueError). ``dynamic``: the Gluon forward's
+    persistent programs fetch items from a counter (None: gluon_forward.DYNAMIC); the other
+    forwards run one program a tile and ignore it."""
     from .forward import launch_fwd
 
     check_supported(q, k, v)
@@ -194,7 +196,8 @@ def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
         gluon, plan, config = _cached_fwd_route(mask, q, k, softcap, return_max_logits)
         if gluon:
             from .gluon_forward import launch_fwd as launch_gluon
-            return launch_gluon(q, k, v, plan, float(softmax_scale), arrival=arrival)
+            return launch_gluon(q, k, v, plan, float(softmax_scale), dynamic=dynamic,
+                                arrival=arrival)
     else:
         plan = fwd_plan(mask, config, q.shape[1] // k.shape[1], q.device)
     if arrival is not None:

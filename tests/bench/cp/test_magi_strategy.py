@@ -46,6 +46,10 @@ def _cells(world_size: int) -> list[Cell]:
     masks = MASK_NAMES if world_size == 2 else CP4_MASKS
     early = [Cell("magi", m, {"early_start": e}, MASK_PARAMS.get(m, {}))
              for e in (True, "layout") for m in EARLY_MASKS] if world_size == 2 else []
+    # dynamic_grid (a GPU kernel's grid) off the GPU, with the forward cut by keys so the own
+    # keys' kernel runs beside the cast: exact as magi
+    early += [Cell("magi", "causal_document", {"dynamic_grid": True, "cut": "fwd"})
+              ] if world_size == 2 else []
     return [Cell("magi", m, knobs, MASK_PARAMS.get(m, {}))
             for knobs in KNOBS[world_size] for m in masks] + early
 
@@ -150,6 +154,7 @@ def test_supports_names_the_divisibility(seqlen, cp_size, chunk_size, reason):
     pytest.param({"cut": "sideways"}, "cut", id="cut"),
     pytest.param({"fused": True, "num_stages": 2}, "one stage", id="fused-stages"),
     pytest.param({"early_start": "yes"}, "early_start", id="early_start"),
+    pytest.param({"dynamic_grid": "yes"}, "dynamic_grid", id="dynamic_grid"),
 ])
 def test_bad_knob_values_raise_value_error(knobs, match):
     with pytest.raises(ValueError, match=match):

@@ -5,8 +5,9 @@ rows (``fused_split``: the local rows' kernel runs while the cast is in flight) 
 chose), the staged overlap (two remote stages, partial outputs merged by lse), balanced_runs'
 cuts moved by the ranks' measured kernel times (``balance="timed"``) and the whole stage with
 the runtime's switches on (``early_reduce``, ``gather_first``, ``one_copy``,
-``copy_programs_per_sm``), the own KV copied by the copy engines (``copy_engine``) and the
-Gluon forward launched before the cast has landed (``early_start``, one hardware queue), is
+``copy_programs_per_sm``), the own KV copied by the copy engines (``copy_engine``), the
+Gluon forward launched before the cast has landed (``early_start``, one hardware queue) and the
+forwards beside the cast on the Gluon forward's dynamic grid (``dynamic_grid``), is
 exact in bf16 against the reference kernel in fp32 over the same inputs, and a steady-state step
 (calc_attn forward + backward) neither copies to the host nor synchronises (torch's sync debug
 mode turns either into an error).
@@ -59,7 +60,12 @@ OVERLAPS = {"whole": dict(fused=True, cut="none"), "split": dict(fused=True, spl
             "copy_engine": dict(fused=True, cut="none"),
             # whole, the Gluon forward launched before the cast lands (one hardware queue; the
             # key lays the fused buffer out so that the cast lands in one region)
-            "early_start": dict(fused=True, cut="none", early_start=True)}
+            "early_start": dict(fused=True, cut="none", early_start=True),
+            # the Triton forwards beside the cast on the Gluon forward's dynamic grid (one
+            # hardware queue, as the benchmark runs): the cut forward's own keys, and the staged
+            # forward's host stage and first remote stage
+            "dynamic_cut": dict(fused=True, cut="fwd", dynamic_grid=True),
+            "dynamic_staged": dict(fused=False, num_stages=2, dynamic_grid=True)}
 RUNTIME = {"switches": dict(early_reduce=True, gather_first=True, one_copy=True,
                             copy_programs_per_sm=8),
            "copy_engine": dict(copy_engine=True)}
@@ -70,8 +76,8 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
     """device "cpu" (gloo, the reference kernel): a smoke test of this worker itself."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     cuda = device == "cuda"
-    if mode == "early_start":  # before CUDA starts: kernels reach the GPU in launch order
-        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    if mode == "early_start" or mode.startswith("dynamic"):  # before CUDA starts: kernels
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"  # reach the GPU in launch order
     if cuda:
         torch.cuda.set_device(rank)
     dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=2)
@@ -104,10 +110,12 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
                 lines.append(f"{name} balance_layouts={len(measured)} shard_seqlens="
                              f"{list(key.meta.dispatch.shard_seqlens)}")
             split = key.runtime.meta.fused_split is not None
-            if mode == "staged":
+            if mode.endswith("staged"):
                 assert key.runtime.meta.fused is None and key.num_stages == 2, key.num_stages
             if mode.startswith("cut_") and mode != "cut_auto":
                 assert key.runtime.cut == {mode[4:]}, key.runtime.cut
+            if mode == "dynamic_cut":
+                assert key.runtime.cut == {"fwd"} and key.runtime.dynamic_grid, key.runtime.cut
             cut = ",".join(sorted(key.runtime.cut)) or "-"
             local = [dispatch(t.bfloat16(), key).requires_grad_() for t in (q, k, v)]
             dout_local = dispatch(dout.bfloat16(), key)
