@@ -852,7 +852,9 @@ def trace_s42_prologues() -> str:
 
 # -- session 43: issue 15's 16k cells at HEAD (the fused buffer's pads, on since session 42, and
 # the own KV copied by one row kernel), the runtime switches' interleaved A/Bs, kernel timelines
-CP_S43 = {f"{b}, {s}/GPU": (f"h200x2/cp_history/cp_h200x2__{b}_{s}__fc4f011d46c3.csv" if s == "16k" else
+# (its 16k rows moved to cp_history/*__fc4f011d46c3 when session 48 measured 16k at its HEAD)
+CP_S43 = {f"{b}, {s}/GPU": (f"h200x2/cp_history/cp_h200x2__{b}_{s}__fc4f011d46c3.csv"
+                            if s == "16k" else
                             f"h200x2/cp_history/cp_h200x2__{b}_{s}__f848813cf422.csv")
           for s in ("16k", "64k") for b in ("fa4", "triton")}
 CP_S43_16K = {run: path for run, path in CP_S43.items() if "16k" in run}
@@ -926,9 +928,8 @@ def trace_s43_prologues() -> str:
 # -- session 44: issue 15's 64k document cells at HEAD (both kernels, the runner's rounds 3);
 # the whole table in results/h200x2/cp/ (16k at session 43's HEAD, 64k full and causal at
 # session 42's)
-CP_S44 = {f"{b}, {s}/GPU": (f"h200x2/cp_history/cp_h200x2__{b}_{s}__fc4f011d46c3.csv"
-                            if s == "16k" else f"h200x2/cp/cp_h200x2__{b}_{s}.csv")
-          for s in ("16k", "64k") for b in ("fa4", "triton")}
+CP_S44 = {**CP_S43_16K, **{f"{b}, 64k/GPU": f"h200x2/cp/cp_h200x2__{b}_64k.csv"
+                            for b in ("fa4", "triton")}}
 CP_S44_64K = {run: path for run, path in CP_S44.items() if "64k" in run}
 
 
@@ -1018,7 +1019,8 @@ def early_key_s48() -> str:
         m = re.match(r"(\w+) (magi\w*): .*cut_ms=fwd:([\d.]+)/", line)
         if m:
             key_fwd[m[1], m[2]] = float(m[3])
-    med = pd.read_csv(RESULTS / EARLY_AB_S48).groupby(["mask", "strategy", "direction"]).ms.median()
+    med = pd.read_csv(RESULTS / EARLY_AB_S48).groupby(
+        ["mask", "strategy", "direction"]).ms.median()
     out = []
     for mask in dict.fromkeys(mask for mask, _ in key_fwd):
         arms = [f"{s} {ms:.3f} ms (A/B / key {med[mask, s, 'fwd'] / ms:.2f})"
@@ -1036,11 +1038,8 @@ def cut_causal_s48() -> str:
             "FA4, one queue": CP_S48["fa4, 16k/GPU"]}
     out = []
     for label, relpath in runs.items():
-        rows = pd.read_csv(RESULTS / relpath)
-        row = rows[(rows.kernel == "magi") & (rows["mask"] == "causal") & (rows.cp_size == 2)
-                   & (rows.direction == "fwd")].iloc[0]
-        whole, cut = re.search(r"cut_ms=fwd:([\d.]+)/([\d.]+)", row.message).groups()
-        chose = re.search(r"; cut=([^;]*);", row.message)[1]
-        out.append(f"{label}: whole {whole} / cut {cut} ms, chose cut={chose}, "
-                   f"{row.tflops_per_s:.0f} TFLOPs/s")
+        whole, cut = _cut_ms(relpath, "causal", 2, "fwd")
+        tflops = _cp_cells(relpath)["causal", 2, "fwd"]["magi"]
+        out.append(f"{label}: whole {whole:.3f} / cut {cut:.3f} ms, chose "
+                   f"cut={_row_note(relpath, 'magi', 'causal', 2, 'cut')}, {tflops:.0f} TFLOPs/s")
     return "; ".join(out)
