@@ -100,8 +100,9 @@ class MagiAttention(CPStrategy):
             the launch's (the key's own timings, cut and balance, run before the launch is
             planned, so with it off: both arms' keys time the same layout alike).
         dynamic_grid: the Triton forwards that run beside a collective in flight fetch their
-            items from a counter (``OverlapConfig.dynamic_grid``; opt-in); the key's cut
-            timing runs them so, and the row's note says ``dynamic_grid=on``.
+            items from a counter (``OverlapConfig.dynamic_grid``; on by default, off in
+            configs/cp/magi_static.yaml); the key's cut timing runs them so, and the row's
+            note says ``dynamic_grid=on`` where the local kernel is Triton's.
 
     The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
     no counterpart in the key and is ignored.
@@ -114,7 +115,7 @@ class MagiAttention(CPStrategy):
     @classmethod
     def _check(cls, mask, num_heads_q, num_heads_kv, cp_size, chunk_size=None, num_stages=None,
                dispatch_alg="auto", head_dim=128, dtype="bfloat16", fused_split=False,
-               fused=None, cut="auto", balance="model", early_start=False, dynamic_grid=False):
+               fused=None, cut="auto", balance="model", early_start=False, dynamic_grid=True):
         if dynamic_grid not in (True, False):
             raise ValueError(f"magi: dynamic_grid must be true or false, got {dynamic_grid!r}")
         if early_start not in EARLY_START_CHOICES:
@@ -146,7 +147,7 @@ class MagiAttention(CPStrategy):
 
     def _build(self, chunk_size=None, num_stages=None, dispatch_alg="auto", head_dim=128,
                dtype="bfloat16", fused_split=False, fused=None, cut="auto",
-               balance="model", early_start=False, dynamic_grid=False) -> None:
+               balance="model", early_start=False, dynamic_grid=True) -> None:
         seqlen = self.mask.seqlen
         chunk = chunk_size if chunk_size is not None else default_chunk_size(seqlen, self.cp_size)
         kernel = self.kernel
@@ -195,7 +196,7 @@ class MagiAttention(CPStrategy):
                 f"{max(t) * 1e3:.3f}/{min(t) * 1e3:.3f}" for t in measured)
         if not meta.equal_shards:  # unequal_runs: the rest of a layer runs on unequal shares
             self.notes += "; " + token_share_note(list(meta.shard_seqlens))
-        if dynamic_grid:
+        if dynamic_grid and self.key.backend == "triton":  # FA4 has no dynamic grid
             self.notes += "; dynamic_grid=on"
         self._any_early = False
         if early_start == "layout":  # the key's layout alone: the launch waits for the cast

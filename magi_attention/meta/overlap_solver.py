@@ -63,8 +63,10 @@ class OverlapConfig:
     # of striding over them: the cast's NCCL kernel holds whole SMs for as long as it travels,
     # and under one hardware queue it reaches them first, so a strided persistent grid's
     # programs on those SMs, and the kernel, end that late (notes/magi_cp.md "Session 48").
-    # Opt-in until an A/B says more
-    dynamic_grid: bool = False
+    # On by default since session 49's A/B (2 x H200, Triton, causal 16k cp 2: the key then
+    # takes the forward cut and the forward runs 1-4% faster in 5 of 5 launches; cells where no
+    # forward runs beside a collective are the same code)
+    dynamic_grid: bool = True
     compute_tflops: float = 450.0        # attention forward throughput, TFLOPs/s
     comm_gb_per_s: float = 150.0         # per-rank all-to-all bandwidth, GB/s
     hbm_gb_per_s: float = 3000.0         # memory bandwidth of elementwise passes, GB/s

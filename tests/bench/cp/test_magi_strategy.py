@@ -46,9 +46,9 @@ def _cells(world_size: int) -> list[Cell]:
     masks = MASK_NAMES if world_size == 2 else CP4_MASKS
     early = [Cell("magi", m, {"early_start": e}, MASK_PARAMS.get(m, {}))
              for e in (True, "layout") for m in EARLY_MASKS] if world_size == 2 else []
-    # dynamic_grid (a GPU kernel's grid) off the GPU, with the forward cut by keys so the own
-    # keys' kernel runs beside the cast: exact as magi
-    early += [Cell("magi", "causal_document", {"dynamic_grid": True, "cut": "fwd"})
+    # dynamic_grid (a GPU kernel's grid, on by default) off: magi_static's arm, with the forward
+    # cut by keys so the own keys' kernel runs beside the cast: exact as magi
+    early += [Cell("magi", "causal_document", {"dynamic_grid": False, "cut": "fwd"})
               ] if world_size == 2 else []
     return [Cell("magi", m, knobs, MASK_PARAMS.get(m, {}))
             for knobs in KNOBS[world_size] for m in masks] + early

@@ -1,6 +1,7 @@
-"""OverlapConfig(dynamic_grid=True): the runtime asks the Triton backend for the Gluon forward's
-dynamic grid on exactly the forwards that run while a collective is in flight (the cut forward's
-own keys, the staged forward's host stage and every stage but the last), and nowhere else."""
+"""OverlapConfig.dynamic_grid (on by default): the runtime asks the Triton backend for the Gluon
+forward's dynamic grid on exactly the forwards that run while a collective is in flight (the cut
+forward's own keys, the staged forward's host stage and every stage but the last), and nowhere
+else."""
 import torch
 
 from ._cp2_gloo import inputs, key_for, run_on_two_ranks
@@ -55,16 +56,18 @@ def _check_beside_comm(rank):
 
     errors = []
     q, k, v, _ = inputs()
-    paths = {"fused whole": (OverlapConfig(fused=True, dynamic_grid=True), [False]),
-             "cut forward": (OverlapConfig(fused=True, cut="fwd", dynamic_grid=True),
-                             [True, False]),
-             "three stages": (OverlapConfig(fused=False, num_stages=3, dynamic_grid=True),
-                              [True, True, True, False])}
+    # dynamic_grid is OverlapConfig's default; the static arm must reach the runtime as off
+    paths = {"fused whole": (OverlapConfig(fused=True), [False]),
+             "cut forward": (OverlapConfig(fused=True, cut="fwd"), [True, False]),
+             "three stages": (OverlapConfig(fused=False, num_stages=3),
+                              [True, True, True, False]),
+             "static": (OverlapConfig(fused=True, cut="fwd", dynamic_grid=False), [True, False])}
     for label, (overlap, want) in paths.items():
         key = key_for("causal", overlap)
         runtime = key.runtime
-        if not runtime.dynamic_grid:
-            errors.append(f"{label}: the key did not set dynamic_grid")
+        if runtime.dynamic_grid != overlap.dynamic_grid or runtime.dynamic_grid != (
+                label != "static"):
+            errors.append(f"{label}: the key set dynamic_grid={runtime.dynamic_grid}")
         if label == "three stages" and len(runtime.meta.stages) != 3:
             errors.append(f"{label}: {len(runtime.meta.stages)} stages")
             continue
