@@ -108,7 +108,11 @@ class _Clock:
     wait for the other), and every rank runs the same number of calls (collectives must
     match): enough for ``MIN_SECONDS`` by a first estimate, at least ``min_iters``."""
 
-    MIN_SECONDS = 0.05
+    # a timing lasts this long at least: at 0.05 s (four 15 ms forwards, Triton causal 16k a GPU,
+    # cp 2 on 2 H200s) the cut and whole forwards' times moved by 4% from launch to launch,
+    # more than the cut's gain (2-4% in an interleaved A/B), and the key chose either way
+    # (notes/magi_cp.md "Session 49"); a call longer than this still runs ``min_iters`` times
+    MIN_SECONDS = 0.2
     MAX_ITERS = 50
 
     def __init__(self, group, device: torch.device, min_iters: int) -> None:
