@@ -123,12 +123,26 @@ from .h200 import kernels_s48_goals, kernels_s48_table
 from .h200x2 import (cp2_s48_below, cp2_s48_equal_tokens, cp2_s48_summary, cp2_s48_table,
                      cp2_s48_whole, cut_causal_s48, early_ab_s48_table,
                      early_key_s48)
+from .h200x2 import (cp2_s49_below, cp2_s49_equal_tokens, cp2_s49_summary, cp2_s49_table,
+                     cp2_s49_whole, cut_ab_s49_table, cut_causal_s49, dyn_ab_s49_causal,
+                     dyn_ab_s49_table, static_key_s49, static_s49)
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
 
 __all__ = ["SECTIONS", "RESULTS_MD", "main"]
 
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h200x2.dyn_ab_s49_table": dyn_ab_s49_table,
+    "h200x2.dyn_ab_s49_causal": dyn_ab_s49_causal,
+    "h200x2.cut_ab_s49_table": cut_ab_s49_table,
+    "h200x2.cut_causal_s49": cut_causal_s49,
+    "h200x2.cp2_s49_summary": cp2_s49_summary,
+    "h200x2.cp2_s49_whole": cp2_s49_whole,
+    "h200x2.cp2_s49_equal_tokens": cp2_s49_equal_tokens,
+    "h200x2.cp2_s49_table": cp2_s49_table,
+    "h200x2.cp2_s49_below": cp2_s49_below,
+    "h200x2.static_s49": static_s49,
+    "h200x2.static_key_s49": static_key_s49,
     "h200.kernels_s48_goals": kernels_s48_goals,
     "h200.kernels_s48_table": kernels_s48_table,
     "h200x2.cp2_s48_summary": cp2_s48_summary,

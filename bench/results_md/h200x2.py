@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pandas as pd
 
 from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _ab_table, _baselines, _below_best,
                       _cp2_below, _cp_cells, _cp_wins, _cut_ms, _files, _helper, _magi_over_best,
                       _profiler_rows, _pytest_counts, _row_note, _summed_counts, _tf_cells,
-                      _vs_best, _with_unequal, ab_masks_table, cp2_s16_summary, cp2_s16_table,
+                      _ab_medians, _vs_best, _with_unequal, ab_masks_table, cp2_s16_summary, cp2_s16_table,
                       unequal_s28_summary, unequal_s28_table)
 from ._paths import RESULTS
 
@@ -972,8 +973,10 @@ def queue1_s45_table() -> str:
 # first H200 16k table since bench.cp's default became one queue; session 43's 16k rows moved to
 # cp_history/*__fc4f011d46c3), magi_unequal beside magi, the runner's rounds 3; 64k stays
 # session 42's / 44's rows; early_start's third arm (magi_early_layout) in an interleaved A/B
+# (Triton's 16k rows moved to cp_history/*__252ce956e0e6 when session 49 measured them again)
 CP_S48 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
           for s in ("16k", "64k") for b in ("fa4", "triton")}
+CP_S48["triton, 16k/GPU"] = "h200x2/cp_history/cp_h200x2__triton_16k__252ce956e0e6.csv"
 CP_S48_16K = {run: path for run, path in CP_S48.items() if "16k" in run}
 EARLY_AB_S48 = "h200x2/cp_s48/early_ab_triton_16k.csv"
 
@@ -1042,4 +1045,144 @@ def cut_causal_s48() -> str:
         tflops = _cp_cells(relpath)["causal", 2, "fwd"]["magi"]
         out.append(f"{label}: whole {whole:.3f} / cut {cut:.3f} ms, chose "
                    f"cut={_row_note(relpath, 'magi', 'causal', 2, 'cut')}, {tflops:.0f} TFLOPs/s")
+    return "; ".join(out)
+
+
+# -- session 49: the dynamic grid beside the cast (OverlapConfig.dynamic_grid) in interleaved
+# A/Bs on 2 H200s (Triton, 16k a GPU, cp 2; one launch at e524bd7 under the default queue, four
+# alternating eight and one queue), then on by default (e2e0a1b) and the key's cut timings made
+# longer (d046fd9); Triton's 16k table at d046fd9 with magi_static (the strided grid) beside magi.
+# FA4's 16k rows stay session 48's, 64k sessions 42 / 44's.
+S49 = "h200x2/cp_s49"
+DYN_AB_S49 = {"default queue": f"{S49}/dyn_ab_triton_16k.csv",
+              **{f"{q} queue{'s' * (q == '8')}, launch {i}": f"{S49}/queue_ab_q{q}_{i}.csv"
+                 for q, i in (("8", 1), ("1", 2), ("8", 3), ("1", 4))}}
+CUT_AB_S49 = {f"launch {i}": f"{S49}/cut_ab_{i}.csv" for i in (1, 2, 3)}
+CP_S49 = {**CP_S48, "triton, 16k/GPU": "h200x2/cp/cp_h200x2__triton_16k.csv"}
+CP_S49_16K = {run: path for run, path in CP_S49.items() if "16k" in run}
+TRITON_16K_E2E = f"{S49}/cp_h200x2__triton_16k__e2e0a1b.csv"  # dynamic on, 0.05 s timings
+
+
+def _ab_log(relpath: str) -> Path:
+    """The rank-0 log of one cp_ab.py launch of session 49 (logs/ beside the rows)."""
+    path = RESULTS / relpath
+    name = {"dyn_ab_triton_16k": "dyn_ab"}.get(path.stem, path.stem)
+    return path.parent / "logs" / f"{name}.log"
+
+
+def _ab_cut(relpath: str, mask: str, strategy: str) -> str:
+    """The cut one cp_ab.py launch's key chose for ``strategy`` on ``mask`` (its notes line)."""
+    for line in _ab_log(relpath).read_text().splitlines():
+        m = re.match(rf"{mask} {strategy}: .*; cut=([^;]*);", line)
+        if m:
+            return m[1]
+    raise KeyError((relpath, mask, strategy))
+
+
+def dyn_ab_s49_table() -> str:
+    """Per launch and mask: the cut magi_dynamic's key chose, and magi (strided) ms over
+    magi_dynamic ms per direction (> 1: the dynamic grid faster), medians over 5 rounds."""
+    lines = ["| launch | mask | magi_dynamic's cut | fwd magi / magi_dynamic | "
+             "bwd magi / magi_dynamic | fwd magi_dynamic / best baseline |",
+             "|---|---|---|---|---|---|"]
+    for launch, relpath in DYN_AB_S49.items():
+        med = _ab_medians(relpath)
+        for mask in dict.fromkeys(m for m, _, _ in med):
+            ratio = [med[mask, d, "magi"] / med[mask, d, "magi_dynamic"] for d in ("fwd", "bwd")]
+            best = min(ms for (m, d, s), ms in med.items()
+                       if m == mask and d == "fwd" and not s.startswith("magi"))
+            lines.append(f"| {launch} | {mask} | {_ab_cut(relpath, mask, 'magi_dynamic')} | "
+                         f"{ratio[0]:.3f} | {ratio[1]:.3f} | "
+                         f"{best / med[mask, 'fwd', 'magi_dynamic']:.3f} |")
+    return "\n".join(lines)
+
+
+def dyn_ab_s49_causal() -> str:
+    """The causal forward's gain from the dynamic grid over every launch (range)."""
+    gains = [med["causal", "fwd", "magi"] / med["causal", "fwd", "magi_dynamic"]
+             for med in map(_ab_medians, DYN_AB_S49.values())]
+    return (f"{min(gains):.3f}-{max(gains):.3f} over {len(gains)} launches "
+            f"({sum(g > 1 for g in gains)} faster)")
+
+
+def cut_ab_s49_table() -> str:
+    """After the longer key timings: per launch, the cut each magi key chose on causal and the
+    forward's medians (ms), magi's over the best equal-share baseline's."""
+    lines = ["| launch | magi's cut | magi_static's cut | magi fwd ms | magi_static fwd ms | "
+             "usp fwd ms | loongtrain fwd ms | best baseline / magi |", "|---|---|---|---|---|---|---|---|"]
+    for launch, relpath in CUT_AB_S49.items():
+        med = _ab_medians(relpath)
+        ms = {s: med["causal", "fwd", s] for s in ("magi", "magi_static", "usp", "loongtrain")}
+        lines.append(f"| {launch} | {_ab_cut(relpath, 'causal', 'magi')} | "
+                     f"{_ab_cut(relpath, 'causal', 'magi_static')} | "
+                     + " | ".join(f"{v:.3f}" for v in ms.values())
+                     + f" | {min(ms['usp'], ms['loongtrain']) / ms['magi']:.3f} |")
+    return "\n".join(lines)
+
+
+def cut_causal_s49() -> str:
+    """Triton causal 16k cp 2 in the table runs: the key's forward timing (whole / cut), its
+    choice and the bench's forward, with the dynamic grid at 0.05 s timings and at 0.2 s."""
+    runs = {"dynamic grid, 50 ms timings (e2e0a1b)": TRITON_16K_E2E,
+            "dynamic grid, 200 ms timings (d046fd9)": CP_S49["triton, 16k/GPU"]}
+    out = []
+    for label, relpath in runs.items():
+        whole, cut = _cut_ms(relpath, "causal", 2, "fwd")
+        cell = _cp_cells(relpath)["causal", 2, "fwd"]
+        out.append(f"{label}: whole {whole:.3f} / cut {cut:.3f} ms, chose "
+                   f"cut={_row_note(relpath, 'magi', 'causal', 2, 'cut')}, {cell['magi']:.0f} "
+                   f"TFLOPs/s = {_magi_over_best(cell):.3f}x the best baseline")
+    return "; ".join(out)
+
+
+def cp2_s49_table() -> str:
+    return cp2_s16_table(CP_S49_16K)
+
+
+def cp2_s49_summary() -> str:
+    return (cp2_s16_summary(CP_S49_16K) + "; counting magi_unequal: "
+            + _with_unequal(CP_S49_16K, "16k"))
+
+
+def cp2_s49_below() -> str:
+    return _cp2_below(CP_S49_16K)
+
+
+def cp2_s49_equal_tokens() -> str:
+    return _equal_tokens(CP_S49_16K)
+
+
+def cp2_s49_whole() -> str:
+    """The whole table in results/h200x2/cp/ (16k: FA4 session 48's, Triton this session's;
+    64k: sessions 42 and 44's)."""
+    return cp2_s16_summary(CP_S49).split("; ")[-1]
+
+
+def static_s49() -> str:
+    """Triton 16k cp 2, both table runs: magi_static's forward over magi's where neither key
+    cut the forward (the same kernels run each call): the second magi key of a launch."""
+    out = []
+    for label, relpath in (("e2e0a1b", TRITON_16K_E2E), ("d046fd9", CP_S49["triton, 16k/GPU"])):
+        cells = _cp_cells(relpath)
+        for mask in CP_MASKS:
+            cuts = {k: _row_note(relpath, k, mask, 2, "cut") for k in ("magi", "magi_static")}
+            if "fwd" not in cuts["magi"] + cuts["magi_static"]:
+                v = cells[mask, 2, "fwd"]
+                out.append(f"{label} {mask} {v['magi_static'] / v['magi']:.3f}")
+    return "; ".join(out)
+
+
+def static_key_s49() -> str:
+    """block_causal_document 16k cp 2 at d046fd9: each magi key's own timing of its whole
+    forward (``cut_ms`` fwd whole), against the bench's steady-state forward."""
+    relpath = CP_S49["triton, 16k/GPU"]
+    rows = _files((relpath,))
+    out = []
+    for kernel in ("magi", "magi_static"):
+        note = _row_note(relpath, kernel, "block_causal_document", 2, "cut_ms")
+        key_ms = float(re.search(r"fwd:([\d.]+)/", note)[1])
+        row = rows[(rows.kernel == kernel) & (rows["mask"] == "block_causal_document")
+                   & (rows.cp_size == 2) & (rows.direction == "fwd")]
+        out.append(f"{kernel} {key_ms:.3f} ms at key time, {row.runtime_ms.iloc[0]:.3f} ms in "
+                   f"the rounds")
     return "; ".join(out)
