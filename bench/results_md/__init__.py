@@ -120,11 +120,8 @@ from .h100x2 import (early_bench_s46_table, early_s46_summary, probe_s46, pytest
 from .h100x4 import (cp_s47_below, cp_s47_summary, cp_s47_table, early_ab_s47_table,
                      pytest_s47, queues_s47)
 from .h200 import kernels_s48_goals, kernels_s48_table
-from .h200x2 import (cp2_s48_below, cp2_s48_equal_tokens, cp2_s48_summary, cp2_s48_table,
-                     cp2_s48_whole, cut_causal_s48, early_ab_s48_table,
-                     early_key_s48)
-from .h200x2 import (cp2_s49_below, cp2_s49_equal_tokens, cp2_s49_summary, cp2_s49_table,
-                     cp2_s49_whole, cut_ab_s49_table, cut_causal_s49, dyn_ab_s49_causal,
+from .h200x2 import CP2_S48_SPANS, cut_causal_s48, early_ab_s48_table, early_key_s48
+from .h200x2 import (CP2_S49_SPANS, cut_ab_s49_table, cut_causal_s49, dyn_ab_s49_causal,
                      dyn_ab_s49_table, static_key_s49, static_s49)
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
@@ -136,20 +133,12 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.dyn_ab_s49_causal": dyn_ab_s49_causal,
     "h200x2.cut_ab_s49_table": cut_ab_s49_table,
     "h200x2.cut_causal_s49": cut_causal_s49,
-    "h200x2.cp2_s49_summary": cp2_s49_summary,
-    "h200x2.cp2_s49_whole": cp2_s49_whole,
-    "h200x2.cp2_s49_equal_tokens": cp2_s49_equal_tokens,
-    "h200x2.cp2_s49_table": cp2_s49_table,
-    "h200x2.cp2_s49_below": cp2_s49_below,
+    **{f"h200x2.cp2_s49_{part}": span for part, span in CP2_S49_SPANS.items()},
     "h200x2.static_s49": static_s49,
     "h200x2.static_key_s49": static_key_s49,
     "h200.kernels_s48_goals": kernels_s48_goals,
     "h200.kernels_s48_table": kernels_s48_table,
-    "h200x2.cp2_s48_summary": cp2_s48_summary,
-    "h200x2.cp2_s48_whole": cp2_s48_whole,
-    "h200x2.cp2_s48_equal_tokens": cp2_s48_equal_tokens,
-    "h200x2.cp2_s48_table": cp2_s48_table,
-    "h200x2.cp2_s48_below": cp2_s48_below,
+    **{f"h200x2.cp2_s48_{part}": span for part, span in CP2_S48_SPANS.items()},
     "h200x2.early_ab_s48_table": early_ab_s48_table,
     "h200x2.early_key_s48": early_key_s48,
     "h200x2.cut_causal_s48": cut_causal_s48,

@@ -252,10 +252,11 @@ def _row_note(relpath: str, kernel: str, mask: str, cp: int, key: str,
     return re.search(rf"{key}=([^;]*)", row.message.iloc[0])[1]
 
 
-def _cut_ms(relpath: str, mask: str, cp: int, direction: str) -> tuple[float, float]:
-    """magi's own key-time timing of ``direction`` (ms, the slowest rank's), whole and cut by
-    keys, from its row's ``cut_ms=fwd:w/c,bwd:w/c`` note."""
-    note = _row_note(relpath, "magi", mask, cp, "cut_ms")
+def _cut_ms(relpath: str, mask: str, cp: int, direction: str,
+            kernel: str = "magi") -> tuple[float, float]:
+    """magi's (or a magi arm's, ``kernel``) own key-time timing of ``direction`` (ms, the
+    slowest rank's), whole and cut by keys, from its row's ``cut_ms=fwd:w/c,bwd:w/c`` note."""
+    note = _row_note(relpath, kernel, mask, cp, "cut_ms")
     whole, cut = re.search(rf"{direction}:([\d.]+)/([\d.]+)", note).groups()
     return float(whole), float(cut)
 

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from collections.abc import Callable
 
 import pandas as pd
 
-from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _ab_table, _baselines, _below_best,
-                      _cp2_below, _cp_cells, _cp_wins, _cut_ms, _files, _helper, _magi_over_best,
-                      _profiler_rows, _pytest_counts, _row_note, _summed_counts, _tf_cells,
-                      _ab_medians, _vs_best, _with_unequal, ab_masks_table, cp2_s16_summary, cp2_s16_table,
-                      unequal_s28_summary, unequal_s28_table)
+from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _ab_medians, _ab_table, _baselines,
+                      _below_best, _cp2_below, _cp_cells, _cp_wins, _cut_ms, _files, _helper,
+                      _magi_over_best, _profiler_rows, _pytest_counts, _row_note, _summed_counts,
+                      _tf_cells, _vs_best, _with_unequal, ab_masks_table, cp2_s16_summary,
+                      cp2_s16_table, unequal_s28_summary, unequal_s28_table)
 from ._paths import RESULTS
 
 
@@ -977,33 +977,23 @@ def queue1_s45_table() -> str:
 CP_S48 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
           for s in ("16k", "64k") for b in ("fa4", "triton")}
 CP_S48["triton, 16k/GPU"] = "h200x2/cp_history/cp_h200x2__triton_16k__252ce956e0e6.csv"
-CP_S48_16K = {run: path for run, path in CP_S48.items() if "16k" in run}
 EARLY_AB_S48 = "h200x2/cp_s48/early_ab_triton_16k.csv"
 
 
-def cp2_s48_table() -> str:
-    return cp2_s16_table(CP_S48_16K)
+def _table_spans(files: dict[str, str]) -> dict[str, Callable[[], str]]:
+    """The spans of one session's issue-15 table (``files``: its 16k runs beside the 64k ones):
+    its 16k rows' table, summary (magi_unequal, opt-in, counted as magi's too), the cells below
+    the best baseline and against the equal-token baselines; and the whole table's count."""
+    sixteen = {run: path for run, path in files.items() if "16k" in run}
+    return {"table": lambda: cp2_s16_table(sixteen),
+            "summary": lambda: (cp2_s16_summary(sixteen) + "; counting magi_unequal: "
+                                + _with_unequal(sixteen, "16k")),
+            "below": lambda: _cp2_below(sixteen),
+            "equal_tokens": lambda: _equal_tokens(sixteen),
+            "whole": lambda: cp2_s16_summary(files).split("; ")[-1]}
 
 
-def cp2_s48_summary() -> str:
-    """cp 1's magi / single_gpu range and the 16k cp 2 cells >= the best baseline, magi_unequal
-    (opt-in) counted as magi's too."""
-    return (cp2_s16_summary(CP_S48_16K) + "; counting magi_unequal: "
-            + _with_unequal(CP_S48_16K, "16k"))
-
-
-def cp2_s48_below() -> str:
-    return _cp2_below(CP_S48_16K)
-
-
-def cp2_s48_equal_tokens() -> str:
-    return _equal_tokens(CP_S48_16K)
-
-
-def cp2_s48_whole() -> str:
-    """The whole table in results/h200x2/cp/ (16k at this session's HEAD, 64k at sessions
-    42 and 44's): cp 2 cells where magi >= the best baseline."""
-    return cp2_s16_summary(CP_S48).split("; ")[-1]
+CP2_S48_SPANS = _table_spans(CP_S48)
 
 
 def early_ab_s48_table() -> str:
@@ -1059,20 +1049,14 @@ DYN_AB_S49 = {"default queue": f"{S49}/dyn_ab_triton_16k.csv",
                  for q, i in (("8", 1), ("1", 2), ("8", 3), ("1", 4))}}
 CUT_AB_S49 = {f"launch {i}": f"{S49}/cut_ab_{i}.csv" for i in (1, 2, 3)}
 CP_S49 = {**CP_S48, "triton, 16k/GPU": "h200x2/cp/cp_h200x2__triton_16k.csv"}
-CP_S49_16K = {run: path for run, path in CP_S49.items() if "16k" in run}
 TRITON_16K_E2E = f"{S49}/cp_h200x2__triton_16k__e2e0a1b.csv"  # dynamic on, 0.05 s timings
 
 
-def _ab_log(relpath: str) -> Path:
-    """The rank-0 log of one cp_ab.py launch of session 49 (logs/ beside the rows)."""
-    path = RESULTS / relpath
-    name = {"dyn_ab_triton_16k": "dyn_ab"}.get(path.stem, path.stem)
-    return path.parent / "logs" / f"{name}.log"
-
-
 def _ab_cut(relpath: str, mask: str, strategy: str) -> str:
-    """The cut one cp_ab.py launch's key chose for ``strategy`` on ``mask`` (its notes line)."""
-    for line in _ab_log(relpath).read_text().splitlines():
+    """The cut one cp_ab.py launch's key chose for ``strategy`` on ``mask`` (its notes line in
+    the launch's rank-0 log, logs/<rows' name>.log beside the rows)."""
+    path = RESULTS / relpath
+    for line in (path.parent / "logs" / f"{path.stem}.log").read_text().splitlines():
         m = re.match(rf"{mask} {strategy}: .*; cut=([^;]*);", line)
         if m:
             return m[1]
@@ -1109,7 +1093,8 @@ def cut_ab_s49_table() -> str:
     """After the longer key timings: per launch, the cut each magi key chose on causal and the
     forward's medians (ms), magi's over the best equal-share baseline's."""
     lines = ["| launch | magi's cut | magi_static's cut | magi fwd ms | magi_static fwd ms | "
-             "usp fwd ms | loongtrain fwd ms | best baseline / magi |", "|---|---|---|---|---|---|---|---|"]
+             "usp fwd ms | loongtrain fwd ms | best baseline / magi |",
+             "|---|---|---|---|---|---|---|---|"]
     for launch, relpath in CUT_AB_S49.items():
         med = _ab_medians(relpath)
         ms = {s: med["causal", "fwd", s] for s in ("magi", "magi_static", "usp", "loongtrain")}
@@ -1135,27 +1120,7 @@ def cut_causal_s49() -> str:
     return "; ".join(out)
 
 
-def cp2_s49_table() -> str:
-    return cp2_s16_table(CP_S49_16K)
-
-
-def cp2_s49_summary() -> str:
-    return (cp2_s16_summary(CP_S49_16K) + "; counting magi_unequal: "
-            + _with_unequal(CP_S49_16K, "16k"))
-
-
-def cp2_s49_below() -> str:
-    return _cp2_below(CP_S49_16K)
-
-
-def cp2_s49_equal_tokens() -> str:
-    return _equal_tokens(CP_S49_16K)
-
-
-def cp2_s49_whole() -> str:
-    """The whole table in results/h200x2/cp/ (16k: FA4 session 48's, Triton this session's;
-    64k: sessions 42 and 44's)."""
-    return cp2_s16_summary(CP_S49).split("; ")[-1]
+CP2_S49_SPANS = _table_spans(CP_S49)
 
 
 def static_s49() -> str:
@@ -1179,8 +1144,7 @@ def static_key_s49() -> str:
     rows = _files((relpath,))
     out = []
     for kernel in ("magi", "magi_static"):
-        note = _row_note(relpath, kernel, "block_causal_document", 2, "cut_ms")
-        key_ms = float(re.search(r"fwd:([\d.]+)/", note)[1])
+        key_ms, _ = _cut_ms(relpath, "block_causal_document", 2, "fwd", kernel)
         row = rows[(rows.kernel == kernel) & (rows["mask"] == "block_causal_document")
                    & (rows.cp_size == 2) & (rows.direction == "fwd")]
         out.append(f"{kernel} {key_ms:.3f} ms at key time, {row.runtime_ms.iloc[0]:.3f} ms in "
