@@ -8,6 +8,7 @@ such matmuls, 2.5x the forward. Softmax and masking are not counted.
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import statistics
 import time
@@ -128,7 +129,7 @@ def _time_cuda_events_ms(fn: Callable[[], Any], repeat: int) -> list[float]:
 
 
 def time_cuda_ms(fn: Callable[[], Any], warmup: int, repeat: int, warmup_ms: float = 0.0,
-                 agree: Callable[[int], int] | None = None) -> float:
+                 agree: Callable[[int], int] | None = None, collect: bool = True) -> float:
     """Median runtime of ``fn()`` in milliseconds.
 
     With CUDA available, each call is bracketed by CUDA events on the current stream (after
@@ -146,6 +147,10 @@ def time_cuda_ms(fn: Callable[[], Any], warmup: int, repeat: int, warmup_ms: flo
         agree: maps this process's count of those extra calls to the one every process uses
             (e.g. the max over a process group), where ``fn`` is a collective whose calls must
             match on every rank.
+        collect: run Python's garbage collector first, so the garbage of what ran before (the
+            last strategy's backward) is not collected among these calls: 2 x H200, magi's
+            forward timed right after another magi key's backward ran 5-17% slower until the
+            collection moved here (notes/magi_cp.md, session 50).
 
     Returns:
         The median of the ``repeat`` timings, in ms.
@@ -164,6 +169,8 @@ def time_cuda_ms(fn: Callable[[], Any], warmup: int, repeat: int, warmup_ms: flo
     if warmup_ms < 0:
         raise ValueError(f"warmup_ms must be >= 0, got {warmup_ms}")
     use_cuda = torch.cuda.is_available()
+    if collect:
+        gc.collect()
     for _ in range(warmup):
         fn()
     if warmup_ms > 0:

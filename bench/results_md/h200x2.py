@@ -931,6 +931,9 @@ def trace_s43_prologues() -> str:
 # session 42's)
 CP_S44 = {**CP_S43_16K, **{f"{b}, 64k/GPU": f"h200x2/cp/cp_h200x2__{b}_64k.csv"
                             for b in ("fa4", "triton")}}
+# Triton's 64k full and causal rows measured again in session 50: the file as it stood here
+TRITON_64K_S44 = "h200x2/cp_history/cp_h200x2__triton_64k__9cc6eeca992e.csv"
+CP_S44["triton, 64k/GPU"] = TRITON_64K_S44
 CP_S44_64K = {run: path for run, path in CP_S44.items() if "64k" in run}
 
 
@@ -977,6 +980,7 @@ def queue1_s45_table() -> str:
 CP_S48 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
           for s in ("16k", "64k") for b in ("fa4", "triton")}
 CP_S48["triton, 16k/GPU"] = "h200x2/cp_history/cp_h200x2__triton_16k__252ce956e0e6.csv"
+CP_S48["triton, 64k/GPU"] = TRITON_64K_S44
 EARLY_AB_S48 = "h200x2/cp_s48/early_ab_triton_16k.csv"
 
 
@@ -1150,3 +1154,137 @@ def static_key_s49() -> str:
         out.append(f"{kernel} {key_ms:.3f} ms at key time, {row.runtime_ms.iloc[0]:.3f} ms in "
                    f"the rounds")
     return "; ".join(out)
+
+
+# -- session 50: the second magi key's slower forward taken apart (cp_ab.py launches on 2 H200s,
+# Triton, 16k a GPU, cp 2; magi_twin = configs/cp/magi.yaml under another name, written by the
+# device command) and the garbage collection before each timing that ended it (bench/metrics.py);
+# Triton's 64k full and causal cells at d2cee15 (the document cells stay session 44's)
+S50 = "h200x2/cp_s50"
+ORDER_AB_S50 = {"cp=[magi, magi_twin, hybrid_cp]": "order_twin",
+                "cp=[magi_static, magi, hybrid_cp]": "order_static_first",
+                "cp=[magi, magi_static, hybrid_cp]": "order_magi_first",
+                "cp=[magi, magi_twin, hybrid_cp], MAGI_ATTENTION_CACHED_LAUNCH=0":
+                    "order_twin_nocache"}
+# block_causal_document alone: (what was timed, what each forward followed), file
+PRECEDING_S50 = {
+    "cp=[magi, magi_twin], no garbage collection": "no_hybrid",
+    "cp=[hybrid_cp, magi, magi_twin], no garbage collection": "hybrid_first",
+    "cp=[magi, magi_twin, hybrid_cp], no garbage collection": "before_none",
+    "cp=[magi, hybrid_cp, magi_twin], no garbage collection": "twin_after_hybrid",
+    "forwards only, no garbage collection": "fwd_only",
+    "each strategy's backward before its forward, no garbage collection": "bwd_first",
+    "cuda empty_cache before each strategy, no garbage collection": "before_empty_cache",
+    "gc.collect() before each strategy (a hook in the launch)": "before_gc",
+    "cp_ab.py --keep-garbage (d2cee15's timing)": "keep_garbage",
+    "cp_ab.py, time_cuda_ms collecting first (this session's change)": "collect",
+}
+GC_RUNNER_S50 = f"{S50}/gc_runner_triton_16k.csv"
+CP_S50 = {**CP_S49, "triton, 64k/GPU": "h200x2/cp/cp_h200x2__triton_64k.csv"}
+
+
+def order_ab_s50_table() -> str:
+    """Per launch and mask: the first magi key's forward (and backward) time over the second's
+    (< 1: the key built second is slower), and HybridCP's forward over the first key's."""
+    lines = ["| launch | mask | fwd first / second key | bwd first / second key | "
+             "fwd hybrid_cp / first key |", "|---|---|---|---|---|"]
+    for launch, name in ORDER_AB_S50.items():
+        med = _ab_medians(f"{S50}/{name}.csv")
+        for mask in dict.fromkeys(m for m, _, _ in med):
+            first, second = [s for m, d, s in med if m == mask and d == "fwd"
+                             and s.startswith("magi")]
+            ratio = [med[mask, d, first] / med[mask, d, second] for d in ("fwd", "bwd")]
+            lines.append(f"| {launch} | {mask} | {ratio[0]:.3f} | {ratio[1]:.3f} | "
+                         f"{med[mask, 'fwd', 'hybrid_cp'] / med[mask, 'fwd', first]:.3f} |")
+    return "\n".join(lines)
+
+
+def preceding_s50_table() -> str:
+    """block_causal_document: each strategy's median forward (ms, the slower rank's, 5 rounds;
+    the probe 3) per launch, and the slower magi key's over the faster one's."""
+    lines = ["| launch | magi fwd ms | magi_twin fwd ms | hybrid_cp fwd ms | "
+             "slower / faster magi key |", "|---|---|---|---|---|"]
+    for launch, name in PRECEDING_S50.items():
+        med = _ab_medians(f"{S50}/{name}.csv")
+        ms = {s: med.get(("block_causal_document", "fwd", s)) for s in
+              ("magi", "magi_twin", "hybrid_cp")}
+        keys = [ms["magi"], ms["magi_twin"]]
+        lines.append(f"| {launch} | " + " | ".join("-" if v is None else f"{v:.3f}"
+                                                   for v in ms.values())
+                     + f" | {max(keys) / min(keys):.3f} |")
+    return "\n".join(lines)
+
+
+def probe_s50() -> str:
+    """The probe after its rounds, per rank: each key's forwards issued back to back (host us
+    a call, wall us a call, whether one call synchronises), then the attention kernel's mean
+    device time over 10 profiled calls."""
+    out = []
+    for rank in (0, 1):
+        host = _helper(f"{S50}/probe_host_rank{rank}.csv").set_index("strategy")
+        kernels = _helper(f"{S50}/probe_kernels_rank{rank}.csv")
+        for key in ("magi", "magi_twin"):
+            h = host.loc[key]
+            syncs = "no sync" if h.first_sync == "-" else "a sync"
+            attn = kernels[(kernels.strategy == key) & (kernels.kernel == "_fwd_kernel")]
+            out.append(f"rank {rank} {key}: host {h.host_us:.0f} us / wall {h.wall_us:.0f} us "
+                       f"a call back to back ({syncs}), attention kernel "
+                       f"{attn.mean_us.iloc[0]:.0f} us profiled")
+    return "; ".join(out)
+
+
+def gc_runner_s50() -> str:
+    """The runner (bench.cp, its own order: build, gate, time each strategy in turn) with the
+    collection: magi_static and magi_unequal (built after magi) over magi, and magi over
+    HybridCP, per mask and direction (TFLOPs/s ratios)."""
+    cells = _cp_cells(GC_RUNNER_S50)
+    out = []
+    for (mask, _, d), v in cells.items():
+        out.append(f"{mask} {d}: magi_static / magi {v['magi_static'] / v['magi']:.3f}, "
+                   f"magi / hybrid_cp {v['magi'] / v['hybrid_cp']:.3f}, magi_unequal / "
+                   f"hybrid_cp {v['magi_unequal'] / v['hybrid_cp']:.3f}")
+    return "; ".join(out)
+
+
+def triton_64k_s50_table() -> str:
+    return cp2_s16_table({"triton, 64k/GPU": CP_S50["triton, 64k/GPU"]})
+
+
+def triton_64k_s50_before() -> str:
+    """Triton 64k full and causal, cp 2: magi / the best baseline in session 42's rows and in
+    this session's."""
+    before, now = (_cp_cells(p) for p in (TRITON_64K_S44, CP_S50["triton, 64k/GPU"]))
+    return "; ".join(f"{m} {d} {_magi_over_best(before[m, 2, d]):.3f} -> "
+                     f"{_magi_over_best(now[m, 2, d]):.3f}"
+                     for m in ("full", "causal") for d in ("fwd", "bwd"))
+
+
+def cp2_s50_whole() -> str:
+    return (cp2_s16_summary(CP_S50).split("; ")[-1] + "; counting magi_unequal: "
+            + _with_unequal(CP_S50, "16k") + " at 16k")
+
+
+def cp2_s50_below() -> str:
+    return _cp2_below(CP_S50)
+
+
+def second_key_rounds_s50() -> str:
+    """The order A/B's block_causal_document forward: the second magi key's round 0 against
+    the first key's rounds, and its rounds 1 on (ms ranges over the four launches)."""
+    first, zero, later = [], [], []
+    for name in ORDER_AB_S50.values():
+        rows = _helper(f"{S50}/{name}.csv")
+        fwd = rows[(rows["mask"] == "block_causal_document") & (rows.direction == "fwd")]
+        keys = list(dict.fromkeys(s for s in fwd.strategy if s.startswith("magi")))
+        first += list(fwd[fwd.strategy == keys[0]].ms)
+        second = fwd[fwd.strategy == keys[1]]
+        zero += list(second[second["round"] == 0].ms)
+        later += list(second[second["round"] > 0].ms)
+    return (f"the second key's round 0 {min(zero):.2f}-{max(zero):.2f} ms (the first key's "
+            f"rounds {min(first):.2f}-{max(first):.2f}), its rounds 1-4 "
+            f"{min(later):.2f}-{max(later):.2f} ms")
+
+
+def triton_64k_full_bwd_s50() -> str:
+    v = _cp_cells(CP_S50["triton, 64k/GPU"])["full", 2, "bwd"]
+    return f"{_magi_over_best(v):.4f}"

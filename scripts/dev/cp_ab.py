@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import statistics
 import sys
 from pathlib import Path
@@ -118,18 +119,22 @@ def _rounds(config, rounds, out, device, comm_device, group, mask_rounds, name, 
     return times
 
 
-def _mask_rounds(config, choice, rounds, write, device, comm_device, group) -> dict:
+def _mask_rounds(config, choice, rounds, write, device, comm_device, group,
+                 collect: bool = True) -> dict:
     """{(mask, label, direction): [ms per round]} of one mask's strategies."""
     labels, built = build(config, device, group, choice)
     calls = [{d: timed_call(strategy, local, d) for d in config.directions}
              for strategy, local in built]
-    return timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group)
+    return timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group,
+                        collect=collect)
 
 
 def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group,
-                 before=None) -> dict:
+                 before=None, collect: bool = True) -> dict:
     """{(mask, label, direction): [ms per round]}: each label's calls ({direction: fn}) timed
-    in turn, round after round; ``before(i)``, where given, runs before the i-th label's."""
+    in turn, round after round; ``before(i)``, where given, runs before the i-th label's;
+    ``collect``: time_cuda_ms's (False: the garbage collector runs when it will, as before
+    session 50)."""
     hw = config.hardware
     agree = agreed_count(group, comm_device)
     times: dict = {}
@@ -138,7 +143,8 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
             if before is not None:
                 before(i)
             for direction in config.directions:
-                ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms, agree)
+                ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms, agree,
+                                  collect)
                 ms = group_max(ms, group, comm_device)
                 times.setdefault((choice.label, label, direction), []).append(ms)
                 write([choice.label, label, direction, r, f"{ms:.4f}"])
@@ -167,13 +173,16 @@ def parse_args(argv, description: str) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--out", type=Path)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--keep-garbage", action="store_true",
+                   help="no garbage collection before each timing (the timings before session 50)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m bench.cp")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv, __doc__.splitlines()[0])
-    times = run(load_config(args.overrides), args.rounds, args.out)
+    mask_rounds = functools.partial(_mask_rounds, collect=False) if args.keep_garbage else None
+    times = run(load_config(args.overrides), args.rounds, args.out, mask_rounds)
     if times:  # rank 0
         print("\n".join(summary(times)))
 

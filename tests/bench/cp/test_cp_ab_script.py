@@ -27,3 +27,33 @@ def test_rounds_interleave_every_strategy_and_direction(tmp_path):
     summary = [line for line in proc.stdout.splitlines() if "over 3 rounds" in line]
     assert len(summary) == 8  # printed once, by rank 0
     assert summary[0].startswith("causal bwd magi") and summary[-1].startswith("full fwd ring_p2p")
+
+
+def test_keep_garbage_reaches_every_timing(monkeypatch):
+    # --keep-garbage reproduces the timings before session 50 (no collection before each
+    # strategy's timing); the default collects before every one
+    sys.path.insert(0, str(ROOT / "scripts" / "dev"))
+    import cp_ab
+
+    from bench.config import MaskChoice
+
+    seen = []
+    monkeypatch.setattr(cp_ab, "time_cuda_ms",
+                        lambda fn, *a: (seen.append(a[-1]), fn(), 1.0)[-1])
+    monkeypatch.setattr(cp_ab, "group_max", lambda ms, group, device: ms)
+
+    class Config:
+        directions = ("fwd", "bwd")
+
+        class hardware:
+            warmup, repeat, warmup_ms = 1, 1, 0.0
+
+    choice = MaskChoice(label="causal", name="causal", params={})
+    calls = [{"fwd": lambda: None, "bwd": lambda: None}] * 2
+    for collect in (True, False):
+        seen.clear()
+        args = cp_ab.parse_args([] if collect else ["--keep-garbage"], "probe")
+        assert args.keep_garbage is not collect
+        times = cp_ab.timed_rounds(Config, choice, ["a", "b"], calls, 2, lambda row: None,
+                                   None, None, collect=not args.keep_garbage)
+        assert seen == [collect] * 8 and len(times) == 4
