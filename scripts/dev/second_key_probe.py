@@ -1,28 +1,36 @@
-"""Where the second of two identical magi keys loses its forward time (notes/magi_cp.md,
-session 50): cp_ab's interleaved rounds over the config's strategies, then each strategy's
-forward profiled (torch.profiler, every rank): each kernel's mean device time and stream.
+"""Where a magi forward timed right after another magi key's backward loses its time
+(notes/magi_cp.md, session 50): cp_ab's interleaved rounds over the config's strategies, then
+one more round whose forward timings run under torch.profiler (every rank), then each
+forward's host time.
 
-    torchrun --nproc-per-node 2 scripts/dev/second_key_probe.py --out $OUT --rounds 3 -- \\
-        experiment=cp_h200x2 hardware=auto local_kernel=triton 'cp=[magi,magi_twin,hybrid_cp]' \\
-        mask=block_causal_document 'seqlen_per_gpu=[16384]' 'cp_sizes=[2]'
+    torchrun --nproc-per-node 2 scripts/dev/second_key_probe.py --keep-garbage --out $OUT \\
+        --rounds 3 -- experiment=cp_h200x2 hardware=auto local_kernel=triton \\
+        'cp=[magi,magi_twin,hybrid_cp]' mask=block_causal_document 'seqlen_per_gpu=[16384]' \\
+        'cp_sizes=[2]'
 
-(magi_twin: configs/cp/magi.yaml under another package name, written by the device command;
-session 50 ran it before time_cuda_ms collected garbage: `--keep-garbage` times that way.)
-First each strategy's forward unprofiled: its host time a call while HOST_CALLS are issued
-back to back, the wall time a call over them, and the first synchronising operation of one
-call (torch.cuda.set_sync_debug_mode). Rows per mask and rank: `host_*.csv`, `kernels_*.csv`
-(strategy, kernel, stream, calls, mean_us), and a trace of each strategy's profiled calls.
+(magi_twin: configs/cp/magi.yaml under another package name, written by the device command:
+`sed 's/^# @package cp.magi$/# @package cp.magi_twin/' configs/cp/magi.yaml >
+configs/cp/magi_twin.yaml`. `--keep-garbage` times as before session 50, where the slow state
+showed; without it time_cuda_ms collects garbage first.)
+
+The profiled round times each forward as the rounds do (warm-up, `hardware.warmup_ms`, the timed
+calls), so it profiles the state the rounds measure; its GPU events go to
+`timeline_<mask>_rank<r>.csv` (strategy, kernel, stream, start_us, dur_us: every kernel, copy
+and memset of the forward's timing block), and rank 0 prints per strategy and rank: the block's
+ms, the attention kernel's mean, and how long NCCL kernels ran beside attention kernels on that
+rank. `host_<mask>_rank<r>.csv`: each forward's host time a call while HOST_CALLS are issued back
+to back, the wall time a call over them, and the first synchronising operation of one call
+(torch.cuda.set_sync_debug_mode). With one mask: 5 files and the log (the device brings back 8).
 """
 from __future__ import annotations
 
 import csv
-import gzip
 import json
-import shutil
+import os
 import sys
+import tempfile
 import time
 import traceback
-from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -32,31 +40,68 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cp_ab import build, load_config, parse_args, run, summary, timed_rounds  # noqa: E402
 
-from bench.cp.runner import timed_call  # noqa: E402
+from bench.cp.runner import agreed_count, group_max, timed_call  # noqa: E402
+from bench.metrics import time_cuda_ms  # noqa: E402
 
-CALLS = 10  # profiled forwards a strategy
 HOST_CALLS = 20  # forwards issued back to back for the host's time a call
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+ATTENTION = ("_fwd_kernel", "flash_fwd")  # the forward kernels (Triton's Gluon, FA4)
 
 
-def _profile(fn, path: Path) -> list[dict]:
-    """The GPU events of CALLS calls of ``fn`` (after one unprofiled call), by start time."""
-    cuda = torch.cuda.is_available()
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if cuda:
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
-    fn()
-    sync()
-    with torch.profiler.profile(activities=activities) as prof:
-        for _ in range(CALLS):
-            fn()
-        sync()
-    prof.export_chrome_trace(str(path))  # (off CUDA: CPU events only, no rows)
-    with open(path) as f:
-        events = json.load(f)["traceEvents"]
+def _gpu_events(prof) -> list[dict]:
+    """The GPU events of a finished profile, by start."""
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    finally:
+        os.unlink(path)
     gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATS]
     return sorted(gpu, key=lambda e: e["ts"])
+
+
+def overlap_us(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Total time (us) during which an interval of ``a`` and one of ``b`` both run; each list
+    holds (start, end) pairs that do not overlap among themselves."""
+    total, j = 0.0, 0
+    for start, end in sorted(a):
+        while j < len(b) and b[j][1] <= start:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] < end:
+            total += max(0.0, min(end, b[k][1]) - max(start, b[k][0]))
+            k += 1
+    return total
+
+
+def _profiled_round(config, labels, calls, comm_device, group, collect) -> tuple[list, list]:
+    """One round as the rounds run it, each forward's timing block profiled: (timeline rows,
+    [(label, ms, attention mean us, NCCL-beside-attention us)]) of this rank."""
+    hw = config.hardware
+    agree = agreed_count(group, comm_device)
+    cuda = torch.cuda.is_available()
+    rows, stats = [], []
+    for label, fns in zip(labels, calls):
+        for direction in config.directions:
+            fn = fns[direction]
+            if direction != "fwd" or not cuda:
+                time_cuda_ms(fn, hw.warmup, hw.repeat, hw.warmup_ms, agree, collect)
+                continue
+            with torch.profiler.profile(
+                    activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                ms = time_cuda_ms(fn, hw.warmup, hw.repeat, hw.warmup_ms, agree, collect)
+            ms = group_max(ms, group, comm_device)
+            events = _gpu_events(prof)
+            rows += [[label, e["name"][:60], e["args"].get("stream"), f"{e['ts']:.1f}",
+                      f"{e['dur']:.1f}"] for e in events]
+            attn = [(e["ts"], e["ts"] + e["dur"]) for e in events
+                    if e["name"].startswith(ATTENTION)]
+            nccl = [(e["ts"], e["ts"] + e["dur"]) for e in events if "nccl" in e["name"]]
+            mean = sum(end - start for start, end in attn) / max(len(attn), 1)
+            stats.append((label, ms, mean, overlap_us(attn, nccl)))
+    return rows, stats
 
 
 def _host_us(fn) -> tuple[float, float, str]:
@@ -86,6 +131,13 @@ def _host_us(fn) -> tuple[float, float, str]:
     return ((issued - start) / HOST_CALLS * 1e6, (done - start) / HOST_CALLS * 1e6, first_sync)
 
 
+def _write(path: Path, header: tuple[str, ...], rows: list) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+
+
 def _mask_rounds(out: Path, collect: bool):
     def mask_rounds(config, choice, rounds, write, device, comm_device, group) -> dict:
         labels, built = build(config, device, group, choice)
@@ -93,33 +145,24 @@ def _mask_rounds(out: Path, collect: bool):
         times = timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group,
                              collect=collect)
         rank = dist.get_rank()
-        kernels, hosts = [], []
+        rows, stats = _profiled_round(config, labels, calls, comm_device, group, collect)
+        _write(out / f"timeline_{choice.label}_rank{rank}.csv",
+               ("strategy", "kernel", "stream", "start_us", "dur_us"), rows)
+        gathered = [None] * dist.get_world_size(group)
+        dist.all_gather_object(gathered, stats, group=group)
+        if rank == 0:
+            for r, rank_stats in enumerate(gathered):
+                for label, ms, mean, beside in rank_stats:
+                    print(f"profiled round, rank {r} {label}: fwd {ms:.3f} ms, attention kernel "
+                          f"{mean:.0f} us a call, NCCL beside it {beside:.0f} us in the block",
+                          flush=True)
+        hosts = []
         for label, fns in zip(labels, calls):
             dist.barrier(group)
-            host_us, wall_us, first_sync = _host_us(fns["fwd"])
-            hosts.append([rank, label, f"{host_us:.1f}", f"{wall_us:.1f}", first_sync])
-            print(f"rank {rank} {label}: host {host_us:.1f} us a call, wall {wall_us:.1f} us; "
-                  f"sync: {first_sync[:1500]}", flush=True)
-            dist.barrier(group)
-            trace = out / f"trace_{choice.label}_{label}_rank{rank}.json"
-            events = _profile(fns["fwd"], trace)
-            by_name = defaultdict(list)
-            for e in events:
-                by_name[(e["name"][:80], e["args"].get("stream"))].append(e["dur"])
-            for (name, stream), durs in sorted(by_name.items(), key=lambda kv: -sum(kv[1])):
-                kernels.append([rank, label, name, stream, len(durs),
-                                f"{sum(durs) / len(durs):.1f}"])
-            with open(trace, "rb") as f, gzip.open(f"{trace}.gz", "wb") as g:
-                shutil.copyfileobj(f, g)
-            trace.unlink()
-        for name, rows, header in (("kernels", kernels, ("rank", "strategy", "kernel", "stream",
-                                                          "calls", "mean_us")),
-                                   ("host", hosts, ("rank", "strategy", "host_us", "wall_us",
-                                                    "first_sync"))):
-            with open(out / f"{name}_{choice.label}_rank{rank}.csv", "w", newline="") as f:
-                w = csv.writer(f)
-                w.writerow(header)
-                w.writerows(rows)
+            hosts.append([rank, label, *(f"{v:.1f}" if isinstance(v, float) else v
+                                         for v in _host_us(fns["fwd"]))])
+        _write(out / f"host_{choice.label}_rank{rank}.csv",
+               ("rank", "strategy", "host_us", "wall_us", "first_sync"), hosts)
         return times
     return mask_rounds
 
