@@ -1288,3 +1288,14 @@ def second_key_rounds_s50() -> str:
 def triton_64k_full_bwd_s50() -> str:
     v = _cp_cells(CP_S50["triton, 64k/GPU"])["full", 2, "bwd"]
     return f"{_magi_over_best(v):.4f}"
+
+
+def probe1_s50() -> str:
+    """The first probe (4f2a4f4's without host times, its forwards profiled after the rounds):
+    each magi key's attention kernel, mean us over 10 calls, per rank."""
+    out = []
+    for rank in (0, 1):
+        kernels = _helper(f"{S50}/probe1_kernels_rank{rank}.csv")
+        attn = kernels[kernels.kernel == "_fwd_kernel"].set_index("strategy").mean_us
+        out.append(f"rank {rank} {attn['magi']:.0f} / {attn['magi_twin']:.0f} us")
+    return ", ".join(out)
