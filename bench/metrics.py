@@ -149,7 +149,7 @@ def time_cuda_ms(fn: Callable[[], Any], warmup: int, repeat: int, warmup_ms: flo
             match on every rank.
         collect: run Python's garbage collector first, so the garbage of what ran before (the
             last strategy's backward) is not collected among these calls: 2 x H200, magi's
-            forward timed right after another magi key's backward ran 5-17% slower until the
+            forward timed right after another magi key's backward ran 5-20% longer until the
             collection moved here (notes/magi_cp.md, session 50).
 
     Returns:
