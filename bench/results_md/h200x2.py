@@ -1200,8 +1200,8 @@ def order_ab_s50_table() -> str:
 
 
 def preceding_s50_table() -> str:
-    """block_causal_document: each strategy's median forward (ms, the slower rank's, 5 rounds;
-    the probe 3) per launch, and the slower magi key's over the faster one's."""
+    """block_causal_document: each strategy's median forward (ms, the slower rank's, 5 rounds)
+    per launch, and the slower magi key's over the faster one's."""
     lines = ["| launch | magi fwd ms | magi_twin fwd ms | hybrid_cp fwd ms | "
              "slower / faster magi key |", "|---|---|---|---|---|"]
     for launch, name in PRECEDING_S50.items():

@@ -24,8 +24,8 @@ to back, the wall time a call over them, and the first synchronising operation o
 """
 from __future__ import annotations
 
+import contextlib
 import csv
-import json
 import os
 import sys
 import tempfile
@@ -39,27 +39,23 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cp_ab import build, load_config, parse_args, run, summary, timed_rounds  # noqa: E402
+from trace_timeline import ATTENTION, gpu_events  # noqa: E402
 
 from bench.cp.runner import agreed_count, group_max, timed_call  # noqa: E402
 from bench.metrics import time_cuda_ms  # noqa: E402
 
 HOST_CALLS = 20  # forwards issued back to back for the host's time a call
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-ATTENTION = ("_fwd_kernel", "flash_fwd")  # the forward kernels (Triton's Gluon, FA4)
 
 
 def _gpu_events(prof) -> list[dict]:
-    """The GPU events of a finished profile, by start."""
-    fd, path = tempfile.mkstemp(suffix=".json")
+    """The GPU events of a finished profile, by start (trace_timeline.py reads the trace)."""
+    fd, path = tempfile.mkstemp(suffix=".json.gz")
     os.close(fd)
     try:
         prof.export_chrome_trace(path)
-        with open(path) as f:
-            events = json.load(f)["traceEvents"]
+        return gpu_events(path)
     finally:
         os.unlink(path)
-    gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATS]
-    return sorted(gpu, key=lambda e: e["ts"])
 
 
 def overlap_us(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
@@ -85,14 +81,14 @@ def _profiled_round(config, labels, calls, comm_device, group, collect) -> tuple
     rows, stats = [], []
     for label, fns in zip(labels, calls):
         for direction in config.directions:
-            fn = fns[direction]
-            if direction != "fwd" or not cuda:
-                time_cuda_ms(fn, hw.warmup, hw.repeat, hw.warmup_ms, agree, collect)
+            profiled = direction == "fwd" and cuda
+            with (torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
+                  if profiled else contextlib.nullcontext()) as prof:
+                ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms, agree,
+                                  collect)
+            ms = group_max(ms, group, comm_device)  # as the rounds: the ranks meet after each
+            if not profiled:
                 continue
-            with torch.profiler.profile(
-                    activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                ms = time_cuda_ms(fn, hw.warmup, hw.repeat, hw.warmup_ms, agree, collect)
-            ms = group_max(ms, group, comm_device)
             events = _gpu_events(prof)
             rows += [[label, e["name"][:60], e["args"].get("stream"), f"{e['ts']:.1f}",
                       f"{e['dur']:.1f}"] for e in events]
