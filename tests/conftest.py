@@ -1,3 +1,4 @@
+import gc
 import importlib.util
 from pathlib import Path
 
@@ -27,3 +28,32 @@ def load_script():
         spec.loader.exec_module(module)
         return module
     return load
+
+
+class _Cycle:
+    """An object in a reference cycle: only the garbage collector frees it."""
+
+    freed = 0
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _Cycle.freed += 1
+
+
+@pytest.fixture
+def leftover_garbage():
+    """One object in a reference cycle, left as garbage with the automatic collector off (as
+    the garbage of what ran before a timing); the fixture's value tells whether it was freed.
+    For timings that must collect it first (bench.metrics, the key's timed choices)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    _Cycle.freed = 0
+    _Cycle()
+    try:
+        yield lambda: _Cycle.freed == 1
+    finally:
+        if enabled:
+            gc.enable()
+        gc.collect()

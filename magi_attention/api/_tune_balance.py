@@ -11,6 +11,8 @@ choice is kept per process for the same mask and shapes, as the timed cut's is.
 """
 from __future__ import annotations
 
+import gc
+
 import torch
 import torch.distributed as dist
 
@@ -98,7 +100,9 @@ def fastest(step, timed, long: bool | None = None) -> tuple[float, bool]:
     """(the fastest of several timings of ``step`` after one warm call (compiles, plans,
     allocator), the recipe used): ``timed(step, calls)`` gives seconds a call; ``long`` picks
     LONG_ROUNDS timings of one step, else the first timing and ROUNDS more of CALLS steps;
-    None: long where the first timing takes LONG_STEP_S or more."""
+    None: long where the first timing takes LONG_STEP_S or more. Garbage left by what ran
+    before is collected first (``_tune_cut._Clock.seconds`` says why)."""
+    gc.collect()
     step()
     first = timed(step, 1)
     if long is None:

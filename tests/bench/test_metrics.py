@@ -1,5 +1,4 @@
 """FLOPs, TFLOPs/s and timing helpers of bench/metrics.py, against numbers worked out by hand."""
-import gc
 import math
 import time
 
@@ -94,35 +93,16 @@ def test_warmup_ms_count_goes_through_agree():
 
 
 
-class _Cycle:
-    """An object in a reference cycle: only the garbage collector frees it."""
-
-    freed = 0
-
-    def __init__(self):
-        self.me = self
-
-    def __del__(self):
-        _Cycle.freed += 1
-
-
 @pytest.mark.parametrize("collect", [True, False])
-def test_garbage_is_collected_before_the_first_call_unless_asked_not_to(collect):
+def test_garbage_is_collected_before_the_first_call_unless_asked_not_to(collect,
+                                                                         leftover_garbage):
     # garbage left by what ran before (another strategy's backward) must not be collected
     # among the calls being timed; with the automatic collector off, only time_cuda_ms frees it
     seen_at_first_call = []
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        _Cycle.freed = 0
-        _Cycle()
-        time_cuda_ms(lambda: seen_at_first_call.append(_Cycle.freed), warmup=1, repeat=2,
-                     collect=collect)
-    finally:
-        if enabled:
-            gc.enable()
-        gc.collect()
-    assert seen_at_first_call[0] == (1 if collect else 0)
+    time_cuda_ms(lambda: seen_at_first_call.append(leftover_garbage()), warmup=1, repeat=2,
+                 collect=collect)
+    assert seen_at_first_call[0] == collect
+
 
 @pytest.mark.parametrize("warmup, repeat, name", [(-1, 3, "warmup"), (0, 0, "repeat")])
 def test_time_bad_counts_raise(warmup, repeat, name):

@@ -100,3 +100,9 @@ def test_a_key_built_again_reuses_the_timed_layout(monkeypatch):
     assert timings == [1]
     assert all(m.dispatch.chunks_of(0) == first.dispatch.chunks_of(0) for m, _ in got)
     assert got[0][1] == got[1][1] == [[1.0, 0.9]]
+
+
+def test_garbage_is_collected_before_the_warm_step(leftover_garbage):
+    seen = []
+    tune.fastest(lambda: seen.append(leftover_garbage()), lambda step, calls: 0.01)
+    assert seen == [True]

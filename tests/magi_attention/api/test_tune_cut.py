@@ -138,3 +138,16 @@ def test_timing_alternates_the_ways_and_keeps_each_ones_fastest_round(monkeypatc
     assert order == ways * tune.ROUNDS
     assert runtime.cut_seconds == {"fwd": (1.0, 0.95), "bwd": (1.0, 1.1)}
     assert got == {"fwd"} and runtime.cut == frozenset()
+
+
+def test_the_clock_collects_the_garbage_of_what_ran_before(monkeypatch, leftover_garbage):
+    """A key built right after another key's timings times in the state those left (2 x H200:
+    the identical forward 5% slower, notes/magi_cp.md "Session 51"): garbage is freed before
+    the warm call, as the benchmark's timings do."""
+    import magi_attention.api._tune_cut as tune
+    monkeypatch.setattr(tune.dist, "barrier", lambda group=None: None)
+    clock = tune._Clock(None, torch.device("cpu"), 1)
+    monkeypatch.setattr(clock, "_max", lambda value: value)
+    seen = []
+    clock.seconds(lambda: seen.append(leftover_garbage()), "fwd")
+    assert seen[0] is True
