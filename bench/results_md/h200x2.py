@@ -980,6 +980,8 @@ def queue1_s45_table() -> str:
 CP_S48 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
           for s in ("16k", "64k") for b in ("fa4", "triton")}
 CP_S48["triton, 16k/GPU"] = "h200x2/cp_history/cp_h200x2__triton_16k__252ce956e0e6.csv"
+# FA4's 16k rows as they stood before session 51 measured its document cells again
+CP_S48["fa4, 16k/GPU"] = "h200x2/cp_history/cp_h200x2__fa4_16k__252ce956e0e6.csv"
 CP_S48["triton, 64k/GPU"] = TRITON_64K_S44
 EARLY_AB_S48 = "h200x2/cp_s48/early_ab_triton_16k.csv"
 
@@ -1052,7 +1054,9 @@ DYN_AB_S49 = {"default queue": f"{S49}/dyn_ab_triton_16k.csv",
               **{f"{q} queue{'s' * (q == '8')}, launch {i}": f"{S49}/queue_ab_q{q}_{i}.csv"
                  for q, i in (("8", 1), ("1", 2), ("8", 3), ("1", 4))}}
 CUT_AB_S49 = {f"launch {i}": f"{S49}/cut_ab_{i}.csv" for i in (1, 2, 3)}
-CP_S49 = {**CP_S48, "triton, 16k/GPU": "h200x2/cp/cp_h200x2__triton_16k.csv"}
+# (the file as it stood before session 51 measured it again)
+CP_S49 = {**CP_S48,
+          "triton, 16k/GPU": "h200x2/cp_history/cp_h200x2__triton_16k__d046fd9f344f.csv"}
 TRITON_16K_E2E = f"{S49}/cp_h200x2__triton_16k__e2e0a1b.csv"  # dynamic on, 0.05 s timings
 
 
@@ -1299,3 +1303,62 @@ def probe1_s50() -> str:
         attn = kernels[kernels.kernel == "_fwd_kernel"].set_index("strategy").mean_us
         out.append(f"rank {rank} {attn['magi']:.0f} / {attn['magi_twin']:.0f} us")
     return ", ".join(out)
+
+
+# -- session 51 (2 H200s): session 50's probe again, with and without the collection; the key's
+# own timings collecting garbage first (533fe0e); issue 15's 16k tables with the collection:
+# Triton's document cells at b10ead8 and full / causal at 533fe0e, FA4's document cells at
+# 533fe0e (its full / causal rows stay session 48's, the 64k rows sessions 42 / 44 / 50's)
+S51 = "h200x2/cp_s51"
+CP_S51 = {**CP_S50, **{f"{b}, 16k/GPU": f"h200x2/cp/cp_h200x2__{b}_16k.csv"
+                       for b in ("fa4", "triton")}}
+CP2_S51_SPANS = _table_spans(CP_S51)
+FC_S51 = {"b10ead8, the key's timings without the collection": f"{S51}/triton_16k_fc__b10ead8.csv",
+          "533fe0e, the key's timings collecting first": f"{S51}/triton_16k_fc__533fe0e.csv"}
+PROBE_S51 = {"--keep-garbage": "kg", "collecting (the benchmark's timing)": "gc"}
+
+
+def probe_s51() -> str:
+    """block_causal_document, Triton 16k cp 2: magi_twin's median over magi's in the probe's
+    rounds (fwd, bwd), then per rank the profiled round's forward ms of both keys and the NCCL
+    time beside the attention kernel (the probe's log lines)."""
+    out = []
+    for label, name in PROBE_S51.items():
+        med = _ab_medians(f"{S51}/probe_{name}.csv")
+        ratios = "/".join(f"{med['block_causal_document', d, 'magi_twin'] / med['block_causal_document', d, 'magi']:.3f}"
+                          for d in ("fwd", "bwd"))
+        log = (RESULTS / S51 / "logs" / f"probe_{name}.log").read_text()
+        prof = re.findall(r"rank (\d) (magi(?:_twin)?): fwd ([\d.]+) ms, attention kernel "
+                          r"(\d+) us a call, NCCL beside it (\d+) us", log)
+        fwd = {(r, k): float(ms) for r, k, ms, _, _ in prof}
+        nccl = max(int(n) for *_, n in prof)
+        out.append(f"{label}: rounds twin / magi {ratios} (fwd/bwd); profiled round twin / magi "
+                   f"fwd {fwd['0', 'magi_twin'] / fwd['0', 'magi']:.3f}, NCCL beside the "
+                   f"attention kernel at most {nccl} us")
+    return "; ".join(out)
+
+
+def key_timing_s51() -> str:
+    """Triton 16k cp 2, full and causal: magi's and magi_static's own key-time timings of the
+    whole forward (and causal's cut), the cut chosen and the bench's forward, before and after
+    the key's timings collect garbage first."""
+    out = []
+    for label, relpath in FC_S51.items():
+        cells = _cp_cells(relpath)
+        parts = []
+        for kernel in ("magi", "magi_static"):
+            whole, cut = _cut_ms(relpath, "causal", 2, "fwd", kernel)
+            full, _ = _cut_ms(relpath, "full", 2, "fwd", kernel)
+            parts.append(f"{kernel} causal whole {whole:.3f} / cut {cut:.3f} ms, "
+                         f"cut={_row_note(relpath, kernel, 'causal', 2, 'cut')}, "
+                         f"{cells['causal', 2, 'fwd'][kernel]:.0f} TFLOPs/s, full whole "
+                         f"{full:.3f} ms")
+        parts.append(f"magi / the best baseline on causal's forward "
+                     f"{_magi_over_best(cells['causal', 2, 'fwd']):.3f}")
+        out.append(f"{label}: " + ", ".join(parts))
+    return "; ".join(out)
+
+
+def cp2_s51_whole() -> str:
+    return (cp2_s16_summary(CP_S51).split("; ")[-1] + "; counting magi_unequal: "
+            + _with_unequal(CP_S51, "16k") + " at 16k")

@@ -19,10 +19,11 @@ STAGE_WHEELS=${STAGE_WHEELS:-/root/stage_wh}
 STAGE_ENV=/root/stage_env.sh
 
 # A call carries the tracked repo too (the limit is 64 MiB in all, and the tree counts by its
-# disk use: ~43 MB in session 32, when a 28 MB batch was refused), so a batch is at most
-# STAGE_MB (default 20) MB: every wheel joined, cut into parts of that size, packed in order.
+# disk use: ~43 MB in session 32, when a 28 MB batch was refused; ~53 MB in session 51, when
+# 17 MB batches were refused and 16 MB passed), so a batch is at most STAGE_MB (default 14) MB:
+# every wheel joined, cut into parts of that size, packed in order.
 stage_pack() {
-    local f mb=${STAGE_MB:-20} tmp=.stage/.whole n=1 used=0 size
+    local f mb=${STAGE_MB:-14} tmp=.stage/.whole n=1 used=0 size
     # FA4 and Hydra are needed by every GPU session; the peers only by the kernel sweeps
     # (STAGE_PEERS=0 leaves them out: the CP runs need none, one staging call fewer)
     local dirs=(.fa4/a .fa4/b .whl)
