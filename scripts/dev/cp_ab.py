@@ -16,15 +16,24 @@ The Hydra overrides pick the strategies, the masks (each in turn: its strategies
 over the rounds and freed before the next mask's), the per-GPU seqlen and cp size (the first of
 each), the hardware and the local kernel, as for `python -m bench.cp`; one launch for several
 masks saves a launch's start-up and compiles a mask.
-Rows: `cp_ab.csv` (mask, strategy, direction, round, ms), and a summary on rank 0's stdout.
+Rows: `cp_ab.csv` (mask, strategy, direction, round, ms), and a summary on rank 0's stdout;
+`cp_ab_gc_rank<r>.csv` (each rank's): every garbage collection that ran inside a timing block
+(generation, ms, objects collected; with the default `collect`, the block's first is
+time_cuda_ms's own). `--keep-garbage` times as before session 50 (no collection first);
+`--gc-off` keeps the automatic collector off inside each block instead (notes/magi_cp.md,
+session 51: does a collection *during* the block, or the garbage left before it, slow a magi
+forward timed right after another magi key's backward?).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import functools
+import gc
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -69,6 +78,37 @@ def build(config, device: torch.device, group, choice) -> tuple[list, list]:
     return labels, built
 
 
+# this rank's collections inside timing blocks: (mask, strategy, direction, round, generation,
+# ms, collected), written by run() to <name>_gc_rank<r>.csv
+GC_ROWS: list[list] = []
+GC_HEADER = ("mask", "strategy", "direction", "round", "generation", "ms", "collected")
+
+
+@contextlib.contextmanager
+def collections_in(events: list, disable: bool = False):
+    """Appends (generation, seconds, objects collected) to ``events`` for each garbage
+    collection that runs inside the block; ``disable``: the automatic collector is off in it
+    (an explicit gc.collect() still runs and is recorded)."""
+    started: list[float] = []
+
+    def hook(phase: str, info: dict) -> None:
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            events.append((info["generation"], time.perf_counter() - started.pop(),
+                           info["collected"]))
+    enabled = gc.isenabled()
+    if disable:
+        gc.disable()
+    gc.callbacks.append(hook)
+    try:
+        yield events
+    finally:
+        gc.callbacks.remove(hook)
+        if disable and enabled:
+            gc.enable()
+
+
 def run(config, rounds: int, out: Path | None, mask_rounds=None, name: str = "cp_ab",
         header: tuple[str, ...] = ("mask", "strategy", "direction", "round", "ms")) -> dict:
     """{(mask, label, direction): [ms per round]} (the slowest rank's) on rank 0, {} on the
@@ -82,10 +122,14 @@ def run(config, rounds: int, out: Path | None, mask_rounds=None, name: str = "cp
     cp_size = config.cp_sizes[0]
     group = dist.new_group(list(range(cp_size)))  # every rank calls new_group
     times: dict = {}
+    GC_ROWS.clear()
     try:
         if dist.get_rank() < cp_size:
             times = _rounds(config, rounds, out, device, comm_device, group,
                             mask_rounds or _mask_rounds, name, header)
+            if out is not None:
+                with (out / f"{name}_gc_rank{dist.get_rank()}.csv").open("w", newline="") as f:
+                    csv.writer(f).writerows([GC_HEADER, *GC_ROWS])
         dist.barrier()
         if dist.get_rank() != 0:
             times = {}
@@ -120,21 +164,22 @@ def _rounds(config, rounds, out, device, comm_device, group, mask_rounds, name, 
 
 
 def _mask_rounds(config, choice, rounds, write, device, comm_device, group,
-                 collect: bool = True) -> dict:
+                 collect: bool = True, gc_off: bool = False) -> dict:
     """{(mask, label, direction): [ms per round]} of one mask's strategies."""
     labels, built = build(config, device, group, choice)
     calls = [{d: timed_call(strategy, local, d) for d in config.directions}
              for strategy, local in built]
     return timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group,
-                        collect=collect)
+                        collect=collect, gc_off=gc_off)
 
 
 def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group,
-                 before=None, collect: bool = True) -> dict:
+                 before=None, collect: bool = True, gc_off: bool = False) -> dict:
     """{(mask, label, direction): [ms per round]}: each label's calls ({direction: fn}) timed
     in turn, round after round; ``before(i)``, where given, runs before the i-th label's;
     ``collect``: time_cuda_ms's (False: the garbage collector runs when it will, as before
-    session 50)."""
+    session 50); ``gc_off``: the automatic collector off inside each timing block. The
+    collections inside each block go to GC_ROWS."""
     hw = config.hardware
     agree = agreed_count(group, comm_device)
     times: dict = {}
@@ -143,8 +188,11 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
             if before is not None:
                 before(i)
             for direction in config.directions:
-                ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms, agree,
-                                  collect)
+                with collections_in([], disable=gc_off) as events:
+                    ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms,
+                                      agree, collect)
+                GC_ROWS.extend([choice.label, label, direction, r, gen, f"{sec * 1e3:.2f}", n]
+                               for gen, sec, n in events)
                 ms = group_max(ms, group, comm_device)
                 times.setdefault((choice.label, label, direction), []).append(ms)
                 write([choice.label, label, direction, r, f"{ms:.4f}"])
@@ -175,13 +223,16 @@ def parse_args(argv, description: str) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--keep-garbage", action="store_true",
                    help="no garbage collection before each timing (the timings before session 50)")
+    p.add_argument("--gc-off", action="store_true",
+                   help="the automatic garbage collector off inside each timing block")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m bench.cp")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv, __doc__.splitlines()[0])
-    mask_rounds = functools.partial(_mask_rounds, collect=False) if args.keep_garbage else None
+    mask_rounds = functools.partial(_mask_rounds, collect=not args.keep_garbage,
+                                    gc_off=args.gc_off)
     times = run(load_config(args.overrides), args.rounds, args.out, mask_rounds)
     if times:  # rank 0
         print("\n".join(summary(times)))

@@ -27,6 +27,12 @@ def test_rounds_interleave_every_strategy_and_direction(tmp_path):
     summary = [line for line in proc.stdout.splitlines() if "over 3 rounds" in line]
     assert len(summary) == 8  # printed once, by rank 0
     assert summary[0].startswith("causal bwd magi") and summary[-1].startswith("full fwd ring_p2p")
+    for rank in (0, 1):  # each rank's collections inside its timing blocks: in every block
+        with (tmp_path / f"cp_ab_gc_rank{rank}.csv").open() as f:  # at least time_cuda_ms's
+            gc_rows = list(csv.DictReader(f))  # own, a full one
+        full = {(r["mask"], r["strategy"], r["direction"], int(r["round"])) for r in gc_rows
+                if r["generation"] == "2"}
+        assert full == set(order)
 
 
 def test_keep_garbage_reaches_every_timing(monkeypatch):
@@ -57,3 +63,51 @@ def test_keep_garbage_reaches_every_timing(monkeypatch):
         times = cp_ab.timed_rounds(Config, choice, ["a", "b"], calls, 2, lambda row: None,
                                    None, None, collect=not args.keep_garbage)
         assert seen == [collect] * 8 and len(times) == 4
+
+
+def _cp_ab():
+    sys.path.insert(0, str(ROOT / "scripts" / "dev"))
+    import cp_ab
+    return cp_ab
+
+
+def test_collections_in_records_what_runs_in_the_block_and_can_keep_the_collector_off():
+    import gc
+    cp_ab = _cp_ab()
+    enabled_before = gc.isenabled()
+    with cp_ab.collections_in([], disable=True) as events:
+        inside = gc.isenabled()
+        gc.collect(1)
+    gc.collect(0)  # outside: not recorded
+    assert inside is False and gc.isenabled() == enabled_before
+    assert [gen for gen, _, _ in events] == [1] and events[0][1] >= 0
+
+
+def test_gc_off_reaches_every_timing_and_collections_are_labelled(monkeypatch):
+    import gc
+    cp_ab = _cp_ab()
+    states = []
+
+    def timing(fn, *args):
+        states.append(gc.isenabled())
+        gc.collect(0)  # a collection inside the block
+        return 1.0
+    monkeypatch.setattr(cp_ab, "time_cuda_ms", timing)
+    monkeypatch.setattr(cp_ab, "group_max", lambda ms, group, device: ms)
+
+    class Config:
+        directions = ("fwd", "bwd")
+
+        class hardware:
+            warmup, repeat, warmup_ms = 1, 1, 0.0
+
+    from bench.config import MaskChoice
+    choice = MaskChoice(label="causal", name="causal", params={})
+    calls = [{"fwd": lambda: None, "bwd": lambda: None}] * 2
+    cp_ab.GC_ROWS.clear()
+    assert cp_ab.parse_args(["--gc-off"], "probe").gc_off
+    cp_ab.timed_rounds(Config, choice, ["a", "b"], calls, 2, lambda row: None, None, None,
+                       gc_off=True)
+    assert states == [False] * 8 and gc.isenabled()
+    assert [tuple(r[:5]) for r in cp_ab.GC_ROWS] == [
+        ("causal", s, d, r, 0) for r in range(2) for s in ("a", "b") for d in ("fwd", "bwd")]
