@@ -1362,3 +1362,9 @@ def key_timing_s51() -> str:
 def cp2_s51_whole() -> str:
     return (cp2_s16_summary(CP_S51).split("; ")[-1] + "; counting magi_unequal: "
             + _with_unequal(CP_S51, "16k") + " at 16k")
+
+
+def cp2_s51_below_64k() -> str:
+    """The whole table's 64k cells below the best baseline (rows unchanged this session)."""
+    return _cp2_below({run: path for run, path in CP_S51.items() if "64k" in run})
+
