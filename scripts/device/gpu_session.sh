@@ -108,6 +108,9 @@ run_and_copy_rows() {
     wait "$pid"; rc=$?
     [ -z "$smi" ] || kill "$smi" 2>/dev/null
     echo "$name: exit $rc"; tail -15 "$RUNS/$name.log"
+    # a run cut by SWEEP_TIMEOUT (124) or failed: its whole log comes back, to say how far it got
+    # (session 51: a 64k run cut before its first row left only a torchrun trace)
+    [ "$rc" -eq 0 ] || cp "$RUNS/$name.log" "$OUT/${name}.log"
     copy_rows "$name"
     summarise_rows "$name"
 }
