@@ -22,11 +22,14 @@ Rows: `cp_ab.csv` (mask, strategy, direction, round, ms), and a summary on rank 
 time_cuda_ms's own). `--keep-garbage` times as before session 50 (no collection first);
 `--gc-off` keeps the automatic collector off inside each block instead (notes/magi_cp.md,
 session 51: does a collection *during* the block, or the garbage left before it, slow a magi
-forward timed right after another magi key's backward?).
+forward timed right after another magi key's backward?). `--census`: after each block, the
+cyclic garbage it left is counted and freed (`cp_ab_census_rank<r>.csv`: objects, tensors,
+their storage MB, the commonest types).
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import csv
 import functools
@@ -84,6 +87,36 @@ GC_ROWS: list[list] = []
 GC_HEADER = ("mask", "strategy", "direction", "round", "generation", "ms", "collected")
 
 
+# this rank's census of the garbage each timing block left (--census): (mask, strategy,
+# direction, round, objects, tensors, MB, types), written by run() to <name>_census_rank<r>.csv
+CENSUS_ROWS: list[list] = []
+CENSUS_HEADER = ("mask", "strategy", "direction", "round", "objects", "tensors", "mb", "types")
+
+
+def garbage_census() -> tuple[int, int, float, str]:
+    """(objects, tensors, MB of their distinct storages, the five commonest types) of the
+    cyclic garbage there is now, which is then freed."""
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        found = list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    storages = {}
+    for obj in found:
+        if isinstance(obj, torch.Tensor):
+            storage = obj.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+    tensors = sum(isinstance(obj, torch.Tensor) for obj in found)
+    types = " ".join(f"{name}:{n}" for name, n in
+                     collections.Counter(type(o).__qualname__ for o in found).most_common(5))
+    count = len(found)
+    del found
+    gc.collect()  # what DEBUG_SAVEALL kept
+    return count, tensors, sum(storages.values()) / 1e6, types
+
+
 @contextlib.contextmanager
 def collections_in(events: list, disable: bool = False):
     """Appends (generation, seconds, objects collected) to ``events`` for each garbage
@@ -123,13 +156,17 @@ def run(config, rounds: int, out: Path | None, mask_rounds=None, name: str = "cp
     group = dist.new_group(list(range(cp_size)))  # every rank calls new_group
     times: dict = {}
     GC_ROWS.clear()
+    CENSUS_ROWS.clear()
     try:
         if dist.get_rank() < cp_size:
             times = _rounds(config, rounds, out, device, comm_device, group,
                             mask_rounds or _mask_rounds, name, header)
-            if out is not None:
-                with (out / f"{name}_gc_rank{dist.get_rank()}.csv").open("w", newline="") as f:
-                    csv.writer(f).writerows([GC_HEADER, *GC_ROWS])
+            rank = dist.get_rank()
+            for kind, head, rows in (("gc", GC_HEADER, GC_ROWS),
+                                     ("census", CENSUS_HEADER, CENSUS_ROWS)):
+                if out is not None and (rows or kind == "gc"):
+                    with (out / f"{name}_{kind}_rank{rank}.csv").open("w", newline="") as f:
+                        csv.writer(f).writerows([head, *rows])
         dist.barrier()
         if dist.get_rank() != 0:
             times = {}
@@ -164,22 +201,24 @@ def _rounds(config, rounds, out, device, comm_device, group, mask_rounds, name, 
 
 
 def _mask_rounds(config, choice, rounds, write, device, comm_device, group,
-                 collect: bool = True, gc_off: bool = False) -> dict:
+                 collect: bool = True, gc_off: bool = False, census: bool = False) -> dict:
     """{(mask, label, direction): [ms per round]} of one mask's strategies."""
     labels, built = build(config, device, group, choice)
     calls = [{d: timed_call(strategy, local, d) for d in config.directions}
              for strategy, local in built]
     return timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group,
-                        collect=collect, gc_off=gc_off)
+                        collect=collect, gc_off=gc_off, census=census)
 
 
 def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group,
-                 before=None, collect: bool = True, gc_off: bool = False) -> dict:
+                 before=None, collect: bool = True, gc_off: bool = False,
+                 census: bool = False) -> dict:
     """{(mask, label, direction): [ms per round]}: each label's calls ({direction: fn}) timed
     in turn, round after round; ``before(i)``, where given, runs before the i-th label's;
     ``collect``: time_cuda_ms's (False: the garbage collector runs when it will, as before
     session 50); ``gc_off``: the automatic collector off inside each timing block. The
-    collections inside each block go to GC_ROWS."""
+    collections inside each block go to GC_ROWS; with ``census``, what garbage each block
+    left (then freed) to CENSUS_ROWS."""
     hw = config.hardware
     agree = agreed_count(group, comm_device)
     times: dict = {}
@@ -193,6 +232,10 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
                                       agree, collect)
                 GC_ROWS.extend([choice.label, label, direction, r, gen, f"{sec * 1e3:.2f}", n]
                                for gen, sec, n in events)
+                if census:
+                    objects, tensors, mb, types = garbage_census()
+                    CENSUS_ROWS.append([choice.label, label, direction, r, objects, tensors,
+                                        f"{mb:.1f}", types])
                 ms = group_max(ms, group, comm_device)
                 times.setdefault((choice.label, label, direction), []).append(ms)
                 write([choice.label, label, direction, r, f"{ms:.4f}"])
@@ -225,6 +268,8 @@ def parse_args(argv, description: str) -> argparse.Namespace:
                    help="no garbage collection before each timing (the timings before session 50)")
     p.add_argument("--gc-off", action="store_true",
                    help="the automatic garbage collector off inside each timing block")
+    p.add_argument("--census", action="store_true",
+                   help="count (then free) the cyclic garbage each timing block left")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m bench.cp")
     return p.parse_args(argv)
 
@@ -232,7 +277,7 @@ def parse_args(argv, description: str) -> argparse.Namespace:
 def main(argv=None) -> None:
     args = parse_args(argv, __doc__.splitlines()[0])
     mask_rounds = functools.partial(_mask_rounds, collect=not args.keep_garbage,
-                                    gc_off=args.gc_off)
+                                    gc_off=args.gc_off, census=args.census)
     times = run(load_config(args.overrides), args.rounds, args.out, mask_rounds)
     if times:  # rank 0
         print("\n".join(summary(times)))

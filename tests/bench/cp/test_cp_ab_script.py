@@ -35,40 +35,44 @@ def test_rounds_interleave_every_strategy_and_direction(tmp_path):
         assert full == set(order)
 
 
-def test_keep_garbage_reaches_every_timing(monkeypatch):
-    # --keep-garbage reproduces the timings before session 50 (no collection before each
-    # strategy's timing); the default collects before every one
-    sys.path.insert(0, str(ROOT / "scripts" / "dev"))
-    import cp_ab
-
-    from bench.config import MaskChoice
-
-    seen = []
-    monkeypatch.setattr(cp_ab, "time_cuda_ms",
-                        lambda fn, *a: (seen.append(a[-1]), fn(), 1.0)[-1])
-    monkeypatch.setattr(cp_ab, "group_max", lambda ms, group, device: ms)
-
-    class Config:
-        directions = ("fwd", "bwd")
-
-        class hardware:
-            warmup, repeat, warmup_ms = 1, 1, 0.0
-
-    choice = MaskChoice(label="causal", name="causal", params={})
-    calls = [{"fwd": lambda: None, "bwd": lambda: None}] * 2
-    for collect in (True, False):
-        seen.clear()
-        args = cp_ab.parse_args([] if collect else ["--keep-garbage"], "probe")
-        assert args.keep_garbage is not collect
-        times = cp_ab.timed_rounds(Config, choice, ["a", "b"], calls, 2, lambda row: None,
-                                   None, None, collect=not args.keep_garbage)
-        assert seen == [collect] * 8 and len(times) == 4
-
-
 def _cp_ab():
     sys.path.insert(0, str(ROOT / "scripts" / "dev"))
     import cp_ab
     return cp_ab
+
+
+class _Config:
+    directions = ("fwd", "bwd")
+
+    class hardware:
+        warmup, repeat, warmup_ms = 1, 1, 0.0
+
+
+def _rounds(monkeypatch, timing, labels, **kwargs) -> dict:
+    """cp_ab.timed_rounds over ``labels`` (no-op calls), 2 rounds, one causal mask, with
+    ``timing`` standing in for time_cuda_ms and no process group."""
+    from bench.config import MaskChoice
+    cp_ab = _cp_ab()
+    monkeypatch.setattr(cp_ab, "time_cuda_ms", timing)
+    monkeypatch.setattr(cp_ab, "group_max", lambda ms, group, device: ms)
+    choice = MaskChoice(label="causal", name="causal", params={})
+    calls = [{"fwd": lambda: None, "bwd": lambda: None}] * len(labels)
+    return cp_ab.timed_rounds(_Config, choice, labels, calls, 2, lambda row: None, None, None,
+                              **kwargs)
+
+
+def test_keep_garbage_reaches_every_timing(monkeypatch):
+    # --keep-garbage reproduces the timings before session 50 (no collection before each
+    # strategy's timing); the default collects before every one
+    cp_ab = _cp_ab()
+    seen = []
+    for collect in (True, False):
+        seen.clear()
+        args = cp_ab.parse_args([] if collect else ["--keep-garbage"], "probe")
+        assert args.keep_garbage is not collect
+        times = _rounds(monkeypatch, lambda fn, *a: (seen.append(a[-1]), fn(), 1.0)[-1],
+                        ["a", "b"], collect=not args.keep_garbage)
+        assert seen == [collect] * 8 and len(times) == 4
 
 
 def test_collections_in_records_what_runs_in_the_block_and_can_keep_the_collector_off():
@@ -92,22 +96,50 @@ def test_gc_off_reaches_every_timing_and_collections_are_labelled(monkeypatch):
         states.append(gc.isenabled())
         gc.collect(0)  # a collection inside the block
         return 1.0
-    monkeypatch.setattr(cp_ab, "time_cuda_ms", timing)
-    monkeypatch.setattr(cp_ab, "group_max", lambda ms, group, device: ms)
-
-    class Config:
-        directions = ("fwd", "bwd")
-
-        class hardware:
-            warmup, repeat, warmup_ms = 1, 1, 0.0
-
-    from bench.config import MaskChoice
-    choice = MaskChoice(label="causal", name="causal", params={})
-    calls = [{"fwd": lambda: None, "bwd": lambda: None}] * 2
     cp_ab.GC_ROWS.clear()
     assert cp_ab.parse_args(["--gc-off"], "probe").gc_off
-    cp_ab.timed_rounds(Config, choice, ["a", "b"], calls, 2, lambda row: None, None, None,
-                       gc_off=True)
+    _rounds(monkeypatch, timing, ["a", "b"], gc_off=True)
     assert states == [False] * 8 and gc.isenabled()
     assert [tuple(r[:5]) for r in cp_ab.GC_ROWS] == [
         ("causal", s, d, r, 0) for r in range(2) for s in ("a", "b") for d in ("fwd", "bwd")]
+
+
+class _Holder:
+    """A reference cycle holding a tensor, as a timing block might leave behind."""
+
+    def __init__(self):
+        import torch
+        self.me, self.tensor = self, torch.zeros(250_000)  # 1 MB
+
+
+def test_the_census_counts_the_garbage_a_block_left_and_frees_it():
+    import gc
+    cp_ab = _cp_ab()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        gc.collect()
+        _Holder()
+        objects, tensors, mb, types = cp_ab.garbage_census()
+        assert tensors == 1 and abs(mb - 1.0) < 1e-6 and "_Holder:1" in types and objects >= 2
+        assert cp_ab.garbage_census()[:3] == (0, 0, 0.0)  # freed, nothing kept by DEBUG_SAVEALL
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_census_rows_name_every_block(monkeypatch):
+    import gc
+    cp_ab = _cp_ab()
+    cp_ab.CENSUS_ROWS.clear()
+    assert cp_ab.parse_args(["--census"], "probe").census
+    enabled = gc.isenabled()
+    gc.disable()  # only the census frees the blocks' garbage
+    try:
+        _rounds(monkeypatch, lambda fn, *args: (_Holder(), 1.0)[-1], ["a"], census=True)
+    finally:
+        if enabled:
+            gc.enable()
+    assert [tuple(r[:4]) for r in cp_ab.CENSUS_ROWS] == [
+        ("causal", "a", d, r) for r in range(2) for d in ("fwd", "bwd")]
+    assert all(r[5] == 1 for r in cp_ab.CENSUS_ROWS)  # each block's one held tensor
