@@ -142,6 +142,14 @@ def collections_in(events: list, disable: bool = False):
             gc.enable()
 
 
+def write_csv(path: Path, header: tuple[str, ...], rows: list) -> None:
+    """``header`` then ``rows`` to the CSV file ``path`` (this rank's, written once)."""
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
 def run(config, rounds: int, out: Path | None, mask_rounds=None, name: str = "cp_ab",
         header: tuple[str, ...] = ("mask", "strategy", "direction", "round", "ms")) -> dict:
     """{(mask, label, direction): [ms per round]} (the slowest rank's) on rank 0, {} on the
@@ -165,8 +173,7 @@ def run(config, rounds: int, out: Path | None, mask_rounds=None, name: str = "cp
             for kind, head, rows in (("gc", GC_HEADER, GC_ROWS),
                                      ("census", CENSUS_HEADER, CENSUS_ROWS)):
                 if out is not None and (rows or kind == "gc"):
-                    with (out / f"{name}_{kind}_rank{rank}.csv").open("w", newline="") as f:
-                        csv.writer(f).writerows([head, *rows])
+                    write_csv(out / f"{name}_{kind}_rank{rank}.csv", head, rows)
         dist.barrier()
         if dist.get_rank() != 0:
             times = {}

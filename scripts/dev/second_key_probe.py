@@ -20,12 +20,12 @@ and memset of the forward's timing block), and rank 0 prints per strategy and ra
 ms, the attention kernel's mean, and how long NCCL kernels ran beside attention kernels on that
 rank. `host_<mask>_rank<r>.csv`: each forward's host time a call while HOST_CALLS are issued back
 to back, the wall time a call over them, and the first synchronising operation of one call
-(torch.cuda.set_sync_debug_mode). With one mask: 5 files and the log (the device brings back 8).
+(torch.cuda.set_sync_debug_mode). With one mask: 7 files (cp_ab.py's gc rows per rank among them)
+and the log, all the device brings back (8).
 """
 from __future__ import annotations
 
 import contextlib
-import csv
 import os
 import sys
 import tempfile
@@ -38,7 +38,8 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cp_ab import build, load_config, parse_args, run, summary, timed_rounds  # noqa: E402
+from cp_ab import (build, load_config, parse_args, run, summary,  # noqa: E402
+                   timed_rounds, write_csv)
 from trace_timeline import ATTENTION, gpu_events  # noqa: E402
 
 from bench.cp.runner import agreed_count, group_max, timed_call  # noqa: E402
@@ -127,13 +128,6 @@ def _host_us(fn) -> tuple[float, float, str]:
     return ((issued - start) / HOST_CALLS * 1e6, (done - start) / HOST_CALLS * 1e6, first_sync)
 
 
-def _write(path: Path, header: tuple[str, ...], rows: list) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-
-
 def _mask_rounds(out: Path, collect: bool):
     def mask_rounds(config, choice, rounds, write, device, comm_device, group) -> dict:
         labels, built = build(config, device, group, choice)
@@ -142,7 +136,7 @@ def _mask_rounds(out: Path, collect: bool):
                              collect=collect)
         rank = dist.get_rank()
         rows, stats = _profiled_round(config, labels, calls, comm_device, group, collect)
-        _write(out / f"timeline_{choice.label}_rank{rank}.csv",
+        write_csv(out / f"timeline_{choice.label}_rank{rank}.csv",
                ("strategy", "kernel", "stream", "start_us", "dur_us"), rows)
         gathered = [None] * dist.get_world_size(group)
         dist.all_gather_object(gathered, stats, group=group)
@@ -157,7 +151,7 @@ def _mask_rounds(out: Path, collect: bool):
             dist.barrier(group)
             hosts.append([rank, label, *(f"{v:.1f}" if isinstance(v, float) else v
                                          for v in _host_us(fns["fwd"]))])
-        _write(out / f"host_{choice.label}_rank{rank}.csv",
+        write_csv(out / f"host_{choice.label}_rank{rank}.csv",
                ("rank", "strategy", "host_us", "wall_us", "first_sync"), hosts)
         return times
     return mask_rounds
