@@ -143,6 +143,7 @@ class CPBenchSchema(SweepSchema):
     local_kernel: str = "auto"            # every strategy's local FFA backend
     experiment_name: str = "cp_default"
     timeout_min: float = 10.0             # process-group timeout (a hung collective ends there)
+    time_limit_s: Optional[float] = None  # wall seconds: no point or round started to end past it
 
 
 def register_schemas() -> None:
@@ -389,12 +390,15 @@ class CPBenchConfig(SweepConfig):
     cp_sizes: tuple[int, ...] = (1, 2, 4, 8)
     local_kernel: str = "auto"
     out_file: Path = Path("results/cpu/cp/default.csv")
+    time_limit_s: float | None = None   # bench.cp.runner: points and rounds stop short of it
 
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("strategies", "seqlen_per_gpu", "cp_sizes"):
             if not getattr(self, name):
                 raise ValueError(f"{name} must not be empty")
+        if self.time_limit_s is not None and not self.time_limit_s > 0:
+            raise ValueError(f"time_limit_s must be > 0 seconds (or null), got {self.time_limit_s}")
         if any(p < 1 for p in self.cp_sizes) or len(set(self.cp_sizes)) != len(self.cp_sizes):
             raise ValueError(f"cp_sizes must be distinct positive ints, got {list(self.cp_sizes)}")
         check_seqlens("seqlen_per_gpu", self.seqlen_per_gpu)
@@ -545,12 +549,13 @@ def cp_bench_config(cfg: DictConfig, overrides: list[str] | None = None) -> CPBe
     seqlen_per_gpu = (tuple(cfg.seqlen_per_gpu) if cfg.seqlen_per_gpu is not None
                       else DEFAULT_SEQLEN_PER_GPU[hardware.device])
     key = job_key(cfg.experiment_name, [o for o in overrides or []
-                                        if not o.startswith(("timeout_min",))])
+                                        if not o.startswith(("timeout_min", "time_limit_s"))])
     out_dir, plots_dir = default_dirs(cfg, hardware, key)
     _check_cpu_sized(cfg, hardware, max(seqlen_per_gpu) * max(cfg.cp_sizes, default=1),
                      "cp_default")
     return CPBenchConfig(hardware=hardware, strategies=strategies, seqlen_per_gpu=seqlen_per_gpu,
                          cp_sizes=tuple(cfg.cp_sizes), local_kernel=cfg.local_kernel,
+                         time_limit_s=cfg.time_limit_s,
                          **_common(cfg, out_dir, plots_dir, "cp", key))
 
 

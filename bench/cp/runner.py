@@ -32,6 +32,12 @@ is built and gated first and kept, then 3 and 4 run for each in turn, R rounds o
 of the GPU's clocks lands on every strategy alike; a row's runtime is the median of its rounds
 (peak and bytes: the max), its peak less what the other kept strategies hold allocated.
 
+Time limit (``time_limit_s``, seconds from the runner's start; Slurm's or a device call's wall
+limit less a margin): a point whose build and first round (as the previous point's took) would end
+past it is not started, and rounds stop where the next would, like the last one, end past it; the
+rows then keep the rounds done (``rounds_done=k`` in the message). Points not started get no row,
+so a rerun measures them; the decision is agreed over the ranks like every other step.
+
 Peak memory: ``torch.cuda.max_memory_allocated`` of each rank during the timed calls (the bwd
 peak includes the retained forward activations), the max over ranks. Bytes: the strategy's
 ``comm_bytes`` per call, the max over ranks, in the row's message (``comm_bytes_per_rank=``).
@@ -59,6 +65,7 @@ import logging
 import math
 import os
 import statistics
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -239,6 +246,7 @@ class _Prepared:
     verdict: GateResult | None
     values: dict[str, list[tuple]] = field(default_factory=dict)
     failure: _Outcome | None = None
+    written: set[str] = field(default_factory=set)   # directions whose row is written
 
 
 class CPRunner:
@@ -280,6 +288,10 @@ class CPRunner:
         self.gated: dict[tuple, dict[str, str]] = {}
         self.ref_cache: dict[tuple, Reference] = {}
         self.rows: list[ResultRow] = []
+        limit = config.time_limit_s
+        self.deadline = time.monotonic() + limit if limit is not None else None
+        self.point_s = 0.0      # the last point's build and first round: what a point needs
+        self.skipped = 0        # points not started for lack of time
 
     # -- rows --------------------------------------------------------------------------------
     def _done_cells(self) -> set[tuple]:
@@ -351,6 +363,15 @@ class CPRunner:
 
     def _phase(self, cell: _Cell, fn: Callable[[], _Outcome | None], num_values: int = 0) -> _Outcome:
         return self._agree(_run_phase(self.rank < cell.cp_size, fn), num_values)
+
+    def _out_of_time(self, needed_s: float) -> bool:
+        """All ranks: whether ``needed_s`` more seconds would end past ``time_limit_s`` on any
+        rank (the clocks differ a little: the earliest deadline wins). No limit: False, and no
+        collective (every rank has the same config)."""
+        if self.deadline is None:
+            return False
+        late = time.monotonic() + needed_s > self.deadline
+        return group_max(float(late), None, self.comm_device) > 0
 
     # -- phases ------------------------------------------------------------------------------
     def _build(self, cell: _Cell, state: _State, gate_now: bool) -> None:
@@ -437,6 +458,7 @@ class CPRunner:
         turn, round after round, so a drift of the GPU's clocks lands on all alike."""
         rounds, step = self.config.hardware.rounds, len(self.config.directions)
         prepared: list[_Prepared] = []
+        started = time.monotonic()
         try:
             for cell, pending in todo:
                 bar.set_postfix_str(f"{cell.strategy.label} {cell.mask_label} "
@@ -450,7 +472,9 @@ class CPRunner:
             if prepared:
                 bar.set_postfix_str(f"{len(prepared)} strategies x {rounds} rounds "
                                     f"{todo[0][0].mask_label}")
-                self._measure(prepared, rounds)
+                self._measure(prepared, rounds, started)
+            else:
+                self.point_s = time.monotonic() - started
         finally:
             prepared.clear()
             free_memory(self.device)
@@ -509,14 +533,17 @@ class CPRunner:
         state.resident_gb = allocated_gb(self.device) - before
         return _Prepared(cell, state, remaining, verdict)
 
-    def _measure(self, prepared: list[_Prepared], rounds: int) -> None:
+    def _measure(self, prepared: list[_Prepared], rounds: int,
+                 started: float | None = None) -> None:
         """Time the prepared cells' directions in turn, ``rounds`` times over; a direction's row
         is written once its last round is timed (the median over its rounds; peak, bytes and
-        hidden communication: the max over them), so a cut run keeps it. A cell whose timing
-        fails is dropped from later rounds; its directions not timed in every round get the
-        failure's row."""
+        hidden communication: the max over them), so a cut run keeps it. Where ``time_limit_s``
+        leaves no time for the next round, every live cell's rows are written with the rounds
+        done. A cell whose timing fails is dropped from later rounds; its directions not timed
+        in every round get the failure's row. ``started``: when the point's builds began."""
         try:
-            for last in [False] * (rounds - 1) + [True]:
+            for done in range(1, rounds + 1):
+                round_start = time.monotonic()
                 live = [p for p in prepared if p.failure is None]
                 resident = sum(p.state.resident_gb for p in live)
                 for p in live:
@@ -528,11 +555,19 @@ class CPRunner:
                             p.failure = outcome
                             break
                         p.values.setdefault(direction, []).append(outcome.values)
-                        if last:
+                        if done == rounds:
                             self._write_timed(p, direction)
+                if done == 1 and started is not None:
+                    self.point_s = time.monotonic() - started
+                if done < rounds and self._out_of_time(time.monotonic() - round_start):
+                    for p in prepared:
+                        if p.failure is None:
+                            for direction in p.remaining:
+                                self._write_timed(p, direction, rounds_done=done)
+                    break
             for p in prepared:
                 for direction in p.remaining:
-                    if len(p.values.get(direction, [])) < rounds:
+                    if direction not in p.written:
                         self._write(p.cell, direction, p.failure.status,
                                     self._oom_note(p.failure))
         finally:
@@ -547,12 +582,16 @@ class CPRunner:
                     f"other strategies of this cell stayed allocated; rounds=1 frees each first)")
         return outcome.message
 
-    def _write_timed(self, p: _Prepared, direction: str) -> None:
+    def _write_timed(self, p: _Prepared, direction: str, rounds_done: int | None = None) -> None:
+        """``rounds_done``: the rounds timed where ``time_limit_s`` stopped them early."""
+        p.written.add(direction)
         values = p.values[direction]
         runtime = statistics.median(v[0] for v in values)
         peak, sent, hidden = (max(v[i] for v in values) for i in (1, 2, 3))
         gate_msg = p.verdict.message(direction) if p.verdict is not None else ""
         notes = [gate_msg, f"comm_bytes_per_rank={int(sent)}", p.state.notes]
+        if rounds_done is not None:
+            notes.append(f"rounds_done={rounds_done} (time_limit_s)")
         if hidden > 0:  # measured; the largest over the ranks
             notes.append(f"hidden_comm_ms={hidden - 1.0:.3f}")
         self._write(p.cell, direction, "ok", "; ".join(n for n in notes if n), runtime,
@@ -579,6 +618,9 @@ class CPRunner:
             self._run_grid(grid, bar)
         finally:  # also on Ctrl-C, so the entry point's last line starts on a line of its own
             bar.close()
+        if self.skipped and self.rank == 0:
+            log.warning("time_limit_s=%g: %d (seqlen, cp_size, mask) points not started; a "
+                        "rerun measures them", self.config.time_limit_s, self.skipped)
         dist.barrier()
         return self.rows
 
@@ -592,6 +634,9 @@ class CPRunner:
             todo = [(c, [d for d in config.directions if self._key(c, d) not in self.done])
                     for c in cells]
             todo = [(c, pending) for c, pending in todo if pending]
+            if todo and self._out_of_time(self.point_s):
+                self.skipped += 1
+                todo = []
             if todo:
                 mask, error = self._mask_phase(choice, seqlen)
                 for cell, pending in todo:

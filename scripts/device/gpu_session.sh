@@ -164,7 +164,9 @@ case "${1:-}" in
         ;;
     cp)
         name=${2:?cp NAME NPROC [overrides]}; nproc=${3:?nproc}; shift 3
-        run_and_copy_rows "$name" torchrun --standalone --nproc-per-node="$nproc" -m bench.cp "$@"
+        # the runner stops its rounds 40 s before SWEEP_TIMEOUT would cut it, keeping what it timed
+        run_and_copy_rows "$name" torchrun --standalone --nproc-per-node="$nproc" -m bench.cp \
+            time_limit_s=$(( ${SWEEP_TIMEOUT:-540} - 40 )) "$@"
         ;;
     *) echo "usage: gpu_session.sh tests 1|2|all|flashinfer [WORKERS]|sweep NAME HW [overrides]|cp NAME NPROC [overrides]|flashinfer-jit|pack-caches|unpack-caches DIR" >&2; false ;;
 esac

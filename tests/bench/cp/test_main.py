@@ -44,3 +44,11 @@ def test_warmup_ms_is_zero_unless_asked_and_the_cp_experiments_ask():
         assert config.hardware.warmup_ms == 300.0
     with pytest.raises(ValueError, match="warmup_ms"):
         cp_bench_config(_compose("hardware.warmup_ms=-1"))
+
+
+def test_a_time_limit_keeps_the_result_file_so_a_rerun_without_it_resumes():
+    plain = cp_bench_config(_compose("mask=[causal]"), ["mask=[causal]"])
+    limited = cp_bench_config(_compose("mask=[causal]", "time_limit_s=500"),
+                              ["mask=[causal]", "time_limit_s=500"])
+    assert limited.time_limit_s == 500 and plain.time_limit_s is None
+    assert limited.out_file == plain.out_file != cp_bench_config(_compose()).out_file

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -116,6 +117,15 @@ class RecordsA(_RecordsCalls):
 
 class RecordsB(_RecordsCalls):
     letter = "b"
+
+
+class Sleeps(RingP2P):
+    """ring_p2p whose every forward takes at least 0.1 s: rounds long enough to run out of a
+    time limit of a few seconds."""
+
+    def attention(self, q, k, v):
+        time.sleep(0.1)
+        return super().attention(q, k, v)
 
 
 INJECTED = {"raises": "RaisesEverywhere", "raises_rank1": "RaisesOnRank1",
@@ -344,6 +354,7 @@ def _hardware():
     pytest.param("cp_sizes", (2, 2), "distinct positive", id="cp_sizes"),
     pytest.param("seqlen_per_gpu", (0,), "positive", id="seqlen_per_gpu"),
     pytest.param("directions", ("fwd", "both"), "'fwd' and/or 'bwd'", id="directions"),
+    pytest.param("time_limit_s", 0, "time_limit_s must be > 0", id="time_limit_s"),
 ])
 def test_config_validates(field, value, match):
     from bench.config import MaskChoice
@@ -403,11 +414,12 @@ ROUNDS_STRATEGIES = {"order_a": "RecordsA", "order_b": "RecordsB", "raises": "Ra
                      "wrong": "WrongOutput", "oom": "RunsOutOfMemory"}
 
 
-def _rounds_command(tmp: Path, rounds: int) -> list[str]:
+def _rounds_command(tmp: Path, rounds: int, strategies: dict[str, str] = ROUNDS_STRATEGIES,
+                    extra: tuple[str, ...] = ()) -> list[str]:
     conf = tmp / "conf" / "experiment"
     conf.mkdir(parents=True, exist_ok=True)
     lines = ["# @package _global_", "experiment_name: rounds", "cp:"]
-    for label, cls in ROUNDS_STRATEGIES.items():
+    for label, cls in strategies.items():
         lines += [f"  {label}:", "    name: ring_p2p", f"    target: test_runner:{cls}"]
     (conf / "cp_test_rounds.yaml").write_text("\n".join(lines) + "\n")
     overrides = [
@@ -415,7 +427,7 @@ def _rounds_command(tmp: Path, rounds: int) -> list[str]:
         f"hardware.rounds={rounds}", "mask=[causal]", "seqlen_per_gpu=[64]", "cp_sizes=[2]",
         f"out_dir={tmp}/results", f"plots_dir={tmp}/plots", "progress=false", "report=false",
         f"hydra.run.dir={tmp}/hydra", f"hydra.searchpath=[file://{tmp}/conf]",
-        "experiment=cp_test_rounds", "cp=[magi]",
+        "experiment=cp_test_rounds", "cp=[magi]", *extra,
     ]
     return [sys.executable, "-m", "torch.distributed.run", "--standalone",
             "--nproc-per-node", "2", "-m", "bench.cp", *overrides]
@@ -441,3 +453,19 @@ def test_rounds_time_every_strategy_in_turn(tmp_path, rounds, order):
     assert (f"rounds={rounds}" in rows.env.iloc[0].split(";")) == (rounds > 1)
     # an oom says where the interleaving kept the other strategies allocated
     assert ("stayed allocated" in _cell(rows, "oom").message) == (rounds > 1)
+
+
+def test_time_limit_keeps_the_rounds_done_and_starts_no_point_it_cannot_finish(tmp_path):
+    """hardware.rounds 50 of a strategy whose rounds take >= 0.3 s, time_limit_s 4: the first
+    point's rounds stop short of the limit and its rows keep the rounds done (the same count for
+    every strategy and direction); the second point (its build and first round as long as the
+    first's) is not started, and the run ends normally, saying so."""
+    command = _rounds_command(tmp_path, 50, {"sleeps": "Sleeps"},
+                              ("time_limit_s=4", "mask=[causal,full]"))
+    proc = _run(tmp_path, command)
+    rows = _rows(tmp_path)
+    assert set(rows["mask"]) == {"causal"}, rows[["kernel", "mask", "direction"]]
+    assert len(rows) == 4 and (rows.status == "ok").all(), rows.message.tolist()
+    done = {int(m.split("rounds_done=")[1].split()[0]) for m in rows.message}
+    assert len(done) == 1 and 1 <= done.pop() < 50, rows.message.tolist()
+    assert "1 (seqlen, cp_size, mask) points not started" in proc.stderr + proc.stdout
