@@ -24,7 +24,8 @@ time_cuda_ms's own). `--keep-garbage` times as before session 50 (no collection 
 session 51: does a collection *during* the block, or the garbage left before it, slow a magi
 forward timed right after another magi key's backward?). `--census`: after each block, the
 cyclic garbage it left is counted and freed (`cp_ab_census_rank<r>.csv`: objects, tensors,
-their storage MB, the commonest types).
+their storage MB, the commonest types). `--pause-ms N`: the host sleeps N ms before each block
+(with `--keep-garbage`: a full collection's pause without the collection; session 52).
 """
 from __future__ import annotations
 
@@ -208,24 +209,26 @@ def _rounds(config, rounds, out, device, comm_device, group, mask_rounds, name, 
 
 
 def _mask_rounds(config, choice, rounds, write, device, comm_device, group,
-                 collect: bool = True, gc_off: bool = False, census: bool = False) -> dict:
+                 collect: bool = True, gc_off: bool = False, census: bool = False,
+                 pause_ms: float = 0.0) -> dict:
     """{(mask, label, direction): [ms per round]} of one mask's strategies."""
     labels, built = build(config, device, group, choice)
     calls = [{d: timed_call(strategy, local, d) for d in config.directions}
              for strategy, local in built]
     return timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group,
-                        collect=collect, gc_off=gc_off, census=census)
+                        collect=collect, gc_off=gc_off, census=census, pause_ms=pause_ms)
 
 
 def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group,
                  before=None, collect: bool = True, gc_off: bool = False,
-                 census: bool = False) -> dict:
+                 census: bool = False, pause_ms: float = 0.0) -> dict:
     """{(mask, label, direction): [ms per round]}: each label's calls ({direction: fn}) timed
     in turn, round after round; ``before(i)``, where given, runs before the i-th label's;
     ``collect``: time_cuda_ms's (False: the garbage collector runs when it will, as before
     session 50); ``gc_off``: the automatic collector off inside each timing block. The
     collections inside each block go to GC_ROWS; with ``census``, what garbage each block
-    left (then freed) to CENSUS_ROWS."""
+    left (then freed) to CENSUS_ROWS; ``pause_ms``: the host sleeps that long before each
+    block."""
     hw = config.hardware
     agree = agreed_count(group, comm_device)
     times: dict = {}
@@ -234,6 +237,7 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
             if before is not None:
                 before(i)
             for direction in config.directions:
+                time.sleep(pause_ms / 1e3)
                 with collections_in([], disable=gc_off) as events:
                     ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms,
                                       agree, collect)
@@ -277,6 +281,8 @@ def parse_args(argv, description: str) -> argparse.Namespace:
                    help="the automatic garbage collector off inside each timing block")
     p.add_argument("--census", action="store_true",
                    help="count (then free) the cyclic garbage each timing block left")
+    p.add_argument("--pause-ms", type=float, default=0.0,
+                   help="the host sleeps this long before each timing block")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m bench.cp")
     return p.parse_args(argv)
 
@@ -284,7 +290,8 @@ def parse_args(argv, description: str) -> argparse.Namespace:
 def main(argv=None) -> None:
     args = parse_args(argv, __doc__.splitlines()[0])
     mask_rounds = functools.partial(_mask_rounds, collect=not args.keep_garbage,
-                                    gc_off=args.gc_off, census=args.census)
+                                    gc_off=args.gc_off, census=args.census,
+                                    pause_ms=args.pause_ms)
     times = run(load_config(args.overrides), args.rounds, args.out, mask_rounds)
     if times:  # rank 0
         print("\n".join(summary(times)))

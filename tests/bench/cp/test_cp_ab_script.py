@@ -143,3 +143,14 @@ def test_census_rows_name_every_block(monkeypatch):
     assert [tuple(r[:4]) for r in cp_ab.CENSUS_ROWS] == [
         ("causal", "a", d, r) for r in range(2) for d in ("fwd", "bwd")]
     assert all(r[5] == 1 for r in cp_ab.CENSUS_ROWS)  # each block's one held tensor
+
+
+def test_pause_sleeps_before_every_block(monkeypatch):
+    """--pause-ms N: the host sleeps N ms before each timing block, outside the timing."""
+    cp_ab = _cp_ab()
+    events = []
+    monkeypatch.setattr(cp_ab.time, "sleep", lambda s: events.append(("sleep", s)))
+    assert cp_ab.parse_args(["--pause-ms", "100"], "probe").pause_ms == 100.0
+    _rounds(monkeypatch, lambda fn, *a: (events.append(("time", None)), 1.0)[-1], ["a", "b"],
+            pause_ms=100.0)
+    assert events == [("sleep", 0.1), ("time", None)] * 8
