@@ -25,7 +25,8 @@ session 51: does a collection *during* the block, or the garbage left before it,
 forward timed right after another magi key's backward?). `--census`: after each block, the
 cyclic garbage it left is counted and freed (`cp_ab_census_rank<r>.csv`: objects, tensors,
 their storage MB, the commonest types). `--pause-ms N`: the host sleeps N ms before each block
-(with `--keep-garbage`: a full collection's pause without the collection; session 52).
+(with `--keep-garbage`: a full collection's pause without the collection; session 52);
+`--sync-first`: `torch.cuda.synchronize()` (every stream of the device) before each block.
 """
 from __future__ import annotations
 
@@ -216,19 +217,21 @@ def _mask_rounds(config, choice, rounds, write, device, comm_device, group,
     calls = [{d: timed_call(strategy, local, d) for d in config.directions}
              for strategy, local in built]
     return timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group,
-                        collect=collect, gc_off=gc_off, census=census, pause_ms=pause_ms)
+                        collect=collect, gc_off=gc_off, census=census, pause_ms=pause_ms,
+                        sync_first=sync_first)
 
 
 def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group,
                  before=None, collect: bool = True, gc_off: bool = False,
-                 census: bool = False, pause_ms: float = 0.0) -> dict:
+                 census: bool = False, pause_ms: float = 0.0,
+                 sync_first: bool = False) -> dict:
     """{(mask, label, direction): [ms per round]}: each label's calls ({direction: fn}) timed
     in turn, round after round; ``before(i)``, where given, runs before the i-th label's;
     ``collect``: time_cuda_ms's (False: the garbage collector runs when it will, as before
     session 50); ``gc_off``: the automatic collector off inside each timing block. The
     collections inside each block go to GC_ROWS; with ``census``, what garbage each block
     left (then freed) to CENSUS_ROWS; ``pause_ms``: the host sleeps that long before each
-    block."""
+    block; ``sync_first``: every stream of the device synchronised before each block."""
     hw = config.hardware
     agree = agreed_count(group, comm_device)
     times: dict = {}
@@ -237,6 +240,8 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
             if before is not None:
                 before(i)
             for direction in config.directions:
+                if sync_first:
+                    torch.cuda.synchronize()
                 time.sleep(pause_ms / 1e3)
                 with collections_in([], disable=gc_off) as events:
                     ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms,
@@ -283,6 +288,8 @@ def parse_args(argv, description: str) -> argparse.Namespace:
                    help="count (then free) the cyclic garbage each timing block left")
     p.add_argument("--pause-ms", type=float, default=0.0,
                    help="the host sleeps this long before each timing block")
+    p.add_argument("--sync-first", action="store_true",
+                   help="torch.cuda.synchronize() (every stream) before each timing block")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m bench.cp")
     return p.parse_args(argv)
 
@@ -291,7 +298,7 @@ def main(argv=None) -> None:
     args = parse_args(argv, __doc__.splitlines()[0])
     mask_rounds = functools.partial(_mask_rounds, collect=not args.keep_garbage,
                                     gc_off=args.gc_off, census=args.census,
-                                    pause_ms=args.pause_ms)
+                                    pause_ms=args.pause_ms, sync_first=args.sync_first)
     times = run(load_config(args.overrides), args.rounds, args.out, mask_rounds)
     if times:  # rank 0
         print("\n".join(summary(times)))
