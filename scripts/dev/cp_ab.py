@@ -211,7 +211,7 @@ def _rounds(config, rounds, out, device, comm_device, group, mask_rounds, name, 
 
 def _mask_rounds(config, choice, rounds, write, device, comm_device, group,
                  collect: bool = True, gc_off: bool = False, census: bool = False,
-                 pause_ms: float = 0.0) -> dict:
+                 pause_ms: float = 0.0, sync_first: bool = False) -> dict:
     """{(mask, label, direction): [ms per round]} of one mask's strategies."""
     labels, built = build(config, device, group, choice)
     calls = [{d: timed_call(strategy, local, d) for d in config.directions}
