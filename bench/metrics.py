@@ -8,7 +8,6 @@ such matmuls, 2.5x the forward. Softmax and masking are not counted.
 from __future__ import annotations
 
 import contextlib
-import gc
 import math
 import statistics
 import time
@@ -16,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from magi_attention.api._timed_choices import settle
 
 __all__ = ["attn_flops", "tflops_per_s", "peak_mem_gb", "reset_peak_mem", "time_cuda_ms",
            "gpu_held", "host_us_per_call", "BWD_FWD_RATIO", "DIRECTIONS"]
@@ -147,10 +148,11 @@ def time_cuda_ms(fn: Callable[[], Any], warmup: int, repeat: int, warmup_ms: flo
         agree: maps this process's count of those extra calls to the one every process uses
             (e.g. the max over a process group), where ``fn`` is a collective whose calls must
             match on every rank.
-        collect: run Python's garbage collector first, so the garbage of what ran before (the
-            last strategy's backward) is not collected among these calls: 2 x H200, magi's
-            forward timed right after another magi key's backward ran 5-20% longer until the
-            collection moved here (notes/magi_cp.md, session 50).
+        collect: settle first (``magi_attention.api._timed_choices.settle``: a garbage
+            collection, then on CUDA at least 100 ms idle): 2 x H200, magi's forward timed
+            right after another magi key's backward ran 5-20% longer without it. Session 50
+            credited the collection; session 52 found no garbage and the same cure in a 100 ms
+            pause alone, so it is the idle that counts (notes/magi_cp.md).
 
     Returns:
         The median of the ``repeat`` timings, in ms.
@@ -170,7 +172,7 @@ def time_cuda_ms(fn: Callable[[], Any], warmup: int, repeat: int, warmup_ms: flo
         raise ValueError(f"warmup_ms must be >= 0, got {warmup_ms}")
     use_cuda = torch.cuda.is_available()
     if collect:
-        gc.collect()
+        settle()
     for _ in range(warmup):
         fn()
     if warmup_ms > 0:

@@ -11,7 +11,6 @@ choice is kept per process for the same mask and shapes, as the timed cut's is.
 """
 from __future__ import annotations
 
-import gc
 
 import torch
 import torch.distributed as dist
@@ -21,7 +20,7 @@ from ..meta import MagiMeta, OverlapConfig, SliceArray
 from ..meta.dispatch_choice import rank_stage_masks
 from ..meta.solver import solve_for_dispatch
 from ..meta.timed_balance import rebalance_runs
-from ._timed_choices import GroupChoices
+from ._timed_choices import GroupChoices, settle
 
 ROUNDS = 3  # timings of each rank's kernels per layout; each keeps its fastest
 CALLS = 2  # forward + backward steps per timing
@@ -100,9 +99,9 @@ def fastest(step, timed, long: bool | None = None) -> tuple[float, bool]:
     """(the fastest of several timings of ``step`` after one warm call (compiles, plans,
     allocator), the recipe used): ``timed(step, calls)`` gives seconds a call; ``long`` picks
     LONG_ROUNDS timings of one step, else the first timing and ROUNDS more of CALLS steps;
-    None: long where the first timing takes LONG_STEP_S or more. Garbage left by what ran
-    before is collected first (``_tune_cut._Clock.seconds`` says why)."""
-    gc.collect()
+    None: long where the first timing takes LONG_STEP_S or more. It settles first
+    (``_timed_choices.settle``; ``_tune_cut._Clock.seconds`` says why)."""
+    settle()
     step()
     first = timed(step, 1)
     if long is None:

@@ -16,7 +16,6 @@ pass its ``key.runtime.cut`` on as a fixed choice.
 """
 from __future__ import annotations
 
-import gc
 import math
 import time
 
@@ -25,7 +24,7 @@ import torch.distributed as dist
 
 from ..functional._dist_runtime import DistAttnRuntime
 from ..meta import OverlapConfig
-from ._timed_choices import GroupChoices
+from ._timed_choices import GroupChoices, settle
 
 CUTS = {"none": frozenset(), "fwd": frozenset({"fwd"}), "bwd": frozenset({"bwd"}),
         "both": frozenset({"fwd", "bwd"})}
@@ -122,12 +121,12 @@ class _Clock:
 
     def seconds(self, fn, label) -> float:
         """Seconds per call of ``fn``; its first timing under ``label`` warms it and sets how
-        many calls each of its timings makes. The garbage of what ran before is collected
-        first, as the benchmark's timings do: on 2 H200s a key built right after another key's
-        timings timed the identical whole forward 5% slower (Triton causal 16k a GPU, cp 2:
-        16.52 against 15.71 ms, and chose the cut where the first did not; notes/magi_cp.md
-        "Session 51")."""
-        gc.collect()
+        many calls each of its timings makes. Each timing settles first (``settle``: a
+        collection and at least 100 ms idle), as the benchmark's do: on 2 H200s a key built
+        right after another key's timings timed the identical whole forward 5% slower without
+        it (Triton causal 16k a GPU, cp 2: 16.52 against 15.71 ms, and chose the cut where the
+        first did not; notes/magi_cp.md "Session 51", "Session 52")."""
+        settle()
         n = self._iters.get(label)
         if n is None:
             fn()  # warm: compiles, allocator
