@@ -121,12 +121,14 @@ from .h100x4 import (cp_s47_below, cp_s47_summary, cp_s47_table, early_ab_s47_ta
                      pytest_s47, queues_s47)
 from .h200 import kernels_s48_goals, kernels_s48_table
 from .h200x2 import CP2_S48_SPANS, cut_causal_s48, early_ab_s48_table, early_key_s48
-from .h200x2 import (CP2_S49_SPANS, CP2_S51_SPANS, cp2_s50_below, cp2_s50_whole,
-                     cp2_s51_below_64k, cut_ab_s49_table, cut_causal_s49, dyn_ab_s49_causal,
-                     dyn_ab_s49_table, gc_runner_s50, key_timing_s51, order_ab_s50_table,
-                     preceding_s50_table, probe1_s50, probe_s50, probe_s51,
-                     second_key_rounds_s50, static_key_s49, static_s49,
-                     triton_64k_full_bwd_s50, triton_64k_s50_before, triton_64k_s50_table)
+from .h200x2 import (CP2_S49_SPANS, CP2_S51_SPANS, CP2_S52_SPANS, collection_ms_s52,
+                     cp2_s50_below, cp2_s50_whole, cp2_s51_below_64k, cp2_s52_below_64k,
+                     cp2_s52_table_64k, cut_ab_s49_table, cut_causal_s49, dyn_ab_s49_causal,
+                     dyn_ab_s49_table, fa4_64k_full_s52, garbage_s52, gc_runner_s50,
+                     key_timing_s51, order_ab_s50_table, preceding_s50_table, probe1_s50,
+                     probe_s50, probe_s51, probe_s52_table, second_key_rounds_s50,
+                     static_key_s49, static_s49, triton_64k_full_bwd_s50, triton_64k_s50_before,
+                     triton_64k_s50_table)
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
 
@@ -155,6 +157,13 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.key_timing_s51": key_timing_s51,
     **{f"h200x2.cp2_s51_{part}": span for part, span in CP2_S51_SPANS.items()},
     "h200x2.cp2_s51_below_64k": cp2_s51_below_64k,
+    **{f"h200x2.cp2_s52_{part}": span for part, span in CP2_S52_SPANS.items()},
+    "h200x2.cp2_s52_table_64k": cp2_s52_table_64k,
+    "h200x2.cp2_s52_below_64k": cp2_s52_below_64k,
+    "h200x2.fa4_64k_full_s52": fa4_64k_full_s52,
+    "h200x2.probe_s52_table": probe_s52_table,
+    "h200x2.garbage_s52": garbage_s52,
+    "h200x2.collection_ms_s52": collection_ms_s52,
     "h200.kernels_s48_goals": kernels_s48_goals,
     "h200.kernels_s48_table": kernels_s48_table,
     **{f"h200x2.cp2_s48_{part}": span for part, span in CP2_S48_SPANS.items()},

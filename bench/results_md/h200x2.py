@@ -931,9 +931,12 @@ def trace_s43_prologues() -> str:
 # session 42's)
 CP_S44 = {**CP_S43_16K, **{f"{b}, 64k/GPU": f"h200x2/cp/cp_h200x2__{b}_64k.csv"
                             for b in ("fa4", "triton")}}
-# Triton's 64k full and causal rows measured again in session 50: the file as it stood here
+# Triton's 64k full and causal rows measured again in session 50, FA4's full in session 52:
+# the files as they stood here
 TRITON_64K_S44 = "h200x2/cp_history/cp_h200x2__triton_64k__9cc6eeca992e.csv"
+FA4_64K_S44 = "h200x2/cp_history/cp_h200x2__fa4_64k__9cc6eeca992e.csv"
 CP_S44["triton, 64k/GPU"] = TRITON_64K_S44
+CP_S44["fa4, 64k/GPU"] = FA4_64K_S44
 CP_S44_64K = {run: path for run, path in CP_S44.items() if "64k" in run}
 
 
@@ -983,6 +986,7 @@ CP_S48["triton, 16k/GPU"] = "h200x2/cp_history/cp_h200x2__triton_16k__252ce956e0
 # FA4's 16k rows as they stood before session 51 measured its document cells again
 CP_S48["fa4, 16k/GPU"] = "h200x2/cp_history/cp_h200x2__fa4_16k__252ce956e0e6.csv"
 CP_S48["triton, 64k/GPU"] = TRITON_64K_S44
+CP_S48["fa4, 64k/GPU"] = FA4_64K_S44
 EARLY_AB_S48 = "h200x2/cp_s48/early_ab_triton_16k.csv"
 
 
@@ -1316,8 +1320,10 @@ def probe1_s50() -> str:
 # Triton's document cells at b10ead8 and full / causal at 533fe0e, FA4's document cells at
 # 533fe0e (its full / causal rows stay session 48's, the 64k rows sessions 42 / 44 / 50's)
 S51 = "h200x2/cp_s51"
-CP_S51 = {**CP_S50, **{f"{b}, 16k/GPU": f"h200x2/cp/cp_h200x2__{b}_16k.csv"
-                       for b in ("fa4", "triton")}}
+# (the 16k files as they stood before session 52 measured Triton's document cells and FA4's
+# full / causal again)
+CP_S51 = {**CP_S50, "fa4, 16k/GPU": "h200x2/cp_history/cp_h200x2__fa4_16k__533fe0e7c2ee.csv",
+          "triton, 16k/GPU": "h200x2/cp_history/cp_h200x2__triton_16k__b10ead8cf977.csv"}
 # its whole-table span also counts magi_unequal at 16k
 CP2_S51_SPANS = {**_table_spans(CP_S51), "whole": lambda: _whole_with_unequal(CP_S51)}
 FC_S51 = {"b10ead8, the key's timings without the collection": f"{S51}/triton_16k_fc__b10ead8.csv",
@@ -1371,3 +1377,77 @@ def cp2_s51_below_64k() -> str:
     """The whole table's 64k cells below the best baseline (rows unchanged this session)."""
     return _cp2_below({run: path for run, path in CP_S51.items() if "64k" in run})
 
+
+
+# -- session 52 (2 H200s, 08b877c): Triton's 16k document cells and FA4's 16k full / causal and
+# 64k full measured again (the files as they stood: cp_history/*__b10ead8cf977, *__533fe0e7c2ee,
+# fa4_64k__9cc6eeca992e); what in the collection removes the second key's slow state: cp_ab.py's
+# launches with the collector off, with a census, and with a host pause instead of a collection
+S52 = "h200x2/cp_s52"
+CP_S52 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
+          for s in ("16k", "64k") for b in ("fa4", "triton")}
+CP2_S52_SPANS = {**_table_spans(CP_S52), "whole": lambda: _whole_with_unequal(CP_S52)}
+FA4_64K_FULL_S52 = f"{S52}/fa4_64k_full__08b877c.csv"
+# cp_ab.py launches (block_causal_document, Triton, 16k, cp 2, cp=[magi,magi_twin,hybrid_cp],
+# 5 rounds): what ran before each timing block -> the launch's folder under cp_s52/probe
+PROBE_S52 = {
+    "nothing (--keep-garbage; call 1)": "gc_keepgarbage",
+    "nothing (--keep-garbage; call 2)": "p_keepgarbage",
+    "nothing, the automatic collector off in the block (--gc-off)": "gc_keepgarbagegcoff",
+    "the census after the previous block (two full collections)": "gc_keepgarbagecensus",
+    "a 20 ms host pause (--pause-ms 20)": "p_keepgarbagepausems20",
+    "a 100 ms host pause (--pause-ms 100)": "p_keepgarbagepausems100",
+    "a full collection (the benchmark's timing)": "p_",
+}
+
+
+def cp2_s52_table_64k() -> str:
+    return cp2_s16_table({run: path for run, path in CP_S52.items() if "64k" in run})
+
+
+def cp2_s52_below_64k() -> str:
+    return _cp2_below({run: path for run, path in CP_S52.items() if "64k" in run})
+
+
+def fa4_64k_full_s52() -> str:
+    """FA4 64k full at cp 2: magi / the best baseline to four places, the rounds the time
+    limit left (the rows' rounds_done), and the same ratios in the rows it replaced."""
+    cells, before = _cp_cells(FA4_64K_FULL_S52), _cp_cells(FA4_64K_S44)
+    done = _row_note(FA4_64K_FULL_S52, "magi", "full", 2, "rounds_done").split()[0]
+    ratios = [(d, _magi_over_best(cells["full", 2, d]), _magi_over_best(before["full", 2, d]))
+              for d in ("fwd", "bwd")]
+    return (", ".join(f"{d} {now:.4f}" for d, now, _ in ratios)
+            + f" (rounds done at cp 2: {done} of 3; session 42's rows: "
+            + ", ".join(f"{d} {old:.3f}" for d, _, old in ratios) + ")")
+
+
+def probe_s52_table() -> str:
+    """Per launch: magi_twin's median over magi's (> 1: the twin, timed right after magi's
+    backward, is slower), forward and backward."""
+    lines = ["| before each timing block | twin / magi fwd | twin / magi bwd |", "|---|---|---|"]
+    mask = "block_causal_document"
+    for label, name in PROBE_S52.items():
+        med = _ab_medians(f"{S52}/probe/{name}/cp_ab.csv")
+        lines.append(f"| {label} | " + " | ".join(
+            f"{med[mask, d, 'magi_twin'] / med[mask, d, 'magi']:.3f}" for d in ("fwd", "bwd"))
+            + " |")
+    return "\n".join(lines)
+
+
+def garbage_s52() -> str:
+    """What the census found after every block (both ranks), and what the automatic
+    collections inside the blocks of the first --keep-garbage launch collected."""
+    census = pd.concat(_helper(f"{S52}/probe/gc_keepgarbagecensus/cp_ab_census_rank{r}.csv")
+                       for r in (0, 1))
+    gcs = pd.concat(_helper(f"{S52}/probe/gc_keepgarbage/cp_ab_gc_rank{r}.csv") for r in (0, 1))
+    return (f"the census found at most {census.objects.max()} objects of cyclic garbage after "
+            f"any of {len(census)} blocks; the {len(gcs)} automatic collections inside the "
+            f"blocks without it collected {gcs.collected.sum()} objects")
+
+
+def collection_ms_s52() -> str:
+    """How long the benchmark's full collection before each block took (its launch, both
+    ranks): the pause it gave."""
+    gcs = pd.concat(_helper(f"{S52}/probe/p_/cp_ab_gc_rank{r}.csv") for r in (0, 1))
+    full = gcs[gcs.generation == 2].ms
+    return f"{full.median():.0f} ms (median of {len(full)}; {full.min():.0f}-{full.max():.0f})"

@@ -154,3 +154,20 @@ def test_pause_sleeps_before_every_block(monkeypatch):
     _rounds(monkeypatch, lambda fn, *a: (events.append(("time", None)), 1.0)[-1], ["a", "b"],
             pause_ms=100.0)
     assert events == [("sleep", 0.1), ("time", None)] * 8
+
+
+def test_every_flag_of_the_command_line_reaches_the_timing(monkeypatch):
+    """main's partial of _mask_rounds must bind (session 52: --sync-first's keyword was missing
+    from _mask_rounds, and the launch failed on the GPU), and timed_rounds takes the same."""
+    import inspect
+    cp_ab = _cp_ab()
+    captured = {}
+    monkeypatch.setattr(cp_ab, "load_config", lambda overrides: None)
+    monkeypatch.setattr(cp_ab, "run", lambda config, rounds, out, mask_rounds:
+                        captured.update(partial=mask_rounds))  # None: no rows to summarise
+    cp_ab.main(["--keep-garbage", "--gc-off", "--census", "--pause-ms", "5", "--sync-first"])
+    keywords = captured["partial"].keywords
+    assert keywords == dict(collect=False, gc_off=True, census=True, pause_ms=5.0,
+                            sync_first=True)
+    inspect.signature(cp_ab._mask_rounds).bind(*[None] * 7, **keywords)
+    inspect.signature(cp_ab.timed_rounds).bind(*[None] * 8, **keywords)
