@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from magi_attention.api._timed_choices import settle
+from magi_attention.timing import settle
 
 __all__ = ["attn_flops", "tflops_per_s", "peak_mem_gb", "reset_peak_mem", "time_cuda_ms",
            "gpu_held", "host_us_per_call", "BWD_FWD_RATIO", "DIRECTIONS"]
@@ -148,7 +148,7 @@ def time_cuda_ms(fn: Callable[[], Any], warmup: int, repeat: int, warmup_ms: flo
         agree: maps this process's count of those extra calls to the one every process uses
             (e.g. the max over a process group), where ``fn`` is a collective whose calls must
             match on every rank.
-        collect: settle first (``magi_attention.api._timed_choices.settle``: a garbage
+        collect: settle first (``magi_attention.timing.settle``: a garbage
             collection, then on CUDA at least 100 ms idle): 2 x H200, magi's forward timed
             right after another magi key's backward ran 5-20% longer without it. Session 50
             credited the collection; session 52 found no garbage and the same cure in a 100 ms

@@ -20,7 +20,8 @@ from ..meta import MagiMeta, OverlapConfig, SliceArray
 from ..meta.dispatch_choice import rank_stage_masks
 from ..meta.solver import solve_for_dispatch
 from ..meta.timed_balance import rebalance_runs
-from ._timed_choices import GroupChoices, settle
+from ..timing import settle
+from ._timed_choices import GroupChoices
 
 ROUNDS = 3  # timings of each rank's kernels per layout; each keeps its fastest
 CALLS = 2  # forward + backward steps per timing
@@ -100,7 +101,7 @@ def fastest(step, timed, long: bool | None = None) -> tuple[float, bool]:
     allocator), the recipe used): ``timed(step, calls)`` gives seconds a call; ``long`` picks
     LONG_ROUNDS timings of one step, else the first timing and ROUNDS more of CALLS steps;
     None: long where the first timing takes LONG_STEP_S or more. It settles first
-    (``_timed_choices.settle``; ``_tune_cut._Clock.seconds`` says why)."""
+    (``magi_attention.timing.settle``; ``_tune_cut._Clock.seconds`` says why)."""
     settle()
     step()
     first = timed(step, 1)

@@ -24,7 +24,8 @@ import torch.distributed as dist
 
 from ..functional._dist_runtime import DistAttnRuntime
 from ..meta import OverlapConfig
-from ._timed_choices import GroupChoices, settle
+from ..timing import settle
+from ._timed_choices import GroupChoices
 
 CUTS = {"none": frozenset(), "fwd": frozenset({"fwd"}), "bwd": frozenset({"bwd"}),
         "both": frozenset({"fwd", "bwd"})}

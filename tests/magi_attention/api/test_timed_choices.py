@@ -1,6 +1,6 @@
 """api._timed_choices.GroupChoices: the per-process store of timed choices. Its eviction must
 depend on the order of the keys alone (every rank of a group builds them in one order), and
-groups must not share or evict each other's choices. settle: what precedes every timing."""
+groups must not share or evict each other's choices."""
 import pytest
 
 from magi_attention.api._timed_choices import GroupChoices
@@ -31,21 +31,3 @@ def test_groups_keep_their_own_choices(monkeypatch):
 def test_max_per_group_must_be_positive():
     with pytest.raises(ValueError, match="max_per_group"):
         GroupChoices(0)
-
-
-@pytest.mark.parametrize("cuda", [False, True])
-def test_settle_collects_then_idles_to_its_minimum_on_cuda_only(monkeypatch, leftover_garbage,
-                                                                  cuda):
-    """The pause is what removed session 52's slow state (a 100 ms idle; the collection alone
-    found no garbage): a quick collection still idles the rest of min_s on CUDA; the CPU
-    path (tests, the reference kernel) does not wait."""
-    import magi_attention.api._timed_choices as tc
-    slept = []
-    monkeypatch.setattr(tc.torch.cuda, "is_available", lambda: cuda)
-    monkeypatch.setattr(tc.time, "sleep", slept.append)
-    tc.settle(0.1)
-    assert leftover_garbage()
-    if cuda:
-        assert len(slept) == 1 and 0.0 < slept[0] <= 0.1
-    else:
-        assert slept == []
