@@ -24,7 +24,9 @@ time_cuda_ms's own). `--keep-garbage` times as before session 50 (no collection 
 session 51: does a collection *during* the block, or the garbage left before it, slow a magi
 forward timed right after another magi key's backward?). `--census`: after each block, the
 cyclic garbage it left is counted and freed (`cp_ab_census_rank<r>.csv`: objects, tensors,
-their storage MB, the commonest types). `--pause-ms N`: the host sleeps N ms before each block
+their storage MB, the commonest types). On CUDA, `cp_ab_alloc_rank<r>.csv`: the caching
+allocator's device allocations, frees, retries and all-stream syncs during each block, and the
+MB reserved after it. `--pause-ms N`: the host sleeps N ms before each block
 (with `--keep-garbage`: a full collection's pause without the collection; session 52);
 `--sync-first`: `torch.cuda.synchronize()` (every stream of the device) before each block.
 """
@@ -87,6 +89,27 @@ def build(config, device: torch.device, group, choice) -> tuple[list, list]:
 # ms, collected), written by run() to <name>_gc_rank<r>.csv
 GC_ROWS: list[list] = []
 GC_HEADER = ("mask", "strategy", "direction", "round", "generation", "ms", "collected")
+
+
+# this rank's CUDA caching allocator during each timing block (CUDA only): the counters' change
+# over the block and the bytes reserved after it, written by run() to <name>_alloc_rank<r>.csv.
+# Session 52 left open what a 100 ms idle before a block lets finish: a block whose device
+# allocations, frees or retries jump would say the allocator (collective buffers held until
+# NCCL's watchdog releases them, another key's streams' cached blocks) is where it waits.
+ALLOC_ROWS: list[list] = []
+ALLOC_COUNTERS = ("num_alloc_retries", "num_device_alloc", "num_device_free",
+                  "num_sync_all_streams")
+ALLOC_HEADER = ("mask", "strategy", "direction", "round", *ALLOC_COUNTERS, "reserved_mb")
+
+
+def allocator_counters() -> dict[str, int]:
+    """The CUDA caching allocator's counters of ALLOC_COUNTERS and reserved bytes now ({} off
+    CUDA)."""
+    if not torch.cuda.is_available():
+        return {}
+    stats = torch.cuda.memory_stats()
+    return {**{k: int(stats.get(k, 0)) for k in ALLOC_COUNTERS},
+            "reserved": int(stats.get("reserved_bytes.all.current", 0))}
 
 
 # this rank's census of the garbage each timing block left (--census): (mask, strategy,
@@ -167,13 +190,15 @@ def run(config, rounds: int, out: Path | None, mask_rounds=None, name: str = "cp
     times: dict = {}
     GC_ROWS.clear()
     CENSUS_ROWS.clear()
+    ALLOC_ROWS.clear()
     try:
         if dist.get_rank() < cp_size:
             times = _rounds(config, rounds, out, device, comm_device, group,
                             mask_rounds or _mask_rounds, name, header)
             rank = dist.get_rank()
             for kind, head, rows in (("gc", GC_HEADER, GC_ROWS),
-                                     ("census", CENSUS_HEADER, CENSUS_ROWS)):
+                                     ("census", CENSUS_HEADER, CENSUS_ROWS),
+                                     ("alloc", ALLOC_HEADER, ALLOC_ROWS)):
                 if out is not None and (rows or kind == "gc"):
                     write_csv(out / f"{name}_{kind}_rank{rank}.csv", head, rows)
         dist.barrier()
@@ -243,11 +268,17 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
                 if sync_first:
                     torch.cuda.synchronize()
                 time.sleep(pause_ms / 1e3)
+                before_block = allocator_counters()
                 with collections_in([], disable=gc_off) as events:
                     ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms,
                                       agree, collect)
+                after_block = allocator_counters()
                 GC_ROWS.extend([choice.label, label, direction, r, gen, f"{sec * 1e3:.2f}", n]
                                for gen, sec, n in events)
+                if after_block:
+                    ALLOC_ROWS.append([choice.label, label, direction, r,
+                                       *(after_block[k] - before_block[k] for k in ALLOC_COUNTERS),
+                                       f"{after_block['reserved'] / 2**20:.0f}"])
                 if census:
                     objects, tensors, mb, types = garbage_census()
                     CENSUS_ROWS.append([choice.label, label, direction, r, objects, tensors,

@@ -171,3 +171,31 @@ def test_every_flag_of_the_command_line_reaches_the_timing(monkeypatch):
                             sync_first=True)
     inspect.signature(cp_ab._mask_rounds).bind(*[None] * 7, **keywords)
     inspect.signature(cp_ab.timed_rounds).bind(*[None] * 8, **keywords)
+
+
+def test_allocator_rows_hold_each_blocks_change_of_the_counters(monkeypatch):
+    """On CUDA every block gets a row: the allocator counters' change over the block and the MB
+    reserved after it (here a stand-in whose device allocations rise by 3 inside each block)."""
+    cp_ab = _cp_ab()
+    calls = [0]
+
+    def counters():
+        calls[0] += 1
+        n = calls[0]
+        return {**{k: 0 for k in cp_ab.ALLOC_COUNTERS}, "num_device_alloc": 3 * (n // 2),
+                "reserved": n * 2**20}
+    monkeypatch.setattr(cp_ab, "allocator_counters", counters)
+    cp_ab.ALLOC_ROWS.clear()
+    _rounds(monkeypatch, lambda fn, *a: 1.0, ["a"])
+    assert len(cp_ab.ALLOC_ROWS) == 4  # 2 rounds x (fwd, bwd)
+    header = cp_ab.ALLOC_HEADER
+    for i, row in enumerate(cp_ab.ALLOC_ROWS):
+        values = dict(zip(header, row))
+        assert values["num_device_alloc"] == 3 and values["num_alloc_retries"] == 0
+        assert values["reserved_mb"] == str(2 * (i + 1))
+
+
+def test_allocator_counters_are_empty_off_cuda(monkeypatch):
+    cp_ab = _cp_ab()
+    monkeypatch.setattr(cp_ab.torch.cuda, "is_available", lambda: False)
+    assert cp_ab.allocator_counters() == {}
