@@ -858,7 +858,12 @@ CP_S43 = {f"{b}, {s}/GPU": (f"h200x2/cp_history/cp_h200x2__{b}_{s}__fc4f011d46c3
                             if s == "16k" else
                             f"h200x2/cp_history/cp_h200x2__{b}_{s}__f848813cf422.csv")
           for s in ("16k", "64k") for b in ("fa4", "triton")}
-CP_S43_16K = {run: path for run, path in CP_S43.items() if "16k" in run}
+def _runs_at(files: dict[str, str], per_gpu: str) -> dict[str, str]:
+    """The runs of ``files`` at ``per_gpu`` tokens a GPU ("16k", "64k": in the run's name)."""
+    return {run: path for run, path in files.items() if per_gpu in run}
+
+
+CP_S43_16K = _runs_at(CP_S43, "16k")
 SWITCH_AB_S43 = {"H200, switches": "h200x2/cp_s43/switch_ab_h200_early_gather_copy.csv",
                  "H100, pads / early / priority": "h100x2/cp_s43/switch_ab_h100_pads_early_prio.csv",
                  "H100, priority with the switches": "h100x2/cp_s43/switch_ab_h100_prio_all.csv"}
@@ -937,7 +942,7 @@ TRITON_64K_S44 = "h200x2/cp_history/cp_h200x2__triton_64k__9cc6eeca992e.csv"
 FA4_64K_S44 = "h200x2/cp_history/cp_h200x2__fa4_64k__9cc6eeca992e.csv"
 CP_S44["triton, 64k/GPU"] = TRITON_64K_S44
 CP_S44["fa4, 64k/GPU"] = FA4_64K_S44
-CP_S44_64K = {run: path for run, path in CP_S44.items() if "64k" in run}
+CP_S44_64K = _runs_at(CP_S44, "64k")
 
 
 def cp2_s44_table() -> str:
@@ -994,7 +999,7 @@ def _table_spans(files: dict[str, str]) -> dict[str, Callable[[], str]]:
     """The spans of one session's issue-15 table (``files``: its 16k runs beside the 64k ones):
     its 16k rows' table, summary (magi_unequal, opt-in, counted as magi's too), the cells below
     the best baseline and against the equal-token baselines; and the whole table's count."""
-    sixteen = {run: path for run, path in files.items() if "16k" in run}
+    sixteen = _runs_at(files, "16k")
     return {"table": lambda: cp2_s16_table(sixteen),
             "summary": lambda: (cp2_s16_summary(sixteen) + "; counting magi_unequal: "
                                 + _with_unequal(sixteen, "16k")),
@@ -1375,7 +1380,7 @@ def key_timing_s51() -> str:
 
 def cp2_s51_below_64k() -> str:
     """The whole table's 64k cells below the best baseline (rows unchanged this session)."""
-    return _cp2_below({run: path for run, path in CP_S51.items() if "64k" in run})
+    return _cp2_below(_runs_at(CP_S51, "64k"))
 
 
 
@@ -1402,11 +1407,11 @@ PROBE_S52 = {
 
 
 def cp2_s52_table_64k() -> str:
-    return cp2_s16_table({run: path for run, path in CP_S52.items() if "64k" in run})
+    return cp2_s16_table(_runs_at(CP_S52, "64k"))
 
 
 def cp2_s52_below_64k() -> str:
-    return _cp2_below({run: path for run, path in CP_S52.items() if "64k" in run})
+    return _cp2_below(_runs_at(CP_S52, "64k"))
 
 
 def fa4_64k_full_s52() -> str:

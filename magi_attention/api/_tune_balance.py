@@ -11,7 +11,6 @@ choice is kept per process for the same mask and shapes, as the timed cut's is.
 """
 from __future__ import annotations
 
-
 import torch
 import torch.distributed as dist
 

@@ -41,6 +41,7 @@ import gc
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -83,6 +84,22 @@ def build(config, device: torch.device, group, choice) -> tuple[list, list]:
         if dist.get_rank() == 0 and getattr(strategy, "notes", ""):  # what the key chose
             print(f"{choice.label} {spec.label}: {strategy.notes}", flush=True)
     return labels, built
+
+
+@dataclass(frozen=True)
+class BlockSettings:
+    """What runs around each timing block: the command line's flags, handed down as one."""
+
+    collect: bool = True     # time_cuda_ms settles first (False: --keep-garbage)
+    gc_off: bool = False     # the automatic collector off inside the block
+    census: bool = False     # count (then free) the cyclic garbage the block left
+    pause_ms: float = 0.0    # the host sleeps this long before the block
+    sync_first: bool = False  # torch.cuda.synchronize() (every stream) before the block
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "BlockSettings":
+        return cls(collect=not args.keep_garbage, gc_off=args.gc_off, census=args.census,
+                   pause_ms=args.pause_ms, sync_first=args.sync_first)
 
 
 # this rank's collections inside timing blocks: (mask, strategy, direction, round, generation,
@@ -235,28 +252,22 @@ def _rounds(config, rounds, out, device, comm_device, group, mask_rounds, name, 
 
 
 def _mask_rounds(config, choice, rounds, write, device, comm_device, group,
-                 collect: bool = True, gc_off: bool = False, census: bool = False,
-                 pause_ms: float = 0.0, sync_first: bool = False) -> dict:
+                 settings: BlockSettings = BlockSettings()) -> dict:
     """{(mask, label, direction): [ms per round]} of one mask's strategies."""
     labels, built = build(config, device, group, choice)
     calls = [{d: timed_call(strategy, local, d) for d in config.directions}
              for strategy, local in built]
     return timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group,
-                        collect=collect, gc_off=gc_off, census=census, pause_ms=pause_ms,
-                        sync_first=sync_first)
+                        settings=settings)
 
 
 def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group,
-                 before=None, collect: bool = True, gc_off: bool = False,
-                 census: bool = False, pause_ms: float = 0.0,
-                 sync_first: bool = False) -> dict:
+                 before=None, settings: BlockSettings = BlockSettings()) -> dict:
     """{(mask, label, direction): [ms per round]}: each label's calls ({direction: fn}) timed
     in turn, round after round; ``before(i)``, where given, runs before the i-th label's;
-    ``collect``: time_cuda_ms's (False: the garbage collector runs when it will, as before
-    session 50); ``gc_off``: the automatic collector off inside each timing block. The
-    collections inside each block go to GC_ROWS; with ``census``, what garbage each block
-    left (then freed) to CENSUS_ROWS; ``pause_ms``: the host sleeps that long before each
-    block; ``sync_first``: every stream of the device synchronised before each block."""
+    ``settings``: what runs around each block (BlockSettings). The collections inside each
+    block go to GC_ROWS, the allocator's counters to ALLOC_ROWS (CUDA), and with
+    ``settings.census`` what garbage each block left (then freed) to CENSUS_ROWS."""
     hw = config.hardware
     agree = agreed_count(group, comm_device)
     times: dict = {}
@@ -265,13 +276,13 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
             if before is not None:
                 before(i)
             for direction in config.directions:
-                if sync_first:
+                if settings.sync_first:
                     torch.cuda.synchronize()
-                time.sleep(pause_ms / 1e3)
+                time.sleep(settings.pause_ms / 1e3)
                 before_block = allocator_counters()
-                with collections_in([], disable=gc_off) as events:
+                with collections_in([], disable=settings.gc_off) as events:
                     ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms,
-                                      agree, collect)
+                                      agree, settings.collect)
                 after_block = allocator_counters()
                 GC_ROWS.extend([choice.label, label, direction, r, gen, f"{sec * 1e3:.2f}", n]
                                for gen, sec, n in events)
@@ -279,7 +290,7 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
                     ALLOC_ROWS.append([choice.label, label, direction, r,
                                        *(after_block[k] - before_block[k] for k in ALLOC_COUNTERS),
                                        f"{after_block['reserved'] / 2**20:.0f}"])
-                if census:
+                if settings.census:
                     objects, tensors, mb, types = garbage_census()
                     CENSUS_ROWS.append([choice.label, label, direction, r, objects, tensors,
                                         f"{mb:.1f}", types])
@@ -327,9 +338,7 @@ def parse_args(argv, description: str) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv, __doc__.splitlines()[0])
-    mask_rounds = functools.partial(_mask_rounds, collect=not args.keep_garbage,
-                                    gc_off=args.gc_off, census=args.census,
-                                    pause_ms=args.pause_ms, sync_first=args.sync_first)
+    mask_rounds = functools.partial(_mask_rounds, settings=BlockSettings.from_args(args))
     times = run(load_config(args.overrides), args.rounds, args.out, mask_rounds)
     if times:  # rank 0
         print("\n".join(summary(times)))

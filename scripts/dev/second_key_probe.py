@@ -38,8 +38,8 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cp_ab import (build, load_config, parse_args, run, summary,  # noqa: E402
-                   timed_rounds, write_csv)
+from cp_ab import (BlockSettings, build, load_config, parse_args, run,  # noqa: E402
+                   summary, timed_rounds, write_csv)
 from trace_timeline import ATTENTION, gpu_events  # noqa: E402
 
 from bench.cp.runner import agreed_count, group_max, timed_call  # noqa: E402
@@ -133,11 +133,11 @@ def _mask_rounds(out: Path, collect: bool):
         labels, built = build(config, device, group, choice)
         calls = [{d: timed_call(s, local, d) for d in config.directions} for s, local in built]
         times = timed_rounds(config, choice, labels, calls, rounds, write, comm_device, group,
-                             collect=collect)
+                             settings=BlockSettings(collect=collect))
         rank = dist.get_rank()
         rows, stats = _profiled_round(config, labels, calls, comm_device, group, collect)
         write_csv(out / f"timeline_{choice.label}_rank{rank}.csv",
-               ("strategy", "kernel", "stream", "start_us", "dur_us"), rows)
+                  ("strategy", "kernel", "stream", "start_us", "dur_us"), rows)
         gathered = [None] * dist.get_world_size(group)
         dist.all_gather_object(gathered, stats, group=group)
         if rank == 0:
@@ -152,7 +152,7 @@ def _mask_rounds(out: Path, collect: bool):
             hosts.append([rank, label, *(f"{v:.1f}" if isinstance(v, float) else v
                                          for v in _host_us(fns["fwd"]))])
         write_csv(out / f"host_{choice.label}_rank{rank}.csv",
-               ("rank", "strategy", "host_us", "wall_us", "first_sync"), hosts)
+                  ("rank", "strategy", "host_us", "wall_us", "first_sync"), hosts)
         return times
     return mask_rounds
 

@@ -50,7 +50,7 @@ class _Config:
 
 def _rounds(monkeypatch, timing, labels, **kwargs) -> dict:
     """cp_ab.timed_rounds over ``labels`` (no-op calls), 2 rounds, one causal mask, with
-    ``timing`` standing in for time_cuda_ms and no process group."""
+    ``timing`` standing in for time_cuda_ms and no process group; ``kwargs``: BlockSettings."""
     from bench.config import MaskChoice
     cp_ab = _cp_ab()
     monkeypatch.setattr(cp_ab, "time_cuda_ms", timing)
@@ -58,7 +58,7 @@ def _rounds(monkeypatch, timing, labels, **kwargs) -> dict:
     choice = MaskChoice(label="causal", name="causal", params={})
     calls = [{"fwd": lambda: None, "bwd": lambda: None}] * len(labels)
     return cp_ab.timed_rounds(_Config, choice, labels, calls, 2, lambda row: None, None, None,
-                              **kwargs)
+                              settings=cp_ab.BlockSettings(**kwargs))
 
 
 def test_keep_garbage_reaches_every_timing(monkeypatch):
@@ -167,8 +167,8 @@ def test_every_flag_of_the_command_line_reaches_the_timing(monkeypatch):
                         captured.update(partial=mask_rounds))  # None: no rows to summarise
     cp_ab.main(["--keep-garbage", "--gc-off", "--census", "--pause-ms", "5", "--sync-first"])
     keywords = captured["partial"].keywords
-    assert keywords == dict(collect=False, gc_off=True, census=True, pause_ms=5.0,
-                            sync_first=True)
+    assert keywords == dict(settings=cp_ab.BlockSettings(collect=False, gc_off=True, census=True,
+                                                         pause_ms=5.0, sync_first=True))
     inspect.signature(cp_ab._mask_rounds).bind(*[None] * 7, **keywords)
     inspect.signature(cp_ab.timed_rounds).bind(*[None] * 8, **keywords)
 
