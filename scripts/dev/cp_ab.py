@@ -26,7 +26,8 @@ forward timed right after another magi key's backward?). `--census`: after each 
 cyclic garbage it left is counted and freed (`cp_ab_census_rank<r>.csv`: objects, tensors,
 their storage MB, the commonest types). On CUDA, `cp_ab_alloc_rank<r>.csv`: the caching
 allocator's device allocations, frees, retries and all-stream syncs during each block, and the
-MB reserved after it. `--pause-ms N`: the host sleeps N ms before each block
+MB reserved after it. `cp_ab_host_rank<r>.csv`: the host's wall and CPU ms a call inside each
+block's calls (launch-bound where the wall nears the GPU's ms). `--pause-ms N`: the host sleeps N ms before each block
 (with `--keep-garbage`: a full collection's pause without the collection; session 52);
 `--sync-first`: `torch.cuda.synchronize()` (every stream of the device) before each block.
 """
@@ -119,6 +120,36 @@ ALLOC_COUNTERS = ("num_alloc_retries", "num_device_alloc", "num_device_free",
 ALLOC_HEADER = ("mask", "strategy", "direction", "round", *ALLOC_COUNTERS, "reserved_mb")
 
 
+# this rank's host time inside each block's calls of fn (warm-up and timed calls alike): wall and
+# this thread's CPU ms a call. Session 53: a full synchronize before the block did not cure the
+# slow state (GPU work left behind is not it), so the host is next: a block whose wall ms a
+# call nears the GPU's is launch-bound, and wall far above CPU means the thread waits (a lock).
+HOST_ROWS: list[list] = []
+HOST_HEADER = ("mask", "strategy", "direction", "round", "calls", "wall_ms_per_call",
+               "cpu_ms_per_call")
+
+
+class HostClock:
+    """Wraps a call: counts it and sums the wall and this thread's CPU time spent inside."""
+
+    def __init__(self, fn) -> None:
+        self.fn, self.calls, self.wall_s, self.cpu_s = fn, 0, 0.0, 0.0
+
+    def __call__(self):
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return self.fn()
+        finally:
+            self.wall_s += time.perf_counter() - wall
+            self.cpu_s += time.thread_time() - cpu
+            self.calls += 1
+
+    def row(self) -> list:
+        """[calls, wall ms a call, CPU ms a call] (formatted for the csv)."""
+        n = max(self.calls, 1)
+        return [self.calls, f"{self.wall_s * 1e3 / n:.3f}", f"{self.cpu_s * 1e3 / n:.3f}"]
+
+
 def allocator_counters() -> dict[str, int]:
     """The CUDA caching allocator's counters of ALLOC_COUNTERS and reserved bytes now ({} off
     CUDA)."""
@@ -208,6 +239,7 @@ def run(config, rounds: int, out: Path | None, mask_rounds=None, name: str = "cp
     GC_ROWS.clear()
     CENSUS_ROWS.clear()
     ALLOC_ROWS.clear()
+    HOST_ROWS.clear()
     try:
         if dist.get_rank() < cp_size:
             times = _rounds(config, rounds, out, device, comm_device, group,
@@ -215,8 +247,9 @@ def run(config, rounds: int, out: Path | None, mask_rounds=None, name: str = "cp
             rank = dist.get_rank()
             for kind, head, rows in (("gc", GC_HEADER, GC_ROWS),
                                      ("census", CENSUS_HEADER, CENSUS_ROWS),
-                                     ("alloc", ALLOC_HEADER, ALLOC_ROWS)):
-                if out is not None and (rows or kind == "gc"):
+                                     ("alloc", ALLOC_HEADER, ALLOC_ROWS),
+                                     ("host", HOST_HEADER, HOST_ROWS)):
+                if out is not None and (rows or kind in ("gc", "host")):
                     write_csv(out / f"{name}_{kind}_rank{rank}.csv", head, rows)
         dist.barrier()
         if dist.get_rank() != 0:
@@ -266,7 +299,8 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
     """{(mask, label, direction): [ms per round]}: each label's calls ({direction: fn}) timed
     in turn, round after round; ``before(i)``, where given, runs before the i-th label's;
     ``settings``: what runs around each block (BlockSettings). The collections inside each
-    block go to GC_ROWS, the allocator's counters to ALLOC_ROWS (CUDA), and with
+    block go to GC_ROWS, the allocator's counters to ALLOC_ROWS (CUDA), the host time of its
+    calls to HOST_ROWS, and with
     ``settings.census`` what garbage each block left (then freed) to CENSUS_ROWS."""
     hw = config.hardware
     agree = agreed_count(group, comm_device)
@@ -280,10 +314,12 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
                     torch.cuda.synchronize()
                 time.sleep(settings.pause_ms / 1e3)
                 before_block = allocator_counters()
+                clock = HostClock(fns[direction])
                 with collections_in([], disable=settings.gc_off) as events:
-                    ms = time_cuda_ms(fns[direction], hw.warmup, hw.repeat, hw.warmup_ms,
+                    ms = time_cuda_ms(clock, hw.warmup, hw.repeat, hw.warmup_ms,
                                       agree, settings.collect)
                 after_block = allocator_counters()
+                HOST_ROWS.append([choice.label, label, direction, r, *clock.row()])
                 GC_ROWS.extend([choice.label, label, direction, r, gen, f"{sec * 1e3:.2f}", n]
                                for gen, sec, n in events)
                 if after_block:

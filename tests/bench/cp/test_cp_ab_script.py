@@ -199,3 +199,29 @@ def test_allocator_counters_are_empty_off_cuda(monkeypatch):
     cp_ab = _cp_ab()
     monkeypatch.setattr(cp_ab.torch.cuda, "is_available", lambda: False)
     assert cp_ab.allocator_counters() == {}
+
+
+def test_host_rows_hold_each_blocks_wall_and_cpu_time_a_call(monkeypatch):
+    """Every block gets a row of its calls' host time: here each call sleeps 2 ms (wall time,
+    next to no CPU) and the stand-in timing makes 3 calls a block."""
+    import time
+    cp_ab = _cp_ab()
+
+    def timing(fn, *args):
+        for _ in range(3):
+            fn()
+        return 1.0
+    monkeypatch.setattr(cp_ab, "time_cuda_ms", timing)
+    monkeypatch.setattr(cp_ab, "group_max", lambda ms, group, device: ms)
+    from bench.config import MaskChoice
+    choice = MaskChoice(label="causal", name="causal", params={})
+    calls = [{"fwd": lambda: time.sleep(0.002), "bwd": lambda: time.sleep(0.002)}]
+    cp_ab.HOST_ROWS.clear()
+    cp_ab.timed_rounds(_Config, choice, ["a"], calls, 2, lambda row: None, None, None)
+    assert [tuple(r[:4]) for r in cp_ab.HOST_ROWS] == [
+        ("causal", "a", d, i) for i in range(2) for d in ("fwd", "bwd")]
+    for row in cp_ab.HOST_ROWS:
+        values = dict(zip(cp_ab.HOST_HEADER, row))
+        assert values["calls"] == 3
+        wall, cpu = float(values["wall_ms_per_call"]), float(values["cpu_ms_per_call"])
+        assert wall >= 2.0 and cpu < wall
