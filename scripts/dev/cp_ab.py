@@ -126,7 +126,7 @@ ALLOC_HEADER = ("mask", "strategy", "direction", "round", *ALLOC_COUNTERS, "rese
 # call nears the GPU's is launch-bound, and wall far above CPU means the thread waits (a lock).
 HOST_ROWS: list[list] = []
 HOST_HEADER = ("mask", "strategy", "direction", "round", "calls", "wall_ms_per_call",
-               "cpu_ms_per_call")
+               "cpu_ms_per_call", "start_unix_s", "end_unix_s")
 
 
 class HostClock:
@@ -314,12 +314,14 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
                     torch.cuda.synchronize()
                 time.sleep(settings.pause_ms / 1e3)
                 before_block = allocator_counters()
-                clock = HostClock(fns[direction])
+                clock, start = HostClock(fns[direction]), time.time()
                 with collections_in([], disable=settings.gc_off) as events:
                     ms = time_cuda_ms(clock, hw.warmup, hw.repeat, hw.warmup_ms,
                                       agree, settings.collect)
                 after_block = allocator_counters()
-                HOST_ROWS.append([choice.label, label, direction, r, *clock.row()])
+                # the block's span in unix time: to line up with a GPU clock log (nvidia-smi)
+                HOST_ROWS.append([choice.label, label, direction, r, *clock.row(),
+                                  f"{start:.3f}", f"{time.time():.3f}"])
                 GC_ROWS.extend([choice.label, label, direction, r, gen, f"{sec * 1e3:.2f}", n]
                                for gen, sec, n in events)
                 if after_block:

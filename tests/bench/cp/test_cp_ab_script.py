@@ -225,3 +225,4 @@ def test_host_rows_hold_each_blocks_wall_and_cpu_time_a_call(monkeypatch):
         assert values["calls"] == 3
         wall, cpu = float(values["wall_ms_per_call"]), float(values["cpu_ms_per_call"])
         assert wall >= 2.0 and cpu < wall
+        assert float(values["end_unix_s"]) - float(values["start_unix_s"]) > 0.005  # 3 x 2 ms, to the ms
