@@ -116,7 +116,8 @@ def recipe_s38() -> str:
 # -- session 47: issue 15's 16k table at HEAD (fe96b2b) at cp 1, 2 and 4 in one launch a kernel
 # and mask group on one node of 4 H100s (asked for 4 H200s), one hardware queue (bench.cp's
 # default), the runner's rounds 3; and the early_start A/B with the key built for it (GPUs 0-1)
-CP_S47 = {f"{b}, 16k/GPU": tuple(f"h100x4/cp/cp_h100x4__{b}_16k_{part}.csv"
+# (the files as they stood, moved to cp_history when session 53 measured cp 4 again)
+CP_S47 = {f"{b}, 16k/GPU": tuple(f"h100x4/cp_history/cp_h100x4__{b}_16k_{part}__fe96b2b5cb58.csv"
                                  for part in ("doc", "fc")) for b in ("fa4", "triton")}
 EARLY_AB_S47 = "h100x4/cp_ab_s47/cp_ab__triton_16k_cp2_early.csv"
 PYTEST_S47 = {kind: f"h100x4/cp_ab_s47/pytest_{kind}.txt" for kind in ("nccl", "kernel")}
@@ -159,3 +160,38 @@ def queues_s47() -> str:
             f"{d} magi {cell['magi', d]:.2f} / ulysses {cell['ulysses', d]:.2f} ms = "
             f"{cell['ulysses', d] / cell['magi', d]:.3f}" for d in ("fwd", "bwd")))
     return "; ".join(out)
+
+
+# -- session 53: issue 15's cp 4 cells at HEAD (94814e7) on one node of 4 H100s (asked for 4
+# H200s), both kernels, every strategy and magi_unequal, the runner's rounds 3, cp 4 alone (the
+# node's cp 1 and 2 rows stay session 47's; the 2-H200 table has both at HEAD)
+CP4_S53 = {f"{b}, 16k/GPU": f"h100x4/cp/cp_h100x4__{b}_16k_cp4.csv" for b in ("fa4", "triton")}
+
+
+def cp4_s53_table() -> str:
+    return cp_only_table(CP4_S53, 4)
+
+
+def cp4_s53_wins() -> str:
+    return (cp_only_wins(CP4_S53, 4) + "; counting magi_unequal: "
+            + _with_unequal(CP4_S53, "16k", cp_n=4))
+
+
+def cp4_s53_below() -> str:
+    return _cp2_below(CP4_S53, cp_n=4)
+
+
+def cp4_s53_moves() -> str:
+    """The cp 4 cells whose magi / best baseline crossed 1.0 since session 47 (same node kind,
+    fe96b2b): "run mask dir before -> now"."""
+    out = []
+    for run, relpath in CP4_S53.items():
+        now, before = _cp_cells(relpath), _cp_cells(CP_S47[run])
+        for (mask, cp, d), v in sorted(now.items()):
+            old = before.get((mask, cp, d), {})
+            if cp != 4 or "magi" not in v or "magi" not in old:
+                continue
+            a, b = _magi_over_best(old), _magi_over_best(v)
+            if (a >= 1.0) != (b >= 1.0):
+                out.append(f"{run.replace('/GPU', '')} {mask} {d} {a:.3f} -> {b:.3f}")
+    return "; ".join(out) or "none"

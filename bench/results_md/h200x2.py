@@ -1426,17 +1426,21 @@ def fa4_64k_full_s52() -> str:
             + ", ".join(f"{d} {old:.3f}" for d, _, old in ratios) + ")")
 
 
-def probe_s52_table() -> str:
-    """Per launch: magi_twin's median over magi's (> 1: the twin, timed right after magi's
-    backward, is slower), forward and backward."""
+def _twin_table(launches: dict[str, str]) -> str:
+    """Per launch ({label: its folder under results/}): magi_twin's median over magi's (> 1: the
+    twin, timed right after magi's backward, is slower), forward and backward."""
     lines = ["| before each timing block | twin / magi fwd | twin / magi bwd |", "|---|---|---|"]
     mask = "block_causal_document"
-    for label, name in PROBE_S52.items():
-        med = _ab_medians(f"{S52}/probe/{name}/cp_ab.csv")
+    for label, folder in launches.items():
+        med = _ab_medians(f"{folder}/cp_ab.csv")
         lines.append(f"| {label} | " + " | ".join(
             f"{med[mask, d, 'magi_twin'] / med[mask, d, 'magi']:.3f}" for d in ("fwd", "bwd"))
             + " |")
     return "\n".join(lines)
+
+
+def probe_s52_table() -> str:
+    return _twin_table({label: f"{S52}/probe/{name}" for label, name in PROBE_S52.items()})
 
 
 def garbage_s52() -> str:
@@ -1456,3 +1460,82 @@ def collection_ms_s52() -> str:
     gcs = pd.concat(_helper(f"{S52}/probe/p_/cp_ab_gc_rank{r}.csv") for r in (0, 1))
     full = gcs[gcs.generation == 2].ms
     return f"{full.median():.0f} ms (median of {len(full)}; {full.min():.0f}-{full.max():.0f})"
+
+
+# -- session 53: where the slow state is, cp_ab.py launches as session 52's (block_causal_document,
+# Triton, 16k, cp 2, cp=[magi,magi_twin,hybrid_cp], 5 rounds, --keep-garbage): on GPUs 0-1 of a
+# 4-H100 node with a synchronize before each block (94814e7), then on 2 H200s with each block's
+# host time a call (c032760), in a third launch the GPUs' clocks logged every 20 ms, then two under
+# CUDA_DEVICE_MAX_CONNECTIONS=8 instead of cp_ab's 1 (bc75d23)
+PROBE_S53 = {
+    "nothing (4-H100 node, GPUs 0-1)": "h100x4/cp_s53/sync/a1_keepgarbage",
+    "torch.cuda.synchronize(), every stream (same node; launch 1)":
+        "h100x4/cp_s53/sync/a2_keepgarbagesyncfirst",
+    "torch.cuda.synchronize(), every stream (same node; launch 2)":
+        "h100x4/cp_s53/sync/a3_keepgarbagesyncfirst",
+    "nothing (2 H200s, host rows)": "h200x2/cp_s53/probe/b1_keepgarbage",
+    "a 100 ms host pause (2 H200s, host rows)": "h200x2/cp_s53/probe/b2_keepgarbagepausems100",
+    "nothing (2 H200s, host rows and the clock log)": "h200x2/cp_s53/probe/c_keepgarbage",
+    "nothing, 8 hardware queues (2 H200s; launch 1)": "h200x2/cp_s53/probe/q8_1",
+    "nothing, 8 hardware queues (2 H200s; launch 2)": "h200x2/cp_s53/probe/q8_2",
+}
+SLOW_S53 = ("b1_keepgarbage", "c_keepgarbage")  # the H200 launches that kept the slow state
+SMI_S53 = "h200x2/cp_s53/probe/c_keepgarbage_smi.csv"
+
+
+def probe_s53_table() -> str:
+    return _twin_table(PROBE_S53)
+
+
+def _probe_rows(kind: str, folders) -> pd.DataFrame:
+    """Both ranks' ``cp_ab_<kind>_rank<r>.csv`` rows of the launches' folders, with a rank
+    column."""
+    return pd.concat(_helper(f"{folder}/cp_ab_{kind}_rank{r}.csv").assign(rank=r)
+                     for folder in folders for r in (0, 1))
+
+
+def alloc_s53() -> str:
+    """The allocator's counters over every block after round 0, all six launches, both ranks."""
+    rows = _probe_rows("alloc", PROBE_S53.values())
+    later = rows[rows["round"] > 0]
+    return (f"{later.num_device_alloc.sum()} device allocations, {later.num_alloc_retries.sum()} "
+            f"retries and {later.num_sync_all_streams.sum()} all-stream syncs in {len(later)} "
+            f"blocks after round 0 (round 0: {rows[rows['round'] == 0].num_device_alloc.sum()} "
+            f"allocations)")
+
+
+def host_s53() -> str:
+    """The slow H200 launches' forwards in rounds 1-4: the host's wall ms a call (median over
+    blocks and ranks), its CPU share, and the GPU's ms a call (the rounds' medians)."""
+    folders = [f"h200x2/cp_s53/probe/{name}" for name in SLOW_S53]
+    host = _probe_rows("host", folders)
+    host = host[(host["round"] > 0) & (host.direction == "fwd")]
+    gpu = pd.concat(_helper(f"{folder}/cp_ab.csv") for folder in folders)
+    gpu = gpu[(gpu["round"] > 0) & (gpu.direction == "fwd")]
+    out = []
+    for s in ("magi", "magi_twin"):
+        h = host[host.strategy == s]
+        out.append(f"{s} host {h.wall_ms_per_call.median():.2f} ms a call "
+                   f"(CPU / wall {(h.cpu_ms_per_call / h.wall_ms_per_call).median():.2f}) "
+                   f"against GPU {gpu[gpu.strategy == s].ms.median():.2f} ms")
+    return "; ".join(out)
+
+
+def clocks_s53() -> str:
+    """The clock-logged launch: each strategy's forward blocks of rounds 1-4, the median SM clock
+    per rank over the samples inside them, the power, and the throttle reasons logged."""
+    smi = pd.read_csv(RESULTS / SMI_S53, skipinitialspace=True)
+    smi.columns = ["t", "gpu", "sm", "mem", "power", "temp", "reasons"]
+    smi["t"] = pd.to_datetime(smi.t, format="%Y/%m/%d %H:%M:%S.%f", utc=True).map(
+        lambda t: t.timestamp())
+    host = _probe_rows("host", ["h200x2/cp_s53/probe/c_keepgarbage"])
+    host = host[(host["round"] > 0) & (host.direction == "fwd")]
+    inside = [smi[(smi.gpu == b["rank"]) & smi.t.between(b.start_unix_s, b.end_unix_s)]
+              .assign(strategy=b.strategy) for _, b in host.iterrows()]
+    samples = pd.concat(inside)
+    per = samples.groupby(["strategy", "gpu"]).sm.median()
+    out = [f"{s} " + " / ".join(f"{per[s, r]:.0f}" for r in (0, 1)) + " MHz"
+           for s in ("magi", "magi_twin", "hybrid_cp")]
+    reasons = ", ".join(sorted(samples.reasons.str.strip().unique()))
+    return (", ".join(out) + f" (GPU 0 / 1); power median {samples.power.median():.0f} W; "
+            f"throttle reasons {reasons} ({len(samples)} samples)")

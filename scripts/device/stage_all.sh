@@ -72,8 +72,14 @@ export PYTHONUNBUFFERED=1
 EOF
     # shellcheck disable=SC1090
     source "$STAGE_ENV"
-    python3 -c "import flash_attn.cute, cudnn, fa3_fwd_interface, hydra; print('staged: fa4, cudnn frontend, fa3-fwd, hydra')"
-    python3 -c "import flashinfer; print('flashinfer', flashinfer.__version__)"
+    python3 -c "import flash_attn.cute, hydra; print('staged: fa4, hydra')" || return 1
+    # the peers only where pack packed them (STAGE_PEERS=0 leaves them out: no failure then)
+    if compgen -G "$STAGE_WHEELS/flashinfer_python-*.whl" >/dev/null; then
+        python3 -c "import cudnn, fa3_fwd_interface, flashinfer
+print('staged: cudnn frontend, fa3-fwd, flashinfer', flashinfer.__version__)"
+    else
+        echo "peers not staged (packed with STAGE_PEERS=0)"
+    fi
 }
 
 case "${1:-}" in
