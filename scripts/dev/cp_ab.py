@@ -27,8 +27,10 @@ cyclic garbage it left is counted and freed (`cp_ab_census_rank<r>.csv`: objects
 their storage MB, the commonest types). On CUDA, `cp_ab_alloc_rank<r>.csv`: the caching
 allocator's device allocations, frees, retries and all-stream syncs during each block, and the
 MB reserved after it. `cp_ab_host_rank<r>.csv`: the host's wall and CPU ms a call inside each
-block's calls (launch-bound where the wall nears the GPU's ms). `--pause-ms N`: the host sleeps N ms before each block
-(with `--keep-garbage`: a full collection's pause without the collection; session 52);
+block's calls (launch-bound where the wall nears the GPU's ms). `--stage-events`:
+`cp_ab_stage_rank<r>.csv`, magi's kernel calls and collective waits marked by CUDA events in each
+block (scripts/dev/stage_events.py), ms a call. `--pause-ms N`: the host sleeps N ms before each
+block (with `--keep-garbage`: a full collection's pause without the collection; session 52);
 `--sync-first`: `torch.cuda.synchronize()` (every stream of the device) before each block.
 """
 from __future__ import annotations
@@ -59,6 +61,7 @@ from bench.cp.runner import (agreed_count, build_strategy,  # noqa: E402
 from bench.metrics import time_cuda_ms  # noqa: E402
 from bench.problem import make_inputs  # noqa: E402
 from bench.sweep import cell_mask, free_memory  # noqa: E402
+from stage_events import StageEvents  # noqa: E402  (scripts/dev, beside this file)
 
 
 def load_config(overrides: list[str]):
@@ -96,11 +99,13 @@ class BlockSettings:
     census: bool = False     # count (then free) the cyclic garbage the block left
     pause_ms: float = 0.0    # the host sleeps this long before the block
     sync_first: bool = False  # torch.cuda.synchronize() (every stream) before the block
+    stage_events: bool = False  # mark the runtime's kernels and collective waits in the block
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "BlockSettings":
         return cls(collect=not args.keep_garbage, gc_off=args.gc_off, census=args.census,
-                   pause_ms=args.pause_ms, sync_first=args.sync_first)
+                   pause_ms=args.pause_ms, sync_first=args.sync_first,
+                   stage_events=args.stage_events)
 
 
 # this rank's collections inside timing blocks: (mask, strategy, direction, round, generation,
@@ -148,6 +153,14 @@ class HostClock:
         """[calls, wall ms a call, CPU ms a call] (formatted for the csv)."""
         n = max(self.calls, 1)
         return [self.calls, f"{self.wall_s * 1e3 / n:.3f}", f"{self.cpu_s * 1e3 / n:.3f}"]
+
+
+# with --stage-events, this rank's magi kernel calls and collective waits in each block (marked
+# by stage_events.StageEvents: CUDA events on the calling stream), their ms summed over the
+# block and divided by its calls (warm-up and timed alike, as the marks cover both)
+STAGE_ROWS: list[list] = []
+STAGE_HEADER = ("mask", "strategy", "direction", "round", "calls", "kernels", "kernel_ms_per_call",
+                "waits", "wait_ms_per_call")
 
 
 def allocator_counters() -> dict[str, int]:
@@ -240,6 +253,7 @@ def run(config, rounds: int, out: Path | None, mask_rounds=None, name: str = "cp
     CENSUS_ROWS.clear()
     ALLOC_ROWS.clear()
     HOST_ROWS.clear()
+    STAGE_ROWS.clear()
     try:
         if dist.get_rank() < cp_size:
             times = _rounds(config, rounds, out, device, comm_device, group,
@@ -248,7 +262,8 @@ def run(config, rounds: int, out: Path | None, mask_rounds=None, name: str = "cp
             for kind, head, rows in (("gc", GC_HEADER, GC_ROWS),
                                      ("census", CENSUS_HEADER, CENSUS_ROWS),
                                      ("alloc", ALLOC_HEADER, ALLOC_ROWS),
-                                     ("host", HOST_HEADER, HOST_ROWS)):
+                                     ("host", HOST_HEADER, HOST_ROWS),
+                                     ("stage", STAGE_HEADER, STAGE_ROWS)):
                 if out is not None and (rows or kind in ("gc", "host")):
                     write_csv(out / f"{name}_{kind}_rank{rank}.csv", head, rows)
         dist.barrier()
@@ -315,9 +330,14 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
                 time.sleep(settings.pause_ms / 1e3)
                 before_block = allocator_counters()
                 clock, start = HostClock(fns[direction]), time.time()
-                with collections_in([], disable=settings.gc_off) as events:
+                marks = StageEvents()
+                with (collections_in([], disable=settings.gc_off) as events,
+                      marks.installed() if settings.stage_events else contextlib.nullcontext()):
                     ms = time_cuda_ms(clock, hw.warmup, hw.repeat, hw.warmup_ms,
                                       agree, settings.collect)
+                if settings.stage_events:  # time_cuda_ms synchronised: every event has completed
+                    STAGE_ROWS.append([choice.label, label, direction, r, clock.calls,
+                                       *marks.row(clock.calls)])
                 after_block = allocator_counters()
                 # the block's span in unix time: to line up with a GPU clock log (nvidia-smi)
                 HOST_ROWS.append([choice.label, label, direction, r, *clock.row(),
@@ -368,6 +388,9 @@ def parse_args(argv, description: str) -> argparse.Namespace:
                    help="count (then free) the cyclic garbage each timing block left")
     p.add_argument("--pause-ms", type=float, default=0.0,
                    help="the host sleeps this long before each timing block")
+    p.add_argument("--stage-events", action="store_true",
+                   help="mark magi's kernel calls and collective waits with CUDA events in each "
+                        "block (cp_ab_stage_rank<r>.csv)")
     p.add_argument("--sync-first", action="store_true",
                    help="torch.cuda.synchronize() (every stream) before each timing block")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m bench.cp")

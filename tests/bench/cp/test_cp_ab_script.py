@@ -165,10 +165,12 @@ def test_every_flag_of_the_command_line_reaches_the_timing(monkeypatch):
     monkeypatch.setattr(cp_ab, "load_config", lambda overrides: None)
     monkeypatch.setattr(cp_ab, "run", lambda config, rounds, out, mask_rounds:
                         captured.update(partial=mask_rounds))  # None: no rows to summarise
-    cp_ab.main(["--keep-garbage", "--gc-off", "--census", "--pause-ms", "5", "--sync-first"])
+    cp_ab.main(["--keep-garbage", "--gc-off", "--census", "--pause-ms", "5", "--sync-first",
+                "--stage-events"])
     keywords = captured["partial"].keywords
     assert keywords == dict(settings=cp_ab.BlockSettings(collect=False, gc_off=True, census=True,
-                                                         pause_ms=5.0, sync_first=True))
+                                                         pause_ms=5.0, sync_first=True,
+                                                         stage_events=True))
     inspect.signature(cp_ab._mask_rounds).bind(*[None] * 7, **keywords)
     inspect.signature(cp_ab.timed_rounds).bind(*[None] * 8, **keywords)
 
@@ -226,3 +228,51 @@ def test_host_rows_hold_each_blocks_wall_and_cpu_time_a_call(monkeypatch):
         wall, cpu = float(values["wall_ms_per_call"]), float(values["cpu_ms_per_call"])
         assert wall >= 2.0 and cpu < wall
         assert float(values["end_unix_s"]) - float(values["start_unix_s"]) > 0.005  # 3 x 2 ms, to the ms
+
+
+def test_stage_events_mark_the_runtimes_kernels_and_waits_and_put_them_back(monkeypatch):
+    """StageEvents wraps DistAttnRuntime._fwd / _bwd and WorkHandle.wait inside its block only:
+    here a stand-in kernel call of 2 ms and a collective whose wait takes 3 ms (host clock marks
+    off CUDA), two calls of each, then the originals are back."""
+    import time
+    sys.path.insert(0, str(ROOT / "scripts" / "dev"))
+    import stage_events
+    from magi_attention.comm import WorkHandle
+    from magi_attention.functional import DistAttnRuntime
+    monkeypatch.setattr(stage_events.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(DistAttnRuntime, "_fwd", lambda self: time.sleep(0.002))
+    stand_in, wait = DistAttnRuntime._fwd, WorkHandle.wait
+    marks = stage_events.StageEvents()
+    with marks.installed():
+        for _ in range(2):
+            DistAttnRuntime._fwd(None)
+            WorkHandle(None, lambda: time.sleep(0.003), 0, "cast").wait()
+    assert DistAttnRuntime._fwd is stand_in and WorkHandle.wait is wait
+    kernels, kernel_ms, waits, wait_ms = marks.row(calls=2)
+    assert (kernels, waits) == (2, 2)
+    assert 2.0 <= float(kernel_ms) < 3.0 <= float(wait_ms)
+    DistAttnRuntime._fwd(None)  # after the block: not marked
+    assert len(marks.kernels) == 2
+
+
+def test_stage_rows_from_a_gloo_launch(tmp_path):
+    """--stage-events through a real launch (gloo, magi and a baseline, one round): magi's
+    blocks mark its kernel calls and the casts' waits, the baseline's none of the runtime's."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           str(ROOT / "scripts" / "dev" / "cp_ab.py"), "--stage-events", "--out", str(tmp_path),
+           "--rounds", "1", "--", "hardware=cpu", "hardware.head_dim=16", "hardware.warmup=1",
+           "hardware.repeat=1", "hardware.warmup_ms=0", "cp=[magi,ulysses]", "mask=[causal]",
+           "seqlen_per_gpu=[64]", "cp_sizes=[2]"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for rank in (0, 1):
+        with (tmp_path / f"cp_ab_stage_rank{rank}.csv").open() as f:
+            rows = {(r["strategy"], r["direction"]): r for r in csv.DictReader(f)}
+        assert set(rows) == {(s, d) for s in ("magi", "ulysses") for d in ("fwd", "bwd")}
+        for d in ("fwd", "bwd"):
+            magi, ulysses = rows["magi", d], rows["ulysses", d]
+            assert int(magi["kernels"]) >= int(magi["calls"]) >= 2  # warm-up + timed
+            assert int(magi["waits"]) >= int(magi["calls"])  # every call waits for its cast
+            assert float(magi["kernel_ms_per_call"]) > 0
+            assert int(ulysses["kernels"]) == 0

@@ -1,0 +1,77 @@
+"""Where a magi call's GPU time goes, without the profiler: marks around the runtime's kernel
+calls (``DistAttnRuntime._fwd`` / ``_bwd``) and around each collective's ``WorkHandle.wait`` on
+the calling stream, while installed. On CUDA the marks are events, so a wait's span is how long
+the stream stood still for its collective (the cast or reduce landing after the work before it),
+plus what the wait itself then runs (group_reduce's scatter-add), and a kernel call's span its
+kernels' time; on CPU they are host clock readings (for the tests).
+
+Session 53: the second key's slow forward is not work left on other streams, the allocator, the
+host's launches, the clocks or the queue count (notes/magi_cp.md); this says whether its extra
+time is in the attention kernel or in the wait for the cast, per rank, without torch.profiler
+(which removed the state in session 50).
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+
+import torch
+
+from magi_attention.comm import WorkHandle
+from magi_attention.functional import DistAttnRuntime
+
+
+def _mark():
+    """A point on the current stream (a recorded CUDA event) or, off CUDA, the host clock."""
+    if torch.cuda.is_available():
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+    return time.perf_counter()
+
+
+def _ms(start, end) -> float:
+    """Milliseconds between two marks (CUDA events must have completed: synchronise first)."""
+    if isinstance(start, float):
+        return (end - start) * 1e3
+    return start.elapsed_time(end)
+
+
+class StageEvents:
+    """Spans of the runtime's kernel calls and collective waits while ``installed()``."""
+
+    def __init__(self) -> None:
+        self.kernels: list[tuple] = []  # (start, end) marks of each _fwd / _bwd call
+        self.waits: list[tuple] = []    # (start, end) marks of each WorkHandle.wait
+
+    def _spanned(self, fn, spans: list):
+        def wrapper(*args, **kwargs):
+            start = _mark()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spans.append((start, _mark()))
+        return wrapper
+
+    @contextlib.contextmanager
+    def installed(self):
+        """The runtime's _fwd, _bwd and every WorkHandle's wait marked inside the block; the
+        originals back after it, also on an error."""
+        targets = [(DistAttnRuntime, "_fwd", self.kernels),
+                   (DistAttnRuntime, "_bwd", self.kernels), (WorkHandle, "wait", self.waits)]
+        saved = [(cls, name, getattr(cls, name)) for cls, name, _ in targets]
+        try:
+            for cls, name, spans in targets:
+                setattr(cls, name, self._spanned(getattr(cls, name), spans))
+            yield self
+        finally:
+            for cls, name, fn in saved:
+                setattr(cls, name, fn)
+
+    def row(self, calls: int) -> list:
+        """[kernel calls, kernel ms a call, waits, wait ms a call] over ``calls`` timed calls
+        (after a synchronise on CUDA), formatted for the csv."""
+        n = max(calls, 1)
+        kernel = sum(_ms(a, b) for a, b in self.kernels)
+        wait = sum(_ms(a, b) for a, b in self.waits)
+        return [len(self.kernels), f"{kernel / n:.4f}", len(self.waits), f"{wait / n:.4f}"]
