@@ -131,7 +131,7 @@ ALLOC_HEADER = ("mask", "strategy", "direction", "round", *ALLOC_COUNTERS, "rese
 # call nears the GPU's is launch-bound, and wall far above CPU means the thread waits (a lock).
 HOST_ROWS: list[list] = []
 HOST_HEADER = ("mask", "strategy", "direction", "round", "calls", "wall_ms_per_call",
-               "cpu_ms_per_call", "start_unix_s", "end_unix_s")
+               "cpu_ms_per_call", "start_unix_s", "end_unix_s", "rank_ms")
 
 
 class HostClock:
@@ -340,8 +340,9 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
                                        *marks.row(clock.calls)])
                 after_block = allocator_counters()
                 # the block's span in unix time: to line up with a GPU clock log (nvidia-smi)
+                # rank_ms: this rank's median before the slowest rank's is taken (which rank is slow)
                 HOST_ROWS.append([choice.label, label, direction, r, *clock.row(),
-                                  f"{start:.3f}", f"{time.time():.3f}"])
+                                  f"{start:.3f}", f"{time.time():.3f}", f"{ms:.4f}"])
                 GC_ROWS.extend([choice.label, label, direction, r, gen, f"{sec * 1e3:.2f}", n]
                                for gen, sec, n in events)
                 if after_block:

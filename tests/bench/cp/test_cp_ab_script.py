@@ -228,6 +228,7 @@ def test_host_rows_hold_each_blocks_wall_and_cpu_time_a_call(monkeypatch):
         wall, cpu = float(values["wall_ms_per_call"]), float(values["cpu_ms_per_call"])
         assert wall >= 2.0 and cpu < wall
         assert float(values["end_unix_s"]) - float(values["start_unix_s"]) > 0.005  # 3 x 2 ms, to the ms
+        assert values["rank_ms"] == "1.0000"  # the stand-in timing's, before the group's max
 
 
 def test_stage_events_mark_the_runtimes_kernels_and_waits_and_put_them_back(monkeypatch):
