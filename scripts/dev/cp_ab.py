@@ -32,15 +32,13 @@ block's calls (launch-bound where the wall nears the GPU's ms). `--stage-events`
 block (scripts/dev/stage_events.py), ms a call. `--pause-ms N`: the host sleeps N ms before each
 block (with `--keep-garbage`: a full collection's pause without the collection; session 52);
 `--sync-first`: `torch.cuda.synchronize()` (every stream of the device) before each block.
+The per-block tables are block_probes.py's (one job: record beside a timing, write once).
 """
 from __future__ import annotations
 
 import argparse
-import collections
-import contextlib
 import csv
 import functools
-import gc
 import statistics
 import sys
 import time
@@ -61,7 +59,7 @@ from bench.cp.runner import (agreed_count, build_strategy,  # noqa: E402
 from bench.metrics import time_cuda_ms  # noqa: E402
 from bench.problem import make_inputs  # noqa: E402
 from bench.sweep import cell_mask, free_memory  # noqa: E402
-from stage_events import StageEvents  # noqa: E402  (scripts/dev, beside this file)
+from block_probes import BlockProbes  # noqa: E402  (scripts/dev, beside this file)
 
 
 def load_config(overrides: list[str]):
@@ -108,132 +106,8 @@ class BlockSettings:
                    stage_events=args.stage_events)
 
 
-# this rank's collections inside timing blocks: (mask, strategy, direction, round, generation,
-# ms, collected), written by run() to <name>_gc_rank<r>.csv
-GC_ROWS: list[list] = []
-GC_HEADER = ("mask", "strategy", "direction", "round", "generation", "ms", "collected")
-
-
-# this rank's CUDA caching allocator during each timing block (CUDA only): the counters' change
-# over the block and the bytes reserved after it, written by run() to <name>_alloc_rank<r>.csv.
-# Session 52 left open what a 100 ms idle before a block lets finish: a block whose device
-# allocations, frees or retries jump would say the allocator (collective buffers held until
-# NCCL's watchdog releases them, another key's streams' cached blocks) is where it waits.
-ALLOC_ROWS: list[list] = []
-ALLOC_COUNTERS = ("num_alloc_retries", "num_device_alloc", "num_device_free",
-                  "num_sync_all_streams")
-ALLOC_HEADER = ("mask", "strategy", "direction", "round", *ALLOC_COUNTERS, "reserved_mb")
-
-
-# this rank's host time inside each block's calls of fn (warm-up and timed calls alike): wall and
-# this thread's CPU ms a call. Session 53: a full synchronize before the block did not cure the
-# slow state (GPU work left behind is not it), so the host is next: a block whose wall ms a
-# call nears the GPU's is launch-bound, and wall far above CPU means the thread waits (a lock).
-HOST_ROWS: list[list] = []
-HOST_HEADER = ("mask", "strategy", "direction", "round", "calls", "wall_ms_per_call",
-               "cpu_ms_per_call", "start_unix_s", "end_unix_s", "rank_ms")
-
-
-class HostClock:
-    """Wraps a call: counts it and sums the wall and this thread's CPU time spent inside."""
-
-    def __init__(self, fn) -> None:
-        self.fn, self.calls, self.wall_s, self.cpu_s = fn, 0, 0.0, 0.0
-
-    def __call__(self):
-        wall, cpu = time.perf_counter(), time.thread_time()
-        try:
-            return self.fn()
-        finally:
-            self.wall_s += time.perf_counter() - wall
-            self.cpu_s += time.thread_time() - cpu
-            self.calls += 1
-
-    def row(self) -> list:
-        """[calls, wall ms a call, CPU ms a call] (formatted for the csv)."""
-        n = max(self.calls, 1)
-        return [self.calls, f"{self.wall_s * 1e3 / n:.3f}", f"{self.cpu_s * 1e3 / n:.3f}"]
-
-
-# with --stage-events, this rank's magi kernel calls and collective waits in each block (marked
-# by stage_events.StageEvents: CUDA events on the calling stream), their ms summed over the
-# block and divided by its calls (warm-up and timed alike, as the marks cover both)
-STAGE_ROWS: list[list] = []
-STAGE_HEADER = ("mask", "strategy", "direction", "round", "calls", "kernels", "kernel_ms_per_call",
-                "waits", "wait_ms_per_call")
-
-
-def allocator_counters() -> dict[str, int]:
-    """The CUDA caching allocator's counters of ALLOC_COUNTERS and reserved bytes now ({} off
-    CUDA)."""
-    if not torch.cuda.is_available():
-        return {}
-    stats = torch.cuda.memory_stats()
-    return {**{k: int(stats.get(k, 0)) for k in ALLOC_COUNTERS},
-            "reserved": int(stats.get("reserved_bytes.all.current", 0))}
-
-
-# this rank's census of the garbage each timing block left (--census): (mask, strategy,
-# direction, round, objects, tensors, MB, types), written by run() to <name>_census_rank<r>.csv
-CENSUS_ROWS: list[list] = []
-CENSUS_HEADER = ("mask", "strategy", "direction", "round", "objects", "tensors", "mb", "types")
-
-
-def garbage_census() -> tuple[int, int, float, str]:
-    """(objects, tensors, MB of their distinct storages, the five commonest types) of the
-    cyclic garbage there is now, which is then freed."""
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        gc.collect()
-        found = list(gc.garbage)
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-    storages = {}
-    for obj in found:
-        if isinstance(obj, torch.Tensor):
-            storage = obj.untyped_storage()
-            storages[storage.data_ptr()] = storage.nbytes()
-    tensors = sum(isinstance(obj, torch.Tensor) for obj in found)
-    types = " ".join(f"{name}:{n}" for name, n in
-                     collections.Counter(type(o).__qualname__ for o in found).most_common(5))
-    count = len(found)
-    del found
-    gc.collect()  # what DEBUG_SAVEALL kept
-    return count, tensors, sum(storages.values()) / 1e6, types
-
-
-@contextlib.contextmanager
-def collections_in(events: list, disable: bool = False):
-    """Appends (generation, seconds, objects collected) to ``events`` for each garbage
-    collection that runs inside the block; ``disable``: the automatic collector is off in it
-    (an explicit gc.collect() still runs and is recorded)."""
-    started: list[float] = []
-
-    def hook(phase: str, info: dict) -> None:
-        if phase == "start":
-            started.append(time.perf_counter())
-        elif started:
-            events.append((info["generation"], time.perf_counter() - started.pop(),
-                           info["collected"]))
-    enabled = gc.isenabled()
-    if disable:
-        gc.disable()
-    gc.callbacks.append(hook)
-    try:
-        yield events
-    finally:
-        gc.callbacks.remove(hook)
-        if disable and enabled:
-            gc.enable()
-
-
-def write_csv(path: Path, header: tuple[str, ...], rows: list) -> None:
-    """``header`` then ``rows`` to the CSV file ``path`` (this rank's, written once)."""
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)
+# this rank's probe tables beside the timings (block_probes.py), written by run()
+PROBES = BlockProbes()
 
 
 def run(config, rounds: int, out: Path | None, mask_rounds=None, name: str = "cp_ab",
@@ -249,23 +123,13 @@ def run(config, rounds: int, out: Path | None, mask_rounds=None, name: str = "cp
     cp_size = config.cp_sizes[0]
     group = dist.new_group(list(range(cp_size)))  # every rank calls new_group
     times: dict = {}
-    GC_ROWS.clear()
-    CENSUS_ROWS.clear()
-    ALLOC_ROWS.clear()
-    HOST_ROWS.clear()
-    STAGE_ROWS.clear()
+    PROBES.clear()
     try:
         if dist.get_rank() < cp_size:
             times = _rounds(config, rounds, out, device, comm_device, group,
                             mask_rounds or _mask_rounds, name, header)
-            rank = dist.get_rank()
-            for kind, head, rows in (("gc", GC_HEADER, GC_ROWS),
-                                     ("census", CENSUS_HEADER, CENSUS_ROWS),
-                                     ("alloc", ALLOC_HEADER, ALLOC_ROWS),
-                                     ("host", HOST_HEADER, HOST_ROWS),
-                                     ("stage", STAGE_HEADER, STAGE_ROWS)):
-                if out is not None and (rows or kind in ("gc", "host")):
-                    write_csv(out / f"{name}_{kind}_rank{rank}.csv", head, rows)
+            if out is not None:
+                PROBES.write(out, name, dist.get_rank())
         dist.barrier()
         if dist.get_rank() != 0:
             times = {}
@@ -313,10 +177,9 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
                  before=None, settings: BlockSettings = BlockSettings()) -> dict:
     """{(mask, label, direction): [ms per round]}: each label's calls ({direction: fn}) timed
     in turn, round after round; ``before(i)``, where given, runs before the i-th label's;
-    ``settings``: what runs around each block (BlockSettings). The collections inside each
-    block go to GC_ROWS, the allocator's counters to ALLOC_ROWS (CUDA), the host time of its
-    calls to HOST_ROWS, and with
-    ``settings.census`` what garbage each block left (then freed) to CENSUS_ROWS."""
+    ``settings``: what runs around each block (BlockSettings). What each block's probes
+    record (collections, allocator, host time, with the flags the census and the stage
+    events) goes to PROBES."""
     hw = config.hardware
     agree = agreed_count(group, comm_device)
     times: dict = {}
@@ -328,32 +191,12 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
                 if settings.sync_first:
                     torch.cuda.synchronize()
                 time.sleep(settings.pause_ms / 1e3)
-                before_block = allocator_counters()
-                clock, start = HostClock(fns[direction]), time.time()
-                marks = StageEvents()
-                with (collections_in([], disable=settings.gc_off) as events,
-                      marks.installed() if settings.stage_events else contextlib.nullcontext()):
-                    ms = time_cuda_ms(clock, hw.warmup, hw.repeat, hw.warmup_ms,
-                                      agree, settings.collect)
-                if settings.stage_events:  # time_cuda_ms synchronised: every event has completed
-                    STAGE_ROWS.append([choice.label, label, direction, r, clock.calls,
-                                       *marks.row(clock.calls)])
-                after_block = allocator_counters()
-                # the block's span in unix time: to line up with a GPU clock log (nvidia-smi)
-                # rank_ms: this rank's median before the slowest rank's is taken (which rank is slow)
-                HOST_ROWS.append([choice.label, label, direction, r, *clock.row(),
-                                  f"{start:.3f}", f"{time.time():.3f}", f"{ms:.4f}"])
-                GC_ROWS.extend([choice.label, label, direction, r, gen, f"{sec * 1e3:.2f}", n]
-                               for gen, sec, n in events)
-                if after_block:
-                    ALLOC_ROWS.append([choice.label, label, direction, r,
-                                       *(after_block[k] - before_block[k] for k in ALLOC_COUNTERS),
-                                       f"{after_block['reserved'] / 2**20:.0f}"])
-                if settings.census:
-                    objects, tensors, mb, types = garbage_census()
-                    CENSUS_ROWS.append([choice.label, label, direction, r, objects, tensors,
-                                        f"{mb:.1f}", types])
-                ms = group_max(ms, group, comm_device)
+                with PROBES.block((choice.label, label, direction, r), fns[direction],
+                                  settings.gc_off, settings.census,
+                                  settings.stage_events) as block:
+                    block.ms = time_cuda_ms(block.clock, hw.warmup, hw.repeat, hw.warmup_ms,
+                                            agree, settings.collect)
+                ms = group_max(block.ms, group, comm_device)
                 times.setdefault((choice.label, label, direction), []).append(ms)
                 write([choice.label, label, direction, r, f"{ms:.4f}"])
     return times

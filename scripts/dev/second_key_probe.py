@@ -38,8 +38,9 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from block_probes import write_csv  # noqa: E402
 from cp_ab import (BlockSettings, build, load_config, parse_args, run,  # noqa: E402
-                   summary, timed_rounds, write_csv)
+                   summary, timed_rounds)
 from trace_timeline import ATTENTION, gpu_events  # noqa: E402
 
 from bench.cp.runner import agreed_count, group_max, timed_call  # noqa: E402

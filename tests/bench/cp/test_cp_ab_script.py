@@ -41,6 +41,12 @@ def _cp_ab():
     return cp_ab
 
 
+def _probes():
+    sys.path.insert(0, str(ROOT / "scripts" / "dev"))
+    import block_probes
+    return block_probes
+
+
 class _Config:
     directions = ("fwd", "bwd")
 
@@ -77,9 +83,8 @@ def test_keep_garbage_reaches_every_timing(monkeypatch):
 
 def test_collections_in_records_what_runs_in_the_block_and_can_keep_the_collector_off():
     import gc
-    cp_ab = _cp_ab()
     enabled_before = gc.isenabled()
-    with cp_ab.collections_in([], disable=True) as events:
+    with _probes().collections_in([], disable=True) as events:
         inside = gc.isenabled()
         gc.collect(1)
     gc.collect(0)  # outside: not recorded
@@ -96,11 +101,11 @@ def test_gc_off_reaches_every_timing_and_collections_are_labelled(monkeypatch):
         states.append(gc.isenabled())
         gc.collect(0)  # a collection inside the block
         return 1.0
-    cp_ab.GC_ROWS.clear()
+    cp_ab.PROBES.clear()
     assert cp_ab.parse_args(["--gc-off"], "probe").gc_off
     _rounds(monkeypatch, timing, ["a", "b"], gc_off=True)
     assert states == [False] * 8 and gc.isenabled()
-    assert [tuple(r[:5]) for r in cp_ab.GC_ROWS] == [
+    assert [tuple(r[:5]) for r in cp_ab.PROBES.rows["gc"]] == [
         ("causal", s, d, r, 0) for r in range(2) for s in ("a", "b") for d in ("fwd", "bwd")]
 
 
@@ -114,15 +119,15 @@ class _Holder:
 
 def test_the_census_counts_the_garbage_a_block_left_and_frees_it():
     import gc
-    cp_ab = _cp_ab()
+    probes = _probes()
     enabled = gc.isenabled()
     gc.disable()
     try:
         gc.collect()
         _Holder()
-        objects, tensors, mb, types = cp_ab.garbage_census()
+        objects, tensors, mb, types = probes.garbage_census()
         assert tensors == 1 and abs(mb - 1.0) < 1e-6 and "_Holder:1" in types and objects >= 2
-        assert cp_ab.garbage_census()[:3] == (0, 0, 0.0)  # freed, nothing kept by DEBUG_SAVEALL
+        assert probes.garbage_census()[:3] == (0, 0, 0.0)  # freed, nothing kept by DEBUG_SAVEALL
     finally:
         if enabled:
             gc.enable()
@@ -131,7 +136,7 @@ def test_the_census_counts_the_garbage_a_block_left_and_frees_it():
 def test_census_rows_name_every_block(monkeypatch):
     import gc
     cp_ab = _cp_ab()
-    cp_ab.CENSUS_ROWS.clear()
+    cp_ab.PROBES.clear()
     assert cp_ab.parse_args(["--census"], "probe").census
     enabled = gc.isenabled()
     gc.disable()  # only the census frees the blocks' garbage
@@ -140,9 +145,10 @@ def test_census_rows_name_every_block(monkeypatch):
     finally:
         if enabled:
             gc.enable()
-    assert [tuple(r[:4]) for r in cp_ab.CENSUS_ROWS] == [
+    census = cp_ab.PROBES.rows["census"]
+    assert [tuple(r[:4]) for r in census] == [
         ("causal", "a", d, r) for r in range(2) for d in ("fwd", "bwd")]
-    assert all(r[5] == 1 for r in cp_ab.CENSUS_ROWS)  # each block's one held tensor
+    assert all(r[5] == 1 for r in census)  # each block's one held tensor
 
 
 def test_pause_sleeps_before_every_block(monkeypatch):
@@ -178,29 +184,30 @@ def test_every_flag_of_the_command_line_reaches_the_timing(monkeypatch):
 def test_allocator_rows_hold_each_blocks_change_of_the_counters(monkeypatch):
     """On CUDA every block gets a row: the allocator counters' change over the block and the MB
     reserved after it (here a stand-in whose device allocations rise by 3 inside each block)."""
-    cp_ab = _cp_ab()
+    cp_ab, probes = _cp_ab(), _probes()
     calls = [0]
 
     def counters():
         calls[0] += 1
         n = calls[0]
-        return {**{k: 0 for k in cp_ab.ALLOC_COUNTERS}, "num_device_alloc": 3 * (n // 2),
+        return {**{k: 0 for k in probes.ALLOC_COUNTERS}, "num_device_alloc": 3 * (n // 2),
                 "reserved": n * 2**20}
-    monkeypatch.setattr(cp_ab, "allocator_counters", counters)
-    cp_ab.ALLOC_ROWS.clear()
+    monkeypatch.setattr(probes, "allocator_counters", counters)
+    cp_ab.PROBES.clear()
     _rounds(monkeypatch, lambda fn, *a: 1.0, ["a"])
-    assert len(cp_ab.ALLOC_ROWS) == 4  # 2 rounds x (fwd, bwd)
-    header = cp_ab.ALLOC_HEADER
-    for i, row in enumerate(cp_ab.ALLOC_ROWS):
+    rows = cp_ab.PROBES.rows["alloc"]
+    assert len(rows) == 4  # 2 rounds x (fwd, bwd)
+    header = probes.HEADERS["alloc"]
+    for i, row in enumerate(rows):
         values = dict(zip(header, row))
         assert values["num_device_alloc"] == 3 and values["num_alloc_retries"] == 0
         assert values["reserved_mb"] == str(2 * (i + 1))
 
 
 def test_allocator_counters_are_empty_off_cuda(monkeypatch):
-    cp_ab = _cp_ab()
-    monkeypatch.setattr(cp_ab.torch.cuda, "is_available", lambda: False)
-    assert cp_ab.allocator_counters() == {}
+    probes = _probes()
+    monkeypatch.setattr(probes.torch.cuda, "is_available", lambda: False)
+    assert probes.allocator_counters() == {}
 
 
 def test_host_rows_hold_each_blocks_wall_and_cpu_time_a_call(monkeypatch):
@@ -218,16 +225,18 @@ def test_host_rows_hold_each_blocks_wall_and_cpu_time_a_call(monkeypatch):
     from bench.config import MaskChoice
     choice = MaskChoice(label="causal", name="causal", params={})
     calls = [{"fwd": lambda: time.sleep(0.002), "bwd": lambda: time.sleep(0.002)}]
-    cp_ab.HOST_ROWS.clear()
+    cp_ab.PROBES.clear()
     cp_ab.timed_rounds(_Config, choice, ["a"], calls, 2, lambda row: None, None, None)
-    assert [tuple(r[:4]) for r in cp_ab.HOST_ROWS] == [
+    rows = cp_ab.PROBES.rows["host"]
+    assert [tuple(r[:4]) for r in rows] == [
         ("causal", "a", d, i) for i in range(2) for d in ("fwd", "bwd")]
-    for row in cp_ab.HOST_ROWS:
-        values = dict(zip(cp_ab.HOST_HEADER, row))
+    for row in rows:
+        values = dict(zip(_probes().HEADERS["host"], row))
         assert values["calls"] == 3
         wall, cpu = float(values["wall_ms_per_call"]), float(values["cpu_ms_per_call"])
         assert wall >= 2.0 and cpu < wall
-        assert float(values["end_unix_s"]) - float(values["start_unix_s"]) > 0.005  # 3 x 2 ms, to the ms
+        span = float(values["end_unix_s"]) - float(values["start_unix_s"])
+        assert span > 0.005  # 3 calls x 2 ms, written to the ms
         assert values["rank_ms"] == "1.0000"  # the stand-in timing's, before the group's max
 
 
