@@ -1340,12 +1340,10 @@ def probe_s51() -> str:
     """block_causal_document, Triton 16k cp 2: magi_twin's median over magi's in the probe's
     rounds (fwd, bwd), then per rank the profiled round's forward ms of both keys and the NCCL
     time beside the attention kernel (the probe's log lines)."""
-    mask = "block_causal_document"
     out = []
     for label, name in PROBE_S51.items():
         med = _ab_medians(f"{S51}/probe_{name}.csv")
-        ratios = "/".join(f"{med[mask, d, 'magi_twin'] / med[mask, d, 'magi']:.3f}"
-                          for d in ("fwd", "bwd"))
+        ratios = "/".join(f"{_twin_over_magi(med, d):.3f}" for d in ("fwd", "bwd"))
         log = (RESULTS / S51 / "logs" / f"probe_{name}.log").read_text()
         prof = re.findall(r"rank (\d) (magi(?:_twin)?): fwd ([\d.]+) ms, attention kernel "
                           r"(\d+) us a call, NCCL beside it (\d+) us", log)
@@ -1426,16 +1424,19 @@ def fa4_64k_full_s52() -> str:
             + ", ".join(f"{d} {old:.3f}" for d, _, old in ratios) + ")")
 
 
+def _twin_over_magi(med: dict, direction: str, mask: str = "block_causal_document") -> float:
+    """magi_twin's median over magi's in one cp_ab.py file's medians (> 1: the twin is slower)."""
+    return med[mask, direction, "magi_twin"] / med[mask, direction, "magi"]
+
+
 def _twin_table(launches: dict[str, str]) -> str:
     """Per launch ({label: its folder under results/}): magi_twin's median over magi's (> 1: the
     twin, timed right after magi's backward, is slower), forward and backward."""
     lines = ["| before each timing block | twin / magi fwd | twin / magi bwd |", "|---|---|---|"]
-    mask = "block_causal_document"
     for label, folder in launches.items():
         med = _ab_medians(f"{folder}/cp_ab.csv")
-        lines.append(f"| {label} | " + " | ".join(
-            f"{med[mask, d, 'magi_twin'] / med[mask, d, 'magi']:.3f}" for d in ("fwd", "bwd"))
-            + " |")
+        lines.append(f"| {label} | "
+                     + " | ".join(f"{_twin_over_magi(med, d):.3f}" for d in ("fwd", "bwd")) + " |")
     return "\n".join(lines)
 
 
@@ -1443,12 +1444,18 @@ def probe_s52_table() -> str:
     return _twin_table({label: f"{S52}/probe/{name}" for label, name in PROBE_S52.items()})
 
 
+def _probe_rows(kind: str, folders) -> pd.DataFrame:
+    """Both ranks' ``cp_ab_<kind>_rank<r>.csv`` rows of the launches' folders, with a rank
+    column."""
+    return pd.concat(_helper(f"{folder}/cp_ab_{kind}_rank{r}.csv").assign(rank=r)
+                     for folder in folders for r in (0, 1))
+
+
 def garbage_s52() -> str:
     """What the census found after every block (both ranks), and what the automatic
     collections inside the blocks of the first --keep-garbage launch collected."""
-    census = pd.concat(_helper(f"{S52}/probe/gc_keepgarbagecensus/cp_ab_census_rank{r}.csv")
-                       for r in (0, 1))
-    gcs = pd.concat(_helper(f"{S52}/probe/gc_keepgarbage/cp_ab_gc_rank{r}.csv") for r in (0, 1))
+    census = _probe_rows("census", [f"{S52}/probe/gc_keepgarbagecensus"])
+    gcs = _probe_rows("gc", [f"{S52}/probe/gc_keepgarbage"])
     return (f"the census found at most {census.objects.max()} objects of cyclic garbage after "
             f"any of {len(census)} blocks; the {len(gcs)} automatic collections inside the "
             f"blocks without it collected {gcs.collected.sum()} objects")
@@ -1457,7 +1464,7 @@ def garbage_s52() -> str:
 def collection_ms_s52() -> str:
     """How long the benchmark's full collection before each block took (its launch, both
     ranks): the pause it gave."""
-    gcs = pd.concat(_helper(f"{S52}/probe/p_/cp_ab_gc_rank{r}.csv") for r in (0, 1))
+    gcs = _probe_rows("gc", [f"{S52}/probe/p_"])
     full = gcs[gcs.generation == 2].ms
     return f"{full.median():.0f} ms (median of {len(full)}; {full.min():.0f}-{full.max():.0f})"
 
@@ -1485,13 +1492,6 @@ SMI_S53 = "h200x2/cp_s53/probe/c_keepgarbage_smi.csv"
 
 def probe_s53_table() -> str:
     return _twin_table(PROBE_S53)
-
-
-def _probe_rows(kind: str, folders) -> pd.DataFrame:
-    """Both ranks' ``cp_ab_<kind>_rank<r>.csv`` rows of the launches' folders, with a rank
-    column."""
-    return pd.concat(_helper(f"{folder}/cp_ab_{kind}_rank{r}.csv").assign(rank=r)
-                     for folder in folders for r in (0, 1))
 
 
 def alloc_s53() -> str:

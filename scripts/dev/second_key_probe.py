@@ -20,8 +20,8 @@ and memset of the forward's timing block), and rank 0 prints per strategy and ra
 ms, the attention kernel's mean, and how long NCCL kernels ran beside attention kernels on that
 rank. `host_<mask>_rank<r>.csv`: each forward's host time a call while HOST_CALLS are issued back
 to back, the wall time a call over them, and the first synchronising operation of one call
-(torch.cuda.set_sync_debug_mode). With one mask on CUDA: 9 files (cp_ab.py's gc and allocator
-rows per rank among them) and the log, more than the device brings back (8): tar them.
+(torch.cuda.set_sync_debug_mode). With one mask on CUDA: 11 files (cp_ab.py's gc, allocator
+and host rows per rank among them) and the log, more than the device brings back (8): tar them.
 """
 from __future__ import annotations
 

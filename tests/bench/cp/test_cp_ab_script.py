@@ -35,16 +35,19 @@ def test_rounds_interleave_every_strategy_and_direction(tmp_path):
         assert full == set(order)
 
 
-def _cp_ab():
+def _dev(name: str):
+    """A module of scripts/dev (imported as the scripts import each other: by folder)."""
+    import importlib
     sys.path.insert(0, str(ROOT / "scripts" / "dev"))
-    import cp_ab
-    return cp_ab
+    return importlib.import_module(name)
+
+
+def _cp_ab():
+    return _dev("cp_ab")
 
 
 def _probes():
-    sys.path.insert(0, str(ROOT / "scripts" / "dev"))
-    import block_probes
-    return block_probes
+    return _dev("block_probes")
 
 
 class _Config:
@@ -245,8 +248,7 @@ def test_stage_events_mark_the_runtimes_kernels_and_waits_and_put_them_back(monk
     here a stand-in kernel call of 2 ms and a collective whose wait takes 3 ms (host clock marks
     off CUDA), two calls of each, then the originals are back."""
     import time
-    sys.path.insert(0, str(ROOT / "scripts" / "dev"))
-    import stage_events
+    stage_events = _dev("stage_events")
     from magi_attention.comm import WorkHandle
     from magi_attention.functional import DistAttnRuntime
     monkeypatch.setattr(stage_events.torch.cuda, "is_available", lambda: False)
