@@ -6,7 +6,8 @@ once at the end (``<name>_<kind>_rank<r>.csv``).
 - alloc (CUDA): the caching allocator's counters' change over the block, MB reserved after it.
 - host: the host's wall and thread-CPU ms a call inside the block's calls, the block's span in
   unix time (to line up with a GPU clock log) and this rank's own median (``rank_ms``).
-- stage (``--stage-events``): magi's kernel calls and collective waits (stage_events.py).
+- stage (``--stage-events``): magi's kernel calls, collective waits and fused-buffer fills
+  (stage_events.py).
 
 They were added one session at a time while looking for the second magi key's slow forward
 (notes/magi_cp.md, sessions 50-53): garbage, the allocator, the host and the kernel/wait split.
@@ -33,7 +34,8 @@ HEADERS = {
     "alloc": (*KEY, *ALLOC_COUNTERS, "reserved_mb"),
     "host": (*KEY, "calls", "wall_ms_per_call", "cpu_ms_per_call", "start_unix_s", "end_unix_s",
              "rank_ms"),
-    "stage": (*KEY, "calls", "kernels", "kernel_ms_per_call", "waits", "wait_ms_per_call"),
+    "stage": (*KEY, "calls", "kernels", "kernel_ms_per_call", "waits", "wait_ms_per_call",
+              "fills", "fill_ms_per_call"),
 }
 ALWAYS_WRITTEN = ("gc", "host")  # the others only where they have rows (census, CUDA, flags)
 

@@ -1,6 +1,7 @@
 """Where a magi call's GPU time goes, without the profiler: marks around the runtime's kernel
-calls (``DistAttnRuntime._fwd`` / ``_bwd``) and around each collective's ``WorkHandle.wait`` on
-the calling stream, while installed. On CUDA the marks are events, so a wait's span is how long
+calls (``DistAttnRuntime._fwd`` / ``_bwd``), around each collective's ``WorkHandle.wait`` and
+around the fused forward's buffer fill (``_fused_kv_start``: the cast issued, the own KV copied
+into the buffer beside it) on the calling stream, while installed. On CUDA the marks are events, so a wait's span is how long
 the stream stood still for its collective (the cast or reduce landing after the work before it),
 plus what the wait itself then runs (group_reduce's scatter-add), and a kernel call's span its
 kernels' time; on CPU they are host clock readings (for the tests).
@@ -8,7 +9,8 @@ kernels' time; on CPU they are host clock readings (for the tests).
 Session 53: the second key's slow forward is not work left on other streams, the allocator, the
 host's launches, the clocks or the queue count (notes/magi_cp.md); this says whether its extra
 time is in the attention kernel or in the wait for the cast, per rank, without torch.profiler
-(which removed the state in session 50).
+(which removed the state in session 50). Session 54: neither (the twin's kernel and wait spans
+within ~0.1 ms of magi's, its call 0.3-0.5 ms longer on both ranks), so the fill is marked too.
 """
 from __future__ import annotations
 
@@ -38,11 +40,13 @@ def _ms(start, end) -> float:
 
 
 class StageEvents:
-    """Spans of the runtime's kernel calls and collective waits while ``installed()``."""
+    """Spans of the runtime's kernel calls, collective waits and buffer fills while
+    ``installed()``."""
 
     def __init__(self) -> None:
         self.kernels: list[tuple] = []  # (start, end) marks of each _fwd / _bwd call
         self.waits: list[tuple] = []    # (start, end) marks of each WorkHandle.wait
+        self.fills: list[tuple] = []    # (start, end) marks of each _fused_kv_start
 
     def _spanned(self, fn, spans: list):
         def wrapper(*args, **kwargs):
@@ -55,10 +59,11 @@ class StageEvents:
 
     @contextlib.contextmanager
     def installed(self):
-        """The runtime's _fwd, _bwd and every WorkHandle's wait marked inside the block; the
-        originals back after it, also on an error."""
+        """The runtime's _fwd, _bwd, _fused_kv_start and every WorkHandle's wait marked inside
+        the block; the originals back after it, also on an error."""
         targets = [(DistAttnRuntime, "_fwd", self.kernels),
-                   (DistAttnRuntime, "_bwd", self.kernels), (WorkHandle, "wait", self.waits)]
+                   (DistAttnRuntime, "_bwd", self.kernels), (WorkHandle, "wait", self.waits),
+                   (DistAttnRuntime, "_fused_kv_start", self.fills)]
         saved = [(cls, name, getattr(cls, name)) for cls, name, _ in targets]
         try:
             for cls, name, spans in targets:
@@ -69,9 +74,10 @@ class StageEvents:
                 setattr(cls, name, fn)
 
     def row(self, calls: int) -> list:
-        """[kernel calls, kernel ms a call, waits, wait ms a call] over ``calls`` timed calls
-        (after a synchronise on CUDA), formatted for the csv."""
+        """[kernel calls, kernel ms a call, waits, wait ms a call, fills, fill ms a call] over
+        ``calls`` timed calls (after a synchronise on CUDA), formatted for the csv."""
         n = max(calls, 1)
-        kernel = sum(_ms(a, b) for a, b in self.kernels)
-        wait = sum(_ms(a, b) for a, b in self.waits)
-        return [len(self.kernels), f"{kernel / n:.4f}", len(self.waits), f"{wait / n:.4f}"]
+        out = []
+        for spans in (self.kernels, self.waits, self.fills):
+            out += [len(spans), f"{sum(_ms(a, b) for a, b in spans) / n:.4f}"]
+        return out

@@ -243,26 +243,30 @@ def test_host_rows_hold_each_blocks_wall_and_cpu_time_a_call(monkeypatch):
         assert values["rank_ms"] == "1.0000"  # the stand-in timing's, before the group's max
 
 
-def test_stage_events_mark_the_runtimes_kernels_and_waits_and_put_them_back(monkeypatch):
-    """StageEvents wraps DistAttnRuntime._fwd / _bwd and WorkHandle.wait inside its block only:
-    here a stand-in kernel call of 2 ms and a collective whose wait takes 3 ms (host clock marks
-    off CUDA), two calls of each, then the originals are back."""
+def test_stage_events_mark_the_runtimes_kernels_waits_and_fills_and_put_them_back(monkeypatch):
+    """StageEvents wraps DistAttnRuntime._fwd / _bwd / _fused_kv_start and WorkHandle.wait inside
+    its block only: here a stand-in kernel call of 2 ms, a collective whose wait takes 3 ms and a
+    buffer fill of 1 ms (host clock marks off CUDA), two calls of each, then the originals are
+    back."""
     import time
     stage_events = _dev("stage_events")
     from magi_attention.comm import WorkHandle
     from magi_attention.functional import DistAttnRuntime
     monkeypatch.setattr(stage_events.torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(DistAttnRuntime, "_fwd", lambda self: time.sleep(0.002))
-    stand_in, wait = DistAttnRuntime._fwd, WorkHandle.wait
+    monkeypatch.setattr(DistAttnRuntime, "_fused_kv_start", lambda self: time.sleep(0.001))
+    stand_in, fill, wait = DistAttnRuntime._fwd, DistAttnRuntime._fused_kv_start, WorkHandle.wait
     marks = stage_events.StageEvents()
     with marks.installed():
         for _ in range(2):
+            DistAttnRuntime._fused_kv_start(None)
             DistAttnRuntime._fwd(None)
             WorkHandle(None, lambda: time.sleep(0.003), 0, "cast").wait()
     assert DistAttnRuntime._fwd is stand_in and WorkHandle.wait is wait
-    kernels, kernel_ms, waits, wait_ms = marks.row(calls=2)
-    assert (kernels, waits) == (2, 2)
-    assert 2.0 <= float(kernel_ms) < 3.0 <= float(wait_ms)
+    assert DistAttnRuntime._fused_kv_start is fill
+    kernels, kernel_ms, waits, wait_ms, fills, fill_ms = marks.row(calls=2)
+    assert (kernels, waits, fills) == (2, 2, 2)
+    assert 1.0 <= float(fill_ms) < 2.0 <= float(kernel_ms) < 3.0 <= float(wait_ms)
     DistAttnRuntime._fwd(None)  # after the block: not marked
     assert len(marks.kernels) == 2
 
@@ -287,4 +291,6 @@ def test_stage_rows_from_a_gloo_launch(tmp_path):
             assert int(magi["kernels"]) >= int(magi["calls"]) >= 2  # warm-up + timed
             assert int(magi["waits"]) >= int(magi["calls"])  # every call waits for its cast
             assert float(magi["kernel_ms_per_call"]) > 0
-            assert int(ulysses["kernels"]) == 0
+            assert int(ulysses["kernels"]) == int(ulysses["fills"]) == 0
+        # causal at cp 2 runs the fused stage: each forward fills its buffer once
+        assert int(rows["magi", "fwd"]["fills"]) == int(rows["magi", "fwd"]["kernels"])
