@@ -8,6 +8,9 @@ once at the end (``<name>_<kind>_rank<r>.csv``).
   unix time (to line up with a GPU clock log) and this rank's own median (``rank_ms``).
 - stage (``--stage-events``): magi's kernel calls, collective waits and fused-buffer fills
   (stage_events.py).
+- calls (``--per-call``): every call of the block, in order: when the host issued it (ms since
+  the block's first call), its host ms and its GPU ms (CUDA events around it on the current
+  stream; host clock off CUDA). The last ``hardware.repeat`` calls are the timed ones.
 
 They were added one session at a time while looking for the second magi key's slow forward
 (notes/magi_cp.md, sessions 50-53): garbage, the allocator, the host and the kernel/wait split.
@@ -23,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from stage_events import StageEvents
+from stage_events import StageEvents, _mark, _ms
 
 KEY = ("mask", "strategy", "direction", "round")  # each row's block
 ALLOC_COUNTERS = ("num_alloc_retries", "num_device_alloc", "num_device_free",
@@ -36,24 +39,38 @@ HEADERS = {
              "rank_ms"),
     "stage": (*KEY, "calls", "kernels", "kernel_ms_per_call", "waits", "wait_ms_per_call",
               "fills", "fill_ms_per_call"),
+    "calls": (*KEY, "call", "host_start_ms", "host_ms", "gpu_ms"),
 }
 ALWAYS_WRITTEN = ("gc", "host")  # the others only where they have rows (census, CUDA, flags)
 
 
 class HostClock:
-    """Wraps a call: counts it and sums the wall and this thread's CPU time spent inside."""
+    """Wraps a call: counts it and sums the wall and this thread's CPU time spent inside;
+    ``per_call``: also keeps each call's host start and end and its GPU marks (``spans``)."""
 
-    def __init__(self, fn) -> None:
+    def __init__(self, fn, per_call: bool = False) -> None:
         self.fn, self.calls, self.wall_s, self.cpu_s = fn, 0, 0.0, 0.0
+        self.per_call, self.spans = per_call, []  # (host start, host end, mark, mark)
 
     def __call__(self):
         wall, cpu = time.perf_counter(), time.thread_time()
+        first = _mark() if self.per_call else None
         try:
             return self.fn()
         finally:
-            self.wall_s += time.perf_counter() - wall
+            end = time.perf_counter()
+            if self.per_call:
+                self.spans.append((wall, end, first, _mark()))
+            self.wall_s += end - wall
             self.cpu_s += time.thread_time() - cpu
             self.calls += 1
+
+    def call_rows(self) -> list:
+        """[call, host start ms since the first call, host ms, GPU ms] of each call (after a
+        synchronise on CUDA: every mark has completed)."""
+        t0 = self.spans[0][0] if self.spans else 0.0
+        return [[i, f"{(a - t0) * 1e3:.3f}", f"{(b - a) * 1e3:.3f}", f"{_ms(x, y):.4f}"]
+                for i, (a, b, x, y) in enumerate(self.spans)]
 
     def row(self) -> list:
         """[calls, wall ms a call, CPU ms a call] (formatted for the csv)."""
@@ -132,8 +149,8 @@ class Block:
     """One timing block under the probes: ``clock`` is the call to time (the block's fn, counted
     and host-timed); set ``ms`` to the block's timing before it closes."""
 
-    def __init__(self, fn) -> None:
-        self.clock, self.ms = HostClock(fn), float("nan")
+    def __init__(self, fn, per_call: bool = False) -> None:
+        self.clock, self.ms = HostClock(fn, per_call), float("nan")
 
 
 class BlockProbes:
@@ -148,16 +165,18 @@ class BlockProbes:
 
     @contextlib.contextmanager
     def block(self, key: tuple, fn, gc_off: bool = False, census: bool = False,
-              stage_events: bool = False):
+              stage_events: bool = False, per_call: bool = False):
         """Records the block ``key`` (mask, strategy, direction, round) around its timing of
         ``fn``; yields the Block whose clock the timing calls."""
         key = list(key)
-        before, start, marks, block = allocator_counters(), time.time(), StageEvents(), Block(fn)
+        before, start, marks = allocator_counters(), time.time(), StageEvents()
+        block = Block(fn, per_call)
         with (collections_in([], disable=gc_off) as events,
               marks.installed() if stage_events else contextlib.nullcontext()):
             yield block
         if stage_events:  # the timing synchronised: every event has completed
             self.rows["stage"].append([*key, block.clock.calls, *marks.row(block.clock.calls)])
+        self.rows["calls"].extend([*key, *row] for row in block.clock.call_rows())
         after = allocator_counters()
         self.rows["host"].append([*key, *block.clock.row(), f"{start:.3f}", f"{time.time():.3f}",
                                   f"{block.ms:.4f}"])

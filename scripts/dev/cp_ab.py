@@ -29,7 +29,8 @@ allocator's device allocations, frees, retries and all-stream syncs during each 
 MB reserved after it. `cp_ab_host_rank<r>.csv`: the host's wall and CPU ms a call inside each
 block's calls (launch-bound where the wall nears the GPU's ms). `--stage-events`:
 `cp_ab_stage_rank<r>.csv`, magi's kernel calls and collective waits marked by CUDA events in each
-block (scripts/dev/stage_events.py), ms a call. `--pause-ms N`: the host sleeps N ms before each
+block (scripts/dev/stage_events.py), ms a call; `--per-call`: `cp_ab_calls_rank<r>.csv`, every
+call of each block (host issue time, host ms, GPU ms; the timed ones last). `--pause-ms N`: the host sleeps N ms before each
 block (with `--keep-garbage`: a full collection's pause without the collection; session 52);
 `--sync-first`: `torch.cuda.synchronize()` (every stream of the device) before each block.
 The per-block tables are block_probes.py's (one job: record beside a timing, write once).
@@ -98,12 +99,13 @@ class BlockSettings:
     pause_ms: float = 0.0    # the host sleeps this long before the block
     sync_first: bool = False  # torch.cuda.synchronize() (every stream) before the block
     stage_events: bool = False  # mark the runtime's kernels and collective waits in the block
+    per_call: bool = False   # each call's host issue time, host ms and GPU ms
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "BlockSettings":
         return cls(collect=not args.keep_garbage, gc_off=args.gc_off, census=args.census,
                    pause_ms=args.pause_ms, sync_first=args.sync_first,
-                   stage_events=args.stage_events)
+                   stage_events=args.stage_events, per_call=args.per_call)
 
 
 # this rank's probe tables beside the timings (block_probes.py), written by run()
@@ -193,7 +195,7 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
                 time.sleep(settings.pause_ms / 1e3)
                 with PROBES.block((choice.label, label, direction, r), fns[direction],
                                   settings.gc_off, settings.census,
-                                  settings.stage_events) as block:
+                                  settings.stage_events, settings.per_call) as block:
                     block.ms = time_cuda_ms(block.clock, hw.warmup, hw.repeat, hw.warmup_ms,
                                             agree, settings.collect)
                 ms = group_max(block.ms, group, comm_device)
@@ -235,6 +237,9 @@ def parse_args(argv, description: str) -> argparse.Namespace:
     p.add_argument("--stage-events", action="store_true",
                    help="mark magi's kernel calls and collective waits with CUDA events in each "
                         "block (cp_ab_stage_rank<r>.csv)")
+    p.add_argument("--per-call", action="store_true",
+                   help="each call of each block: host issue time, host ms, GPU ms "
+                        "(cp_ab_calls_rank<r>.csv; the last hardware.repeat are the timed ones)")
     p.add_argument("--sync-first", action="store_true",
                    help="torch.cuda.synchronize() (every stream) before each timing block")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m bench.cp")

@@ -1,5 +1,6 @@
 """scripts/dev/cp_ab.py under torchrun with gloo: per mask, every strategy timed in every round
 (both directions), one row each, written once, and a summary on rank 0."""
+import collections
 import csv
 import os
 import subprocess
@@ -175,11 +176,11 @@ def test_every_flag_of_the_command_line_reaches_the_timing(monkeypatch):
     monkeypatch.setattr(cp_ab, "run", lambda config, rounds, out, mask_rounds:
                         captured.update(partial=mask_rounds))  # None: no rows to summarise
     cp_ab.main(["--keep-garbage", "--gc-off", "--census", "--pause-ms", "5", "--sync-first",
-                "--stage-events"])
+                "--stage-events", "--per-call"])
     keywords = captured["partial"].keywords
     assert keywords == dict(settings=cp_ab.BlockSettings(collect=False, gc_off=True, census=True,
                                                          pause_ms=5.0, sync_first=True,
-                                                         stage_events=True))
+                                                         stage_events=True, per_call=True))
     inspect.signature(cp_ab._mask_rounds).bind(*[None] * 7, **keywords)
     inspect.signature(cp_ab.timed_rounds).bind(*[None] * 8, **keywords)
 
@@ -243,6 +244,40 @@ def test_host_rows_hold_each_blocks_wall_and_cpu_time_a_call(monkeypatch):
         assert values["rank_ms"] == "1.0000"  # the stand-in timing's, before the group's max
 
 
+def test_per_call_rows_hold_every_calls_issue_time_and_its_host_and_gpu_ms(monkeypatch):
+    """With per_call, every call of a block gets a row in order: here 3 calls a block, the second
+    sleeping 6 ms and the others 2 ms (host clock marks off CUDA), so the rows show which call
+    was slow and when each was issued; without it, no rows."""
+    import time
+    cp_ab, probes = _cp_ab(), _probes()
+    monkeypatch.setattr(probes.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(probes, "_mark", time.perf_counter)
+    sleeps = iter([0.002, 0.006, 0.002] * 8)
+
+    def timing(fn, *args):
+        for _ in range(3):
+            fn()
+        return 1.0
+    monkeypatch.setattr(cp_ab, "time_cuda_ms", timing)
+    monkeypatch.setattr(cp_ab, "group_max", lambda ms, group, device: ms)
+    from bench.config import MaskChoice
+    choice = MaskChoice(label="causal", name="causal", params={})
+    calls = [{d: lambda: time.sleep(next(sleeps)) for d in ("fwd", "bwd")}]
+    for per_call, expected_rows in ((False, 0), (True, 6)):
+        cp_ab.PROBES.clear()
+        cp_ab.timed_rounds(_Config, choice, ["a"], calls, 1, lambda row: None, None, None,
+                           settings=cp_ab.BlockSettings(per_call=per_call))
+        rows = cp_ab.PROBES.rows["calls"]
+        assert len(rows) == expected_rows
+    header = probes.HEADERS["calls"]
+    fwd = [dict(zip(header, r)) for r in rows if r[2] == "fwd"]
+    assert [v["call"] for v in fwd] == [0, 1, 2] and fwd[0]["host_start_ms"] == "0.000"
+    host, gpu = ([float(v[k]) for v in fwd] for k in ("host_ms", "gpu_ms"))
+    assert 6.0 <= host[1] and max(host[0], host[2]) < 6.0
+    assert 6.0 <= gpu[1] and max(gpu[0], gpu[2]) < 6.0
+    assert float(fwd[2]["host_start_ms"]) >= 8.0  # issued after the first two calls' 8 ms
+
+
 def test_stage_events_mark_the_runtimes_kernels_waits_and_fills_and_put_them_back(monkeypatch):
     """StageEvents wraps DistAttnRuntime._fwd / _bwd / _fused_kv_start and WorkHandle.wait inside
     its block only: here a stand-in kernel call of 2 ms, a collective whose wait takes 3 ms and a
@@ -275,7 +310,8 @@ def test_stage_rows_from_a_gloo_launch(tmp_path):
     """--stage-events through a real launch (gloo, magi and a baseline, one round): magi's
     blocks mark its kernel calls and the casts' waits, the baseline's none of the runtime's."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           str(ROOT / "scripts" / "dev" / "cp_ab.py"), "--stage-events", "--out", str(tmp_path),
+           str(ROOT / "scripts" / "dev" / "cp_ab.py"), "--stage-events", "--per-call", "--out",
+           str(tmp_path),
            "--rounds", "1", "--", "hardware=cpu", "hardware.head_dim=16", "hardware.warmup=1",
            "hardware.repeat=1", "hardware.warmup_ms=0", "cp=[magi,ulysses]", "mask=[causal]",
            "seqlen_per_gpu=[64]", "cp_sizes=[2]"]
@@ -294,3 +330,7 @@ def test_stage_rows_from_a_gloo_launch(tmp_path):
             assert int(ulysses["kernels"]) == int(ulysses["fills"]) == 0
         # causal at cp 2 runs the fused stage: each forward fills its buffer once
         assert int(rows["magi", "fwd"]["fills"]) == int(rows["magi", "fwd"]["kernels"])
+        with (tmp_path / f"cp_ab_calls_rank{rank}.csv").open() as f:
+            per_call = collections.Counter((r["strategy"], r["direction"])
+                                           for r in csv.DictReader(f))
+        assert per_call == {k: int(r["calls"]) for k, r in rows.items()}  # a row a call
