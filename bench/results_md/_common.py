@@ -243,6 +243,22 @@ def cp_only_wins(files: dict[str, str], cp_n: int) -> str:
                      in ((run, _cp_wins(relpath, cp_n=cp_n)) for run, relpath in files.items()))
 
 
+def cp_moves(now: dict[str, str], before: dict[str, str], cp_n: int) -> str:
+    """The cp ``cp_n`` cells whose magi / best baseline crossed 1.0 between two runs of the same
+    cells (``before`` and ``now``: {run: file}): "run mask dir before -> now", or "none"."""
+    out = []
+    for run, relpath in now.items():
+        cells, old_cells = _cp_cells(relpath), _cp_cells(before[run])
+        for (mask, cp, d), v in sorted(cells.items()):
+            old = old_cells.get((mask, cp, d), {})
+            if cp != cp_n or "magi" not in v or "magi" not in old:
+                continue
+            a, b = _magi_over_best(old), _magi_over_best(v)
+            if (a >= 1.0) != (b >= 1.0):
+                out.append(f"{run.replace('/GPU', '')} {mask} {d} {a:.3f} -> {b:.3f}")
+    return "; ".join(out) or "none"
+
+
 def _row_note(relpath: str, kernel: str, mask: str, cp: int, key: str,
               direction: str = "fwd") -> str:
     """One ``key=value`` of a CP row's message (e.g. magi's dispatch, comm_bytes_per_rank)."""

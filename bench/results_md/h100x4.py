@@ -7,7 +7,7 @@ import pandas as pd
 
 from ._common import (_ab_medians, _baselines, _cp2_below, _cp_cells, _cp_wins, _files, _helper,
                       _magi_over_best, _pytest_counts, _row_note, _with_unequal, ab_masks_table,
-                      cp2_s16_summary, cp2_s16_table, cp_only_table, cp_only_wins)
+                      cp2_s16_summary, cp2_s16_table, cp_moves, cp_only_table, cp_only_wins)
 from ._paths import RESULTS
 
 # -- session 34: 4 H100s (asked for 4 H200s) at e5be184: 16k a GPU with the runner's interleaved
@@ -183,15 +183,5 @@ def cp4_s53_below() -> str:
 
 def cp4_s53_moves() -> str:
     """The cp 4 cells whose magi / best baseline crossed 1.0 since session 47 (same node kind,
-    fe96b2b): "run mask dir before -> now"."""
-    out = []
-    for run, relpath in CP4_S53.items():
-        now, before = _cp_cells(relpath), _cp_cells(CP_S47[run])
-        for (mask, cp, d), v in sorted(now.items()):
-            old = before.get((mask, cp, d), {})
-            if cp != 4 or "magi" not in v or "magi" not in old:
-                continue
-            a, b = _magi_over_best(old), _magi_over_best(v)
-            if (a >= 1.0) != (b >= 1.0):
-                out.append(f"{run.replace('/GPU', '')} {mask} {d} {a:.3f} -> {b:.3f}")
-    return "; ".join(out) or "none"
+    fe96b2b)."""
+    return cp_moves(CP4_S53, CP_S47, 4)

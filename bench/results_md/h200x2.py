@@ -1539,3 +1539,40 @@ def clocks_s53() -> str:
     reasons = ", ".join(sorted(samples.reasons.str.strip().unique()))
     return (", ".join(out) + f" (GPU 0 / 1); power median {samples.power.median():.0f} W; "
             f"throttle reasons {reasons} ({len(samples)} samples)")
+
+
+# -- session 54: the slow state's stage marks (cp_ab.py --keep-garbage --stage-events, Triton,
+# block_causal_document 16k, cp 2, cp=[magi,magi_twin,hybrid_cp], 5 rounds): two launches on
+# GPUs 0-1 of the 4-H200 node at 573b8d5 (kernel and wait marks), two on 2 H200s at 34fec43
+# (the fused buffer's fill marked too)
+STAGE_S54 = {"4-H200 node, launch 1": "h200x4/cp_s54/probe/e1",
+             "4-H200 node, launch 2": "h200x4/cp_s54/probe/e2",
+             "2 H200s, launch 1": "h200x2/cp_s54/probe/f1",
+             "2 H200s, launch 2": "h200x2/cp_s54/probe/f2"}
+STAGE_SPANS = ("kernel", "wait", "fill")
+
+
+def stage_s54_table() -> str:
+    """Per launch and key, the forward blocks of rounds 1-4 (medians over the rounds of the
+    two ranks' mean): the timed calls' median ms, the whole block's ms a call (its wall span
+    over its calls: warm-up, timed and the closing synchronise) and the marked spans' ms a
+    call over all the block's calls ("-": not marked in that launch)."""
+    lines = ["| launch | key | timed median ms | block ms a call | kernel | wait | fill |",
+             "|---|---|---|---|---|---|---|"]
+    for label, folder in STAGE_S54.items():
+        key_cols = ["strategy", "round"]
+        host = _probe_rows("host", [folder])
+        stage = _probe_rows("stage", [folder])
+        host = host[(host["round"] > 0) & (host.direction == "fwd")].assign(
+            block=lambda h: (h.end_unix_s - h.start_unix_s) * 1e3 / h.calls)
+        stage = stage[(stage["round"] > 0) & (stage.direction == "fwd")]
+        per_round = host.groupby(key_cols)[["rank_ms", "block"]].mean()
+        spans = [f"{s}_ms_per_call" for s in STAGE_SPANS if f"{s}_ms_per_call" in stage]
+        per_round = per_round.join(stage.groupby(key_cols)[spans].mean())
+        for key in ("magi", "magi_twin"):
+            med = per_round.loc[key].median()
+            marked = [f"{med[f'{s}_ms_per_call']:.2f}" if f"{s}_ms_per_call" in med else "-"
+                      for s in STAGE_SPANS]
+            lines.append(f"| {label} | {key} | {med.rank_ms:.2f} | {med.block:.2f} | "
+                         + " | ".join(marked) + " |")
+    return "\n".join(lines)

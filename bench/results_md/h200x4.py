@@ -9,7 +9,8 @@ from bench.cp.plot import ratio_table
 from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _ab_table, _baselines, _cp2_below,
                       _cp_cells, _cut_ms, _helper, _k, _kernel_tflops, _magi_over_best, _row_note,
                       _rows, _span, _vs_best, _with_unequal, ab_masks_table, cp1_spread_s31,
-                      cp2_s16_summary, cp2_s16_table, unequal_s28_table)
+                      cp2_s16_summary, cp2_s16_table, cp_moves, cp_only_table, cp_only_wins,
+                      unequal_s28_table)
 from ._paths import RESULTS
 
 
@@ -132,8 +133,9 @@ def cp_scaling() -> str:
 # issue 15's cp 4 check at 0348a47: 16k a GPU (cp 1 and 4, every strategy and magi_unequal,
 # repeat 6) with FA4 and Triton; FA4 at 64k a GPU, cp 4 (repeat 3; the call's limit cut full
 # before four of its baselines). Then the interleaved A/B of Triton's dispatch on causal.
-CP_S32 = {"fa4, 16k/GPU": "h200x4/cp/cp_h200x4__fa4_16k.csv",
-          "triton, 16k/GPU": "h200x4/cp/cp_h200x4__triton_16k.csv",
+# (the 16k files as they stood, moved to cp_history when session 54 measured cp 4 again)
+CP_S32 = {"fa4, 16k/GPU": "h200x4/cp_history/cp_h200x4__fa4_16k__0348a47c8426.csv",
+          "triton, 16k/GPU": "h200x4/cp_history/cp_h200x4__triton_16k__0348a47c8426.csv",
           "fa4, 64k/GPU": "h200x4/cp/cp_h200x4__fa4_64k.csv"}
 UNEQUAL_S32 = {tuple(run.replace("/GPU", "").split(", ")): relpath
                for run, relpath in CP_S32.items()}
@@ -277,3 +279,43 @@ def profile_s37_table() -> str:
 
 def timed_cp4_s37_ab() -> str:
     return ab_masks_table(TIMED_CP4_S37)
+
+
+# -- session 54: issue 15's cp 4 cells at HEAD (573b8d5) on one node of 4 H200s, both kernels,
+# every strategy and magi_unequal, the runner's rounds 3, cp 4 alone (the node's cp 1 rows stay
+# session 32's); then FA4's 64k full at cp 2 on GPUs 0-1 of the same node, rounds 3
+S54 = "h200x4/cp_s54"
+CP4_S54 = {f"{b}, 16k/GPU": f"h200x4/cp/cp_h200x4__{b}_16k_cp4.csv" for b in ("fa4", "triton")}
+FA4_64K_FULL_S54 = f"{S54}/fa4_64k_full_cp2__573b8d5.csv"
+
+
+def cp4_s54_table() -> str:
+    return cp_only_table(CP4_S54, 4)
+
+
+def cp4_s54_wins() -> str:
+    return (cp_only_wins(CP4_S54, 4) + "; counting magi_unequal: "
+            + _with_unequal(CP4_S54, "16k", cp_n=4))
+
+
+def cp4_s54_below() -> str:
+    return _cp2_below(CP4_S54, cp_n=4)
+
+
+def cp4_s54_moves() -> str:
+    """The cp 4 cells whose magi / best baseline crossed 1.0 since session 32 (same node kind,
+    0348a47)."""
+    return cp_moves(CP4_S54, {run: CP_S32[run] for run in CP4_S54}, 4)
+
+
+def fa4_64k_full_s54() -> str:
+    """FA4 64k full at cp 2: magi / the best baseline to four places (its name), each
+    direction, and the rounds the rows report."""
+    cells = _cp_cells(FA4_64K_FULL_S54)
+    out = []
+    for d in ("fwd", "bwd"):
+        base = _baselines(cells["full", 2, d])
+        out.append(f"{d} {_magi_over_best(cells['full', 2, d]):.4f} ({max(base, key=base.get)})")
+    # a row cut short by the call's time limit names the rounds it kept (rounds_done=k)
+    cut = _helper(FA4_64K_FULL_S54).message.str.contains("rounds_done=").any()
+    return ", ".join(out) + (" (cut short: see rounds_done)" if cut else " (all 3 rounds)")

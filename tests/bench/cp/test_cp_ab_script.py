@@ -214,12 +214,8 @@ def test_allocator_counters_are_empty_off_cuda(monkeypatch):
     assert probes.allocator_counters() == {}
 
 
-def test_host_rows_hold_each_blocks_wall_and_cpu_time_a_call(monkeypatch):
-    """Every block gets a row of its calls' host time: here each call sleeps 2 ms (wall time,
-    next to no CPU) and the stand-in timing makes 3 calls a block."""
-    import time
-    cp_ab = _cp_ab()
-
+def _three_calls_a_block(monkeypatch, cp_ab):
+    """A stand-in timing that makes 3 calls a block (1 ms, no group); returns the mask."""
     def timing(fn, *args):
         for _ in range(3):
             fn()
@@ -227,7 +223,15 @@ def test_host_rows_hold_each_blocks_wall_and_cpu_time_a_call(monkeypatch):
     monkeypatch.setattr(cp_ab, "time_cuda_ms", timing)
     monkeypatch.setattr(cp_ab, "group_max", lambda ms, group, device: ms)
     from bench.config import MaskChoice
-    choice = MaskChoice(label="causal", name="causal", params={})
+    return MaskChoice(label="causal", name="causal", params={})
+
+
+def test_host_rows_hold_each_blocks_wall_and_cpu_time_a_call(monkeypatch):
+    """Every block gets a row of its calls' host time: here each call sleeps 2 ms (wall time,
+    next to no CPU) and the stand-in timing makes 3 calls a block."""
+    import time
+    cp_ab = _cp_ab()
+    choice = _three_calls_a_block(monkeypatch, cp_ab)
     calls = [{"fwd": lambda: time.sleep(0.002), "bwd": lambda: time.sleep(0.002)}]
     cp_ab.PROBES.clear()
     cp_ab.timed_rounds(_Config, choice, ["a"], calls, 2, lambda row: None, None, None)
@@ -253,15 +257,7 @@ def test_per_call_rows_hold_every_calls_issue_time_and_its_host_and_gpu_ms(monke
     monkeypatch.setattr(probes.torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(probes, "_mark", time.perf_counter)
     sleeps = iter([0.002, 0.006, 0.002] * 8)
-
-    def timing(fn, *args):
-        for _ in range(3):
-            fn()
-        return 1.0
-    monkeypatch.setattr(cp_ab, "time_cuda_ms", timing)
-    monkeypatch.setattr(cp_ab, "group_max", lambda ms, group, device: ms)
-    from bench.config import MaskChoice
-    choice = MaskChoice(label="causal", name="causal", params={})
+    choice = _three_calls_a_block(monkeypatch, cp_ab)
     calls = [{d: lambda: time.sleep(next(sleeps)) for d in ("fwd", "bwd")}]
     for per_call, expected_rows in ((False, 0), (True, 6)):
         cp_ab.PROBES.clear()
