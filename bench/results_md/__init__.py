@@ -131,9 +131,9 @@ from .h200x2 import (CP2_S49_SPANS, CP2_S51_SPANS, CP2_S52_SPANS, collection_ms_
                      static_key_s49, static_s49, triton_64k_full_bwd_s50, triton_64k_s50_before,
                      triton_64k_s50_table)
 from .h200x2 import alloc_s53, clocks_s53, host_s53, probe_s53_table
-from .h200x4 import (cp4_s54_below, cp4_s54_moves, cp4_s54_table, cp4_s54_wins,
+from .h200x4 import (cp4_s54_below, cp4_s54_docs, cp4_s54_moves, cp4_s54_table, cp4_s54_wins,
                      fa4_64k_full_s54)
-from .h200x2 import stage_s54_table
+from .h200x2 import stage_s54_gaps, stage_s54_table
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
 
@@ -144,8 +144,10 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x4.cp4_s54_wins": cp4_s54_wins,
     "h200x4.cp4_s54_below": cp4_s54_below,
     "h200x4.cp4_s54_moves": cp4_s54_moves,
+    "h200x4.cp4_s54_docs": cp4_s54_docs,
     "h200x4.fa4_64k_full_s54": fa4_64k_full_s54,
     "h200x2.stage_s54_table": stage_s54_table,
+    "h200x2.stage_s54_gaps": stage_s54_gaps,
     "h200x2.dyn_ab_s49_table": dyn_ab_s49_table,
     "h200x2.dyn_ab_s49_causal": dyn_ab_s49_causal,
     "h200x2.cut_ab_s49_table": cut_ab_s49_table,

@@ -1552,6 +1552,21 @@ STAGE_S54 = {"4-H200 node, launch 1": "h200x4/cp_s54/probe/e1",
 STAGE_SPANS = ("kernel", "wait", "fill")
 
 
+def _stage_medians(folder: str) -> pd.DataFrame:
+    """One launch's forward blocks of rounds 1-4 per key (index: strategy): rank_ms (the timed
+    calls' median), block (the block's wall ms a call) and the marked spans' ms a call, each the
+    two ranks' mean, then the median over the rounds."""
+    key_cols = ["strategy", "round"]
+    host, stage = _probe_rows("host", [folder]), _probe_rows("stage", [folder])
+    host = host[(host["round"] > 0) & (host.direction == "fwd")].assign(
+        block=lambda h: (h.end_unix_s - h.start_unix_s) * 1e3 / h.calls)
+    stage = stage[(stage["round"] > 0) & (stage.direction == "fwd")]
+    spans = [f"{s}_ms_per_call" for s in STAGE_SPANS if f"{s}_ms_per_call" in stage]
+    per_round = host.groupby(key_cols)[["rank_ms", "block"]].mean().join(
+        stage.groupby(key_cols)[spans].mean())
+    return per_round.groupby("strategy").median()
+
+
 def stage_s54_table() -> str:
     """Per launch and key, the forward blocks of rounds 1-4 (medians over the rounds of the
     two ranks' mean): the timed calls' median ms, the whole block's ms a call (its wall span
@@ -1560,19 +1575,23 @@ def stage_s54_table() -> str:
     lines = ["| launch | key | timed median ms | block ms a call | kernel | wait | fill |",
              "|---|---|---|---|---|---|---|"]
     for label, folder in STAGE_S54.items():
-        key_cols = ["strategy", "round"]
-        host = _probe_rows("host", [folder])
-        stage = _probe_rows("stage", [folder])
-        host = host[(host["round"] > 0) & (host.direction == "fwd")].assign(
-            block=lambda h: (h.end_unix_s - h.start_unix_s) * 1e3 / h.calls)
-        stage = stage[(stage["round"] > 0) & (stage.direction == "fwd")]
-        per_round = host.groupby(key_cols)[["rank_ms", "block"]].mean()
-        spans = [f"{s}_ms_per_call" for s in STAGE_SPANS if f"{s}_ms_per_call" in stage]
-        per_round = per_round.join(stage.groupby(key_cols)[spans].mean())
+        medians = _stage_medians(folder)
         for key in ("magi", "magi_twin"):
-            med = per_round.loc[key].median()
+            med = medians.loc[key]
             marked = [f"{med[f'{s}_ms_per_call']:.2f}" if f"{s}_ms_per_call" in med else "-"
                       for s in STAGE_SPANS]
             lines.append(f"| {label} | {key} | {med.rank_ms:.2f} | {med.block:.2f} | "
                          + " | ".join(marked) + " |")
     return "\n".join(lines)
+
+
+def stage_s54_gaps() -> str:
+    """Over the four launches: the twin's timed median above magi's (ms, range) and the largest
+    gap between their whole blocks' ms a call."""
+    timed, block = [], []
+    for folder in STAGE_S54.values():
+        med = _stage_medians(folder)
+        timed.append(med.rank_ms["magi_twin"] - med.rank_ms["magi"])
+        block.append(abs(med.block["magi_twin"] - med.block["magi"]))
+    return (f"the twin's timed median {min(timed):.2f}-{max(timed):.2f} ms above magi's; their "
+            f"blocks' ms a call at most {max(block):.2f} ms apart")

@@ -319,3 +319,15 @@ def fa4_64k_full_s54() -> str:
     # a row cut short by the call's time limit names the rounds it kept (rounds_done=k)
     cut = _helper(FA4_64K_FULL_S54).message.str.contains("rounds_done=").any()
     return ", ".join(out) + (" (cut short: see rounds_done)" if cut else " (all 3 rounds)")
+
+
+def cp4_s54_docs() -> str:
+    """magi / the best baseline over the document masks' cp 4 cells of both kernels, per
+    direction (range)."""
+    out = []
+    for d in ("fwd", "bwd"):
+        ratios = [_magi_over_best(v) for relpath in CP4_S54.values()
+                  for (mask, cp, dd), v in _cp_cells(relpath).items()
+                  if cp == 4 and dd == d and mask in DOC_MASKS and "magi" in v]
+        out.append(f"{d} {min(ratios):.2f}-{max(ratios):.2f} over {len(ratios)} cells")
+    return ", ".join(out)
