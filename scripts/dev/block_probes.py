@@ -9,8 +9,9 @@ once at the end (``<name>_<kind>_rank<r>.csv``).
 - stage (``--stage-events``): magi's kernel calls, collective waits and fused-buffer fills
   (stage_events.py).
 - calls (``--per-call``): every call of the block, in order: when the host issued it (ms since
-  the block's first call), its host ms and its GPU ms (CUDA events around it on the current
-  stream; host clock off CUDA). The last ``hardware.repeat`` calls are the timed ones.
+  the block's first call), its host wall and thread-CPU ms (a lock or driver wait shows as wall
+  above CPU) and its GPU ms (CUDA events around it on the current stream; host clock off CUDA).
+  The last ``hardware.repeat`` calls are the timed ones.
 
 They were added one session at a time while looking for the second magi key's slow forward
 (notes/magi_cp.md, sessions 50-53): garbage, the allocator, the host and the kernel/wait split.
@@ -39,7 +40,7 @@ HEADERS = {
              "rank_ms"),
     "stage": (*KEY, "calls", "kernels", "kernel_ms_per_call", "waits", "wait_ms_per_call",
               "fills", "fill_ms_per_call"),
-    "calls": (*KEY, "call", "host_start_ms", "host_ms", "gpu_ms"),
+    "calls": (*KEY, "call", "host_start_ms", "host_ms", "cpu_ms", "gpu_ms"),
 }
 ALWAYS_WRITTEN = ("gc", "host")  # the others only where they have rows (census, CUDA, flags)
 
@@ -50,7 +51,7 @@ class HostClock:
 
     def __init__(self, fn, per_call: bool = False) -> None:
         self.fn, self.calls, self.wall_s, self.cpu_s = fn, 0, 0.0, 0.0
-        self.per_call, self.spans = per_call, []  # (host start, host end, mark, mark)
+        self.per_call, self.spans = per_call, []  # (host start, host end, CPU s, mark, mark)
 
     def __call__(self):
         wall, cpu = time.perf_counter(), time.thread_time()
@@ -58,19 +59,19 @@ class HostClock:
         try:
             return self.fn()
         finally:
-            end = time.perf_counter()
+            end, cpu_s = time.perf_counter(), time.thread_time() - cpu
             if self.per_call:
-                self.spans.append((wall, end, first, _mark()))
+                self.spans.append((wall, end, cpu_s, first, _mark()))
             self.wall_s += end - wall
-            self.cpu_s += time.thread_time() - cpu
+            self.cpu_s += cpu_s
             self.calls += 1
 
     def call_rows(self) -> list:
-        """[call, host start ms since the first call, host ms, GPU ms] of each call (after a
-        synchronise on CUDA: every mark has completed)."""
+        """[call, host start ms since the first call, host ms, CPU ms, GPU ms] of each call
+        (after a synchronise on CUDA: every mark has completed)."""
         t0 = self.spans[0][0] if self.spans else 0.0
-        return [[i, f"{(a - t0) * 1e3:.3f}", f"{(b - a) * 1e3:.3f}", f"{_ms(x, y):.4f}"]
-                for i, (a, b, x, y) in enumerate(self.spans)]
+        return [[i, f"{(a - t0) * 1e3:.3f}", f"{(b - a) * 1e3:.3f}", f"{c * 1e3:.3f}",
+                 f"{_ms(x, y):.4f}"] for i, (a, b, c, x, y) in enumerate(self.spans)]
 
     def row(self) -> list:
         """[calls, wall ms a call, CPU ms a call] (formatted for the csv)."""

@@ -30,8 +30,9 @@ MB reserved after it. `cp_ab_host_rank<r>.csv`: the host's wall and CPU ms a cal
 block's calls (launch-bound where the wall nears the GPU's ms). `--stage-events`:
 `cp_ab_stage_rank<r>.csv`, magi's kernel calls and collective waits marked by CUDA events in each
 block (scripts/dev/stage_events.py), ms a call; `--per-call`: `cp_ab_calls_rank<r>.csv`, every
-call of each block (host issue time, host ms, GPU ms; the timed ones last). `--pause-ms N`: the host sleeps N ms before each
-block (with `--keep-garbage`: a full collection's pause without the collection; session 52);
+call of each block (host issue time, host wall and CPU ms, GPU ms; the timed ones last).
+`--pause-ms N`: the host sleeps N ms before each block (with `--keep-garbage`: a full
+collection's pause without the collection; session 52);
 `--sync-first`: `torch.cuda.synchronize()` (every stream of the device) before each block.
 The per-block tables are block_probes.py's (one job: record beside a timing, write once).
 """
@@ -99,7 +100,7 @@ class BlockSettings:
     pause_ms: float = 0.0    # the host sleeps this long before the block
     sync_first: bool = False  # torch.cuda.synchronize() (every stream) before the block
     stage_events: bool = False  # mark the runtime's kernels and collective waits in the block
-    per_call: bool = False   # each call's host issue time, host ms and GPU ms
+    per_call: bool = False   # each call's host issue time, host wall and CPU ms, GPU ms
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "BlockSettings":
@@ -238,7 +239,7 @@ def parse_args(argv, description: str) -> argparse.Namespace:
                    help="mark magi's kernel calls and collective waits with CUDA events in each "
                         "block (cp_ab_stage_rank<r>.csv)")
     p.add_argument("--per-call", action="store_true",
-                   help="each call of each block: host issue time, host ms, GPU ms "
+                   help="each call of each block: host issue time, host wall and CPU ms, GPU ms "
                         "(cp_ab_calls_rank<r>.csv; the last hardware.repeat are the timed ones)")
     p.add_argument("--sync-first", action="store_true",
                    help="torch.cuda.synchronize() (every stream) before each timing block")

@@ -1,16 +1,18 @@
 """Where a magi call's GPU time goes, without the profiler: marks around the runtime's kernel
 calls (``DistAttnRuntime._fwd`` / ``_bwd``), around each collective's ``WorkHandle.wait`` and
 around the fused forward's buffer fill (``_fused_kv_start``: the cast issued, the own KV copied
-into the buffer beside it) on the calling stream, while installed. On CUDA the marks are events, so a wait's span is how long
-the stream stood still for its collective (the cast or reduce landing after the work before it),
-plus what the wait itself then runs (group_reduce's scatter-add), and a kernel call's span its
-kernels' time; on CPU they are host clock readings (for the tests).
+into the buffer beside it) on the calling stream, while installed. On CUDA the marks are
+events, so a wait's span is how long the stream stood still for its collective (the cast or
+reduce landing after the work before it), plus what the wait itself then runs (group_reduce's
+scatter-add), and a kernel call's span its kernels' time; on CPU they are host clock readings
+(for the tests).
 
 Session 53: the second key's slow forward is not work left on other streams, the allocator, the
 host's launches, the clocks or the queue count (notes/magi_cp.md); this says whether its extra
 time is in the attention kernel or in the wait for the cast, per rank, without torch.profiler
-(which removed the state in session 50). Session 54: neither (the twin's kernel and wait spans
-within ~0.1 ms of magi's, its call 0.3-0.5 ms longer on both ranks), so the fill is marked too.
+(which removed the state in session 50). Session 54: neither; with the fill marked too, every
+span over the block's calls sums to magi's, and only the twin's timed calls are slower
+(block_probes.py's per-call rows are the next test).
 """
 from __future__ import annotations
 

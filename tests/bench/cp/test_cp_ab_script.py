@@ -248,7 +248,7 @@ def test_host_rows_hold_each_blocks_wall_and_cpu_time_a_call(monkeypatch):
         assert values["rank_ms"] == "1.0000"  # the stand-in timing's, before the group's max
 
 
-def test_per_call_rows_hold_every_calls_issue_time_and_its_host_and_gpu_ms(monkeypatch):
+def test_per_call_rows_hold_every_calls_issue_time_and_its_host_cpu_and_gpu_ms(monkeypatch):
     """With per_call, every call of a block gets a row in order: here 3 calls a block, the second
     sleeping 6 ms and the others 2 ms (host clock marks off CUDA), so the rows show which call
     was slow and when each was issued; without it, no rows."""
@@ -270,6 +270,7 @@ def test_per_call_rows_hold_every_calls_issue_time_and_its_host_and_gpu_ms(monke
     assert [v["call"] for v in fwd] == [0, 1, 2] and fwd[0]["host_start_ms"] == "0.000"
     host, gpu = ([float(v[k]) for v in fwd] for k in ("host_ms", "gpu_ms"))
     assert 6.0 <= host[1] and max(host[0], host[2]) < 6.0
+    assert all(float(v["cpu_ms"]) < 1.0 for v in fwd)  # asleep: wall, next to no CPU
     assert 6.0 <= gpu[1] and max(gpu[0], gpu[2]) < 6.0
     assert float(fwd[2]["host_start_ms"]) >= 8.0  # issued after the first two calls' 8 ms
 
