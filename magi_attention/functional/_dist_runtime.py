@@ -133,6 +133,10 @@ class DistAttnRuntime:
         # the forwards beside a collective in flight run the Gluon forward's dynamic grid
         # (OverlapConfig.dynamic_grid; set by the key before it times its cut)
         self.dynamic_grid = False
+        # the cut backward's own keys' kernel on a second stream, issued before the received
+        # keys' reduce, so that its programs fill the received keys' kernel's tail
+        # (OverlapConfig.side_backward; set by the key before it times its cut)
+        self.side_backward = False
         self._arrivals: dict = {}
         self._own_index: dict = {}
         self._sm_count: dict = {}
@@ -175,7 +179,7 @@ class DistAttnRuntime:
 
     def _stream(self, device: torch.device, role: str = "comm"):
         """This rank's side stream for ``role`` ("comm": the collectives; "blocks": the row
-        split's remote blocks), or None off CUDA."""
+        split's remote blocks, the side backward's own keys), or None off CUDA."""
         if device.type != "cuda":
             return None
         key = (device.index if device.index is not None else torch.cuda.current_device(), role)
@@ -434,10 +438,16 @@ class DistAttnRuntime:
         the forward's received KV, in the cast's order), so that their dK/dV travel back to
         their owners while the own keys' kernel runs; dq summed, the returned partials added
         into the own dk, dv as in ``_fused_backward``. Two bf16 partials summed once round as
-        an fp32 sum would."""
+        an fp32 sum would. ``side_backward`` (CUDA, overlap on): the own keys' kernel runs on
+        the "blocks" stream, issued right after the received keys' and before the reduce, so
+        its programs take the SMs that kernel's last wave leaves idle."""
         h = k.shape[1]
         if recv is None:
             recv = self._issue(self._cast((k, v), 0)).wait()
+        side = self._stream(q.device, "blocks") if self.side_backward and self.overlap else None
+        main = torch.cuda.current_stream(q.device) if side is not None else None
+        if side is not None:  # before the received keys' kernel: the own keys' need not wait
+            side.wait_stream(main)
         win = self.meta.stages[0].window
         if win is None:  # no row reads a received key: their gradients are zero
             dq_r, partial = None, torch.zeros_like(recv)
@@ -447,8 +457,18 @@ class DistAttnRuntime:
                                          out[rows], lse[rows], win.attn, backend)
             partial = torch.cat([dk_r, dv_r], dim=1)
         own = []
+        if side is not None:  # issued before the reduce, so one hardware queue keeps it ahead
+            with torch.cuda.stream(side):
+                own_grads = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
         finish = self._reduce_into_own(partial, lambda: own[0])
-        dq, dk, dv = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
+        if side is None:
+            own_grads = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
+        else:
+            main.wait_stream(side)
+            for t in own_grads:  # made on the side stream, read and freed on this one
+                if t is not None:
+                    t.record_stream(main)
+        dq, dk, dv = own_grads
         own.append((dk, dv))
         if dq is None:
             dq = torch.zeros_like(q)

@@ -7,7 +7,8 @@ cuts moved by the ranks' measured kernel times (``balance="timed"``) and the who
 the runtime's switches on (``early_reduce``, ``gather_first``, ``one_copy``,
 ``copy_programs_per_sm``), the own KV copied by the copy engines (``copy_engine``), the
 Gluon forward launched before the cast has landed (``early_start``, one hardware queue) and the
-forwards beside the cast on the Gluon forward's dynamic grid (``dynamic_grid``), is
+forwards beside the cast on the Gluon forward's dynamic grid (``dynamic_grid``) and the cut
+backward's own keys' kernel on a second stream (``side_backward``), is
 exact in bf16 against the reference kernel in fp32 over the same inputs, and a steady-state step
 (calc_attn forward + backward) neither copies to the host nor synchronises (torch's sync debug
 mode turns either into an error).
@@ -65,7 +66,10 @@ OVERLAPS = {"whole": dict(fused=True, cut="none"), "split": dict(fused=True, spl
             # hardware queue, as the benchmark runs): the cut forward's own keys, and the staged
             # forward's host stage and first remote stage
             "dynamic_cut": dict(fused=True, cut="fwd", dynamic_grid=True),
-            "dynamic_staged": dict(fused=False, num_stages=2, dynamic_grid=True)}
+            "dynamic_staged": dict(fused=False, num_stages=2, dynamic_grid=True),
+            # the backward cut by keys with the own keys' kernel on a second stream, issued
+            # before the reduce (one hardware queue, as the benchmark runs)
+            "side_bwd": dict(fused=True, cut="bwd", side_backward=True)}
 RUNTIME = {"switches": dict(early_reduce=True, gather_first=True, one_copy=True,
                             copy_programs_per_sm=8),
            "copy_engine": dict(copy_engine=True)}
@@ -76,7 +80,7 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
     """device "cpu" (gloo, the reference kernel): a smoke test of this worker itself."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     cuda = device == "cuda"
-    if mode == "early_start" or mode.startswith("dynamic"):  # before CUDA starts: kernels
+    if mode in ("early_start", "side_bwd") or mode.startswith("dynamic"):  # before CUDA: kernels
         os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"  # reach the GPU in launch order
     if cuda:
         torch.cuda.set_device(rank)
@@ -116,6 +120,8 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
                 assert key.runtime.cut == {mode[4:]}, key.runtime.cut
             if mode == "dynamic_cut":
                 assert key.runtime.cut == {"fwd"} and key.runtime.dynamic_grid, key.runtime.cut
+            if mode == "side_bwd":
+                assert key.runtime.cut == {"bwd"} and key.runtime.side_backward, key.runtime.cut
             cut = ",".join(sorted(key.runtime.cut)) or "-"
             local = [dispatch(t.bfloat16(), key).requires_grad_() for t in (q, k, v)]
             dout_local = dispatch(dout.bfloat16(), key)
