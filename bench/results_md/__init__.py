@@ -119,7 +119,7 @@ from .h100x2 import (early_bench_s46_table, early_s46_summary, probe_s46, pytest
                      schedule_s46_table, switch_ab_s46_table)
 from .h100x4 import (cp_s47_below, cp_s47_summary, cp_s47_table, early_ab_s47_table,
                      pytest_s47, queues_s47)
-from .h100x4 import cp4_s53_below, cp4_s53_moves, cp4_s53_table, cp4_s53_wins
+from .h100x4 import CP4_S53_SPANS, cp4_s53_moves
 from .h200 import kernels_s48_goals, kernels_s48_table
 from .h200x2 import CP2_S48_SPANS, cut_causal_s48, early_ab_s48_table, early_key_s48
 from .h200x2 import (CP2_S49_SPANS, CP2_S51_SPANS, CP2_S52_SPANS, collection_ms_s52,
@@ -131,8 +131,7 @@ from .h200x2 import (CP2_S49_SPANS, CP2_S51_SPANS, CP2_S52_SPANS, collection_ms_
                      static_key_s49, static_s49, triton_64k_full_bwd_s50, triton_64k_s50_before,
                      triton_64k_s50_table)
 from .h200x2 import alloc_s53, clocks_s53, host_s53, probe_s53_table
-from .h200x4 import (cp4_s54_below, cp4_s54_docs, cp4_s54_moves, cp4_s54_table, cp4_s54_wins,
-                     fa4_64k_full_s54)
+from .h200x4 import CP4_S54_SPANS, cp4_s54_docs, cp4_s54_moves, fa4_64k_full_s54
 from .h200x2 import stage_s54_gaps, stage_s54_table
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
@@ -140,9 +139,7 @@ from .solver import dispatch_volume_extremes, dispatch_volume_table
 __all__ = ["SECTIONS", "RESULTS_MD", "main"]
 
 SECTIONS: dict[str, Callable[[], str]] = {
-    "h200x4.cp4_s54_table": cp4_s54_table,
-    "h200x4.cp4_s54_wins": cp4_s54_wins,
-    "h200x4.cp4_s54_below": cp4_s54_below,
+    **{f"h200x4.cp4_s54_{part}": span for part, span in CP4_S54_SPANS.items()},
     "h200x4.cp4_s54_moves": cp4_s54_moves,
     "h200x4.cp4_s54_docs": cp4_s54_docs,
     "h200x4.fa4_64k_full_s54": fa4_64k_full_s54,
@@ -177,9 +174,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.probe_s52_table": probe_s52_table,
     "h200x2.garbage_s52": garbage_s52,
     "h200x2.collection_ms_s52": collection_ms_s52,
-    "h100x4.cp4_s53_table": cp4_s53_table,
-    "h100x4.cp4_s53_wins": cp4_s53_wins,
-    "h100x4.cp4_s53_below": cp4_s53_below,
+    **{f"h100x4.cp4_s53_{part}": span for part, span in CP4_S53_SPANS.items()},
     "h100x4.cp4_s53_moves": cp4_s53_moves,
     "h200x2.probe_s53_table": probe_s53_table,
     "h200x2.alloc_s53": alloc_s53,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -241,6 +241,15 @@ def cp_only_wins(files: dict[str, str], cp_n: int) -> str:
     """Per run: cells at cp ``cp_n`` where magi >= the best baseline."""
     return "; ".join(f"{run.replace('/GPU', '')}: {won} of {n}" for run, (won, n)
                      in ((run, _cp_wins(relpath, cp_n=cp_n)) for run, relpath in files.items()))
+
+
+def cp_only_spans(files: dict[str, str], cp_n: int) -> dict[str, Callable[[], str]]:
+    """The spans of a cp ``cp_n`` table run alone (no cp 1 rows): its table, the cells at or
+    above the best baseline (magi_unequal, opt-in, counted as magi's too) and those below."""
+    return {"table": lambda: cp_only_table(files, cp_n),
+            "wins": lambda: (cp_only_wins(files, cp_n) + "; counting magi_unequal: "
+                             + _with_unequal(files, "16k", cp_n=cp_n)),
+            "below": lambda: _cp2_below(files, cp_n=cp_n)}
 
 
 def cp_moves(now: dict[str, str], before: dict[str, str], cp_n: int) -> str:

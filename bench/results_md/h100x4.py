@@ -7,7 +7,8 @@ import pandas as pd
 
 from ._common import (_ab_medians, _baselines, _cp2_below, _cp_cells, _cp_wins, _files, _helper,
                       _magi_over_best, _pytest_counts, _row_note, _with_unequal, ab_masks_table,
-                      cp2_s16_summary, cp2_s16_table, cp_moves, cp_only_table, cp_only_wins)
+                      cp2_s16_summary, cp2_s16_table, cp_moves, cp_only_spans, cp_only_table,
+                      cp_only_wins)
 from ._paths import RESULTS
 
 # -- session 34: 4 H100s (asked for 4 H200s) at e5be184: 16k a GPU with the runner's interleaved
@@ -168,17 +169,7 @@ def queues_s47() -> str:
 CP4_S53 = {f"{b}, 16k/GPU": f"h100x4/cp/cp_h100x4__{b}_16k_cp4.csv" for b in ("fa4", "triton")}
 
 
-def cp4_s53_table() -> str:
-    return cp_only_table(CP4_S53, 4)
-
-
-def cp4_s53_wins() -> str:
-    return (cp_only_wins(CP4_S53, 4) + "; counting magi_unequal: "
-            + _with_unequal(CP4_S53, "16k", cp_n=4))
-
-
-def cp4_s53_below() -> str:
-    return _cp2_below(CP4_S53, cp_n=4)
+CP4_S53_SPANS = cp_only_spans(CP4_S53, 4)
 
 
 def cp4_s53_moves() -> str:

@@ -9,8 +9,7 @@ from bench.cp.plot import ratio_table
 from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _ab_table, _baselines, _cp2_below,
                       _cp_cells, _cut_ms, _helper, _k, _kernel_tflops, _magi_over_best, _row_note,
                       _rows, _span, _vs_best, _with_unequal, ab_masks_table, cp1_spread_s31,
-                      cp2_s16_summary, cp2_s16_table, cp_moves, cp_only_table, cp_only_wins,
-                      unequal_s28_table)
+                      cp2_s16_summary, cp2_s16_table, cp_moves, cp_only_spans, unequal_s28_table)
 from ._paths import RESULTS
 
 
@@ -289,17 +288,7 @@ CP4_S54 = {f"{b}, 16k/GPU": f"h200x4/cp/cp_h200x4__{b}_16k_cp4.csv" for b in ("f
 FA4_64K_FULL_S54 = f"{S54}/fa4_64k_full_cp2__573b8d5.csv"
 
 
-def cp4_s54_table() -> str:
-    return cp_only_table(CP4_S54, 4)
-
-
-def cp4_s54_wins() -> str:
-    return (cp_only_wins(CP4_S54, 4) + "; counting magi_unequal: "
-            + _with_unequal(CP4_S54, "16k", cp_n=4))
-
-
-def cp4_s54_below() -> str:
-    return _cp2_below(CP4_S54, cp_n=4)
+CP4_S54_SPANS = cp_only_spans(CP4_S54, 4)
 
 
 def cp4_s54_moves() -> str:
