@@ -457,12 +457,15 @@ class DistAttnRuntime:
                                          out[rows], lse[rows], win.attn, backend)
             partial = torch.cat([dk_r, dv_r], dim=1)
         own = []
+
+        def own_keys():
+            return self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
         if side is not None:  # issued before the reduce, so one hardware queue keeps it ahead
             with torch.cuda.stream(side):
-                own_grads = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
+                own_grads = own_keys()
         finish = self._reduce_into_own(partial, lambda: own[0])
         if side is None:
-            own_grads = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
+            own_grads = own_keys()
         else:
             main.wait_stream(side)
             for t in own_grads:  # made on the side stream, read and freed on this one
