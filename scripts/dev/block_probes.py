@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from stage_events import StageEvents, _mark, _ms
+from stage_events import StageEvents, elapsed_ms, mark
 
 KEY = ("mask", "strategy", "direction", "round")  # each row's block
 ALLOC_COUNTERS = ("num_alloc_retries", "num_device_alloc", "num_device_free",
@@ -55,13 +55,13 @@ class HostClock:
 
     def __call__(self):
         wall, cpu = time.perf_counter(), time.thread_time()
-        first = _mark() if self.per_call else None
+        first = mark() if self.per_call else None
         try:
             return self.fn()
         finally:
             end, cpu_s = time.perf_counter(), time.thread_time() - cpu
             if self.per_call:
-                self.spans.append((wall, end, cpu_s, first, _mark()))
+                self.spans.append((wall, end, cpu_s, first, mark()))
             self.wall_s += end - wall
             self.cpu_s += cpu_s
             self.calls += 1
@@ -71,7 +71,7 @@ class HostClock:
         (after a synchronise on CUDA: every mark has completed)."""
         t0 = self.spans[0][0] if self.spans else 0.0
         return [[i, f"{(a - t0) * 1e3:.3f}", f"{(b - a) * 1e3:.3f}", f"{c * 1e3:.3f}",
-                 f"{_ms(x, y):.4f}"] for i, (a, b, c, x, y) in enumerate(self.spans)]
+                 f"{elapsed_ms(x, y):.4f}"] for i, (a, b, c, x, y) in enumerate(self.spans)]
 
     def row(self) -> list:
         """[calls, wall ms a call, CPU ms a call] (formatted for the csv)."""

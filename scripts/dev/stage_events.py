@@ -25,7 +25,7 @@ from magi_attention.comm import WorkHandle
 from magi_attention.functional import DistAttnRuntime
 
 
-def _mark():
+def mark():
     """A point on the current stream (a recorded CUDA event) or, off CUDA, the host clock."""
     if torch.cuda.is_available():
         event = torch.cuda.Event(enable_timing=True)
@@ -34,7 +34,7 @@ def _mark():
     return time.perf_counter()
 
 
-def _ms(start, end) -> float:
+def elapsed_ms(start, end) -> float:
     """Milliseconds between two marks (CUDA events must have completed: synchronise first)."""
     if isinstance(start, float):
         return (end - start) * 1e3
@@ -52,11 +52,11 @@ class StageEvents:
 
     def _spanned(self, fn, spans: list):
         def wrapper(*args, **kwargs):
-            start = _mark()
+            start = mark()
             try:
                 return fn(*args, **kwargs)
             finally:
-                spans.append((start, _mark()))
+                spans.append((start, mark()))
         return wrapper
 
     @contextlib.contextmanager
@@ -81,5 +81,5 @@ class StageEvents:
         n = max(calls, 1)
         out = []
         for spans in (self.kernels, self.waits, self.fills):
-            out += [len(spans), f"{sum(_ms(a, b) for a, b in spans) / n:.4f}"]
+            out += [len(spans), f"{sum(elapsed_ms(a, b) for a, b in spans) / n:.4f}"]
         return out

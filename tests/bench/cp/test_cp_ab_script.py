@@ -255,7 +255,7 @@ def test_per_call_rows_hold_every_calls_issue_time_and_its_host_cpu_and_gpu_ms(m
     import time
     cp_ab, probes = _cp_ab(), _probes()
     monkeypatch.setattr(probes.torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(probes, "_mark", time.perf_counter)
+    monkeypatch.setattr(probes, "mark", time.perf_counter)
     sleeps = iter([0.002, 0.006, 0.002] * 8)
     choice = _three_calls_a_block(monkeypatch, cp_ab)
     calls = [{d: lambda: time.sleep(next(sleeps)) for d in ("fwd", "bwd")}]
