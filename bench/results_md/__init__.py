@@ -133,12 +133,17 @@ from .h200x2 import (CP2_S49_SPANS, CP2_S51_SPANS, CP2_S52_SPANS, collection_ms_
 from .h200x2 import alloc_s53, clocks_s53, host_s53, probe_s53_table
 from .h200x4 import CP4_S54_SPANS, cp4_s54_docs, cp4_s54_moves, fa4_64k_full_s54
 from .h200x2 import stage_s54_gaps, stage_s54_table
+from .h200x2 import clocks_s55_table, percall_s55_table, side_bwd_s55_keys, side_bwd_s55_table
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
 
 __all__ = ["SECTIONS", "RESULTS_MD", "main"]
 
 SECTIONS: dict[str, Callable[[], str]] = {
+    "h200x2.side_bwd_s55_table": side_bwd_s55_table,
+    "h200x2.side_bwd_s55_keys": side_bwd_s55_keys,
+    "h200x2.percall_s55_table": percall_s55_table,
+    "h200x2.clocks_s55_table": clocks_s55_table,
     **{f"h200x4.cp4_s54_{part}": span for part, span in CP4_S54_SPANS.items()},
     "h200x4.cp4_s54_moves": cp4_s54_moves,
     "h200x4.cp4_s54_docs": cp4_s54_docs,

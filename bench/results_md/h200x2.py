@@ -1595,3 +1595,115 @@ def stage_s54_gaps() -> str:
         block.append(abs(med.block["magi_twin"] - med.block["magi"]))
     return (f"the twin's timed median {min(timed):.2f}-{max(timed):.2f} ms above magi's; their "
             f"blocks' ms a call at most {max(block):.2f} ms apart")
+
+
+# -- session 55 (df6f59f): side_backward against magi at cp 2 (cp_ab.py, Triton, 16k, full and
+# causal, 5 rounds, 2 H200s), and the slow state's per-call rows (cp_ab.py --keep-garbage
+# --per-call, block_causal_document as in sessions 52-54): three launches on 2 H200s in the
+# usual order (the third beside nvidia-smi every 10 ms), one on 2 H100s with hybrid_cp moved
+# between the two magi keys (nvidia-smi beside it), one on 2 H100s in the usual order (NVML beside it)
+S55 = "h200x2/cp_s55"
+SIDE_BWD_S55 = f"{S55}/side_bwd"
+PERCALL_S55 = {"2 H200s, launch 1": (f"{S55}/probe/g1", "magi, magi_twin, hybrid_cp"),
+               "2 H200s, launch 2": (f"{S55}/probe/g2", "magi, magi_twin, hybrid_cp"),
+               "2 H200s, launch 3 (clocks)": (f"{S55}/probe/g3", "magi, magi_twin, hybrid_cp"),
+               "2 H100s, order swapped (clocks)": ("h100x2/cp_s55/probe/g4",
+                                                  "magi, hybrid_cp, magi_twin"),
+               "2 H100s (NVML clocks)": ("h100x2/cp_s55/probe/g5", "magi, magi_twin, hybrid_cp")}
+SMI_S55 = (f"{S55}/probe/smi_g3.csv.gz", f"{S55}/probe/g3")
+TIMED_CALLS = 6  # hardware.repeat of experiment=cp_h200x2: the last calls of a block are timed
+LATE_WARMUP = 20  # the warm-up calls just before the timed ones
+
+
+def side_bwd_s55_table() -> str:
+    return ab_masks_table(f"{SIDE_BWD_S55}/cp_ab.csv")
+
+
+def side_bwd_s55_keys() -> str:
+    """What each magi key chose at key time (from the launch's log): its cut and its own
+    backward timing whole / cut by keys (ms, the slowest rank's)."""
+    text = (RESULTS / SIDE_BWD_S55 / "ab.log").read_text()
+    parts = []
+    for mask, key, note in re.findall(r"^(\w+) (magi\w*): (.*)$", text, re.M):
+        cut = re.search(r"\bcut=([\w,-]+)", note).group(1)
+        whole, split = re.search(r"bwd:([\d.]+)/([\d.]+)", note).groups()
+        parts.append(f"{mask} {key}: cut {cut}, backward whole {float(whole):.1f} / cut "
+                     f"{float(split):.1f} ms")
+    return "; ".join(parts)
+
+
+def _percall(folder: str) -> pd.DataFrame:
+    """The forward calls of rounds 1-4 of one --per-call launch, both ranks, each call's part
+    of its block: early warm-up, late warm-up (the LATE_WARMUP before the timed) or timed."""
+    calls = _probe_rows("calls", [folder])
+    calls = calls[(calls["round"] > 0) & (calls.direction == "fwd")].copy()
+    block = ["strategy", "round", "rank"]
+    from_end = calls.groupby(block).call.transform("max") - calls.call
+    calls["part"] = "early"
+    calls.loc[from_end < TIMED_CALLS + LATE_WARMUP, "part"] = "late"
+    calls.loc[from_end < TIMED_CALLS, "part"] = "timed"
+    return calls[calls.call >= 3]  # the first calls of a block carry its start
+
+
+def percall_s55_table() -> str:
+    """Per launch and magi key, forwards of rounds 1-4 (both ranks): the timed median (cp_ab's,
+    median over the rounds) and the mean GPU ms a call (CUDA events around each call) of the
+    early warm-up, the last LATE_WARMUP warm-up calls and the timed calls (medians: a block's
+    first timed call carries the synchronise before it), and the timed calls' host ms a call."""
+    lines = ["| launch (order in a round) | key | timed median ms | GPU ms a call: early warm-up | "
+             f"last {LATE_WARMUP} warm-up | timed | timed calls' host ms |",
+             "|---|---|---|---|---|---|---|"]
+    for label, (folder, order) in PERCALL_S55.items():
+        calls, med = _percall(folder), _helper(f"{folder}/cp_ab.csv")
+        for key in ("magi", "magi_twin"):
+            c = calls[calls.strategy == key]
+            gpu = c.groupby("part").gpu_ms.median()
+            timed = med[(med.strategy == key) & (med.direction == "fwd") & (med["round"] > 0)]
+            lines.append(f"| {label} ({order}) | {key} | {timed.ms.median():.2f} | "
+                         f"{gpu.early:.2f} | {gpu.late:.2f} | {gpu.timed:.2f} | "
+                         f"{c[c.part == 'timed'].host_ms.median():.2f} |")
+    return "\n".join(lines)
+
+
+def _smi_clocks(relpath: str) -> pd.DataFrame:
+    """nvidia-smi's log (timestamp, index, clocks.sm, ...): unix_s, gpu, sm_mhz."""
+    smi = pd.read_csv(RESULTS / relpath, header=None, skipinitialspace=True)
+    return pd.DataFrame({
+        "unix_s": pd.to_datetime(smi[0], format="%Y/%m/%d %H:%M:%S.%f", utc=True)
+        .map(lambda t: t.timestamp()),
+        "gpu": smi[1], "sm_mhz": smi[2].str.replace(" MHz", "").astype(float)})
+
+
+def _call_clocks(folder: str, clocks: pd.DataFrame) -> pd.DataFrame:
+    """Rank 0's magi-key forward calls of rounds 1-4 with the lower of the two GPUs' SM clocks
+    at the call's end on the GPU (the block's start plus the GPU ms of its calls so far: its
+    queue was empty at the block's start)."""
+    host, calls = _probe_rows("host", [folder]), _probe_rows("calls", [folder])
+    rows = []
+    for _, b in host[(host["rank"] == 0) & (host.direction == "fwd") & (host["round"] > 0)
+                     & host.strategy.isin(["magi", "magi_twin"])].iterrows():
+        c = calls[(calls["rank"] == 0) & (calls.strategy == b.strategy)
+                  & (calls.direction == "fwd") & (calls["round"] == b["round"])]
+        ends = b.start_unix_s + c.gpu_ms.cumsum() / 1e3
+        lows = pd.concat([pd.Series(pd.Index(g.unix_s).get_indexer(ends, method="ffill"))
+                          .map(lambda i, g=g: g.sm_mhz.iloc[i] if i >= 0 else float("nan"))
+                          for _, g in clocks.groupby("gpu")], axis=1).min(axis=1)
+        rows.append(c.assign(low_mhz=lows.values).iloc[3:])
+    return pd.concat(rows)
+
+
+CLOCK_BINS_S55 = (0, 1450, 1550, 1650, 1750, 2100)
+
+
+def clocks_s55_table() -> str:
+    """Launch 3 on 2 H200s: its magi keys' forward calls (rank 0, rounds 1-4) by the lower SM
+    clock of the two GPUs at the call (nvidia-smi's reading, new every ~100 ms), median GPU ms."""
+    calls = _call_clocks(SMI_S55[1], _smi_clocks(SMI_S55[0]))
+    calls["bin"] = pd.cut(calls.low_mhz, CLOCK_BINS_S55)
+    lines = ["| lower SM clock, MHz | calls: magi | magi_twin | median GPU ms a call |",
+             "|---|---|---|---|"]
+    for interval, g in calls.groupby("bin", observed=True):
+        n = g.strategy.value_counts()
+        lines.append(f"| {interval.left:.0f}-{interval.right:.0f} | {n.get('magi', 0)} | "
+                     f"{n.get('magi_twin', 0)} | {g.gpu_ms.median():.2f} |")
+    return "\n".join(lines)
