@@ -122,18 +122,17 @@ from .h100x4 import (cp_s47_below, cp_s47_summary, cp_s47_table, early_ab_s47_ta
 from .h100x4 import CP4_S53_SPANS, cp4_s53_moves
 from .h200 import kernels_s48_goals, kernels_s48_table
 from .h200x2 import CP2_S48_SPANS, cut_causal_s48, early_ab_s48_table, early_key_s48
-from .h200x2 import (CP2_S49_SPANS, CP2_S51_SPANS, CP2_S52_SPANS, collection_ms_s52,
-                     cp2_s50_below, cp2_s50_whole, cp2_s51_below_64k, cp2_s52_below_64k,
-                     cp2_s52_table_64k, cut_ab_s49_table, cut_causal_s49, dyn_ab_s49_causal,
-                     dyn_ab_s49_table, fa4_64k_full_s52, garbage_s52, gc_runner_s50,
-                     key_timing_s51, order_ab_s50_table, preceding_s50_table, probe1_s50,
-                     probe_s50, probe_s51, probe_s52_table, second_key_rounds_s50,
-                     static_key_s49, static_s49, triton_64k_full_bwd_s50, triton_64k_s50_before,
-                     triton_64k_s50_table)
-from .h200x2 import alloc_s53, clocks_s53, host_s53, probe_s53_table
+from .h200x2 import (CP2_S49_SPANS, CP2_S51_SPANS, CP2_S52_SPANS, cp2_s50_below, cp2_s50_whole,
+                     cp2_s51_below_64k, cp2_s52_below_64k, cp2_s52_table_64k, cut_ab_s49_table,
+                     cut_causal_s49, dyn_ab_s49_causal, dyn_ab_s49_table, fa4_64k_full_s52,
+                     gc_runner_s50, key_timing_s51, static_key_s49, static_s49,
+                     triton_64k_full_bwd_s50, triton_64k_s50_before, triton_64k_s50_table)
 from .h200x4 import CP4_S54_SPANS, cp4_s54_docs, cp4_s54_moves, fa4_64k_full_s54
-from .h200x2 import stage_s54_gaps, stage_s54_table
-from .h200x2 import clocks_s55_table, percall_s55_table, side_bwd_s55_keys, side_bwd_s55_table
+from .h200x2 import side_bwd_s55_keys, side_bwd_s55_table
+from .slow_forward import (alloc_s53, clocks_s53, clocks_s55_table, collection_ms_s52,
+                           garbage_s52, host_s53, order_ab_s50_table, percall_s55_table,
+                           preceding_s50_table, probe1_s50, probe_s50, probe_s51, probe_s52_table,
+                           probe_s53_table, second_key_rounds_s50, stage_s54_gaps, stage_s54_table)
 from .solver import dispatch_volume_extremes, dispatch_volume_table
 
 
