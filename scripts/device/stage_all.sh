@@ -21,9 +21,9 @@ STAGE_ENV=/root/stage_env.sh
 # A call carries the tracked repo too (the limit is 64 MiB in all, and the tree counts by its
 # disk use: ~43 MB in session 32, when a 28 MB batch was refused; ~53 MB in session 51, when
 # 17 MB batches were refused and 16 MB passed; ~56 MB in session 54, when 14 MB batches were
-# refused and passed with plots/ moved out of the tree), so a batch is at most STAGE_MB MB:
-# every wheel joined, cut into parts of that size, packed in order. By default STAGE_MB is what
-# the tree leaves of ~68 MB, at most 14 (moving plots/ aside for the staging calls frees 30 MB).
+# refused and passed with plots/ moved out of the tree; ~41 MB in session 55, once plots/ was
+# written as palette PNGs), so a batch is at most STAGE_MB MB: every wheel joined, cut into parts
+# of that size, packed in order. By default STAGE_MB is what the tree leaves of ~68 MB, at most 24.
 tree_mb() {
     git ls-files -co --exclude-standard -z | du -c -k --files0-from=- 2>/dev/null \
         | tail -1 | awk '{print int($1 / 1024) + 1}'
@@ -32,7 +32,7 @@ tree_mb() {
 stage_pack() {
     local f mb tmp=.stage/.whole n=1 used=0 size tree
     tree=$(tree_mb)
-    mb=${STAGE_MB:-$(( 68 - tree < 14 ? 68 - tree : 14 ))}
+    mb=${STAGE_MB:-$(( 68 - tree < 24 ? 68 - tree : 24 ))}
     [ "$mb" -ge 4 ] || { echo "the working tree takes ${tree} MB: no room for a batch" >&2; return 1; }
     echo "working tree ~${tree} MB: batches of ${mb} MB"
     # FA4 and Hydra are needed by every GPU session; the peers only by the kernel sweeps
