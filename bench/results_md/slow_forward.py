@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
 
 from ._common import _ab_medians, _helper
@@ -248,13 +249,29 @@ def host_s53() -> str:
     return "; ".join(out)
 
 
+# the fields both clock-logged launches asked nvidia-smi for (--query-gpu=timestamp,index,
+# clocks.sm,clocks.mem,power.draw,temperature.gpu,<the clock event reasons>)
+SMI_COLUMNS = ("t", "gpu", "sm", "mem", "power", "temp", "reasons")
+
+
+def _smi_log(relpath: str) -> pd.DataFrame:
+    """An nvidia-smi log of SMI_COLUMNS, with its header line or without (``noheader``), units
+    or not (``nounits``): t in unix seconds, gpu an int, sm and power numbers, reasons the hex."""
+    smi = pd.read_csv(RESULTS / relpath, header=None, names=SMI_COLUMNS, skipinitialspace=True,
+                      dtype=str)
+    smi = smi[smi.t != "timestamp"]
+    number = lambda column: smi[column].str.split().str[0].astype(float)  # noqa: E731
+    return smi.assign(
+        t=pd.to_datetime(smi.t, format="%Y/%m/%d %H:%M:%S.%f", utc=True).map(
+            lambda t: t.timestamp()),
+        gpu=smi.gpu.astype(int), sm=number("sm"), power=number("power"),
+        reasons=smi.reasons.str.strip())
+
+
 def clocks_s53() -> str:
     """The clock-logged launch: each strategy's forward blocks of rounds 1-4, the median SM clock
     per rank over the samples inside them, the power, and the throttle reasons logged."""
-    smi = pd.read_csv(RESULTS / SMI_S53, skipinitialspace=True)
-    smi.columns = ["t", "gpu", "sm", "mem", "power", "temp", "reasons"]
-    smi["t"] = pd.to_datetime(smi.t, format="%Y/%m/%d %H:%M:%S.%f", utc=True).map(
-        lambda t: t.timestamp())
+    smi = _smi_log(SMI_S53)
     host = _probe_rows("host", ["h200x2/cp_s53/probe/c_keepgarbage"])
     host = host[(host["round"] > 0) & (host.direction == "fwd")]
     inside = [smi[(smi.gpu == b["rank"]) & smi.t.between(b.start_unix_s, b.end_unix_s)]
@@ -263,7 +280,7 @@ def clocks_s53() -> str:
     per = samples.groupby(["strategy", "gpu"]).sm.median()
     out = [f"{s} " + " / ".join(f"{per[s, r]:.0f}" for r in (0, 1)) + " MHz"
            for s in ("magi", "magi_twin", "hybrid_cp")]
-    reasons = ", ".join(sorted(samples.reasons.str.strip().unique()))
+    reasons = ", ".join(sorted(samples.reasons.unique()))
     return (", ".join(out) + f" (GPU 0 / 1); power median {samples.power.median():.0f} W; "
             f"throttle reasons {reasons} ({len(samples)} samples)")
 
@@ -372,15 +389,6 @@ def percall_s55_table() -> str:
     return "\n".join(lines)
 
 
-def _smi_clocks(relpath: str) -> pd.DataFrame:
-    """nvidia-smi's log (timestamp, index, clocks.sm, ...): unix_s, gpu, sm_mhz."""
-    smi = pd.read_csv(RESULTS / relpath, header=None, skipinitialspace=True)
-    return pd.DataFrame({
-        "unix_s": pd.to_datetime(smi[0], format="%Y/%m/%d %H:%M:%S.%f", utc=True)
-        .map(lambda t: t.timestamp()),
-        "gpu": smi[1], "sm_mhz": smi[2].str.replace(" MHz", "").astype(float)})
-
-
 def _call_clocks(folder: str, clocks: pd.DataFrame) -> pd.DataFrame:
     """Rank 0's magi-key forward calls of rounds 1-4 with the lower of the two GPUs' SM clocks
     at the call's end on the GPU (the block's start plus the GPU ms of its calls so far: its
@@ -391,11 +399,13 @@ def _call_clocks(folder: str, clocks: pd.DataFrame) -> pd.DataFrame:
                      & host.strategy.isin(["magi", "magi_twin"])].iterrows():
         c = calls[(calls["rank"] == 0) & (calls.strategy == b.strategy)
                   & (calls.direction == "fwd") & (calls["round"] == b["round"])]
-        ends = b.start_unix_s + c.gpu_ms.cumsum() / 1e3
-        lows = pd.concat([pd.Series(pd.Index(g.unix_s).get_indexer(ends, method="ffill"))
-                          .map(lambda i, g=g: g.sm_mhz.iloc[i] if i >= 0 else float("nan"))
-                          for _, g in clocks.groupby("gpu")], axis=1).min(axis=1)
-        rows.append(c.assign(low_mhz=lows.values).iloc[3:])
+        ends = b.start_unix_s + c.gpu_ms.cumsum().to_numpy() / 1e3
+        # each GPU's last reading at or before the call's end (none before: NaN)
+        readings = []
+        for _, g in clocks.groupby("gpu"):
+            last = np.searchsorted(g.t.to_numpy(), ends, side="right") - 1
+            readings.append(np.where(last >= 0, g.sm.to_numpy()[last.clip(0)], np.nan))
+        rows.append(c.assign(low_mhz=np.min(readings, axis=0)).iloc[3:])
     return pd.concat(rows)
 
 
@@ -405,7 +415,7 @@ CLOCK_BINS_S55 = (0, 1450, 1550, 1650, 1750, 2100)
 def clocks_s55_table() -> str:
     """Launch 3 on 2 H200s: its magi keys' forward calls (rank 0, rounds 1-4) by the lower SM
     clock of the two GPUs at the call (nvidia-smi's reading, new every ~100 ms), median GPU ms."""
-    calls = _call_clocks(SMI_S55[1], _smi_clocks(SMI_S55[0]))
+    calls = _call_clocks(SMI_S55[1], _smi_log(SMI_S55[0]))
     calls["bin"] = pd.cut(calls.low_mhz, CLOCK_BINS_S55)
     lines = ["| lower SM clock, MHz | calls: magi | magi_twin | median GPU ms a call |",
              "|---|---|---|---|"]

@@ -5,14 +5,15 @@ drifts with what ran before it (notes/magi_cp.md, session 55: the SW power cap's
     python scripts/dev/gpu_clock_log.py --out $OUT/clocks.csv --period-ms 2 &
 
 Rows: unix_s, gpu, sm_mhz, power_w, reasons (hex). Only rows whose values changed are written,
-so a long run stays small; nvidia-smi's -lms sampling repeats each reading for ~100 ms.
+so a long run stays small: NVML, like nvidia-smi's -lms sampling, gives a new reading only about
+every 100 ms (session 55, H100), so polling faster adds timing precision to the changes, not
+more readings.
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import signal
-import sys
 import time
 
 
@@ -42,7 +43,6 @@ def main() -> None:
                     out.writerow([f"{now:.4f}", i, value[0], f"{value[1]:.1f}", hex(value[2])])
             time.sleep(args.period_ms / 1000.0)
     pynvml.nvmlShutdown()
-    sys.exit(0)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ Session 53: the second key's slow forward is not work left on other streams, the
 host's launches, the clocks or the queue count (notes/magi_cp.md); this says whether its extra
 time is in the attention kernel or in the wait for the cast, per rank, without torch.profiler
 (which removed the state in session 50). Session 54: neither; with the fill marked too, every
-span over the block's calls sums to magi's, and only the twin's timed calls are slower
-(block_probes.py's per-call rows are the next test).
+span averaged over the block's calls is magi's. Session 55's per-call rows (block_probes.py)
+found why the averages hid it: only the block's last quarter of calls is slow.
 """
 from __future__ import annotations
 
