@@ -5,8 +5,8 @@ import re
 
 import pandas as pd
 
-from ._common import (_ab_medians, _baselines, _cp2_below, _cp_cells, _cp_wins, _files, _helper,
-                      _magi_over_best, _pytest_counts, _row_note, _with_unequal, ab_masks_table,
+from ._common import (_ab_medians, _baselines, _cp2_below, _cp_cells, _cp_wins, _cut_ms, _files,
+                      _helper, _magi_over_best, _pytest_counts, _row_note, _with_unequal, ab_masks_table,
                       cp2_s16_summary, cp2_s16_table, cp_moves, cp_only_spans, cp_only_table,
                       cp_only_wins)
 from ._paths import RESULTS
@@ -176,3 +176,45 @@ def cp4_s53_moves() -> str:
     """The cp 4 cells whose magi / best baseline crossed 1.0 since session 47 (same node kind,
     fe96b2b)."""
     return cp_moves(CP4_S53, CP_S47, 4)
+
+
+# -- session 56 (9588f24): side_backward against magi at cp 4 on one node of 4 H100s (asked
+# for 4 H200s), full and causal, 16k a GPU, both kernels, with Ulysses and Ring AllGather (the
+# cells' best baselines in sessions 53 and 54), the runner's rounds 3
+SIDE_BWD_S56 = {f"{b}, 16k/GPU": f"h100x4/cp_s56/side_bwd/cp_h100x4__{b}_16k_cp4.csv"
+                for b in ("fa4", "triton")}
+
+
+def side_bwd_s56_table() -> str:
+    """Per cell: magi and magi_side_bwd over the best baseline, each direction, and what each
+    key chose (its cut; its own backward timing whole / cut, ms, the slowest rank's)."""
+    lines = ["| run | mask | fwd: magi / best; side / best (best) | bwd: magi / best; side / best "
+             "(best) | key's cut, bwd whole / cut ms: magi; side |", "|---|---|---|---|---|"]
+    for run, relpath in SIDE_BWD_S56.items():
+        cells = _cp_cells(relpath)
+        for mask in ("full", "causal"):
+            ratios = []
+            for d in ("fwd", "bwd"):
+                v = cells[mask, 4, d]
+                base = _baselines(v)
+                name = max(base, key=base.get)
+                ratios.append(f"{_magi_over_best(v):.3f}; {_magi_over_best(v, 'magi_side_bwd'):.3f}"
+                              f" ({name} {base[name]:.0f})")
+            keys = "; ".join(
+                f"{_row_note(relpath, k, mask, 4, 'cut')}, "
+                + "{:.1f} / {:.1f}".format(*_cut_ms(relpath, mask, 4, "bwd", k))
+                for k in ("magi", "magi_side_bwd"))
+            lines.append(f"| {run} | {mask} | {ratios[0]} | {ratios[1]} | {keys} |")
+    return "\n".join(lines)
+
+
+def side_bwd_s56_gain() -> str:
+    """The side stream's effect on the key's own cut backward: magi_side_bwd's cut / whole
+    against magi's, per cell (below 1: the cut faster than whole)."""
+    parts = []
+    for run, relpath in SIDE_BWD_S56.items():
+        for mask in ("full", "causal"):
+            r = [c / w for w, c in (_cut_ms(relpath, mask, 4, "bwd", k)
+                                    for k in ("magi", "magi_side_bwd"))]
+            parts.append(f"{run.split(',')[0]} {mask} {r[0]:.3f} -> {r[1]:.3f}")
+    return "; ".join(parts)
