@@ -22,26 +22,12 @@ MAGI_ATTENTION_CACHED_LAUNCH (default 1)
     Whether the Triton backend's kernels launch through the compiled handle kept per call-site
     key after a key's first launch (kernels.triton._launch: no per-call argument binding, 15-50
     us of host time less a launch); 0 sends every launch through Triton's JITFunction.run.
-MAGI_ATTENTION_COMM_PRIORITY (default 0)
-    Whether the CP runtime's side stream for the collectives (the cast's row gather) is created
-    with CUDA's high stream priority, so that its kernels take SMs ahead of the own KV's copies
-    that run beside it on the current stream (a trace on 2 H200s, notes/magi_cp.md "Session 42":
-    those copies delayed the cast's start by ~65 us a forward). The collective itself runs on
-    the process group's stream: pass ``is_high_priority_stream`` in its NCCL options too.
-    Measured no faster end to end on 2 GPUs (RESULTS.md "Session 43").
 MAGI_ATTENTION_KV_PADS (default 1)
     Whether MagiAttention's fused KV buffer puts a few unused, zero-filled keys before a segment
     so that its longest own run starts on its rows' 128-key tile grid, where that splits no
     document (meta.fused_layout; the Triton and reference kernels; FA4's keys are never padded).
     Read when a key is built; 0 packs the buffer tight (an A/B switch, notes/magi_cp.md "Session
     42").
-MAGI_ATTENTION_EARLY_REDUCE (default 0)
-    Whether the CP runtime's fused backward starts the group-reduce of the received keys' dK/dV
-    before it rounds the Triton kernel's fp32 dq to q's dtype, so that the rounding (a read of
-    4 bytes an element of dq) can run while the reduce travels (a trace on 2 H200s: 185 us of
-    dq rounding, then 92 us of reduce, one after the other). Measured no faster end to end (the
-    NCCL kernel waits for the rounding's CTAs unless its stream is high-priority; RESULTS.md
-    "Session 43"). Read when a runtime is built (``DistAttnRuntime.early_reduce``).
 MAGI_ATTENTION_LOG_LEVEL
     Level of the ``magi_attention`` logger, a ``logging`` level name (default WARNING); set on
     that logger when this module is first imported (``magi_attention.functional`` imports it).
@@ -64,9 +50,7 @@ PREFER_GLUON_FWD: bool = _flag("MAGI_ATTENTION_GLUON_FWD", default=True)
 PREFER_GLUON_BWD: bool = _flag("MAGI_ATTENTION_GLUON_BWD", default=True)
 PACK_GQA: bool = _flag("MAGI_ATTENTION_PACK_GQA", default=True)
 CACHED_LAUNCH: bool = _flag("MAGI_ATTENTION_CACHED_LAUNCH", default=True)
-COMM_PRIORITY: bool = _flag("MAGI_ATTENTION_COMM_PRIORITY", default=False)
 KV_PADS: bool = _flag("MAGI_ATTENTION_KV_PADS", default=True)
-EARLY_REDUCE: bool = _flag("MAGI_ATTENTION_EARLY_REDUCE", default=False)
 LOG_LEVEL: str = os.environ.get("MAGI_ATTENTION_LOG_LEVEL", "WARNING").strip().upper()
 
 

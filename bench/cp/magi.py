@@ -103,10 +103,6 @@ class MagiAttention(CPStrategy):
             items from a counter (``OverlapConfig.dynamic_grid``; on by default, off in
             configs/cp/magi_static.yaml); the key's cut timing runs them so, and the row's
             note says ``dynamic_grid=on`` where the local kernel is Triton's.
-        side_backward: the cut backward's own keys' kernel on a second stream, issued before
-            the received keys' reduce (``OverlapConfig.side_backward``; opt-in,
-            configs/cp/magi_side_bwd.yaml); the key's cut timing runs it so, and the row's note
-            says ``side_backward=on`` where the backward took the cut on a GPU.
 
     The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
     no counterpart in the key and is ignored.
@@ -114,17 +110,14 @@ class MagiAttention(CPStrategy):
 
     name = "magi"
     knob_names = ("chunk_size", "num_stages", "dispatch_alg", "head_dim", "dtype",
-                  "fused_split", "fused", "cut", "balance", "early_start", "dynamic_grid",
-                  "side_backward")
+                  "fused_split", "fused", "cut", "balance", "early_start", "dynamic_grid")
 
     @classmethod
     def _check(cls, mask, num_heads_q, num_heads_kv, cp_size, chunk_size=None, num_stages=None,
                dispatch_alg="auto", head_dim=128, dtype="bfloat16", fused_split=False,
-               fused=None, cut="auto", balance="model", early_start=False, dynamic_grid=True,
-               side_backward=False):
-        for name, flag in (("dynamic_grid", dynamic_grid), ("side_backward", side_backward)):
-            if flag not in (True, False):
-                raise ValueError(f"magi: {name} must be true or false, got {flag!r}")
+               fused=None, cut="auto", balance="model", early_start=False, dynamic_grid=True):
+        if dynamic_grid not in (True, False):
+            raise ValueError(f"magi: dynamic_grid must be true or false, got {dynamic_grid!r}")
         if early_start not in EARLY_START_CHOICES:
             raise ValueError(f"magi: early_start must be one of {EARLY_START_CHOICES}, "
                              f"got {early_start!r}")
@@ -154,8 +147,7 @@ class MagiAttention(CPStrategy):
 
     def _build(self, chunk_size=None, num_stages=None, dispatch_alg="auto", head_dim=128,
                dtype="bfloat16", fused_split=False, fused=None, cut="auto",
-               balance="model", early_start=False, dynamic_grid=True,
-               side_backward=False) -> None:
+               balance="model", early_start=False, dynamic_grid=True) -> None:
         seqlen = self.mask.seqlen
         chunk = chunk_size if chunk_size is not None else default_chunk_size(seqlen, self.cp_size)
         kernel = self.kernel
@@ -165,8 +157,7 @@ class MagiAttention(CPStrategy):
             num_stages=num_stages, overlap=OverlapConfig(split=fused_split, fused=fused, cut=cut,
                                                        balance=balance,
                                                        early_start=bool(early_start),
-                                                       dynamic_grid=dynamic_grid,
-                                                       side_backward=side_backward),
+                                                       dynamic_grid=dynamic_grid),
             softmax_scale=kernel.softmax_scale, softcap=kernel.softcap,
             backend=kernel.backend, dtype=getattr(torch, dtype))
         meta = self.key.meta.dispatch
@@ -207,8 +198,6 @@ class MagiAttention(CPStrategy):
             self.notes += "; " + token_share_note(list(meta.shard_seqlens))
         if dynamic_grid and self.key.backend == "triton":  # FA4 has no dynamic grid
             self.notes += "; dynamic_grid=on"
-        if side_backward and "bwd" in self.key.runtime.cut and torch.cuda.is_available():
-            self.notes += "; side_backward=on"  # off CUDA there is no second stream
         self._any_early = False
         if early_start == "layout":  # the key's layout alone: the launch waits for the cast
             self.key.runtime.early_start = False

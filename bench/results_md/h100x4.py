@@ -218,3 +218,10 @@ def side_bwd_s56_gain() -> str:
                                     for k in ("magi", "magi_side_bwd"))]
             parts.append(f"{run.split(',')[0]} {mask} {r[0]:.3f} -> {r[1]:.3f}")
     return "; ".join(parts)
+
+
+def side_bwd_s56_bwd_span() -> str:
+    """magi / the best baseline over the four backward cells of the launches."""
+    ratios = [_magi_over_best(_cp_cells(relpath)[mask, 4, "bwd"])
+              for relpath in SIDE_BWD_S56.values() for mask in ("full", "causal")]
+    return f"{min(ratios):.3f}-{max(ratios):.3f}"

@@ -142,7 +142,6 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
                               hier_stages=hier_stages, hier_groups=hier_groups)
     resolved = runtime.prepare(device, head_dim, dtype, num_heads_q, num_heads_kv)
     runtime.dynamic_grid = overlap.dynamic_grid  # before the cut is timed: it runs that way
-    runtime.side_backward = overlap.side_backward  # likewise
     runtime.balance_seconds = balance_seconds
     runtime.split = overlap.split_directions
     runtime.cut = resolve_cut(overlap, runtime, torch.device(device), num_heads_q,

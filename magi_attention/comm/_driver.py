@@ -1,5 +1,5 @@
-"""The CUDA driver library (libcuda) through ctypes, for the few driver calls torch does not
-expose: 2-D copies by the copy engines (copy_engine) and stream memory writes (stream_flag)."""
+"""The CUDA driver library (libcuda) through ctypes, for the driver calls torch does not expose:
+stream memory writes (stream_flag)."""
 from __future__ import annotations
 
 import ctypes

@@ -1,5 +1,4 @@
-"""Triton kernels for range gather / scatter-add: one program per (row, block of the row), or
-for the pair copy a given number of programs striding over the rows.
+"""Triton kernels for range gather / scatter-add: one program per (row, block of the row).
 
 A row is the contiguous block of one token (``x[i]``); the row strides of the source and the
 output are arguments, so a column slice of a wider buffer (k's heads of a stacked k|v buffer)
@@ -52,21 +51,12 @@ def _add_rows_kernel(out_ptr, src_ptr, index_ptr, row_numel, out_stride, src_str
 
 
 @triton.jit
-def _copy_rows_pair_kernel(a_ptr, b_ptr, out_ptr, index_ptr, out_index_ptr, num_rows, row_numel,
-                           a_stride, b_stride, out_stride, BLOCK_SIZE: tl.constexpr,
-                           ROWS_PER_PROGRAM: tl.constexpr):
-    # rows pid, pid + P, pid + 2P, ... (P programs): a grid smaller than the rows leaves thread
-    # slots on each SM for a kernel beside it (the cast's NCCL kernel)
-    pid, num_programs = tl.program_id(0), tl.num_programs(0)
-    cols = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    for step in range(0, ROWS_PER_PROGRAM):
-        row = step * num_programs + pid
-        keep = (cols < row_numel) & (row < num_rows)
-        src_row = tl.load(index_ptr + row, mask=row < num_rows).to(tl.int64)
-        dst = out_ptr + tl.load(out_index_ptr + row, mask=row < num_rows).to(tl.int64) * out_stride
-        tl.store(dst + cols, tl.load(a_ptr + src_row * a_stride + cols, mask=keep), mask=keep)
-        tl.store(dst + row_numel + cols, tl.load(b_ptr + src_row * b_stride + cols, mask=keep),
-                 mask=keep)
+def _copy_rows_pair_kernel(a_ptr, b_ptr, out_ptr, index_ptr, out_index_ptr, row_numel, a_stride,
+                           b_stride, out_stride, BLOCK_SIZE: tl.constexpr):
+    row, src_row, cols, keep = _program_rows(index_ptr, row_numel, BLOCK_SIZE)
+    dst = out_ptr + tl.load(out_index_ptr + row).to(tl.int64) * out_stride + cols
+    tl.store(dst, tl.load(a_ptr + src_row * a_stride + cols, mask=keep), mask=keep)
+    tl.store(dst + row_numel, tl.load(b_ptr + src_row * b_stride + cols, mask=keep), mask=keep)
 
 
 _launch_gather = cached_launch(_gather_rows_kernel)
@@ -108,28 +98,21 @@ def gather_rows(x: torch.Tensor, index: torch.Tensor, out: torch.Tensor | None =
 
 
 def copy_rows_pair_(out: torch.Tensor, out_index: torch.Tensor, a: torch.Tensor,
-                    b: torch.Tensor, index: torch.Tensor, programs: int | None = None
-                    ) -> torch.Tensor:
+                    b: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """out[out_index[i]] = a[index[i]] | b[index[i]] side by side (a and b of one row shape,
     each row of ``out`` one contiguous block of both, any row stride): both halves of a row in
-    one program, so one launch writes whole rows. ``programs``: at most that many programs
-    (per block of a row's columns), each taking every programs-th row; None: one a row.
-    Returns out."""
+    one program, so one launch writes whole rows. Returns out."""
     a, b = _rows(a), _rows(b)
     row_numel = a[0].numel() if a.shape[0] else 0
     if _rows(out) is not out or (out.shape[0] and out[0].numel() != 2 * row_numel):
         raise ValueError(f"copy_rows_pair_ needs contiguous output rows of 2 x {row_numel} "
                          f"elements, got {tuple(out.shape)} with strides {out.stride()}")
-    num_rows = index.shape[0]
-    if num_rows and row_numel:
-        count = num_rows if programs is None else max(1, min(programs, num_rows))
-        per_program = triton.cdiv(num_rows, count)
-        _launch_copy_pair((count, triton.cdiv(row_numel, BLOCK)),
+    if index.shape[0] and row_numel:
+        _launch_copy_pair(_grid(index.shape[0], row_numel),
                           _key(a, b, out, index, strides=(a.stride(0), b.stride(0),
-                                                          out.stride(0), num_rows)),
-                          a, b, out, index, out_index, num_rows, row_numel, a.stride(0),
-                          b.stride(0), out.stride(0), BLOCK_SIZE=BLOCK,
-                          ROWS_PER_PROGRAM=per_program)
+                                                          out.stride(0))),
+                          a, b, out, index, out_index, row_numel, a.stride(0), b.stride(0),
+                          out.stride(0), BLOCK_SIZE=BLOCK)
     return out
 
 

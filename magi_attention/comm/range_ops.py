@@ -54,17 +54,15 @@ def range_gather_stacked(xs: Sequence[torch.Tensor], index: torch.Tensor,
 
 
 def range_copy_stacked_(out: torch.Tensor, out_index: torch.Tensor, xs: Sequence[torch.Tensor],
-                        index: torch.Tensor, backend: str = "auto", programs: int | None = None
-                        ) -> torch.Tensor:
+                        index: torch.Tensor, backend: str = "auto") -> torch.Tensor:
     """out[out_index[i]] = the rows ``index[i]`` of each of ``xs`` side by side along dim 1 (the
     own k and v copied straight into the fused k|v buffer: on CUDA one pass writing whole rows
-    where there are two of one shape, by at most ``programs`` programs where given). Returns
-    out."""
+    where there are two of one shape). Returns out."""
     if index.shape[0] != out_index.shape[0]:
         raise ValueError(f"index has {index.shape[0]} rows, out_index {out_index.shape[0]}")
     if _use_triton(out, backend) and len(xs) == 2 and xs[0].shape[1:] == xs[1].shape[1:]:
         from ._range_triton import copy_rows_pair_
-        return copy_rows_pair_(out, out_index, xs[0], xs[1], index, programs)
+        return copy_rows_pair_(out, out_index, xs[0], xs[1], index)
     at = 0
     for x in xs:
         out[out_index, at:at + x.shape[1]] = x.index_select(0, index)

@@ -15,9 +15,8 @@ import os
 import numpy as np
 import torch
 
-from .. import env
-from ..comm import (copy_engine_reason, copy_rows_, group_cast, group_reduce, hier_group_cast,
-                    hier_group_reduce, range_copy_stacked_, ranges_to_index, rows_contiguous)
+from ..comm import (group_cast, group_reduce, hier_group_cast, hier_group_reduce,
+                    range_copy_stacked_, ranges_to_index)
 from ..comm.stream_flag import new_flag, stream_flag_reason, write_flag
 from ..meta import DistAttnRuntimeMeta, StageAttnArgs
 from ._backends import backend_for, load_backend
@@ -97,29 +96,6 @@ class DistAttnRuntime:
         # directions whose fused stage runs cut by rows where the meta has a split
         # (OverlapConfig.split); the other direction runs the fused stage whole
         self.split: frozenset[str] = frozenset({"fwd", "bwd"})
-        # the fused backward starts its reduce before it rounds an fp32 dq (env.EARLY_REDUCE)
-        self.early_reduce = env.EARLY_REDUCE
-        # the collectives' side stream made high-priority (env.COMM_PRIORITY; read at its
-        # first use)
-        self.comm_priority = env.COMM_PRIORITY
-        # the own KV copied into the fused buffer by one kernel writing whole k|v rows (2 H200s,
-        # 16k causal_document: 35 us against 94 for the four strided copies it replaces;
-        # notes/magi_cp.md "Session 43"); False: one torch copy a piece of k and of v
-        self.one_copy = True
-        # the fused forward's cast gathered on the current stream before the own KV's copy, not
-        # on the side stream where the copies' CTAs delay it: measured no faster (the NCCL
-        # kernel still waits for the copy's CTAs unless its stream is high-priority), kept off
-        self.gather_first = False
-        # the own KV's copy by at most this many programs an SM, each striding over the rows
-        # (0: one program a row). Meant to leave the cast's NCCL kernel thread slots; 8 on 2
-        # H100s (session 44's trace) slowed the cast's gathers beside it and the prologue stayed
-        # ~145-165 us: the NCCL kernel waits in a hardware queue, not for SMs (session 45); off
-        self.copy_programs_per_sm = 0
-        # the own KV's copy by the copy engines (comm.copy_engine: 2-D block copies, no SM).
-        # Session 45, 2 H100s: under eight hardware queues the NCCL kernel still waited for the
-        # copies; under one it ran beside them, ~16 us off the slower rank's prologue, less than
-        # an A/B resolves; off
-        self.copy_engine = False
         # the fused forward's Gluon kernel launched before the cast has landed: its programs
         # run the q tiles that read no received key first and wait on a flag, set by the
         # collectives' stream once the keys are in, only where they reach one
@@ -133,13 +109,8 @@ class DistAttnRuntime:
         # the forwards beside a collective in flight run the Gluon forward's dynamic grid
         # (OverlapConfig.dynamic_grid; set by the key before it times its cut)
         self.dynamic_grid = False
-        # the cut backward's own keys' kernel on a second stream, issued before the received
-        # keys' reduce, so that its programs fill the received keys' kernel's tail
-        # (OverlapConfig.side_backward; set by the key before it times its cut)
-        self.side_backward = False
         self._arrivals: dict = {}
         self._own_index: dict = {}
-        self._sm_count: dict = {}
         self._streams: dict = {}
 
     def resolved_backend(self, q: torch.Tensor, k: torch.Tensor | None = None) -> str:
@@ -174,25 +145,21 @@ class DistAttnRuntime:
         if self.meta.fused is not None:
             for side in ("local", "buffer"):
                 self._own_rows(device, side)
-            self._copy_programs(device)
         return name
 
     def _stream(self, device: torch.device, role: str = "comm"):
         """This rank's side stream for ``role`` ("comm": the collectives; "blocks": the row
-        split's remote blocks, the side backward's own keys), or None off CUDA."""
+        split's remote blocks), or None off CUDA."""
         if device.type != "cuda":
             return None
         key = (device.index if device.index is not None else torch.cuda.current_device(), role)
         if key not in self._streams:
-            # the collectives' stream high: its gathers must not queue behind the own KV's copies
-            high = role == "comm" and self.comm_priority
-            self._streams[key] = torch.cuda.Stream(device=device, priority=-1 if high else 0)
+            self._streams[key] = torch.cuda.Stream(device=device)
         return self._streams[key]
 
-    def _cast(self, kv, stage: int, out: torch.Tensor | None = None, side: bool = True):
+    def _cast(self, kv, stage: int, out: torch.Tensor | None = None):
         """Group-cast stage ``stage``'s remote ranges of ``kv``: a tensor, or (k, v), gathered
-        straight into one k|v send buffer (on the collectives' side stream, or on the current
-        one where not ``side``: then nothing issued after it may run before its gather)."""
+        straight into one k|v send buffer on the collectives' side stream."""
         if self.hier_stages is not None:
             if not isinstance(kv, torch.Tensor):  # the two-hop cast sends a stacked buffer
                 kv = torch.cat(kv, dim=1)
@@ -203,8 +170,8 @@ class DistAttnRuntime:
             return hier_group_cast(kv, self.hier_stages[stage], *self.hier_groups,
                                    self._stream(kv.device))
         device = kv.device if isinstance(kv, torch.Tensor) else kv[0].device
-        return group_cast(kv, self.meta.stages[stage].cast, self.group,
-                          self._stream(device) if side else None, out=out)
+        return group_cast(kv, self.meta.stages[stage].cast, self.group, self._stream(device),
+                          out=out)
 
     def _reduce(self, partial: torch.Tensor, out, stage: int):
         """Group-reduce stage ``stage``'s ``partial`` into ``out``: one accumulator, or
@@ -240,15 +207,12 @@ class DistAttnRuntime:
                                                 self.softcap, False, **extra)
         return out, lse
 
-    def _bwd(self, dout, q, k, v, out, lse, attn: StageAttnArgs, backend: str,
-             dq_fp32: bool = False):
-        """(dq, dk, dv); ``dq_fp32``: Triton's dq unrounded where its kernel accumulated it in
-        fp32 (the caller rounds it: ``.to(q.dtype)``), any other backend's as it gives it."""
+    def _bwd(self, dout, q, k, v, out, lse, attn: StageAttnArgs, backend: str):
+        """(dq, dk, dv) of one stage's slices (dq None where there are none)."""
         if attn.num_slices == 0:
             return None, torch.zeros_like(k), torch.zeros_like(v)
-        extra = {"dq_fp32": True} if dq_fp32 and backend == "triton" else {}
         return load_backend(backend).bwd(dout, q, k, v, out, lse, attn.plan, self._scale(q),
-                                         self.softcap, self.deterministic, **extra)
+                                         self.softcap, self.deterministic)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         """Local q, k, v [shard_seqlen, heads, head_dim] -> (out in q.dtype, lse fp32)."""
@@ -438,16 +402,10 @@ class DistAttnRuntime:
         the forward's received KV, in the cast's order), so that their dK/dV travel back to
         their owners while the own keys' kernel runs; dq summed, the returned partials added
         into the own dk, dv as in ``_fused_backward``. Two bf16 partials summed once round as
-        an fp32 sum would. ``side_backward`` (CUDA, overlap on): the own keys' kernel runs on
-        the "blocks" stream, issued right after the received keys' and before the reduce, so
-        its programs take the SMs that kernel's last wave leaves idle."""
+        an fp32 sum would."""
         h = k.shape[1]
         if recv is None:
             recv = self._issue(self._cast((k, v), 0)).wait()
-        side = self._stream(q.device, "blocks") if self.side_backward and self.overlap else None
-        main = torch.cuda.current_stream(q.device) if side is not None else None
-        if side is not None:  # before the received keys' kernel: the own keys' need not wait
-            side.wait_stream(main)
         win = self.meta.stages[0].window
         if win is None:  # no row reads a received key: their gradients are zero
             dq_r, partial = None, torch.zeros_like(recv)
@@ -457,21 +415,8 @@ class DistAttnRuntime:
                                          out[rows], lse[rows], win.attn, backend)
             partial = torch.cat([dk_r, dv_r], dim=1)
         own = []
-
-        def own_keys():
-            return self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
-        if side is not None:  # issued before the reduce, so one hardware queue keeps it ahead
-            with torch.cuda.stream(side):
-                own_grads = own_keys()
         finish = self._reduce_into_own(partial, lambda: own[0])
-        if side is None:
-            own_grads = own_keys()
-        else:
-            main.wait_stream(side)
-            for t in own_grads:  # made on the side stream, read and freed on this one
-                if t is not None:
-                    t.record_stream(main)
-        dq, dk, dv = own_grads
+        dq, dk, dv = self._bwd(dout, q, k, v, out, lse, self.meta.host, backend)
         own.append((dk, dv))
         if dq is None:
             dq = torch.zeros_like(q)
@@ -514,20 +459,11 @@ class DistAttnRuntime:
             for _, dst, m in lay.recv_copies:
                 kv_all[dst:dst + m].zero_()
         pending = self._issue(self._cast(
-            (k, v), 0, out=None if recv_at is None else kv_all[recv_at:recv_at + recv],
-            side=not self.gather_first))
-        if self._engine_copies(k, v):  # while the cast is in flight, on no SM
-            for src, dst, m in lay.own_copies:
-                copy_rows_(kv_all[dst:dst + m, :h], k[src:src + m])
-                copy_rows_(kv_all[dst:dst + m, h:], v[src:src + m])
-        elif self.one_copy:  # while the cast is in flight
-            range_copy_stacked_(kv_all, self._own_rows(k.device, "buffer"), (k, v),
-                                self._own_rows(k.device, "local"),
-                                programs=self._copy_programs(k.device))
-        else:
-            for src, dst, m in lay.own_copies:
-                kv_all[dst:dst + m, :h] = k[src:src + m]
-                kv_all[dst:dst + m, h:] = v[src:src + m]
+            (k, v), 0, out=None if recv_at is None else kv_all[recv_at:recv_at + recv]))
+        # while the cast is in flight, one kernel writing whole k|v rows: 35 us against 94 for
+        # four strided copies (2 H200s, 16k causal_document; notes/magi_cp.md "Session 43")
+        range_copy_stacked_(kv_all, self._own_rows(k.device, "buffer"), (k, v),
+                            self._own_rows(k.device, "local"))
 
         def landing() -> torch.Tensor:
             buf = pending.wait()
@@ -537,12 +473,6 @@ class DistAttnRuntime:
             return buf
 
         return kv_all, landing
-
-    def _engine_copies(self, k: torch.Tensor, v: torch.Tensor) -> bool:
-        """Whether the own KV goes into the fused buffer by copy engines: switched on, on CUDA,
-        and k's and v's rows contiguous (one 2-D block copy a piece)."""
-        return (self.copy_engine and copy_engine_reason(k) is None
-                and rows_contiguous(k) and rows_contiguous(v))
 
     def _own_rows(self, device: torch.device, side: str) -> torch.Tensor:
         """The own tokens' rows of the fused layout's own copies, int64 on ``device`` (built once
@@ -554,16 +484,6 @@ class DistAttnRuntime:
                               dtype=np.int64).reshape(-1, 2)
             self._own_index[key] = torch.from_numpy(ranges_to_index(ranges)).to(device)
         return self._own_index[key]
-
-    def _copy_programs(self, device: torch.device) -> int | None:
-        """The row copies' program count (``copy_programs_per_sm`` a multiprocessor), None for
-        one a row (off CUDA, or 0 a multiprocessor)."""
-        if device.type != "cuda" or not self.copy_programs_per_sm:
-            return None
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        if index not in self._sm_count:
-            self._sm_count[index] = torch.cuda.get_device_properties(index).multi_processor_count
-        return self._sm_count[index] * self.copy_programs_per_sm
 
     def _split_forward(self, q, k, v, backend: str):
         """The fused stage cut by rows (``meta.fused_split``): the local rows' kernel runs while
@@ -650,14 +570,13 @@ class DistAttnRuntime:
         if kv_all is None:
             kv_all = self._fused_kv(k, v)
         dq, dk_all, dv_all = self._bwd(dout, q, kv_all[:, :h], kv_all[:, h:], out, lse,
-                                       self.meta.fused, backend, dq_fp32=self.early_reduce)
+                                       self.meta.fused, backend)
         partial = torch.cat([_gather(dk_all, lay.recv_copies), _gather(dv_all, lay.recv_copies)],
                             dim=1)
         # the own part is read where the kernel wrote it (a view when it is one piece)
         own = (_gather(dk_all, lay.own_copies), _gather(dv_all, lay.own_copies))
         finish = self._reduce_into_own(partial, lambda: own)
-        # early_reduce: an fp32 dq is rounded here, after the reduce started (a no-op else)
-        dq = torch.zeros_like(q) if dq is None else dq.to(q.dtype)
+        dq = torch.zeros_like(q) if dq is None else dq
         return (dq, *finish())
 
     def _reduce_into_own(self, partial: torch.Tensor, own_grads):

@@ -67,11 +67,6 @@ class OverlapConfig:
     # takes the forward cut and the forward runs 1-4% faster in 5 of 5 launches; cells where no
     # forward runs beside a collective are the same code)
     dynamic_grid: bool = True
-    # the cut backward's own keys' kernel on a second stream, issued before the received keys'
-    # dK/dV reduce (DistAttnRuntime.side_backward): its programs fill the received keys'
-    # kernel's last wave instead of starting after it, the split's cost where cp 4's full and
-    # causal backward kept the kernel whole (session 53). Opt-in until measured (session 54)
-    side_backward: bool = False
     compute_tflops: float = 450.0        # attention forward throughput, TFLOPs/s
     comm_gb_per_s: float = 150.0         # per-rank all-to-all bandwidth, GB/s
     hbm_gb_per_s: float = 3000.0         # memory bandwidth of elementwise passes, GB/s
@@ -89,8 +84,6 @@ class OverlapConfig:
             raise ValueError(f"balance must be one of {BALANCE_CHOICES}, got {self.balance!r}")
         if self.split not in SPLIT_CHOICES:
             raise ValueError(f"split must be one of {SPLIT_CHOICES}, got {self.split!r}")
-        if self.side_backward not in (True, False):
-            raise ValueError(f"side_backward must be true or false, got {self.side_backward!r}")
         if self.fused and self.num_stages not in (None, 1):
             raise ValueError(f"fused runs one stage; got num_stages={self.num_stages}")
         for name in ("compute_tflops", "comm_gb_per_s", "hbm_gb_per_s"):

@@ -1,27 +1,27 @@
 """What may come between the early forward's launch and its arrival flag under one hardware
 queue (session 46). One GPU: the Gluon forward with an Arrival (the last 4096 keys late) is
-launched, then a side stream sets the flag; in between it copies the late rows in by the copy
-engines (``ce_copy``), by torch (``torch_copy``) or not at all (``flag_only``). Each case runs
-in a subprocess under CUDA_DEVICE_MAX_CONNECTIONS=1 with a 60 s limit: a timeout is a deadlock.
+launched, then a side stream sets the flag; in between it copies the late rows in by torch
+(``torch_copy``) or not at all (``flag_only``). Each case runs in a subprocess under
+CUDA_DEVICE_MAX_CONNECTIONS=1 with a 60 s limit: a timeout is a deadlock.
 
     python scripts/dev/early_start_deadlock_probe.py     # on the GPU; one line a case
 
-Session 46 on an H100: flag_only finished, ce_copy and torch_copy timed out (a copy issued
-after the spinning kernel waits for it, so the flag behind the copy never comes); hence the
-runtime's early_start only where the cast lands in place (results/h100x2/cp_s46/).
+Session 46 on an H100: flag_only finished, torch_copy timed out, as did the same copy by the
+copy engines (a case since removed; a copy issued after the spinning kernel waits for it, so the
+flag behind the copy never comes); hence the runtime's early_start only where the cast lands in
+place (results/h100x2/cp_s46/).
 """
 import os
 import subprocess
 import sys
 import time
 
-CASES = ("flag_only", "ce_copy", "torch_copy")
+CASES = ("flag_only", "torch_copy")
 
 
 def _run_case(case: str) -> None:
     import torch
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from magi_attention.comm.copy_engine import copy_rows_
     from magi_attention.comm.stream_flag import new_flag, write_flag
     from magi_attention.common import AttnSlice
     from magi_attention.kernels.block_sparse import plan_block_sparse
@@ -42,9 +42,7 @@ def _run_case(case: str) -> None:
         side.wait_stream(torch.cuda.current_stream())
         gf.launch_fwd(q, kv[:, :hk], kv[:, hk:], plan, d ** -0.5, arrival=arrival)
         with torch.cuda.stream(side):
-            if case == "ce_copy":
-                copy_rows_(kv[seqlen - late_rows:], src)
-            elif case == "torch_copy":
+            if case == "torch_copy":
                 kv[seqlen - late_rows:].copy_(src)
             write_flag(flag, 1, side)
         torch.cuda.current_stream().wait_stream(side)

@@ -3,11 +3,10 @@ backward at cp 2 on one mask, every rank: what runs on which stream, and when, i
 forward's fused path (the cast, the own KV's copies, the kernel) and the backward's.
 
     torchrun --nproc-per-node 2 scripts/dev/magi_trace.py --out $OUT [--mask causal_document] \
-        [--on gather_first --on one_copy ...]
+        [--on dynamic_grid=0 ...]
 
-``--on NAME`` sets the runtime attribute NAME (early_reduce, gather_first, one_copy,
-copy_engine) to True before the first call, ``--on NAME=N`` to the integer N
-(copy_programs_per_sm=8); the trace's file name lists them.
+``--on NAME`` sets the runtime attribute NAME to True before the first call, ``--on NAME=N`` to
+the integer N (dynamic_grid=0: the strided grid); the trace's file name lists them.
 """
 from __future__ import annotations
 
@@ -43,11 +42,7 @@ def main() -> None:
     default_cuda_connections()  # the queue count bench.cp runs under (before CUDA starts)
     rank = int(os.environ.get("LOCAL_RANK", 0))
     torch.cuda.set_device(rank)
-    options = None
-    if os.environ.get("MAGI_ATTENTION_COMM_PRIORITY") == "1":  # the collectives' stream high too
-        options = dist.ProcessGroupNCCL.Options()
-        options.is_high_priority_stream = True
-    dist.init_process_group("nccl", device_id=torch.device("cuda", rank), pg_options=options)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
     world = dist.get_world_size()
     seqlen = args.seqlen_per_gpu * world
     mask = cell_mask(MaskChoice(label=args.mask, name=args.mask, params={}), seqlen, DataConfig(),
@@ -79,8 +74,7 @@ def main() -> None:
     dist.barrier()
     from torch.profiler import ProfilerActivity, profile, schedule
     args.out.mkdir(parents=True, exist_ok=True)
-    tag = ("_high" if options is not None else "") + "".join(f"_{n.replace('=', '')}"
-                                                             for n in args.on)
+    tag = "".join(f"_{n.replace('=', '')}" for n in args.on)
     raw = args.out / f"trace_{args.mask}_{args.backend}{tag}_rank{rank}.json"
     # one step traced and thrown away first: the profiler's own start-up made the first traced
     # calls host-bound (session 44: launches hundreds of us apart), which hid the prologue

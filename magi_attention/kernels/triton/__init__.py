@@ -249,10 +249,8 @@ def _fwd_route(mask: FlexAttnPlan, q, k, softcap: float, return_max_logits: bool
 
 
 def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
-        softcap: float = 0.0, deterministic: bool = False, config=None, dq_fp32: bool = False):
-    """(dq, dk, dv); with ``dq_fp32`` the one-pass paths hand dq back in fp32, unrounded (the
-    CP runtime rounds it while its reduce travels), the ordered path in q's dtype as always.
-    The ordered two-kernel path (bitwise repeatable) unless
+        softcap: float = 0.0, deterministic: bool = False, config=None):
+    """(dq, dk, dv). The ordered two-kernel path (bitwise repeatable) unless
     ``config.one_pass`` and not ``deterministic``: then one pass, dq accumulated with fp32
     atomics. Without a config and with deterministic=False, on sm90 the Gluon one-pass kernel
     runs where its plan suits (MAGI_ATTENTION_GLUON_BWD=0 turns it off). ``out``/``lse`` may be
@@ -270,8 +268,7 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
         if route is not None:
             from .gluon_backward import launch_bwd as launch_gluon
             plan, bits = route
-            return launch_gluon(dout, q, k, v, out, lse, plan, float(softmax_scale), bits=bits,
-                                dq_fp32=dq_fp32)
+            return launch_gluon(dout, q, k, v, out, lse, plan, float(softmax_scale), bits=bits)
     config = config or bwd_config(q.shape[-1])
     ordered = deterministic or not config.one_pass  # the faster path on H200 (configs.py)
     plan_kv = plan_for(mask, config.block_m1, config.block_n1, q.device, config.max_table_intervals)
@@ -280,4 +277,4 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
         plan_q = plan_for(mask, config.block_m2, config.block_n2, q.device,
                           config.max_table_intervals)
     return launch_bwd(dout, q, k, v, out, lse, plan_kv, plan_q, config, float(softmax_scale),
-                      float(softcap), deterministic=ordered, dq_fp32=dq_fp32)
+                      float(softcap), deterministic=ordered)

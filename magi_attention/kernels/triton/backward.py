@@ -377,9 +377,8 @@ _launch_bwd_fused = cached_launch(_bwd_fused_kernel)
 
 def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockSparsePlan | None,
                config: BwdConfig, softmax_scale: float, softcap: float, *,
-               deterministic: bool = False, dq_fp32: bool = False):
-    """dout, q [Sq, Hq, D]; k, v [Sk, Hkv, D]; out like q, lse [Sq, Hq] fp32 -> (dq, dk, dv);
-    ``dq_fp32``: the one pass's dq as accumulated, in fp32 (its caller rounds it later).
+               deterministic: bool = False):
+    """dout, q [Sq, Hq, D]; k, v [Sk, Hkv, D]; out like q, lse [Sq, Hq] fp32 -> (dq, dk, dv).
 
     plan_kv: tiles (block_m1, block_n1), read through its transpose. deterministic=False: one
     pass with dq accumulated by fp32 atomics (plan_q unused, may be None). deterministic=True:
@@ -436,7 +435,7 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
         PARTIAL_STAGES=config.partial_stages, ATOMIC_DQ=not deterministic, USE_TMA=config.use_tma,
         **launch_options(config))
     if not deterministic:
-        return (dq if dq_fp32 else dq.to(q.dtype)), dk, dv
+        return dq.to(q.dtype), dk, dv
     _launch_dq((plan_q.num_q_tiles, num_heads_q), key,
         q, k, v, dout, dq, lse2, delta,
         plan_q.q_tile_ptr, plan_q.q_tile_kt, plan_q.q_tile_num_full, plan_q.q_tile_slice_ptr,

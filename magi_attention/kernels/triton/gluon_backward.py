@@ -591,11 +591,9 @@ _ROW_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, ra
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
                dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, row_tma: bool | None = None,
-               head_chunks: int | None = None, bits: KeyTileBits | None = None,
-               dq_fp32: bool = False):
+               head_chunks: int | None = None, bits: KeyTileBits | None = None):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
-    forward's) over a BLOCK_M x BLOCK_N plan -> (dq, dk, dv); dq in fp32, as accumulated, where
-    ``dq_fp32`` (its caller rounds it later), else in q's dtype. Partial tiles mask from ``bits``
+    forward's) over a BLOCK_M x BLOCK_N plan -> (dq, dk, dv). Partial tiles mask from ``bits``
     (key_tile_bits of this plan) when given, else from the plan's row interval table.
     ``head_chunks`` splits each kv head's q heads over that many programs a key tile, the grid's
     slowest dimension (it must divide Hq / Hkv; None: head_chunks_for); they add their dK/dV
@@ -662,4 +660,4 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     if head_chunks > 1:
         dk, dv = dk.to(k.dtype), dv.to(v.dtype)
-    return (dq if dq_fp32 else dq.to(q.dtype)), dk, dv
+    return dq.to(q.dtype), dk, dv

@@ -50,9 +50,6 @@ def _cells(world_size: int) -> list[Cell]:
     # cut by keys so the own keys' kernel runs beside the cast: exact as magi
     early += [Cell("magi", "causal_document", {"dynamic_grid": False, "cut": "fwd"})
               ] if world_size == 2 else []
-    # side_backward (a GPU stream choice) with the backward cut by keys: exact as magi
-    early += [Cell("magi", "causal_document", {"side_backward": True, "cut": "bwd"})
-              ] if world_size == 2 else []
     return [Cell("magi", m, knobs, MASK_PARAMS.get(m, {}))
             for knobs in KNOBS[world_size] for m in masks] + early
 
@@ -158,7 +155,6 @@ def test_supports_names_the_divisibility(seqlen, cp_size, chunk_size, reason):
     pytest.param({"fused": True, "num_stages": 2}, "one stage", id="fused-stages"),
     pytest.param({"early_start": "yes"}, "early_start", id="early_start"),
     pytest.param({"dynamic_grid": "yes"}, "dynamic_grid", id="dynamic_grid"),
-    pytest.param({"side_backward": "yes"}, "side_backward", id="side_backward"),
 ])
 def test_bad_knob_values_raise_value_error(knobs, match):
     with pytest.raises(ValueError, match=match):

@@ -3,15 +3,12 @@ received KV, the backward's partial dK/dV added straight into the own part's dk,
 rows (``fused_split``: the local rows' kernel runs while the cast is in flight) and cut by keys
 (own keys' kernel, then the received keys', merged; in one direction, or as the key's timing
 chose), the staged overlap (two remote stages, partial outputs merged by lse), balanced_runs'
-cuts moved by the ranks' measured kernel times (``balance="timed"``) and the whole stage with
-the runtime's switches on (``early_reduce``, ``gather_first``, ``one_copy``,
-``copy_programs_per_sm``), the own KV copied by the copy engines (``copy_engine``), the
-Gluon forward launched before the cast has landed (``early_start``, one hardware queue) and the
-forwards beside the cast on the Gluon forward's dynamic grid (``dynamic_grid``) and the cut
-backward's own keys' kernel on a second stream (``side_backward``), is
-exact in bf16 against the reference kernel in fp32 over the same inputs, and a steady-state step
-(calc_attn forward + backward) neither copies to the host nor synchronises (torch's sync debug
-mode turns either into an error).
+cuts moved by the ranks' measured kernel times (``balance="timed"``), the Gluon forward
+launched before the cast has landed (``early_start``, one hardware queue) and the forwards
+beside the cast on the Gluon forward's dynamic grid (``dynamic_grid``), is exact in bf16
+against the reference kernel in fp32 over the same inputs, and a steady-state step (calc_attn
+forward + backward) neither copies to the host nor synchronises (torch's sync debug mode turns
+either into an error).
 
 Tolerance as in the kernel tests: 2x the error of the local backend alone over the whole mask
 on one GPU, plus 1e-3 * max|oracle| + 1e-4.
@@ -53,12 +50,6 @@ OVERLAPS = {"whole": dict(fused=True, cut="none"), "split": dict(fused=True, spl
             "unequal": dict(),
             # balanced_runs' cuts moved by the ranks' kernel times measured at key time
             "timed": dict(balance="timed"),
-            # whole, with the runtime's ordering switches on: the reduce started before the fp32
-            # dq is rounded (Triton's dq_fp32), the cast gathered on the current stream, the own
-            # KV copied by one row kernel on a strided grid
-            "switches": dict(fused=True, cut="none"),
-            # whole, the own KV copied into the fused buffer by the copy engines
-            "copy_engine": dict(fused=True, cut="none"),
             # whole, the Gluon forward launched before the cast lands (one hardware queue; the
             # key lays the fused buffer out so that the cast lands in one region)
             "early_start": dict(fused=True, cut="none", early_start=True),
@@ -66,13 +57,7 @@ OVERLAPS = {"whole": dict(fused=True, cut="none"), "split": dict(fused=True, spl
             # hardware queue, as the benchmark runs): the cut forward's own keys, and the staged
             # forward's host stage and first remote stage
             "dynamic_cut": dict(fused=True, cut="fwd", dynamic_grid=True),
-            "dynamic_staged": dict(fused=False, num_stages=2, dynamic_grid=True),
-            # the backward cut by keys with the own keys' kernel on a second stream, issued
-            # before the reduce (one hardware queue, as the benchmark runs)
-            "side_bwd": dict(fused=True, cut="bwd", side_backward=True)}
-RUNTIME = {"switches": dict(early_reduce=True, gather_first=True, one_copy=True,
-                            copy_programs_per_sm=8),
-           "copy_engine": dict(copy_engine=True)}
+            "dynamic_staged": dict(fused=False, num_stages=2, dynamic_grid=True)}
 DISPATCH = {"unequal": ("unequal_runs", 128)}  # (dispatch_alg, chunk_size); else balanced_runs
 
 
@@ -80,7 +65,7 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
     """device "cpu" (gloo, the reference kernel): a smoke test of this worker itself."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     cuda = device == "cuda"
-    if mode in ("early_start", "side_bwd") or mode.startswith("dynamic"):  # before CUDA: kernels
+    if mode == "early_start" or mode.startswith("dynamic"):  # before CUDA starts: kernels
         os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"  # reach the GPU in launch order
     if cuda:
         torch.cuda.set_device(rank)
@@ -104,8 +89,6 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
                                      HEAD_DIM, dist.group.WORLD, chunk_size=chunk,
                                      dispatch_alg=alg, backend=backend,
                                      overlap=OverlapConfig(**OVERLAPS[mode]))
-            for attr, value in RUNTIME.get(mode, {}).items():
-                setattr(key.runtime, attr, value)
             if mode == "unequal":
                 shards = key.meta.dispatch.shard_seqlens
                 lines.append(f"{name} shard_seqlens={shards}")
@@ -120,8 +103,6 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
                 assert key.runtime.cut == {mode[4:]}, key.runtime.cut
             if mode == "dynamic_cut":
                 assert key.runtime.cut == {"fwd"} and key.runtime.dynamic_grid, key.runtime.cut
-            if mode == "side_bwd":
-                assert key.runtime.cut == {"bwd"} and key.runtime.side_backward, key.runtime.cut
             cut = ",".join(sorted(key.runtime.cut)) or "-"
             local = [dispatch(t.bfloat16(), key).requires_grad_() for t in (q, k, v)]
             dout_local = dispatch(dout.bfloat16(), key)

@@ -1,10 +1,7 @@
 """The backward cut by keys sends the received keys' dK/dV to their owners before the own keys'
 kernel runs, so the reduce travels while that kernel computes (2 gloo processes, reference
 kernel, cp 2): the call order, and gradients bit for bit equal to the same cut run with every
-collective waited for at once (overlap off: the reduce after the own keys' kernel). With
-``side_backward`` the key hands the switch to the runtime; off CUDA there is no second stream,
-so the call order and the gradients are the plain cut's (the GPU test checks the stream path:
-tests/magi_attention/api/test_magi_attn_nccl.py, mode side_bwd)."""
+collective waited for at once (overlap off: the reduce after the own keys' kernel)."""
 from ._cp2_gloo import bitwise_diffs, grads, inputs, key_for, run_on_two_ranks
 
 MASKS = ("causal", "causal_document")
@@ -31,12 +28,9 @@ def _check(rank):
 
     errors = []
     q, k, v, dout = inputs()
-    for name, side in ((m, s) for m in MASKS for s in (False, True)):
-        key = key_for(name, OverlapConfig(fused=True, cut="bwd", side_backward=side))
+    for name in MASKS:
+        key = key_for(name, OverlapConfig(fused=True, cut="bwd"))
         runtime = key.runtime
-        if runtime.side_backward != side:
-            errors.append(f"{name}: side_backward={side} reached the runtime as "
-                          f"{runtime.side_backward}")
         if runtime.cut != frozenset({"bwd"}):
             errors.append(f"{name}: the backward is not cut ({sorted(runtime.cut)})")
             continue
