@@ -129,6 +129,7 @@ from .h200x2 import (CP2_S49_SPANS, CP2_S51_SPANS, CP2_S52_SPANS, cp2_s50_below,
                      triton_64k_full_bwd_s50, triton_64k_s50_before, triton_64k_s50_table)
 from .h200x4 import CP4_S54_SPANS, cp4_s54_docs, cp4_s54_moves, fa4_64k_full_s54
 from .h200x2 import side_bwd_s55_keys, side_bwd_s55_table
+from .h100x2 import pytest_s56
 from .h100x4 import side_bwd_s56_bwd_span, side_bwd_s56_gain, side_bwd_s56_table
 from .slow_forward import (alloc_s53, clocks_s53, clocks_s55_table, collection_ms_s52,
                            garbage_s52, host_s53, order_ab_s50_table, percall_s55_table,
@@ -143,6 +144,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h100x4.side_bwd_s56_table": side_bwd_s56_table,
     "h100x4.side_bwd_s56_gain": side_bwd_s56_gain,
     "h100x4.side_bwd_s56_bwd_span": side_bwd_s56_bwd_span,
+    "h100x2.pytest_s56": pytest_s56,
     "h200x2.side_bwd_s55_table": side_bwd_s55_table,
     "h200x2.side_bwd_s55_keys": side_bwd_s55_keys,
     "h200x2.percall_s55_table": percall_s55_table,

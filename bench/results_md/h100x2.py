@@ -773,3 +773,26 @@ def early_s46_summary(mask: str, direction: str = "fwd") -> str:
     tf = rows[(rows.cp_size == 2) & (rows.status == "ok") & (rows["mask"] == mask)
               & (rows.direction == direction)].set_index("kernel").tflops_per_s
     return (f"A/Bs {min(ab):.3f}-{max(ab):.3f}, bench {tf['magi_early'] / tf['magi']:.3f}")
+
+
+# -- session 56 (c3a0db2): the GPU tests after the refuted runtime switches were removed, on 2
+# H100s: the NCCL test file per local kernel, and the Triton kernel file split over the two GPUs
+PYTEST_S56 = {"nccl, triton": ("h100x2/tests/pytest_nccl_triton_c3a0db2.log",),
+              "nccl, fa4": ("h100x2/tests/pytest_nccl_fa4_c3a0db2.log",),
+              "triton kernels": tuple(f"h100x2/tests/pytest_triton_{part}_c3a0db2.log"
+                                      for part in ("gluon_bwd_part0", "gluon_bwd_part1",
+                                                   "rest_part0", "rest_part1"))}
+
+
+def pytest_s56() -> str:
+    """Each run's counts (warnings left out), its logs' summary lines summed."""
+    parts = []
+    for run, logs in PYTEST_S56.items():
+        totals: dict[str, int] = {}
+        for relpath in logs:
+            for piece in _pytest_counts(relpath).split(", "):
+                n, word = piece.split()
+                if not word.startswith("warning"):
+                    totals[word] = totals.get(word, 0) + int(n)
+        parts.append(f"{run}: " + ", ".join(f"{n} {w}" for w, n in totals.items()))
+    return "; ".join(parts)
