@@ -30,7 +30,9 @@ from ._timed_choices import GroupChoices
 CUTS = {"none": frozenset(), "fwd": frozenset({"fwd"}), "bwd": frozenset({"bwd"}),
         "both": frozenset({"fwd", "bwd"})}
 # keep the whole kernel unless the cut is faster by more than this: timing noise, and the
-# gains that chose the cut on 2 H200s were 3-6% (notes/magi_cp.md, session 20)
+# gains that chose the cut on 2 H200s were 3-6% (notes/magi_cp.md, session 20). Two keys of
+# the same mask and dispatch timed the same whole forward up to 1.3% apart (4 H100s, cp 4,
+# 16k a GPU, Triton full: 58.20 / 57.45 ms; RESULTS.md "Session 56")
 MIN_GAIN = 0.02
 # timed choices per process group, by signature (mask, shapes, backend): (cut, cut_seconds)
 _CHOSEN = GroupChoices()
