@@ -345,13 +345,15 @@ def _variant_ratios(relpaths: tuple[str, ...], variant: str, base: str,
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?)\b")
 
 
-def _summed_counts(relpath: str) -> str:
-    """The summary lines of a log of several pytest processes, added up: '10 passed, 2 skipped'."""
+def _summed_counts(relpath: str | tuple[str, ...]) -> str:
+    """The summary lines of a log of several pytest processes (or of several logs), added up:
+    '10 passed, 2 skipped'."""
     totals: dict[str, int] = {}
-    for line in (RESULTS / relpath).read_text().splitlines():
-        if re.match(r"^\d+ (passed|failed|skipped)", line) and " in " in line:
-            for n, what in _COUNT.findall(line):
-                totals[what] = totals.get(what, 0) + int(n)
+    for path in (relpath,) if isinstance(relpath, str) else relpath:
+        for line in (RESULTS / path).read_text().splitlines():
+            if re.match(r"^\d+ (passed|failed|skipped)", line) and " in " in line:
+                for n, what in _COUNT.findall(line):
+                    totals[what] = totals.get(what, 0) + int(n)
     return ", ".join(f"{n} {w}" for w, n in totals.items())
 
 

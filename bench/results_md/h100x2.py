@@ -6,9 +6,9 @@ import re
 import pandas as pd
 
 from ._common import (DOC_MASKS, UNEQUAL_S28, _ab_medians, _cp2_below, _cp_cells, _files, _fit_ms,
-                      _cut_ms, _magi_over_best, _profiler_rows, _pytest_counts, _tf_cells,
-                      _variant_ratios, _vs_best, cp2_s16_summary, cp2_s16_table, cp_only_table,
-                      cp_only_wins)
+                      _cut_ms, _magi_over_best, _profiler_rows, _pytest_counts, _summed_counts,
+                      _tf_cells, _variant_ratios, _vs_best, cp2_s16_summary, cp2_s16_table,
+                      cp_only_table, cp_only_wins)
 from ._paths import RESULTS
 from .h200x2 import CP_S33 as CP_S33_H200X2
 from .h200x2 import _forward_prologues, _steady_prologue, switch_ab_table
@@ -785,14 +785,5 @@ PYTEST_S56 = {"nccl, triton": ("h100x2/tests/pytest_nccl_triton_c3a0db2.log",),
 
 
 def pytest_s56() -> str:
-    """Each run's counts (warnings left out), its logs' summary lines summed."""
-    parts = []
-    for run, logs in PYTEST_S56.items():
-        totals: dict[str, int] = {}
-        for relpath in logs:
-            for piece in _pytest_counts(relpath).split(", "):
-                n, word = piece.split()
-                if not word.startswith("warning"):
-                    totals[word] = totals.get(word, 0) + int(n)
-        parts.append(f"{run}: " + ", ".join(f"{n} {w}" for w, n in totals.items()))
-    return "; ".join(parts)
+    """Each run's counts, its logs' summary lines summed."""
+    return "; ".join(f"{run}: {_summed_counts(logs)}" for run, logs in PYTEST_S56.items())

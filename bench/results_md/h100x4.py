@@ -6,9 +6,9 @@ import re
 import pandas as pd
 
 from ._common import (_ab_medians, _baselines, _cp2_below, _cp_cells, _cp_wins, _cut_ms, _files,
-                      _helper, _magi_over_best, _pytest_counts, _row_note, _with_unequal, ab_masks_table,
-                      cp2_s16_summary, cp2_s16_table, cp_moves, cp_only_spans, cp_only_table,
-                      cp_only_wins)
+                      _helper, _magi_over_best, _pytest_counts, _row_note, _with_unequal,
+                      ab_masks_table, cp2_s16_summary, cp2_s16_table, cp_moves, cp_only_spans,
+                      cp_only_table, cp_only_wins)
 from ._paths import RESULTS
 
 # -- session 34: 4 H100s (asked for 4 H200s) at e5be184: 16k a GPU with the runner's interleaved
