@@ -49,8 +49,8 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from ..block_sparse import BlockSparsePlan, int32_words, partial_pairs, partial_tile_bitmaps
 from ._launch import cached_launch
-from .gluon_forward import (CONSUMER_REGS, MAXNREG, PRODUCER_REGS, _descriptor, _sm_count,
-                            hopper_reason, shared_layout, tma_rows)
+from .gluon_forward import (CONSUMER_REGS, MAXNREG, PRODUCER_REGS, _descriptor, hopper_reason,
+                            shared_layout, tma_rows)
 
 BLOCK_M = 64  # q rows per step
 BLOCK_N = 128  # keys per program: two consumer warpgroups of HALF_N
@@ -101,10 +101,6 @@ MAX_BITS_BYTES = 64 << 20
 # var_block_sparse (31% | 26%) 1.17 | 1.18 the ordered; hash_sparse (92%) 0.84 | 0.85 and
 # block_sparse (86%) 0.78 | 0.84 the ordered, which keeps those
 MAX_PARTIAL_FOR_BITS = 0.5
-# One program per SM walking the (key tile, head chunk) items, against one program per item:
-# not yet measured (session 57's prediction: 5-8% off the 16k cp-rank document masks, where
-# each program's K/V load and dK/dV epilogue are a larger share of its short list)
-PERSISTENT = False
 
 
 @builtin
@@ -211,28 +207,6 @@ def _kv_head(chunk, HEAD_CHUNKS: gl.constexpr):
 
 
 @gluon.jit
-def _n_items(num_k_tiles, num_heads_q, heads, HEAD_CHUNKS: gl.constexpr):
-    """The grid's items: (key tile, head chunk) pairs, ``heads`` q heads a chunk."""
-    return num_k_tiles * (num_heads_q // heads)
-
-
-@gluon.jit
-def _item(i, num_k_tiles, num_heads_q, heads, HEAD_CHUNKS: gl.constexpr, k_tile_order,
-          k_tile_ptr, k_tile_num_full):
-    """Item i's key tile, head chunk and list bounds (start, mid: its partial tiles' first
-    position, end). Key tiles vary fastest, in the plan's order (heaviest first), then kv heads,
-    then a kv head's chunks: the items that run together share q heads' dq rows in L2."""
-    num_heads_kv = num_heads_q // (heads * HEAD_CHUNKS)
-    rest = i // num_k_tiles
-    kv_head = rest % num_heads_kv
-    chunk = kv_head * HEAD_CHUNKS + rest // num_heads_kv
-    k_tile = gl.load(k_tile_order + i % num_k_tiles)
-    start = gl.load(k_tile_ptr + k_tile)
-    end = gl.load(k_tile_ptr + k_tile + 1)
-    return k_tile, chunk, start, start + gl.load(k_tile_num_full + k_tile), end
-
-
-@gluon.jit
 def _step(j, n_list, n_full, start, shift, chunk, heads, k_tile_qt):
     """Step j's (q head, list position): the ``heads`` q heads of this program's chunk (the kv
     head's group, or a part of it) in the outer loop, the key tile's q tiles inside, the
@@ -251,10 +225,9 @@ def _step(j, n_list, n_full, start, shift, chunk, heads, k_tile_qt):
 @gluon.jit
 def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
-              num_heads_q, heads, sm_scale, k_tile_ptr, k_tile_num_full, k_tile_order,
-              num_k_tiles, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem,
-              hi_smem, bits_smem, ds_smem, dq_smem, kv_bars, ready, empty, ds_ready, ds_free,
-              rtag, mtag, ctag):
+              num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
+              do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
+              ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -264,70 +237,55 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     WORDS: gl.constexpr = 2 * HALF_N // 32
     NBYTES: gl.constexpr = (q_desc.block_type.nbytes + do_desc.block_type.nbytes
                             + lse_desc.block_type.nbytes + delta_desc.block_type.nbytes)
-    HEAD_CHUNKS: gl.constexpr = ctag.type.shape[0]
-    pos = 0  # Q/dO ring positions filled so far, over this program's items
-    t = 0  # items done
-    for i in range(gl.program_id(0), _n_items(num_k_tiles, num_heads_q, heads, HEAD_CHUNKS),
-                   gl.num_programs(0)):
-        k_tile, chunk, start, mid, end = _item(i, num_k_tiles, num_heads_q, heads, HEAD_CHUNKS,
-                                               k_tile_order, k_tile_ptr, k_tile_num_full)
-        k_row = k_tile * 2 * HALF_N
-        kv_head = _kv_head(chunk, HEAD_CHUNKS)
-        # the last item's K/V stay until both consumers' last MMAs have read them; its dK/dV
-        # epilogue then runs while these loads (and the first Q/dO slots) are in flight
-        mbarrier.wait(kv_bars.index(1), (t & 1) ^ 1)  # fresh barriers pass
-        mbarrier.expect(kv_bars.index(0), 2 * k_desc.block_type.nbytes
-                        + 2 * v_desc.block_type.nbytes)
-        for c in gl.static_range(2):
-            tma.async_copy_global_to_shared(k_desc, [k_row + c * HALF_N, kv_head * HEAD_DIM],
-                                            kv_bars.index(0), k_smem.index(c))
-            tma.async_copy_global_to_shared(v_desc, [k_row + c * HALF_N, kv_head * HEAD_DIM],
-                                            kv_bars.index(0), v_smem.index(c))
-        n_list = end - start
-        n_full = mid - start
-        shift = k_tile % gl.maximum(n_full, 1)
-        if BITS:  # the bitmap of the partial pair at list position p is p - bits_base[k_tile]
-            pair0 = gl.load(bits_base + k_tile)
-        for j in range(heads * n_list):
-            n = pos + j
-            slot = n % NUM_BUF
-            head, p, q_tile = _step(j, n_list, n_full, start, shift, chunk, heads, k_tile_qt)
-            mbarrier.wait(empty.index(slot), ((n // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
-            if BITS:
-                if p >= mid:
-                    mbarrier.expect(ready.index(slot),
-                                    NBYTES + WORDS * bits_desc.block_type.nbytes)
-                    at = (p - pair0) * WORDS * BLOCK_M
-                    for w in gl.static_range(WORDS):
-                        tma.async_copy_global_to_shared(bits_desc, [at + w * BLOCK_M],
-                                                        ready.index(slot),
-                                                        bits_smem.index(slot * WORDS + w))
-                else:
-                    mbarrier.expect(ready.index(slot), NBYTES)
-            elif ROW_TMA:
-                if p >= mid:  # a partial tile: its rows' kept-key intervals come along
-                    mbarrier.expect(ready.index(slot), NBYTES + 2 * lo_desc.block_type.nbytes)
-                    tma.async_copy_global_to_shared(lo_desc, [q_tile * BLOCK_M],
-                                                    ready.index(slot), lo_smem.index(slot))
-                    tma.async_copy_global_to_shared(hi_desc, [q_tile * BLOCK_M],
-                                                    ready.index(slot), hi_smem.index(slot))
-                else:
-                    mbarrier.expect(ready.index(slot), NBYTES)
+    mbarrier.expect(kv_bar, 2 * k_desc.block_type.nbytes + 2 * v_desc.block_type.nbytes)
+    kv_head = _kv_head(chunk, ctag.type.shape[0])
+    for c in gl.static_range(2):
+        tma.async_copy_global_to_shared(k_desc, [k_row + c * HALF_N, kv_head * HEAD_DIM], kv_bar,
+                                        k_smem.index(c))
+        tma.async_copy_global_to_shared(v_desc, [k_row + c * HALF_N, kv_head * HEAD_DIM], kv_bar,
+                                        v_smem.index(c))
+    n_list = end - start
+    n_full = mid - start
+    k_tile = k_row // (2 * HALF_N)
+    shift = k_tile % gl.maximum(n_full, 1)
+    if BITS:  # the bitmap of the partial pair at list position t is t - bits_base[k_tile]
+        pair0 = gl.load(bits_base + k_tile)
+    for j in range(heads * n_list):
+        slot = j % NUM_BUF
+        head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, heads,
+                                k_tile_qt)
+        mbarrier.wait(empty.index(slot), ((j // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
+        if BITS:
+            if t >= mid:
+                mbarrier.expect(ready.index(slot), NBYTES + WORDS * bits_desc.block_type.nbytes)
+                at = (t - pair0) * WORDS * BLOCK_M
+                for w in gl.static_range(WORDS):
+                    tma.async_copy_global_to_shared(bits_desc, [at + w * BLOCK_M],
+                                                    ready.index(slot),
+                                                    bits_smem.index(slot * WORDS + w))
             else:
                 mbarrier.expect(ready.index(slot), NBYTES)
-            tma.async_copy_global_to_shared(q_desc, [q_tile * BLOCK_M, head * HEAD_DIM],
-                                            ready.index(slot), q_smem.index(slot))
-            tma.async_copy_global_to_shared(do_desc, [q_tile * BLOCK_M, head * HEAD_DIM],
-                                            ready.index(slot), do_smem.index(slot))
-            # the rows' lse2 and delta ride along: loaded by the consumers from global memory,
-            # their latency was exposed twice per step (s23 ncu: a seventh of their stalls)
-            row = head * (lse_desc.shape[0] // num_heads_q) + q_tile * BLOCK_M
-            tma.async_copy_global_to_shared(lse_desc, [row], ready.index(slot),
-                                            lse_smem.index(slot))
-            tma.async_copy_global_to_shared(delta_desc, [row], ready.index(slot),
-                                            delta_smem.index(slot))
-        pos += heads * n_list
-        t += 1
+        elif ROW_TMA:
+            if t >= mid:  # a partial tile: its rows' kept-key intervals come along
+                mbarrier.expect(ready.index(slot), NBYTES + 2 * lo_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(lo_desc, [q_tile * BLOCK_M], ready.index(slot),
+                                                lo_smem.index(slot))
+                tma.async_copy_global_to_shared(hi_desc, [q_tile * BLOCK_M], ready.index(slot),
+                                                hi_smem.index(slot))
+            else:
+                mbarrier.expect(ready.index(slot), NBYTES)
+        else:
+            mbarrier.expect(ready.index(slot), NBYTES)
+        tma.async_copy_global_to_shared(q_desc, [q_tile * BLOCK_M, head * HEAD_DIM],
+                                        ready.index(slot), q_smem.index(slot))
+        tma.async_copy_global_to_shared(do_desc, [q_tile * BLOCK_M, head * HEAD_DIM],
+                                        ready.index(slot), do_smem.index(slot))
+        # the rows' lse2 and delta ride along: loaded by the consumers from global memory, their
+        # latency was exposed twice per step (s23 ncu: a seventh of the consumers' stalls)
+        row = head * (lse_desc.shape[0] // num_heads_q) + q_tile * BLOCK_M
+        tma.async_copy_global_to_shared(lse_desc, [row], ready.index(slot), lse_smem.index(slot))
+        tma.async_copy_global_to_shared(delta_desc, [row], ready.index(slot),
+                                        delta_smem.index(slot))
 
 
 @gluon.jit
@@ -369,10 +327,9 @@ def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE
 @gluon.jit
 def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
-              num_heads_q, heads, sm_scale, k_tile_ptr, k_tile_num_full, k_tile_order,
-              num_k_tiles, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem,
-              hi_smem, bits_smem, ds_smem, dq_smem, kv_bars, ready, empty, ds_ready, ds_free,
-              rtag, mtag, ctag, c: gl.constexpr):
+              num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
+              do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
+              ready, empty, ds_ready, ds_free, rtag, mtag, ctag, c: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -396,116 +353,102 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
     col_s: gl.constexpr = gl.SliceLayout(0, s_layout)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    HEAD_CHUNKS: gl.constexpr = ctag.type.shape[0]
     k_c = k_smem.index(c)
     v_c = v_smem.index(c)
+    keys = k_row + c * HALF_N + gl.arange(0, HALF_N, layout=row_s)
     qk_scale = sm_scale * 1.4426950408889634
     s_zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)
     dq_zero = gl.zeros([BLOCK_M, DQ_COLS], gl.float32, dq_layout)
-    num_heads_kv = num_heads_q // (heads * HEAD_CHUNKS)
-    pos = 0  # Q/dO ring positions consumed so far, over this program's items
-    t = 0  # items done
-    for i in range(gl.program_id(0), _n_items(num_k_tiles, num_heads_q, heads, HEAD_CHUNKS),
-                   gl.num_programs(0)):
-        k_tile, chunk, start, mid, end = _item(i, num_k_tiles, num_heads_q, heads, HEAD_CHUNKS,
-                                               k_tile_order, k_tile_ptr, k_tile_num_full)
-        keys = k_tile * 2 * HALF_N + c * HALF_N + gl.arange(0, HALF_N, layout=row_s)
-        # every MMA is waited for within its step: MMAs left in flight across the loop's back
-        # edge made ptxas serialise every wgmma of the kernel (its SASS); waiting later inside
-        # the step (dV after dS, dK after dQ) cost spills and 20%, the dK MMA over the dQ add
-        # gained nothing (s22 runs b, g)
-        dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, acc_layout)
-        dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, acc_layout)
-        n_list = end - start
-        n_full = mid - start
-        shift = k_tile % gl.maximum(n_full, 1)
-        mbarrier.wait(kv_bars.index(0), t & 1)
-        for j in range(heads * n_list):
-            n = pos + j
-            slot = n % NUM_BUF
-            head, p, q_tile = _step(j, n_list, n_full, start, shift, chunk, heads, k_tile_qt)
-            q_lo = q_tile * BLOCK_M
-            q_i = q_smem.index(slot)
-            do_i = do_smem.index(slot)
-            cols = q_lo + gl.arange(0, BLOCK_M, layout=col_s)
-            mbarrier.wait(ready.index(slot), (n // NUM_BUF) & 1)
-            st = warpgroup_mma(k_c, q_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-            dpt = warpgroup_mma(v_c, do_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-            lse2 = lse_smem.index(slot).load(col_s)  # +inf past seqlen_q: P = 0
-            st = warpgroup_mma_wait(num_outstanding=1, deps=(st, ))
-            pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
-            if p >= mid:  # a partial tile: cells outside the union get P = 0
-                if BITS:  # this half's two words of each q row (keys 0-31, 32-63), one at a
-                    # time (both live at once spilled 44 more bytes)
-                    kl = gl.expand_dims(gl.arange(0, HALF_N, layout=row_s), 1)
-                    for h in gl.static_range(2):
-                        word = gl.expand_dims(
-                            bits_smem.index(slot * WORDS + 2 * c + h).load(col_s), 0)
-                        keep = ((word >> (kl & 31)) & 1) != 0
-                        pt = gl.where(keep | ((kl >> 5) != h), pt, 0.0)
-                elif ROW_TMA:  # one interval per row, in shared memory (rows past seqlen_q:
-                    # [0, 0)), one bound at a time (both live at once spilled 28 more bytes)
-                    k2 = gl.expand_dims(keys, 1)
-                    pt = gl.where(k2 >= gl.expand_dims(lo_smem.index(slot).load(col_s), 0), pt,
-                                  0.0)
-                    pt = gl.where(k2 < gl.expand_dims(hi_smem.index(slot).load(col_s), 0), pt,
-                                  0.0)
-                else:
-                    pt = gl.where(_keep_t(keys, cols, row_lo, row_hi, seqlen_q, ROW_INTERVALS),
-                                  pt, 0.0)
-            dv = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_i, dv,
-                               is_async=True)
-            delta = delta_smem.index(slot).load(col_s)
-            dpt, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dpt, dv))
-            ds_lp = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
-            if DQ_MODE == 0:
-                dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
-                dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ))
+    # every MMA is waited for within its step: MMAs left in flight across the loop's back edge
+    # made ptxas serialise every wgmma of the kernel (its SASS); waiting later inside the step
+    # (dV after dS, dK after dQ) cost spills and 20%, the dK MMA over the dQ add gained nothing
+    # (s22 runs b, g)
+    dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, acc_layout)
+    dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, acc_layout)
+    n_list = end - start
+    n_full = mid - start
+    k_tile = k_row // (2 * HALF_N)
+    shift = k_tile % gl.maximum(n_full, 1)
+    mbarrier.wait(kv_bar, 0)
+    for j in range(heads * n_list):
+        slot = j % NUM_BUF
+        head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, heads,
+                                k_tile_qt)
+        q_lo = q_tile * BLOCK_M
+        q_i = q_smem.index(slot)
+        do_i = do_smem.index(slot)
+        cols = q_lo + gl.arange(0, BLOCK_M, layout=col_s)
+        mbarrier.wait(ready.index(slot), (j // NUM_BUF) & 1)
+        st = warpgroup_mma(k_c, q_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        dpt = warpgroup_mma(v_c, do_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        lse2 = lse_smem.index(slot).load(col_s)  # +inf past seqlen_q: P = 0
+        st = warpgroup_mma_wait(num_outstanding=1, deps=(st, ))
+        pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
+        if t >= mid:  # a partial tile: cells outside the union get P = 0
+            if BITS:  # this half's two words of each q row (keys 0-31, 32-63), one at a time
+                # (both live at once spilled 44 more bytes)
+                kl = gl.expand_dims(gl.arange(0, HALF_N, layout=row_s), 1)
+                for h in gl.static_range(2):
+                    word = gl.expand_dims(bits_smem.index(slot * WORDS + 2 * c + h).load(col_s), 0)
+                    keep = ((word >> (kl & 31)) & 1) != 0
+                    pt = gl.where(keep | ((kl >> 5) != h), pt, 0.0)
+            elif ROW_TMA:  # one interval per row, in shared memory (rows past seqlen_q: [0, 0)),
+                # one bound at a time (both live at once spilled 28 more bytes)
+                k2 = gl.expand_dims(keys, 1)
+                pt = gl.where(k2 >= gl.expand_dims(lo_smem.index(slot).load(col_s), 0), pt, 0.0)
+                pt = gl.where(k2 < gl.expand_dims(hi_smem.index(slot).load(col_s), 0), pt, 0.0)
             else:
-                b = n % 2
-                ds_c = ds_smem.index(2 * b + c)
-                if SPLIT:  # both consumers read it 2 steps ago
-                    mbarrier.wait(ds_free.index(b), ((n // 2) & 1) ^ 1)
-                ds_c.store(ds_lp)
-                fence_async_shared()
-                gl.thread_barrier()
-                dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
-                if SPLIT:
-                    mbarrier.arrive(ds_ready.index(b), count=1)
-                    mbarrier.wait(ds_ready.index(b), (n // 2) & 1)  # the other half is there too
-                    dq = warpgroup_mma(ds_smem.index(2 * b).permute((1, 0)),
-                                       k_smem.index(0).slice(c * DQ_COLS, DQ_COLS, dim=1),
-                                       dq_zero, use_acc=False, is_async=True)
-                    dq = warpgroup_mma(ds_smem.index(2 * b + 1).permute((1, 0)),
-                                       k_smem.index(1).slice(c * DQ_COLS, DQ_COLS, dim=1), dq,
-                                       is_async=True)
-                else:
-                    dq = warpgroup_mma(ds_c.permute((1, 0)), k_c, dq_zero, use_acc=False,
-                                       is_async=True)
-                dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
-                if SPLIT:
-                    mbarrier.arrive(ds_free.index(b), count=1)
-                col = head * HEAD_DIM
-                if SPLIT:
-                    col += c * DQ_COLS
-                if DQ_MODE != 3 or seqlen_q < 0:  # DQ_NO_ADD: never at run time, MMAs kept
-                    _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, seqlen_q,
-                            num_heads_q * HEAD_DIM, DQ_MODE)
-            mbarrier.arrive(empty.index(slot), count=1)
-        # this consumer's MMAs are done with the item's K/V (both halves: the dQ MMAs read
-        # them): once the other has arrived too, the producer loads the next item's over them
-        mbarrier.arrive(kv_bars.index(1), count=1)
-        kv_head = _kv_head(chunk, HEAD_CHUNKS)
-        # head chunks add their share into one zeroed fp32 dK/dV (a partial per chunk cost
-        # chunks x the memory and a summing pass)
-        _store_rows(dk * sm_scale, DK, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM,
-                    acc_layout, HEAD_CHUNKS > 1)
-        _store_rows(dv, DV, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout,
-                    HEAD_CHUNKS > 1)
-        pos += heads * n_list
-        t += 1
+                pt = gl.where(_keep_t(keys, cols, row_lo, row_hi, seqlen_q, ROW_INTERVALS), pt,
+                              0.0)
+        dv = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_i, dv, is_async=True)
+        delta = delta_smem.index(slot).load(col_s)
+        dpt, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dpt, dv))
+        ds_lp = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
+        if DQ_MODE == 0:
+            dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
+            dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ))
+        else:
+            b = j % 2
+            ds_c = ds_smem.index(2 * b + c)
+            if SPLIT:
+                mbarrier.wait(ds_free.index(b), ((j // 2) & 1) ^ 1)  # both read it 2 steps ago
+            ds_c.store(ds_lp)
+            fence_async_shared()
+            gl.thread_barrier()
+            dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
+            if SPLIT:
+                mbarrier.arrive(ds_ready.index(b), count=1)
+                mbarrier.wait(ds_ready.index(b), (j // 2) & 1)  # the other half is there too
+                dq = warpgroup_mma(ds_smem.index(2 * b).permute((1, 0)),
+                                   k_smem.index(0).slice(c * DQ_COLS, DQ_COLS, dim=1), dq_zero,
+                                   use_acc=False, is_async=True)
+                dq = warpgroup_mma(ds_smem.index(2 * b + 1).permute((1, 0)),
+                                   k_smem.index(1).slice(c * DQ_COLS, DQ_COLS, dim=1), dq,
+                                   is_async=True)
+            else:
+                dq = warpgroup_mma(ds_c.permute((1, 0)), k_c, dq_zero, use_acc=False,
+                                   is_async=True)
+            dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
+            if SPLIT:
+                mbarrier.arrive(ds_free.index(b), count=1)
+            col = head * HEAD_DIM
+            if SPLIT:
+                col += c * DQ_COLS
+            if DQ_MODE != 3 or seqlen_q < 0:  # DQ_NO_ADD: never at run time, MMAs kept
+                _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, seqlen_q,
+                        num_heads_q * HEAD_DIM, DQ_MODE)
+        mbarrier.arrive(empty.index(slot), count=1)
     if DQ_MODE == 2:
         tma.store_wait(pendings=0)
+    HEAD_CHUNKS: gl.constexpr = ctag.type.shape[0]
+    kv_head = _kv_head(chunk, HEAD_CHUNKS)
+    num_heads_kv = num_heads_q // (heads * HEAD_CHUNKS)
+    # head chunks add their share into one zeroed fp32 dK/dV (a partial per chunk cost
+    # chunks x the memory and a summing pass)
+    _store_rows(dk * sm_scale, DK, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout,
+                HEAD_CHUNKS > 1)
+    _store_rows(dv, DV, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout,
+                HEAD_CHUNKS > 1)
 
 
 @gluon.jit
@@ -529,37 +472,33 @@ def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.conste
 @gluon.jit
 def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
                hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
-               num_heads_q, heads, sm_scale, k_tile_ptr, k_tile_num_full, k_tile_order,
-               num_k_tiles, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem,
-               hi_smem, bits_smem, ds_smem, dq_smem, kv_bars, ready, empty, ds_ready, ds_free,
-               rtag, mtag, ctag):
+               num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
+               do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
+               ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
-              num_heads_q, heads, sm_scale, k_tile_ptr, k_tile_num_full, k_tile_order,
-              num_k_tiles, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem,
-              hi_smem, bits_smem, ds_smem, dq_smem, kv_bars, ready, empty, ds_ready, ds_free,
-              rtag, mtag, ctag, 0)
+              num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
+              do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
+              ready, empty, ds_ready, ds_free, rtag, mtag, ctag, 0)
 
 
 @gluon.jit
 def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
                hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
-               num_heads_q, heads, sm_scale, k_tile_ptr, k_tile_num_full, k_tile_order,
-               num_k_tiles, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem,
-               hi_smem, bits_smem, ds_smem, dq_smem, kv_bars, ready, empty, ds_ready, ds_free,
-               rtag, mtag, ctag):
+               num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
+               do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
+               ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
-              num_heads_q, heads, sm_scale, k_tile_ptr, k_tile_num_full, k_tile_order,
-              num_k_tiles, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem,
-              hi_smem, bits_smem, ds_smem, dq_smem, kv_bars, ready, empty, ds_ready, ds_free,
-              rtag, mtag, ctag, 1)
+              num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
+              do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
+              ready, empty, ds_ready, ds_free, rtag, mtag, ctag, 1)
 
 
 @gluon.jit
 def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
                 hi_desc, bits_desc, k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, row_lo,
-                row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale, num_k_tiles,
+                row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
                 NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr,
                 ROW_TMA: gl.constexpr, BITS: gl.constexpr, HEAD_CHUNKS: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
@@ -569,6 +508,16 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     DQ_COLS: gl.constexpr = dq_desc.block_type.shape[1]
     dtype: gl.constexpr = k_desc.dtype
+    k_tile = gl.load(k_tile_order + gl.program_id(0))  # heaviest key tiles first
+    # a kv head's q heads may be split into HEAD_CHUNKS programs a key tile, the grid's slowest
+    # dimension: the programs that run together then drift over fewer q heads, whose dq rows
+    # L2 must hold (chunks numbered kv head by kv head; ``heads``: the q heads of one chunk)
+    chunk = gl.program_id(1) * HEAD_CHUNKS + gl.program_id(2)
+    k_row = k_tile * 2 * HALF_N
+    start = gl.load(k_tile_ptr + k_tile)
+    end = gl.load(k_tile_ptr + k_tile + 1)
+    mid = start + gl.load(k_tile_num_full + k_tile)
+
     k_smem = gl.allocate_shared_memory(dtype, [2, HALF_N, HEAD_DIM], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [2, HALF_N, HEAD_DIM], v_desc.layout)
     q_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_M, HEAD_DIM], q_desc.layout)
@@ -587,8 +536,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HALF_N, BLOCK_M], dtype)
     ds_smem = gl.allocate_shared_memory(dtype, [4, HALF_N, BLOCK_M], ds_layout)  # [buffer, half]
     dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_COLS], dq_desc.layout)
-    # [0]: the item's K/V loaded; [1]: both consumers done with them (persistent programs)
-    kv_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -601,8 +549,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     ctag = gl.allocate_shared_memory(gl.int8, [HEAD_CHUNKS],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    mbarrier.init(kv_bars.index(0), count=1)
-    mbarrier.init(kv_bars.index(1), count=2)
+    mbarrier.init(kv_bar, count=1)
     for i in gl.static_range(NUM_BUF):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # both consumers release a slot
@@ -612,10 +559,9 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     fence_async_shared()
     args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
             hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
-            num_heads_q, heads, sm_scale, k_tile_ptr, k_tile_num_full, k_tile_order,
-            num_k_tiles, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem,
-            hi_smem, bits_smem, ds_smem, dq_smem, kv_bars, ready, empty, ds_ready, ds_free,
-            rtag, mtag, ctag)
+            num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
+            do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
+            ready, empty, ds_ready, ds_free, rtag, mtag, ctag)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
                        [CONSUMER_REGS, PRODUCER_REGS])
 
@@ -645,16 +591,13 @@ _ROW_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, ra
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
                dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, row_tma: bool | None = None,
-               head_chunks: int | None = None, bits: KeyTileBits | None = None,
-               persistent: bool | None = None):
+               head_chunks: int | None = None, bits: KeyTileBits | None = None):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
     forward's) over a BLOCK_M x BLOCK_N plan -> (dq, dk, dv). Partial tiles mask from ``bits``
     (key_tile_bits of this plan) when given, else from the plan's row interval table.
     ``head_chunks`` splits each kv head's q heads over that many programs a key tile, the grid's
     slowest dimension (it must divide Hq / Hkv; None: head_chunks_for); they add their dK/dV
-    shares into one fp32 buffer each. ``persistent`` (None: PERSISTENT): one program per SM
-    walking the (key tile, head chunk) items, loading an item's K/V and first Q/dO during the
-    last one's dK/dV epilogue; else one program per item."""
+    shares into one fp32 buffer each."""
     from .backward import PREPROCESS_BLOCK, launch_preprocess
 
     seqlen_q, num_heads_q, head_dim = q.shape
@@ -706,19 +649,14 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
                         else (lse2_desc, delta_desc))  # placeholders, never read
     bits_desc, bits_base = ((_row_descriptor(bits.words), bits.base) if bits is not None
                             else (lse2_desc, plan.k_tile_num_full))  # placeholders too
-    if persistent is None:
-        persistent = PERSISTENT
-    n_items = plan.num_k_tiles * num_heads_kv * head_chunks
-    programs = min(n_items, _sm_count(q.device)) if persistent else n_items
-    _launch_bwd_kernel((max(programs, 1), ), key and (key, dq_cols, programs),
+    _launch_bwd_kernel((plan.num_k_tiles, num_heads_kv, head_chunks), key and (key, dq_cols),
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
         _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2_desc, delta_desc,
         lo_desc, hi_desc, bits_desc,
         plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.row_lo,
         plan.row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, group // head_chunks,
-        float(softmax_scale), plan.num_k_tiles, NUM_BUF=num_buf,
-        ROW_INTERVALS=plan.row_lo.shape[1], DQ_MODE=dq_mode, ROW_TMA=row_tma,
-        BITS=bits is not None, HEAD_CHUNKS=head_chunks,
+        float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
+        DQ_MODE=dq_mode, ROW_TMA=row_tma, BITS=bits is not None, HEAD_CHUNKS=head_chunks,
         CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     if head_chunks > 1:
         dk, dv = dk.to(k.dtype), dv.to(v.dtype)

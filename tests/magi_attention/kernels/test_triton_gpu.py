@@ -522,43 +522,6 @@ def test_gluon_backward_head_chunks_match_the_reference(name, head_chunks):
         gb.launch_bwd(dout, q, k, v, ro.to(q.dtype), rl, tiles, scale, head_chunks=3)
 
 
-@pytest.mark.parametrize("programs", [3, None], ids=["3_programs", "sm_programs"])
-@pytest.mark.parametrize("mode", ["table", "row_tma", "bits", "head_chunks"])
-@pytest.mark.parametrize("name", ["full", "causal_document", "share_question", "qk_sparse"])
-def test_gluon_backward_persistent_programs_walk_items_as_one_program_each(monkeypatch, name,
-                                                                           mode, programs):
-    """The persistent backward (a program walks (key tile, head chunk) items, loading the next
-    item's K/V while it stores the last one's dK/dV) against one program per item, on each way
-    of masking partial tiles and with head chunks: dk and dv bit-equal where one program owns
-    an item's keys (dq, reduce-added in no fixed order, within rounding), and all three against
-    the reference. 3 programs (the SM count patched) walk 8-16 items each, odd seqlen."""
-    from magi_attention.kernels.block_sparse import mask_intervals
-    from magi_attention.kernels.triton import gluon_backward as gb
-    plan, tiles = _gluon_bwd_tiles(name, (1531, 0))
-    kw = {"table": dict(row_tma=False, head_chunks=1), "row_tma": dict(row_tma=True, head_chunks=1),
-          "bits": dict(bits=None, head_chunks=1), "head_chunks": dict(head_chunks=2)}[mode]
-    if mode == "bits":
-        kw["bits"] = gb.key_tile_bits(tiles, mask_intervals(plan))
-    elif tiles.row_lo.shape[1] == 0:
-        pytest.skip("no row interval table")
-    if mode == "row_tma" and tiles.row_lo.shape[1] != 1:
-        pytest.skip("row_tma needs one interval per row")
-    if programs is not None:
-        monkeypatch.setattr(gb, "_sm_count", lambda device: programs)
-    q, k, v, dout = _inputs(1531, 1531, 8, 2, 128, torch.bfloat16, 0)
-    scale = 128 ** -0.5
-    ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), plan, scale)
-    ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, plan, scale)
-    walk, each = (gb.launch_bwd(dout, q, k, v, ro.to(q.dtype), rl, tiles, scale,
-                                persistent=persistent, **kw) for persistent in (True, False))
-    for which, a, b, want in zip(("dq", "dk", "dv"), walk, each, ref):
-        if which != "dq" and kw["head_chunks"] == 1:
-            assert torch.equal(a, b), which
-        assert ((a.float() - b.float()).norm() / b.float().norm()).item() < 5e-3, which
-        assert ((a.float() - want).norm() / want.norm()).item() < 2e-2, which
-    assert (walk[0][torch.isinf(rl)] == 0).all()
-
-
 @pytest.mark.parametrize("name", ["full", "causal_document", "block_causal_document"])
 def test_gluon_kernels_read_strided_kv_in_place(name):
     """K and V given as the two halves of one [S, 2 * Hkv, D] buffer (the CP runtime's fused KV
