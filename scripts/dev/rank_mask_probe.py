@@ -155,6 +155,7 @@ def probe(slices, seqlen_q: int, seqlen_k: int, warmup: int, repeat: int,
 
 
 def main(argv=None) -> None:
+    global HQ, HKV
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--masks", nargs="*", default=list(HYBRID_MASKS))
@@ -174,12 +175,15 @@ def main(argv=None) -> None:
     p.add_argument("--variants", nargs="+", default=["heavy_first", "natural", "bwd_heavy_first",
                                                      "bwd_natural"],
                    choices=list(TRITON_VARIANTS))
+    p.add_argument("--heads", default="64:8",
+                   help="q heads:kv heads of the inputs (Ulysses' rank at cp 4: 16:2)")
     p.add_argument("--doc-lens", type=int, nargs="+", default=list(DOC_LENS))
     p.add_argument("--tails", type=int, nargs="*", default=[],
                    help="tail masks (tail_mask) of seqlen-per-gpu rows after this many head keys")
     p.add_argument("--kernel-masks", nargs="*", default=[],
                    help="bench masks run whole on one GPU, as NAME:SEQLEN (e.g. causal:65536)")
     args = p.parse_args(argv)
+    HQ, HKV = (int(h) for h in args.heads.split(":"))
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / args.file
     with path.open("w", newline="") as f:
