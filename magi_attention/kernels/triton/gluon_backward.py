@@ -223,7 +223,7 @@ def _step(j, n_list, n_full, start, shift, chunk, heads, k_tile_qt):
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
               num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
               do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
@@ -325,7 +325,7 @@ def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE
 
 
 @gluon.jit
-def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
               num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
               do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
@@ -443,64 +443,39 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, DQ, DK
     HEAD_CHUNKS: gl.constexpr = ctag.type.shape[0]
     kv_head = _kv_head(chunk, HEAD_CHUNKS)
     num_heads_kv = num_heads_q // (heads * HEAD_CHUNKS)
-    if HEAD_CHUNKS > 1:
-        # head chunks add their share into one zeroed fp32 dK/dV (a partial per chunk cost
-        # chunks x the memory and a summing pass), by TMA reduce-adds of DQ_COLS-column
-        # blocks staged in this consumer's dQ buffer (element atomics: 2 x 64 x HEAD_DIM a
-        # consumer, per program)
-        row = k_row + c * HALF_N
-        _reduce_rows(dk * sm_scale, dk_desc, dq_smem.index(c), row, kv_head * HEAD_DIM)
-        _reduce_rows(dv, dv_desc, dq_smem.index(c), row, kv_head * HEAD_DIM)
-        tma.store_wait(pendings=0)
-    else:
-        _store_rows(dk * sm_scale, DK, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM,
-                    acc_layout)
-        _store_rows(dv, DV, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout)
+    # head chunks add their share into one zeroed fp32 dK/dV (a partial per chunk cost
+    # chunks x the memory and a summing pass)
+    _store_rows(dk * sm_scale, DK, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout,
+                HEAD_CHUNKS > 1)
+    _store_rows(dv, DV, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout,
+                HEAD_CHUNKS > 1)
 
 
 @gluon.jit
 def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.constexpr,
-                layout: gl.constexpr):
-    """This consumer's key rows of dK or dV ([Sk, Hkv, D], rows past seqlen_k dropped)."""
+                layout: gl.constexpr, ADD: gl.constexpr):
+    """This consumer's key rows of dK or dV ([Sk, Hkv, D], rows past seqlen_k dropped), stored
+    or (ADD, an fp32 X) added by atomics."""
     rows = gl.convert_layout(keys, gl.SliceLayout(1, layout))
     cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
     offs = (gl.expand_dims(rows, 1).to(gl.int64) * num_heads_kv + kv_head) * HEAD_DIM \
         + gl.expand_dims(cols, 0)
-    gl.store(X + offs, x.to(X.dtype.element_ty), mask=gl.expand_dims(rows < seqlen_k, 1))
-
-
-@gluon.jit
-def _reduce_rows(x, desc, buf, row, col):
-    """x (fp32 [HALF_N, HEAD_DIM]) added into the fp32 [Sk, Hkv * D] buffer at [row:, col:]
-    by TMA reduce-adds of ``buf``'s width (HEAD_DIM or half of it; rows past Sk clipped)."""
-    if buf.type.shape[1] == x.type.shape[1]:
-        _reduce_block(x, desc, buf, row, col)
+    keep = gl.expand_dims(rows < seqlen_k, 1)
+    if ADD:
+        gl.atomic_add(X + offs, x, mask=keep, sem="relaxed")
     else:
-        half: gl.constexpr = buf.type.shape[1]
-        lo, hi = x.reshape([x.type.shape[0], 2, half]).permute((0, 2, 1)).split()
-        _reduce_block(lo, desc, buf, row, col)
-        _reduce_block(hi, desc, buf, row, col + half)
-
-
-@gluon.jit
-def _reduce_block(x, desc, buf, row, col):
-    tma.store_wait(pendings=0)  # the last reduce-add has read the staging buffer
-    gl.thread_barrier()
-    buf.store(x)
-    fence_async_shared()
-    gl.thread_barrier()
-    _tma_reduce_add(desc, [row, col], buf)
+        gl.store(X + offs, x.to(X.dtype.element_ty), mask=keep)
 
 
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
 # key half (c) is fixed by which of the two it runs
 @gluon.jit
-def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
                hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
                num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
                do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
                ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
-    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
               num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
               do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
@@ -508,12 +483,12 @@ def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, DQ, D
 
 
 @gluon.jit
-def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
                hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
                num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
                do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
                ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
-    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
               num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
               do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
@@ -521,7 +496,7 @@ def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, DQ, D
 
 
 @gluon.jit
-def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
                 hi_desc, bits_desc, k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, row_lo,
                 row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
                 NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr,
@@ -582,7 +557,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, DQ, 
         mbarrier.init(ds_ready.index(i), count=2)
         mbarrier.init(ds_free.index(i), count=2)
     fence_async_shared()
-    args = (q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+    args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
             hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
             num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
             do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
@@ -670,17 +645,13 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     if row_tma and plan.row_lo.shape[1] != 1:
         raise ValueError(f"row_tma needs one interval per row, the plan has {plan.row_lo.shape[1]}")
     lse2_desc, delta_desc = _row_descriptor(lse2), _row_descriptor(delta)
-    dq_desc = _dq_descriptor(dq, dq_cols)
-    # head chunks add into fp32 dK/dV by TMA, in dQ's blocks (the staging buffer is dQ's)
-    dk_desc, dv_desc = ((_dq_descriptor(dk, dq_cols), _dq_descriptor(dv, dq_cols))
-                        if head_chunks > 1 else (dq_desc, dq_desc))  # placeholders, unused
     lo_desc, hi_desc = ((_row_descriptor(plan.row_lo), _row_descriptor(plan.row_hi)) if row_tma
                         else (lse2_desc, delta_desc))  # placeholders, never read
     bits_desc, bits_base = ((_row_descriptor(bits.words), bits.base) if bits is not None
                             else (lse2_desc, plan.k_tile_num_full))  # placeholders too
     _launch_bwd_kernel((plan.num_k_tiles, num_heads_kv, head_chunks), key and (key, dq_cols),
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
-        _descriptor(dout, BLOCK_M), dq_desc, dk_desc, dv_desc, dq, dk, dv, lse2_desc, delta_desc,
+        _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2_desc, delta_desc,
         lo_desc, hi_desc, bits_desc,
         plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.row_lo,
         plan.row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, group // head_chunks,
