@@ -975,3 +975,85 @@ def kernels_s48_table() -> str:
 
 def kernels_s48_goals() -> str:
     return triton_s21_goals(KERNELS_S48)
+
+
+# -- session 57: two Gluon backward experiments on cp ranks' masks (both reverted) and the head
+# chunk count on the cp ranks' shapes; rank_mask_probe.py rows, one H200
+PROBES_S57 = "h200/probes_s57/"
+PERSISTENT_S57 = PROBES_S57 + "persistent_bwd_ab.csv"
+CHUNKS_S57 = {"magi, cp 4 ranks (16k x 64k keys, 64:8)": PROBES_S57 + "chunks_magi_cp4.csv",
+              "Ulysses' cp 4 rank (64k x 64k, 16:2)": PROBES_S57 + "chunks_ulysses_cp4.csv",
+              "magi, cp 2 ranks (16k x 32k keys, 64:8)": PROBES_S57 + "chunks_magi_cp2.csv"}
+DKV_TMA_S57 = {"magi cp 4 ranks": PROBES_S57 + "dkv_tma_magi_cp4.csv",
+               "Ulysses' cp 4 rank": PROBES_S57 + "dkv_tma_ulysses_cp4.csv",
+               "16k cp 2 ranks and full / causal 16k": PROBES_S57 + "dkv_tma_cp2_16k.csv"}
+
+
+def _span_of(ratios: pd.Series) -> str:
+    return f"{ratios.min():.3f}-{ratios.max():.3f}"
+
+
+def persistent_bwd_s57_table() -> str:
+    """Per mask: the s56 kernel's ms and each variant over it (the s56 kernel timed first and
+    last: its second row is the drift)."""
+    t = _probe_ms(PERSISTENT_S57)
+    lines = ["| mask | strategy | rank | s56 ms | loop, one program an item / s56 | "
+             "persistent / s56 | s56 again / s56 |", "|---|---|---|---|---|---|---|"]
+    for (mask, strategy, rank), r in t.iterrows():
+        base = r.bwd_s56
+        lines.append(f"| {mask} | {strategy} | {rank} | {base:.2f} | {r.bwd_per_item / base:.3f} "
+                     f"| {r.bwd_persistent / base:.3f} | {r.bwd_s56_again / base:.3f} |")
+    return "\n".join(lines)
+
+
+def persistent_bwd_s57_summary() -> str:
+    t = _probe_ms(PERSISTENT_S57)
+    return (f"one program an item {_span_of(t.bwd_per_item / t.bwd_s56)}, persistent "
+            f"{_span_of(t.bwd_persistent / t.bwd_s56)}, the s56 kernel again "
+            f"{_span_of(t.bwd_s56_again / t.bwd_s56)}")
+
+
+def head_chunks_s57_table() -> str:
+    """Per rank mask: 8 chunks' ms and 4, 2, 1 chunks and head_chunks_for's choice over it."""
+    lines = ["| shape | mask | rank | 8 chunks ms | 4 / 8 | 2 / 8 | 1 / 8 | default / 8 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for label, relpath in CHUNKS_S57.items():
+        for (mask, _, rank), r in _probe_ms(relpath).iterrows():
+            base = r.bwd_heads_8
+            lines.append(f"| {label} | {mask} | {rank} | {base:.2f} | "
+                         + " | ".join(f"{r[f'bwd_heads_{n}'] / base:.3f}" for n in (4, 2, 1))
+                         + f" | {r.bwd_heavy_first / base:.3f} |")
+    return "\n".join(lines)
+
+
+def rank_vs_ulysses_s57() -> str:
+    """ns per (tile pair x q head) at 8 chunks: magi's cp 4 ranks against Ulysses' rank (the
+    same attention flops: 64 q heads over 16k rows against 16 over 64k)."""
+    heads = {"chunks_magi_cp4.csv": 64, "chunks_ulysses_cp4.csv": 16}
+    per = {}
+    for name, h in heads.items():
+        rows = pd.read_csv(RESULTS / (PROBES_S57 + name))
+        rows = rows[rows.order == "bwd_heads_8"]
+        for r in rows.itertuples():
+            mask = r.mask.removesuffix("_64k")
+            per.setdefault(mask, {}).setdefault(name, []).append(1e6 * r.ms / (r.pairs * h))
+    out = []
+    for mask, by in per.items():
+        magi, uly = by["chunks_magi_cp4.csv"], by["chunks_ulysses_cp4.csv"][0]
+        out.append(f"{mask}: magi's ranks {min(magi):.2f}-{max(magi):.2f} ns, Ulysses' "
+                   f"{uly:.2f} ns ({min(magi) / uly:.3f}-{max(magi) / uly:.3f})")
+    return "; ".join(out)
+
+
+def dkv_tma_s57() -> str:
+    parts = []
+    for label, relpath in DKV_TMA_S57.items():
+        t = _probe_ms(relpath)
+        parts.append(f"{label}: TMA / atomics {_span_of(t.bwd_heavy_first / t.bwd_s56)} "
+                     f"(the s56 kernel again {_span_of(t.bwd_s56_again / t.bwd_s56)})")
+    return "; ".join(parts)
+
+
+def pytest_s57() -> str:
+    return (f"persistent: {_summed_counts(PROBES_S57 + 'gluon_bwd_tests_persistent.log')}; "
+            f"TMA dK/dV: {_summed_counts(PROBES_S57 + 'gluon_bwd_tests_dkv_tma.log')}")
