@@ -522,52 +522,6 @@ def test_gluon_backward_head_chunks_match_the_reference(name, head_chunks):
         gb.launch_bwd(dout, q, k, v, ro.to(q.dtype), rl, tiles, scale, head_chunks=3)
 
 
-@pytest.mark.parametrize("mode", ["table", "row_tma", "bits", "head_chunks"])
-@pytest.mark.parametrize("name", ["full", "causal_document", "share_question", "qk_sparse",
-                                  "keys_unread"])
-def test_gluon_backward_programs_fetch_items_from_a_counter(monkeypatch, name, mode):
-    """The backward's programs fetch (key tile, head chunk) items from a counter: 3 programs
-    (the SM count patched) walking 8-16 items each give what one program an SM gives, dk and
-    dv bit-equal where one program owns an item's keys (dq, reduce-added in no fixed order,
-    within rounding), all three against the reference, on each way of masking partial tiles and
-    with head chunks; key tiles no q row reads ("keys_unread": keys 600-1530) get dk = dv = 0.
-    Three launches in a row: each leaves the counter at zero for the next."""
-    from magi_attention.kernels.block_sparse import mask_intervals, plan_for
-    from magi_attention.kernels.triton import gluon_backward as gb
-    if name == "keys_unread":
-        _gluon_bwd_tiles("full", (1531, 0))  # skips where the kernel cannot run
-        plan = FlexAttnPlan.from_slices([AttnSlice.make(0, 1531, 0, 600)], 1531, 1531)
-        tiles = plan_for(plan, gb.BLOCK_M, gb.BLOCK_N, "cuda")
-    else:
-        plan, tiles = _gluon_bwd_tiles(name, (1531, 0))
-    kw = {"table": dict(row_tma=False, head_chunks=1), "row_tma": dict(row_tma=True, head_chunks=1),
-          "bits": dict(head_chunks=1), "head_chunks": dict(head_chunks=2)}[mode]
-    if mode == "bits":
-        if not tiles.num_tile_pairs - tiles.num_full_pairs:
-            pytest.skip("no partial tiles to mask")
-        kw["bits"] = gb.key_tile_bits(tiles, mask_intervals(plan))
-    elif tiles.row_lo.shape[1] == 0:
-        pytest.skip("no row interval table")
-    if mode == "row_tma" and tiles.row_lo.shape[1] != 1:
-        pytest.skip("row_tma needs one interval per row")
-    q, k, v, dout = _inputs(1531, 1531, 8, 2, 128, torch.bfloat16, 0)
-    scale = 128 ** -0.5
-    ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), plan, scale)
-    ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, plan, scale)
-    per_sm = gb.launch_bwd(dout, q, k, v, ro.to(q.dtype), rl, tiles, scale, **kw)
-    monkeypatch.setattr(gb, "_sm_count", lambda device: 3)
-    for _ in range(2):
-        few = gb.launch_bwd(dout, q, k, v, ro.to(q.dtype), rl, tiles, scale, **kw)
-        for which, a, b, want in zip(("dq", "dk", "dv"), few, per_sm, ref):
-            if which != "dq" and kw["head_chunks"] == 1:
-                assert torch.equal(a, b), which
-            assert ((a.float() - b.float()).norm() / b.float().norm()).item() < 5e-3, which
-            assert ((a.float() - want).norm() / want.norm()).item() < 2e-2, which
-    if name == "keys_unread":
-        assert (few[1][600:] == 0).all() and (few[2][600:] == 0).all()
-        assert few[1][:600].abs().sum() > 0
-
-
 @pytest.mark.parametrize("name", ["full", "causal_document", "block_causal_document"])
 def test_gluon_kernels_read_strided_kv_in_place(name):
     """K and V given as the two halves of one [S, 2 * Hkv, D] buffer (the CP runtime's fused KV
