@@ -1057,3 +1057,19 @@ def dkv_tma_s57() -> str:
 def pytest_s57() -> str:
     return (f"persistent: {_summed_counts(PROBES_S57 + 'gluon_bwd_tests_persistent.log')}; "
             f"TMA dK/dV: {_summed_counts(PROBES_S57 + 'gluon_bwd_tests_dkv_tma.log')}")
+
+
+COUNTER_S57 = {"16k cp 2 ranks, full / causal 16k and 64k": PROBES_S57 + "counter_cp2_16k.csv",
+               "magi cp 4 ranks": PROBES_S57 + "counter_magi_cp4.csv",
+               "Ulysses' cp 4 rank": PROBES_S57 + "counter_ulysses_cp4.csv"}
+
+
+def counter_s57() -> str:
+    """The counter-fed persistent backward over the s56 kernel, per run (the s56 kernel timed
+    first and last)."""
+    parts = []
+    for label, relpath in COUNTER_S57.items():
+        t = _probe_ms(relpath)
+        parts.append(f"{label}: {_span_of(t.bwd_heavy_first / t.bwd_s56)} (the s56 kernel "
+                     f"again {_span_of(t.bwd_s56_again / t.bwd_s56)})")
+    return "; ".join(parts)
