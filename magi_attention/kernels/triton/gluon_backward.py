@@ -223,7 +223,7 @@ def _step(j, n_list, n_full, start, shift, chunk, heads, k_tile_qt):
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, dk_desc, dv_desc, lse_desc, delta_desc, lo_desc,
+def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
               num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
               do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
@@ -325,7 +325,7 @@ def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE
 
 
 @gluon.jit
-def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, dk_desc, dv_desc, lse_desc, delta_desc, lo_desc,
+def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
               num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
               do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
@@ -440,47 +440,42 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, dk_desc, dv_desc, ls
         mbarrier.arrive(empty.index(slot), count=1)
     if DQ_MODE == 2:
         tma.store_wait(pendings=0)
-    # dK and dV leave by TMA from shared memory that the steps are done with: once both
-    # consumers are past their last MMA (and their last dQ reduce has read its buffer), the
-    # Q/dO ring and the dS and dQ buffers are free, 32 KB each, one tile of fp32 [64, D] each.
-    # Element stores cost 2-6% of the 16k cp-rank document masks' backward (s57 probe: 8
-    # sectors per warp instruction, atomics where head chunks add)
-    mbarrier.arrive(ds_ready.index(2), count=1)
-    mbarrier.wait(ds_ready.index(2), 0)
-    out_dtype: gl.constexpr = dk_desc.dtype
-    out_layout: gl.constexpr = dk_desc.layout
-    if c == 0:
-        dk_buf = q_smem._reinterpret(out_dtype, [HALF_N, HEAD_DIM], out_layout)
-        dv_buf = do_smem._reinterpret(out_dtype, [HALF_N, HEAD_DIM], out_layout)
-    else:
-        dk_buf = ds_smem._reinterpret(out_dtype, [HALF_N, HEAD_DIM], out_layout)
-        dv_buf = dq_smem._reinterpret(out_dtype, [HALF_N, HEAD_DIM], out_layout)
-    dv_buf.store(dv.to(out_dtype))  # dV first: its registers are free for dK's scaling
-    dk_buf.store((dk * sm_scale).to(out_dtype))
-    fence_async_shared()
-    gl.thread_barrier()
     HEAD_CHUNKS: gl.constexpr = ctag.type.shape[0]
-    row = k_row + c * HALF_N  # rows past seqlen_k are clipped
-    col = _kv_head(chunk, HEAD_CHUNKS) * HEAD_DIM
-    if HEAD_CHUNKS > 1:  # each chunk adds its share into one zeroed fp32 dK/dV (a partial per
-        # chunk cost chunks x the memory and a summing pass)
-        _tma_reduce_add(dk_desc, [row, col], dk_buf)
-        _tma_reduce_add(dv_desc, [row, col], dv_buf)
+    kv_head = _kv_head(chunk, HEAD_CHUNKS)
+    num_heads_kv = num_heads_q // (heads * HEAD_CHUNKS)
+    # head chunks add their share into one zeroed fp32 dK/dV (a partial per chunk cost
+    # chunks x the memory and a summing pass)
+    _store_rows(dk * sm_scale, DK, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout,
+                HEAD_CHUNKS > 1)
+    _store_rows(dv, DV, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout,
+                HEAD_CHUNKS > 1)
+
+
+@gluon.jit
+def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.constexpr,
+                layout: gl.constexpr, ADD: gl.constexpr):
+    """This consumer's key rows of dK or dV ([Sk, Hkv, D], rows past seqlen_k dropped), stored
+    or (ADD, an fp32 X) added by atomics."""
+    rows = gl.convert_layout(keys, gl.SliceLayout(1, layout))
+    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
+    offs = (gl.expand_dims(rows, 1).to(gl.int64) * num_heads_kv + kv_head) * HEAD_DIM \
+        + gl.expand_dims(cols, 0)
+    keep = gl.expand_dims(rows < seqlen_k, 1)
+    if ADD:
+        gl.atomic_add(X + offs, x, mask=keep, sem="relaxed")
     else:
-        tma.async_copy_shared_to_global(dk_desc, [row, col], dk_buf)
-        tma.async_copy_shared_to_global(dv_desc, [row, col], dv_buf)
-    tma.store_wait(pendings=0)  # the buffers stay valid until the copies have read them
+        gl.store(X + offs, x.to(X.dtype.element_ty), mask=keep)
 
 
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
 # key half (c) is fixed by which of the two it runs
 @gluon.jit
-def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, dk_desc, dv_desc, lse_desc, delta_desc, lo_desc,
+def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
                hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
                num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
                do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
                ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
-    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, dk_desc, dv_desc, lse_desc, delta_desc, lo_desc,
+    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
               num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
               do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
@@ -488,12 +483,12 @@ def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, dk_desc, dv_desc, l
 
 
 @gluon.jit
-def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, dk_desc, dv_desc, lse_desc, delta_desc, lo_desc,
+def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
                hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
                num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
                do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
                ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
-    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, dk_desc, dv_desc, lse_desc, delta_desc, lo_desc,
+    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
               num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
               do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
@@ -501,7 +496,7 @@ def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, dk_desc, dv_desc, l
 
 
 @gluon.jit
-def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, dk_desc, dv_desc, lse_desc, delta_desc, lo_desc,
+def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
                 hi_desc, bits_desc, k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, row_lo,
                 row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
                 NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr,
@@ -544,8 +539,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, dk_desc, dv_desc, 
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
-    # [0], [1]: a dS buffer's halves stored; [2]: both consumers past their last step
-    ds_ready = gl.allocate_shared_memory(gl.int64, [3, 1], mbarrier.MBarrierLayout())
+    ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     ds_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     # worker partitions take no constexpr arguments: these travel as the shapes of unused
     # buffers' types
@@ -562,9 +556,8 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, dk_desc, dv_desc, 
     for i in gl.static_range(2):
         mbarrier.init(ds_ready.index(i), count=2)
         mbarrier.init(ds_free.index(i), count=2)
-    mbarrier.init(ds_ready.index(2), count=2)
     fence_async_shared()
-    args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, dk_desc, dv_desc, lse_desc, delta_desc, lo_desc,
+    args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
             hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
             num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
             do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
@@ -581,16 +574,6 @@ def _dq_descriptor(dq: torch.Tensor, cols: int) -> TensorDescriptor:
     view = dq.view(dq.shape[0], -1)
     return TensorDescriptor(view, list(view.shape), list(view.stride()), [BLOCK_M, cols],
                             shared_layout(BLOCK_M, cols, torch.float32))
-
-
-def _kv_descriptor(x: torch.Tensor) -> TensorDescriptor:
-    """dK or dV [Sk, Hkv, D] as 2-D [Sk, Hkv * D] with [HALF_N, D] blocks, unswizzled (a
-    consumer's whole tile in one TMA copy: a swizzled box is at most 128 bytes wide)."""
-    view = x.view(x.shape[0], -1)
-    layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=x.element_size() * 8,
-                                  rank=2)
-    return TensorDescriptor(view, list(view.shape), list(view.stride()), [HALF_N, x.shape[2]],
-                            layout)
 
 
 def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
@@ -668,8 +651,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
                             else (lse2_desc, plan.k_tile_num_full))  # placeholders too
     _launch_bwd_kernel((plan.num_k_tiles, num_heads_kv, head_chunks), key and (key, dq_cols),
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
-        _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, _kv_descriptor(dk),
-        _kv_descriptor(dv), lse2_desc, delta_desc,
+        _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2_desc, delta_desc,
         lo_desc, hi_desc, bits_desc,
         plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.row_lo,
         plan.row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, group // head_chunks,
