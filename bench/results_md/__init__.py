@@ -121,8 +121,9 @@ from .h100x4 import (cp_s47_below, cp_s47_summary, cp_s47_table, early_ab_s47_ta
                      pytest_s47, queues_s47)
 from .h100x4 import CP4_S53_SPANS, cp4_s53_moves
 from .h200 import kernels_s48_goals, kernels_s48_table
-from .h200 import (counter_s57, dkv_tma_s57, head_chunks_s57_table, persistent_bwd_s57_summary,
-                   persistent_bwd_s57_table, pytest_s57, rank_vs_ulysses_s57)
+from .h200 import (counter_s57, dkv_tma_s57, head_chunks_s57_table, nostore_s57,
+                   persistent_bwd_s57_summary, persistent_bwd_s57_table, pytest_s57,
+                   pytest_tma_out_s57, rank_vs_ulysses_s57, tma_out_s57)
 from .h200x2 import CP2_S48_SPANS, cut_causal_s48, early_ab_s48_table, early_key_s48
 from .h200x2 import (CP2_S49_SPANS, CP2_S51_SPANS, CP2_S52_SPANS, cp2_s50_below, cp2_s50_whole,
                      cp2_s51_below_64k, cp2_s52_below_64k, cp2_s52_table_64k, cut_ab_s49_table,
@@ -200,6 +201,9 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.rank_vs_ulysses_s57": rank_vs_ulysses_s57,
     "h200.dkv_tma_s57": dkv_tma_s57,
     "h200.counter_s57": counter_s57,
+    "h200.nostore_s57": nostore_s57,
+    "h200.tma_out_s57": tma_out_s57,
+    "h200.pytest_tma_out_s57": pytest_tma_out_s57,
     "h200.pytest_s57": pytest_s57,
     **{f"h200x2.cp2_s48_{part}": span for part, span in CP2_S48_SPANS.items()},
     "h200x2.early_ab_s48_table": early_ab_s48_table,

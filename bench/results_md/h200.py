@@ -1045,13 +1045,19 @@ def rank_vs_ulysses_s57() -> str:
     return "; ".join(out)
 
 
-def dkv_tma_s57() -> str:
+def _ab_ranges_s57(runs: dict[str, str], variant: str, base: str, again: str) -> str:
+    """``variant`` / ``base`` per run (label -> rank_mask_probe.py rows), with the drift:
+    ``again`` (the base timed last) / ``base``."""
     parts = []
-    for label, relpath in DKV_TMA_S57.items():
+    for label, relpath in runs.items():
         t = _probe_ms(relpath)
-        parts.append(f"{label}: TMA / atomics {_span_of(t.bwd_heavy_first / t.bwd_s56)} "
-                     f"(the s56 kernel again {_span_of(t.bwd_s56_again / t.bwd_s56)})")
+        parts.append(f"{label}: {_span_of(t[variant] / t[base])} (the library's kernel again "
+                     f"{_span_of(t[again] / t[base])})")
     return "; ".join(parts)
+
+
+def dkv_tma_s57() -> str:
+    return _ab_ranges_s57(DKV_TMA_S57, "bwd_heavy_first", "bwd_s56", "bwd_s56_again")
 
 
 def pytest_s57() -> str:
@@ -1065,11 +1071,27 @@ COUNTER_S57 = {"16k cp 2 ranks, full / causal 16k and 64k": PROBES_S57 + "counte
 
 
 def counter_s57() -> str:
-    """The counter-fed persistent backward over the s56 kernel, per run (the s56 kernel timed
-    first and last)."""
-    parts = []
-    for label, relpath in COUNTER_S57.items():
-        t = _probe_ms(relpath)
-        parts.append(f"{label}: {_span_of(t.bwd_heavy_first / t.bwd_s56)} (the s56 kernel "
-                     f"again {_span_of(t.bwd_s56_again / t.bwd_s56)})")
-    return "; ".join(parts)
+    """The counter-fed persistent backward over the library's kernel, per run."""
+    return _ab_ranges_s57(COUNTER_S57, "bwd_heavy_first", "bwd_s56", "bwd_s56_again")
+
+
+NOSTORE_S57 = {"16k cp 2 ranks, full / causal / sliding_window_causal 16k":
+               PROBES_S57 + "nostore_cp2_16k.csv",
+               "magi cp 4 ranks": PROBES_S57 + "nostore_magi_cp4.csv"}
+TMA_OUT_S57 = {"16k cp 2 ranks, full / causal / sliding_window_causal 16k":
+               PROBES_S57 + "tma_out_cp2_16k.csv",
+               "magi cp 4 causal ranks": PROBES_S57 + "tma_out_magi_cp4.csv"}
+
+
+def nostore_s57() -> str:
+    """The kernel with its dK/dV stores never run (MMAs kept) over the library's kernel."""
+    return _ab_ranges_s57(NOSTORE_S57, "bwd_no_epilogue", "bwd_lib", "bwd_lib_again")
+
+
+def tma_out_s57() -> str:
+    """dK/dV out by one TMA copy a consumer over the library's kernel."""
+    return _ab_ranges_s57(TMA_OUT_S57, "bwd_heavy_first", "bwd_s56", "bwd_s56_again")
+
+
+def pytest_tma_out_s57() -> str:
+    return _summed_counts(PROBES_S57 + "gluon_bwd_tests_tma_out.log")
