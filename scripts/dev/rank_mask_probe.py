@@ -107,17 +107,21 @@ def tail_mask(rows: int, head: int) -> list[AttnSlice]:
 
 def probe(slices, seqlen_q: int, seqlen_k: int, warmup: int, repeat: int,
           backends=("triton",), variants=("heavy_first", "natural", "bwd_heavy_first",
-                                            "bwd_natural"), warmup_ms: float = 0.0):
+                                            "bwd_natural"), warmup_ms: float = 0.0,
+          heads: tuple[int, int] = (HQ, HKV)):
     """{(backend, order, direction): (ms, pairs, partial, tiles)} of one mask (pairs, partial
-    and tiles counted at the Gluon kernels' tiles, for FA4 rows too). The Triton variants run
-    in the order given, so two runs with the order reversed show what the position costs."""
+    and tiles counted at the Gluon kernels' tiles, for FA4 rows too), ``heads`` = (q heads,
+    kv heads) of the inputs. The Triton variants run in the order given, so two runs with the
+    order reversed show what the position costs."""
     dev = torch.device("cuda")
     fplan = plan_block_sparse(slices, seqlen_q, seqlen_k, gluon_forward.BLOCK_M,
                               gluon_forward.BLOCK_N, dev)
     bplan = plan_block_sparse(slices, seqlen_q, seqlen_k, gluon_backward.BLOCK_M,
                               gluon_backward.BLOCK_N, dev)
-    q = torch.randn(seqlen_q, HQ, D, device=dev, dtype=torch.bfloat16)
-    k, v = (torch.randn(seqlen_k, HKV, D, device=dev, dtype=torch.bfloat16) for _ in range(2))
+    num_heads_q, num_heads_kv = heads
+    q = torch.randn(seqlen_q, num_heads_q, D, device=dev, dtype=torch.bfloat16)
+    k, v = (torch.randn(seqlen_k, num_heads_kv, D, device=dev, dtype=torch.bfloat16)
+            for _ in range(2))
     dout = torch.randn_like(q)
     scale = D ** -0.5
     out, lse, _ = gluon_forward.launch_fwd(q, k, v, fplan, scale)
@@ -154,8 +158,18 @@ def probe(slices, seqlen_q: int, seqlen_k: int, warmup: int, repeat: int,
     return res
 
 
+def _heads(text: str) -> tuple[int, int]:
+    """--heads "HQ:HKV": positive counts, HKV dividing HQ (GQA)."""
+    try:
+        num_heads_q, num_heads_kv = (int(h) for h in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: want q heads:kv heads, e.g. 64:8") from None
+    if num_heads_q < 1 or num_heads_kv < 1 or num_heads_q % num_heads_kv:
+        raise argparse.ArgumentTypeError(f"{text!r}: kv heads must divide q heads, both >= 1")
+    return num_heads_q, num_heads_kv
+
+
 def main(argv=None) -> None:
-    global HQ, HKV
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--masks", nargs="*", default=list(HYBRID_MASKS))
@@ -175,7 +189,7 @@ def main(argv=None) -> None:
     p.add_argument("--variants", nargs="+", default=["heavy_first", "natural", "bwd_heavy_first",
                                                      "bwd_natural"],
                    choices=list(TRITON_VARIANTS))
-    p.add_argument("--heads", default="64:8",
+    p.add_argument("--heads", type=_heads, default=(HQ, HKV),
                    help="q heads:kv heads of the inputs (Ulysses' rank at cp 4: 16:2)")
     p.add_argument("--doc-lens", type=int, nargs="+", default=list(DOC_LENS))
     p.add_argument("--tails", type=int, nargs="*", default=[],
@@ -183,7 +197,6 @@ def main(argv=None) -> None:
     p.add_argument("--kernel-masks", nargs="*", default=[],
                    help="bench masks run whole on one GPU, as NAME:SEQLEN (e.g. causal:65536)")
     args = p.parse_args(argv)
-    HQ, HKV = (int(h) for h in args.heads.split(":"))
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / args.file
     with path.open("w", newline="") as f:
@@ -212,7 +225,7 @@ def main(argv=None) -> None:
                  for h in args.tails]
         for spec in args.kernel_masks:
             name, seqlen = spec.split(":")
-            mask = cell_mask(MaskChoice(name, name), int(seqlen), DataConfig(), HKV)
+            mask = cell_mask(MaskChoice(name, name), int(seqlen), DataConfig(), args.heads[1])
             runs.append((f"{name}_{int(seqlen) // 1024}k",
                          [("single", 0, list(mask.slices), int(seqlen), int(seqlen))]))
         for name, masks in runs:
@@ -221,7 +234,7 @@ def main(argv=None) -> None:
                     continue
                 for (backend, order, d), (ms, pairs, partial, tiles) in probe(
                         slices, sq, sk, args.warmup, args.repeat, args.backends,
-                        args.variants, args.warmup_ms).items():
+                        args.variants, args.warmup_ms, args.heads).items():
                     row = dict(mask=name, strategy=strategy, rank=rank, backend=backend, order=order,
                                direction=d, ms=f"{ms:.4f}", pairs=pairs, partial=partial,
                                tiles=tiles, us_per_pair=f"{1000 * ms / pairs:.3f}")

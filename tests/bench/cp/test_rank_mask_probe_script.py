@@ -35,3 +35,14 @@ def test_a_tail_mask_is_a_head_rectangle_and_a_causal_tail(probe, rows, head):
     mask = probe.tail_mask(rows, head)
     assert union_area(mask) == rows * head + rows * (rows + 1) // 2
     assert max(s.k_range.end for s in mask) == head + rows
+
+
+def test_heads_option_parses_gqa_counts_and_refuses_the_rest(probe):
+    """--heads Q:KV (Ulysses' cp 4 rank is 16:2): the default is the bench's 64:8; a count that
+    is missing, not a number or not a divisor is an argparse error naming the value."""
+    import argparse
+    assert probe._heads("16:2") == (16, 2) and (probe.HQ, probe.HKV) == (64, 8)
+    for bad, why in (("64", "want q heads:kv heads"), ("x:1", "want q heads:kv heads"),
+                     ("64:7", "must divide"), ("0:1", "must divide")):
+        with pytest.raises(argparse.ArgumentTypeError, match=why):
+            probe._heads(bad)
