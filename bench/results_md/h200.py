@@ -977,8 +977,9 @@ def kernels_s48_goals() -> str:
     return triton_s21_goals(KERNELS_S48)
 
 
-# -- session 57: two Gluon backward experiments on cp ranks' masks (both reverted) and the head
-# chunk count on the cp ranks' shapes; rank_mask_probe.py rows, one H200
+# -- session 57: four Gluon backward experiments on cp ranks' masks (all reverted), the head
+# chunk count on the cp ranks' shapes and a probe of what the dK/dV stores cost;
+# rank_mask_probe.py rows, one H200 (label -> file per run)
 PROBES_S57 = "h200/probes_s57/"
 PERSISTENT_S57 = PROBES_S57 + "persistent_bwd_ab.csv"
 CHUNKS_S57 = {"magi, cp 4 ranks (16k x 64k keys, 64:8)": PROBES_S57 + "chunks_magi_cp4.csv",
@@ -987,6 +988,15 @@ CHUNKS_S57 = {"magi, cp 4 ranks (16k x 64k keys, 64:8)": PROBES_S57 + "chunks_ma
 DKV_TMA_S57 = {"magi cp 4 ranks": PROBES_S57 + "dkv_tma_magi_cp4.csv",
                "Ulysses' cp 4 rank": PROBES_S57 + "dkv_tma_ulysses_cp4.csv",
                "16k cp 2 ranks and full / causal 16k": PROBES_S57 + "dkv_tma_cp2_16k.csv"}
+COUNTER_S57 = {"16k cp 2 ranks, full / causal 16k and 64k": PROBES_S57 + "counter_cp2_16k.csv",
+               "magi cp 4 ranks": PROBES_S57 + "counter_magi_cp4.csv",
+               "Ulysses' cp 4 rank": PROBES_S57 + "counter_ulysses_cp4.csv"}
+NOSTORE_S57 = {"16k cp 2 ranks, full / causal / sliding_window_causal 16k":
+               PROBES_S57 + "nostore_cp2_16k.csv",
+               "magi cp 4 ranks": PROBES_S57 + "nostore_magi_cp4.csv"}
+TMA_OUT_S57 = {"16k cp 2 ranks, full / causal / sliding_window_causal 16k":
+               PROBES_S57 + "tma_out_cp2_16k.csv",
+               "magi cp 4 causal ranks": PROBES_S57 + "tma_out_magi_cp4.csv"}
 
 
 def _span_of(ratios: pd.Series) -> str:
@@ -1065,22 +1075,9 @@ def pytest_s57() -> str:
             f"TMA dK/dV: {_summed_counts(PROBES_S57 + 'gluon_bwd_tests_dkv_tma.log')}")
 
 
-COUNTER_S57 = {"16k cp 2 ranks, full / causal 16k and 64k": PROBES_S57 + "counter_cp2_16k.csv",
-               "magi cp 4 ranks": PROBES_S57 + "counter_magi_cp4.csv",
-               "Ulysses' cp 4 rank": PROBES_S57 + "counter_ulysses_cp4.csv"}
-
-
 def counter_s57() -> str:
     """The counter-fed persistent backward over the library's kernel, per run."""
     return _ab_ranges_s57(COUNTER_S57, "bwd_heavy_first", "bwd_s56", "bwd_s56_again")
-
-
-NOSTORE_S57 = {"16k cp 2 ranks, full / causal / sliding_window_causal 16k":
-               PROBES_S57 + "nostore_cp2_16k.csv",
-               "magi cp 4 ranks": PROBES_S57 + "nostore_magi_cp4.csv"}
-TMA_OUT_S57 = {"16k cp 2 ranks, full / causal / sliding_window_causal 16k":
-               PROBES_S57 + "tma_out_cp2_16k.csv",
-               "magi cp 4 causal ranks": PROBES_S57 + "tma_out_magi_cp4.csv"}
 
 
 def nostore_s57() -> str:
