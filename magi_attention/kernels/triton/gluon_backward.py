@@ -462,21 +462,9 @@ def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.conste
         + gl.expand_dims(cols, 0)
     keep = gl.expand_dims(rows < seqlen_k, 1)
     if ADD:
-        _red_add(X + offs, x, keep)
+        gl.atomic_add(X + offs, x, mask=keep, sem="relaxed")
     else:
         gl.store(X + offs, x.to(X.dtype.element_ty), mask=keep)
-
-
-@gluon.jit
-def _red_add(ptrs, x, keep):
-    """x added at ptrs (fp32, pairs of neighbouring columns) by reductions that return nothing
-    (red, not atom: gl.atomic_add's atoms bring every old value back, and the program cannot
-    retire before they have come)."""
-    gl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.b32 p, $6, 0; "
-        "@p red.relaxed.gpu.global.add.v2.f32 [$4], {$2, $3}; mov.b32 $0, 0; mov.b32 $1, 0; }",
-        "=r,=r,f,f,l,l,r,r", [x, ptrs.to(gl.int64, bitcast=True), keep.to(gl.int32)],
-        dtype=gl.int32, is_pure=False, pack=2)
 
 
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
