@@ -27,7 +27,7 @@ from .base import CPStrategy
 from .hybrid_cp import token_share_note
 
 DISPATCH_ALGS = ("auto", "min_heap", "sequential", "sorted_sequential", "balanced_runs",
-                 "unequal_runs")
+                 "unequal_runs", "timed")
 # "layout": the key early_start asks for, the launch itself off (bench A/B arm)
 EARLY_START_CHOICES = (False, True, "layout")
 DEFAULT_CHUNK_SIZE = 512
@@ -75,7 +75,9 @@ class MagiAttention(CPStrategy):
         dispatch_alg: "auto" (default: the key's choice of min_heap, sequential or balanced_runs,
             named in the row's ``dispatch=`` note), "min_heap", "sequential",
             "sorted_sequential", "balanced_runs", or "unequal_runs" (opt-in: ranks hold unequal
-            token counts, as HybridCP's do; the row's note gives ``tokens_per_rank=``).
+            token counts, as HybridCP's do; the row's note gives ``tokens_per_rank=``), or
+            "timed" (opt-in: the key times "auto" against unequal_runs, communication
+            included, and keeps the faster; the note's ``dispatch_ms=`` gives both).
         head_dim, dtype: of q, k, v, for the overlap solver's cost model only (the runner fills
             them from the problem; defaults 128, "bfloat16").
         fused_split: cut the fused stage by rows so the local rows' kernel hides the cast
@@ -194,6 +196,10 @@ class MagiAttention(CPStrategy):
         if measured:  # each layout's slowest / fastest rank's kernel ms, in the order measured
             self.notes += "; balance_ms=" + ",".join(
                 f"{max(t) * 1e3:.3f}/{min(t) * 1e3:.3f}" for t in measured)
+        chose = self.key.runtime.dispatch_seconds
+        if chose:  # dispatch_alg="timed": each candidate's forward + backward ms
+            self.notes += "; dispatch_ms=" + ",".join(f"{alg}:{s * 1e3:.3f}"
+                                                      for alg, s in chose.items())
         if not meta.equal_shards:  # unequal_runs: the rest of a layer runs on unequal shares
             self.notes += "; " + token_share_note(list(meta.shard_seqlens))
         if dynamic_grid and self.key.backend == "triton":  # FA4 has no dynamic grid

@@ -7,7 +7,6 @@ from typing import Sequence
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from ..common import AttnMaskType, AttnRanges
 from ..functional._backends import backend_for
@@ -17,6 +16,7 @@ from ..meta import AttnShape, DispatchMeta, MagiMeta, OverlapConfig, SliceArray,
 from ._groups import CpGroups, resolve_cp_groups
 from ._tune_balance import resolve_balance
 from ._tune_cut import resolve_cut
+from ._tune_dispatch import resolve_dispatch
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,12 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
             each, or at cp 2 a window and its outside, cut by FA4's tile model: a heavy
             document can stay whole on one rank, as HybridCP places it); then
             ``key.dispatch_meta.shard_seqlen_of(rank)`` is each rank's local length and the
-            rest of the model layer runs on unequal shares.
+            rest of the model layer runs on unequal shares. "timed" (opt-in, unequal shares
+            possible) builds both the "auto" key and the unequal_runs one (on 32-token chunks
+            where the sequence allows), times each's forward + backward here, communication
+            included, and keeps unequal_runs only where it is faster by more than 2%
+            (``key.runtime.dispatch_seconds``; kept per process for the same mask and
+            shapes; on CPU the reference kernel's time decides, useful for tests only).
         num_stages: fixed number of remote KV stages; None lets the overlap solver choose.
         overlap: full OverlapConfig (cost model rates); its num_stages is overridden by
             ``num_stages`` when that is given. Its ``cut`` runs the fused stage cut by keys
@@ -125,12 +130,29 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
     # paths, Triton's touched tiles)
     probe = lambda h: torch.empty(1, h, head_dim, dtype=dtype, device=device)  # noqa: E731
     kernel = backend_for(backend, probe(num_heads_q), probe(num_heads_kv))
-    meta = solve_magi_meta(slices, total_seqlen, groups.cp_size, chunk_size, groups.cp_rank, shape,
-                           dispatch_alg, overlap, kernel=kernel)
     signature = (_slices_digest(slices), total_seqlen, chunk_size, dispatch_alg, overlap,
                  groups.cp_size, kernel, softmax_scale, softcap, groups.hierarchical)
+    build = lambda alg, chunk: _build_key(  # noqa: E731
+        slices, total_seqlen, chunk, alg, overlap, groups, shape, kernel, softmax_scale,
+        softcap, backend, dtype, torch.device(device), (*signature[:2], chunk, alg,
+                                                        *signature[4:]))
+    if dispatch_alg == "timed":
+        return resolve_dispatch(build, chunk_size, groups.cp_size, total_seqlen,
+                                groups.cp_group, torch.device(device), shape, dtype, signature)
+    return build(dispatch_alg, chunk_size)
+
+
+def _build_key(slices: SliceArray, total_seqlen: int, chunk_size: int, dispatch_alg: str,
+               overlap: OverlapConfig, groups: CpGroups, shape: AttnShape, kernel: str,
+               softmax_scale, softcap: float, backend: str, dtype: torch.dtype,
+               device: torch.device, signature: tuple) -> DistAttnKey:
+    """One key for one dispatch algorithm: the meta solved, balanced_runs' timed balance and
+    the timed cut resolved (each kept per process under ``signature``), the runtime planned."""
+    num_heads_q, num_heads_kv, head_dim = shape.num_heads_q, shape.num_heads_kv, shape.head_dim
+    meta = solve_magi_meta(slices, total_seqlen, groups.cp_size, chunk_size, groups.cp_rank, shape,
+                           dispatch_alg, overlap, kernel=kernel)
     meta, balance_seconds = resolve_balance(overlap, meta, slices, shape, groups.cp_group,
-                                            groups.cp_rank, torch.device(device), kernel, dtype,
+                                            groups.cp_rank, device, kernel, dtype,
                                             softmax_scale, softcap, signature)
     hier_stages = hier_groups = None
     if groups.hierarchical:
@@ -144,8 +166,8 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
     runtime.dynamic_grid = overlap.dynamic_grid  # before the cut is timed: it runs that way
     runtime.balance_seconds = balance_seconds
     runtime.split = overlap.split_directions
-    runtime.cut = resolve_cut(overlap, runtime, torch.device(device), num_heads_q,
-                              num_heads_kv, head_dim, dtype, signature)
+    runtime.cut = resolve_cut(overlap, runtime, device, num_heads_q, num_heads_kv, head_dim,
+                              dtype, signature)
     if overlap.early_start:  # planned now; runtime.early_start_reason says where it applies
         runtime.enable_early_start(device, head_dim, dtype, num_heads_q, num_heads_kv)
     # "auto" may cut balanced_runs on finer chunks than asked (dispatch_choice.refine_cut)

@@ -93,6 +93,9 @@ class DistAttnRuntime:
         self.cut_seconds: dict[str, tuple[float, float]] | None = None
         # each layout's per-rank kernel seconds where balance="timed" moved the cuts
         self.balance_seconds: list[list[float]] | None = None
+        # dispatch_alg="timed": {candidate: forward + backward s, the slowest rank's} (api's
+        # _tune_dispatch)
+        self.dispatch_seconds: dict[str, float] | None = None
         # directions whose fused stage runs cut by rows where the meta has a split
         # (OverlapConfig.split); the other direction runs the fused stage whole
         self.split: frozenset[str] = frozenset({"fwd", "bwd"})

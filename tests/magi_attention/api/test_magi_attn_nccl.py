@@ -57,8 +57,11 @@ OVERLAPS = {"whole": dict(fused=True, cut="none"), "split": dict(fused=True, spl
             # hardware queue, as the benchmark runs): the cut forward's own keys, and the staged
             # forward's host stage and first remote stage
             "dynamic_cut": dict(fused=True, cut="fwd", dynamic_grid=True),
-            "dynamic_staged": dict(fused=False, num_stages=2, dynamic_grid=True)}
-DISPATCH = {"unequal": ("unequal_runs", 128)}  # (dispatch_alg, chunk_size); else balanced_runs
+            "dynamic_staged": dict(fused=False, num_stages=2, dynamic_grid=True),
+            # dispatch_alg="timed": equal ("auto") against unequal shares, timed at key time
+            "dispatch_timed": dict(cut="auto", balance="timed")}
+# (dispatch_alg, chunk_size); else balanced_runs
+DISPATCH = {"unequal": ("unequal_runs", 128), "dispatch_timed": ("timed", 512)}
 
 
 def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SEQLEN):
@@ -96,6 +99,10 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
                 measured = key.runtime.balance_seconds or []
                 lines.append(f"{name} balance_layouts={len(measured)} shard_seqlens="
                              f"{list(key.meta.dispatch.shard_seqlens)}")
+            if mode == "dispatch_timed":
+                seconds = key.runtime.dispatch_seconds
+                lines.append(f"{name} dispatch={key.meta.algorithm} dispatch_ms="
+                             f"{sorted((a, round(s * 1e3, 3)) for a, s in seconds.items())}")
             split = key.runtime.meta.fused_split is not None
             if mode.endswith("staged"):
                 assert key.runtime.meta.fused is None and key.num_stages == 2, key.num_stages
@@ -164,6 +171,10 @@ def test_fused_stage_is_exact_and_does_not_synchronise(backend, mode):
         for line in timed:
             assert int(line.split("balance_layouts=")[1].split()[0]) >= 1, line
             assert eval(line.split("shard_seqlens=")[1]) == [SEQLEN // 2] * 2, line
+    if mode == "dispatch_timed":  # both placements timed, the ranks agreeing on the choice
+        chosen = [line.split(" ", 1)[1] for line in lines if "dispatch_ms=" in line]
+        assert len(chosen) == 2 * len(MASKS) and chosen[:len(MASKS)] == chosen[len(MASKS):]
+        assert all("'auto'" in line and "'unequal_runs'" in line for line in chosen), chosen
     if mode == "early_start":  # only the Triton backend's Gluon forward waits for arriving keys:
         started = [line for line in lines if "early_start=[" in line]
         if backend == "triton":  # the path ran on some mask
