@@ -1092,3 +1092,16 @@ def tma_out_s57() -> str:
 
 def pytest_tma_out_s57() -> str:
     return _summed_counts(PROBES_S57 + "gluon_bwd_tests_tma_out.log")
+
+
+# -- session 58: the head chunks' dK/dV adds as red (no return) instead of gl.atomic_add's atom,
+# timed against the s56 kernel (timed first and last) on the 16k cp 2 document ranks and full 16k
+RED_S58 = {"16k cp 2 document ranks (magi, HybridCP), full 16k": "h200/probes_s58/red_cp2_16k.csv"}
+
+
+def red_s58() -> str:
+    return _ab_ranges_s57(RED_S58, "bwd_heavy_first", "bwd_s56", "bwd_s56_again")
+
+
+def pytest_red_s58() -> str:
+    return _summed_counts(("h200/probes_s58/red_tests.log", "h200/probes_s58/red_gluon_bwd_tests.log"))

@@ -1319,3 +1319,60 @@ def side_bwd_s55_keys() -> str:
     return "; ".join(parts)
 
 
+
+
+# -- session 58: dispatch_alg="timed" (configs/cp/magi_timed.yaml: the key times "auto"'s equal
+# shares against unequal_runs, communication included, and keeps the faster) beside magi and the
+# six baselines, 2 H200s, cp 2, one run a file (magi_unequal beside them on Triton's documents)
+S58 = "h200x2/cp_s58/"
+TIMED_S58 = {"triton, 16k/GPU": (S58 + "triton_16k_documents.csv",
+                                 S58 + "triton_16k_full_causal.csv"),
+             "fa4, 16k/GPU": (S58 + "fa4_16k_documents.csv", S58 + "fa4_16k_full_causal.csv"),
+             "fa4, 64k/GPU": (S58 + "fa4_64k_documents.csv",)}
+
+
+def _timed_s58_cells():
+    """(run, files, mask, direction, the cell's TFLOPs/s by strategy) of every cp 2 cell."""
+    for run, files in TIMED_S58.items():
+        for (mask, cp, direction), values in _cp_cells(files).items():
+            if cp == 2:
+                yield run, files, mask, direction, values
+
+
+def timed_s58_table() -> str:
+    """Per cell: magi and magi_timed (and magi_unequal where measured) over the best baseline,
+    and the dispatch magi_timed's key kept with both candidates' key-time step (ms)."""
+    lines = ["| run | mask | dir | best baseline (TFLOPs/s/GPU) | magi / best | magi_timed / best "
+             "| magi_unequal / best | kept (key time: auto / unequal_runs ms) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for run, files, mask, direction, values in _timed_s58_cells():
+        base = _baselines(values)
+        best = max(base, key=base.get)
+        over = lambda k: f"{values[k] / base[best]:.3f}" if k in values else "-"  # noqa: E731
+        relpath = next(f for f in files if mask in _files((f,))["mask"].values)
+        kept = _row_note(relpath, "magi_timed", mask, 2, "dispatch", direction)
+        ms = dict(p.split(":") for p in _row_note(relpath, "magi_timed", mask, 2, "dispatch_ms",
+                                                   direction).split(","))
+        lines.append(f"| {run} | {mask} | {direction} | {best} {base[best]:.0f} | "
+                     f"{over('magi')} | {over('magi_timed')} | {over('magi_unequal')} | {kept} "
+                     f"({float(ms['auto']):.2f} / {float(ms['unequal_runs']):.2f}) |")
+    return "\n".join(lines)
+
+
+def timed_s58_summary() -> str:
+    """Cells where magi_timed, and magi, reach the best baseline; the ones below."""
+    n = timed = magi = 0
+    below = []
+    for run, _, mask, direction, values in _timed_s58_cells():
+        n += 1
+        timed += _magi_over_best(values, "magi_timed") >= 1.0
+        magi += _magi_over_best(values) >= 1.0
+        if _magi_over_best(values, "magi_timed") < 1.0:
+            below.append(f"{run} {mask} {direction} "
+                         f"{_magi_over_best(values, 'magi_timed'):.3f}")
+    return (f"magi_timed >= the best baseline on {timed} of {n} cells, magi on {magi} of {n}; "
+            f"magi_timed below: {', '.join(below) or 'none'}")
+
+
+def pytest_timed_s58() -> str:
+    return _summed_counts(S58 + "timed_nccl_test.log")
