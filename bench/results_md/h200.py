@@ -1039,17 +1039,19 @@ def head_chunks_s57_table() -> str:
 def rank_vs_ulysses_s57() -> str:
     """ns per (tile pair x q head) at 8 chunks: magi's cp 4 ranks against Ulysses' rank (the
     same attention flops: 64 q heads over 16k rows against 16 over 64k)."""
-    heads = {"chunks_magi_cp4.csv": 64, "chunks_ulysses_cp4.csv": 16}
+    magi_rows, ulysses_rows = (CHUNKS_S57["magi, cp 4 ranks (16k x 64k keys, 64:8)"],
+                               CHUNKS_S57["Ulysses' cp 4 rank (64k x 64k, 16:2)"])
+    heads = {magi_rows: 64, ulysses_rows: 16}
     per = {}
-    for name, h in heads.items():
-        rows = pd.read_csv(RESULTS / (PROBES_S57 + name))
+    for relpath, h in heads.items():
+        rows = pd.read_csv(RESULTS / relpath)
         rows = rows[rows.order == "bwd_heads_8"]
         for r in rows.itertuples():
             mask = r.mask.removesuffix("_64k")
-            per.setdefault(mask, {}).setdefault(name, []).append(1e6 * r.ms / (r.pairs * h))
+            per.setdefault(mask, {}).setdefault(relpath, []).append(1e6 * r.ms / (r.pairs * h))
     out = []
     for mask, by in per.items():
-        magi, uly = by["chunks_magi_cp4.csv"], by["chunks_ulysses_cp4.csv"][0]
+        magi, uly = by[magi_rows], by[ulysses_rows][0]
         out.append(f"{mask}: magi's ranks {min(magi):.2f}-{max(magi):.2f} ns, Ulysses' "
                    f"{uly:.2f} ns ({min(magi) / uly:.3f}-{max(magi) / uly:.3f})")
     return "; ".join(out)

@@ -57,7 +57,10 @@ def resolve_dispatch(build: Callable, chunk_size: int, cp_size: int, total_seqle
                      device: torch.device, shape, dtype: torch.dtype, signature: tuple):
     """The key of the faster candidate: ``build(algorithm, chunk_size)`` makes a candidate's
     key; its runtime gets ``dispatch_seconds`` ({candidate: seconds of a forward + backward,
-    the slowest rank's}). Every rank builds and times alike, so the collectives match."""
+    the slowest rank's}; None at cp 1, where the "auto" key is returned untimed). Every rank
+    builds and times alike, so the collectives match."""
+    if cp_size < 2:  # one rank holds every token either way: nothing to choose or time
+        return build("auto", chunk_size)
     chunks = candidate_chunks(chunk_size, cp_size, total_seqlen)
     built: dict = {}
 

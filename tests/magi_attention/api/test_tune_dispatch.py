@@ -112,3 +112,23 @@ def test_timed_key_keeps_the_faster_placement_exactly(forced):
     else:
         assert first["algorithm"] != "unequal_runs" and first["chunk"] == 64
         assert first["shards"] == [SEQLEN // 2] * 2
+
+
+def test_one_rank_builds_the_equal_key_untimed(monkeypatch, tmp_path):
+    """At cp 1 both candidates hold every token: the "auto" key, nothing timed."""
+    import magi_attention.api._tune_dispatch as tune
+    from magi_attention.api import magi_attn_flex_key
+
+    def never(*args):
+        raise AssertionError("timed at cp 1")
+    monkeypatch.setattr(tune, "step_seconds", never)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)
+    try:
+        key = magi_attn_flex_key([[0, 128]], [[0, 128]], ["causal"], 128, *HEADS, HEAD_DIM,
+                                 None, 32, dispatch_alg="timed", backend="reference",
+                                 dtype=torch.float32)
+    finally:
+        dist.destroy_process_group()
+    assert key.runtime.dispatch_seconds is None and key.meta.algorithm != "unequal_runs"
+    assert list(key.dispatch_meta.shard_seqlens) == [128]
