@@ -130,8 +130,11 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
     # paths, Triton's touched tiles)
     probe = lambda h: torch.empty(1, h, head_dim, dtype=dtype, device=device)  # noqa: E731
     kernel = backend_for(backend, probe(num_heads_q), probe(num_heads_kv))
+    # the timed choices' cache key: everything a timing depends on, alike on every rank (the
+    # shapes too: balanced_runs' timed balance was kept by mask alone before session 58)
     signature = (_slices_digest(slices), total_seqlen, chunk_size, dispatch_alg, overlap,
-                 groups.cp_size, kernel, softmax_scale, softcap, groups.hierarchical)
+                 groups.cp_size, kernel, softmax_scale, softcap, groups.hierarchical, shape,
+                 str(dtype))
     build = lambda alg, chunk: _build_key(  # noqa: E731
         slices, total_seqlen, chunk, alg, overlap, groups, shape, kernel, softmax_scale,
         softcap, backend, dtype, torch.device(device), (*signature[:2], chunk, alg,

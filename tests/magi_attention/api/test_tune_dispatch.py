@@ -132,3 +132,33 @@ def test_one_rank_builds_the_equal_key_untimed(monkeypatch, tmp_path):
         dist.destroy_process_group()
     assert key.runtime.dispatch_seconds is None and key.meta.algorithm != "unequal_runs"
     assert list(key.dispatch_meta.shard_seqlens) == [128]
+
+
+
+def _shapes_worker(rank, init_file, out_dir):
+    import magi_attention.api._tune_dispatch as tune
+    from magi_attention.api import magi_attn_flex_key
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    timed = []
+    tune.step_seconds = lambda keys, device, shape, dtype: (
+        timed.append([shape.num_heads_q, str(dtype)]) or {"auto": 1.0, "unequal_runs": 2.0})
+    for heads, dtype in ((HEADS, torch.float32), (HEADS, torch.float32), ((8, 2), torch.float32),
+                         (HEADS, torch.float64)):
+        magi_attn_flex_key([[0, 128], [128, 256]], [[0, 128], [128, 256]], ["causal"] * 2,
+                           SEQLEN, *heads, HEAD_DIM, None, 64, dispatch_alg="timed",
+                           backend="reference", dtype=dtype)
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+        json.dump(timed, f)
+    dist.destroy_process_group()
+
+
+def test_the_choice_is_kept_per_mask_and_shapes():
+    """A key of the same mask with other head counts or another dtype times again (its kernels
+    differ); one of the same mask, shapes and dtype does not."""
+    with tempfile.TemporaryDirectory() as d:
+        mp.spawn(_shapes_worker, args=(os.path.join(d, "store"), d), nprocs=2)
+        per_rank = [json.load(open(os.path.join(d, f"rank{r}.json"))) for r in range(2)]
+    assert per_rank[0] == per_rank[1] == [[HEADS[0], "torch.float32"], [8, "torch.float32"],
+                                          [HEADS[0], "torch.float64"]]
