@@ -233,6 +233,7 @@ class _State:
     gate_dout: torch.Tensor | None = None  # the local dout of the gate (zero off its rows)
     verdict: GateResult | None = None   # rank 0's, after the gate phase
     resident_gb: float = 0.0            # what the built strategy keeps allocated (CUDA)
+    build_ms: float | None = None       # the strategy's build (its key / plan), on this rank
 
 
 @dataclass
@@ -335,14 +336,16 @@ class CPRunner:
         return f"{origin}[{knobs}] local={local}" if knobs else f"{origin} local={local}"
 
     def _write(self, cell: _Cell, direction: str, status: str, message: str = "",
-               runtime_ms: float | None = None, peak: float | None = None) -> None:
+               runtime_ms: float | None = None, peak: float | None = None,
+               build_ms: float | None = None) -> None:
         if self.rank != 0:
             return
         label = cell.strategy.label
         row = self.source.row(label=label, version=self._version(cell), spec=self.specs[label],
                               mask_label=cell.mask_label, mask=cell.mask, shapes=cell.shapes,
                               direction=direction, cp_size=cell.cp_size, status=status,
-                              message=message, runtime_ms=runtime_ms, peak_mem_gb=peak)
+                              message=message, runtime_ms=runtime_ms, peak_mem_gb=peak,
+                              build_ms=build_ms)
         record_row(self.config.out_file, row, self.rows)
 
     # -- agreement ---------------------------------------------------------------------------
@@ -377,8 +380,12 @@ class CPRunner:
     def _build(self, cell: _Cell, state: _State, gate_now: bool) -> None:
         config = self.config
         inputs = make_inputs(cell.shapes, self.device, seed=config.seed)
+        # untimed in the rows' runtime, but a user pays it once per mask (magi's key: its solver
+        # and its timed choices); the ranks build together, so rank 0's wall time is the group's
+        start = time.perf_counter()
         state.strategy = build_strategy(cell.strategy, cell.mask, self.groups[cell.cp_size],
                                         config.hardware, self.kernel)
+        state.build_ms = (time.perf_counter() - start) * 1e3
         state.local = [state.strategy.shard(t[0]) for t in (inputs.q, inputs.k, inputs.v,
                                                             inputs.dout)]
         state.notes = state.strategy.notes
@@ -595,7 +602,7 @@ class CPRunner:
         if hidden > 0:  # measured; the largest over the ranks
             notes.append(f"hidden_comm_ms={hidden - 1.0:.3f}")
         self._write(p.cell, direction, "ok", "; ".join(n for n in notes if n), runtime,
-                    peak if self.device.type == "cuda" else None)
+                    peak if self.device.type == "cuda" else None, p.state.build_ms)
 
     def _mask_phase(self, choice: MaskChoice, seqlen: int) -> tuple[Mask | None, str]:
         """Build the mask on every rank (deterministic) and agree on success."""
