@@ -34,7 +34,7 @@ def test_unequal_runs_is_solved_on_fine_chunks_where_the_sequence_allows(chunk, 
     assert candidate_chunks(chunk, 2, total) == {"auto": chunk, "unequal_runs": want}
 
 
-def _worker(rank, init_file, out_dir, forced):
+def _worker(rank, init_file, out_dir, forced, world_size=2, mesh_shape=None):
     import magi_attention.api._tune_dispatch as tune
     from bench.masks import build_mask
     from magi_attention.api import calc_attn, dispatch, magi_attn_flex_key, undispatch
@@ -42,7 +42,12 @@ def _worker(rank, init_file, out_dir, forced):
     from magi_attention.testing import dense_attention, random_qkv
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                            world_size=world_size)
+    cp = None
+    if mesh_shape is not None:  # 2D: the hierarchical cast and reduce
+        from torch.distributed.device_mesh import init_device_mesh
+        cp = init_device_mesh("cpu", mesh_shape, mesh_dim_names=("inter", "intra"))
     timings = []
     timed = tune.step_seconds
     if forced is not None:  # the timing replaced: the given candidate is the faster by far
@@ -61,7 +66,7 @@ def _worker(rank, init_file, out_dir, forced):
         ref_out, _ = dense_attention(*ref, to_dense(mask.slices, SEQLEN))
         ref_grads = torch.autograd.grad(ref_out, ref, dout.double())
         build = lambda: magi_attn_flex_key(  # noqa: E731
-            *slices_to_tensors(mask.slices), SEQLEN, *HEADS, HEAD_DIM, None, 64,
+            *slices_to_tensors(mask.slices), SEQLEN, *HEADS, HEAD_DIM, cp, 32 if cp else 64,
             dispatch_alg="timed", backend="reference", dtype=torch.float32)
         key = build()
         again = build()  # the same mask and shapes: the kept choice, no second timing
@@ -82,10 +87,11 @@ def _worker(rank, init_file, out_dir, forced):
     dist.destroy_process_group()
 
 
-def _run(forced):
+def _run(forced, world_size=2, mesh_shape=None):
     with tempfile.TemporaryDirectory() as d:
-        mp.spawn(_worker, args=(os.path.join(d, "store"), d, forced), nprocs=2)
-        return [json.load(open(os.path.join(d, f"rank{r}.json"))) for r in range(2)]
+        mp.spawn(_worker, args=(os.path.join(d, "store"), d, forced, world_size, mesh_shape),
+                 nprocs=world_size)
+        return [json.load(open(os.path.join(d, f"rank{r}.json"))) for r in range(world_size)]
 
 
 @pytest.mark.parametrize("forced", ["auto", "unequal_runs", None],
@@ -112,6 +118,19 @@ def test_timed_key_keeps_the_faster_placement_exactly(forced):
     else:
         assert first["algorithm"] != "unequal_runs" and first["chunk"] == 64
         assert first["shards"] == [SEQLEN // 2] * 2
+
+
+@pytest.mark.parametrize("forced", ["unequal_runs", None], ids=["unequal_faster", "really_timed"])
+def test_timed_key_on_a_2x2_mesh_is_exact(forced):
+    """Four ranks, the hierarchical cast: whichever placement is kept, the ranks agree and the
+    result equals dense attention."""
+    per_rank = _run(forced, world_size=4, mesh_shape=(2, 2))
+    assert not any("error" in r for r in per_rank), per_rank
+    assert len({(r["algorithm"], json.dumps(r["seconds"])) for r in per_rank}) == 1, per_rank
+    assert all(e < ATOL for r in per_rank for e in r["errs"]), per_rank
+    assert per_rank[0]["algorithm"] == "unequal_runs" or (
+        forced is None and choose_dispatch(per_rank[0]["seconds"]) == "auto")
+    assert sum(per_rank[0]["shards"]) == SEQLEN
 
 
 def test_one_rank_builds_the_equal_key_untimed(monkeypatch, tmp_path):
