@@ -72,12 +72,16 @@ VARIANTS = (("none", ("fwd", "bwd")), ("fwd", ("fwd",)), ("bwd", ("bwd",)))
 ROUNDS = 3
 
 
-def _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype, iters):
-    n = runtime.meta.shard_seqlen
+def shard_inputs(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype):
+    """Random q, k, v, dout of ``runtime``'s shard (seeded: every timing sees the same)."""
     g = torch.Generator(device=device).manual_seed(0)
-    make = lambda h: torch.randn(n, h, head_dim, device=device, dtype=dtype,  # noqa: E731
-                                 generator=g)
-    q, k, v, dout = make(num_heads_q), make(num_heads_kv), make(num_heads_kv), make(num_heads_q)
+    make = lambda h: torch.randn(runtime.meta.shard_seqlen, h, head_dim,  # noqa: E731
+                                 device=device, dtype=dtype, generator=g)
+    return make(num_heads_q), make(num_heads_kv), make(num_heads_kv), make(num_heads_q)
+
+
+def _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype, iters):
+    q, k, v, dout = shard_inputs(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype)
     clock = _Clock(runtime.group, device, iters)
     rounds: dict[tuple[str, str], list[float]] = {}
     try:

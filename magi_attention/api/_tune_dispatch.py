@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 
 from ._timed_choices import GroupChoices
-from ._tune_cut import _Clock
+from ._tune_cut import _Clock, shard_inputs
 
 CANDIDATES = ("auto", "unequal_runs")
 # unequal_runs cuts on chunks this fine where the sequence allows (configs/cp/magi_unequal.yaml:
@@ -94,11 +94,8 @@ def step_seconds(keys: dict, device: torch.device, shape, dtype: torch.dtype
 def _steps(runtime, device: torch.device, shape, dtype: torch.dtype
            ) -> tuple[Callable, Callable]:
     """(forward, backward) of ``runtime`` on random q, k, v, dout of this rank's shard."""
-    g = torch.Generator(device=device).manual_seed(0)
-    make = lambda h: torch.randn(runtime.meta.shard_seqlen, h, shape.head_dim,  # noqa: E731
-                                 device=device, dtype=dtype, generator=g)
-    q, k, v, dout = (make(shape.num_heads_q), make(shape.num_heads_kv),
-                     make(shape.num_heads_kv), make(shape.num_heads_q))
+    q, k, v, dout = shard_inputs(runtime, device, shape.num_heads_q, shape.num_heads_kv,
+                                 shape.head_dim, dtype)
     out, lse, saved = runtime.forward_saving(q, k, v)
     return (lambda: runtime.forward_saving(q, k, v),
             lambda: runtime.backward(dout, q, k, v, out, lse, saved))

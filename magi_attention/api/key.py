@@ -130,18 +130,22 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int, num
     # paths, Triton's touched tiles)
     probe = lambda h: torch.empty(1, h, head_dim, dtype=dtype, device=device)  # noqa: E731
     kernel = backend_for(backend, probe(num_heads_q), probe(num_heads_kv))
-    # the timed choices' cache key: everything a timing depends on, alike on every rank (the
-    # shapes too: balanced_runs' timed balance was kept by mask alone before session 58)
-    signature = (_slices_digest(slices), total_seqlen, chunk_size, dispatch_alg, overlap,
-                 groups.cp_size, kernel, softmax_scale, softcap, groups.hierarchical, shape,
-                 str(dtype))
+    digest = _slices_digest(slices)
+
+    def signature(chunk: int, alg: str) -> tuple:
+        """The timed choices' cache key: everything a timing depends on, alike on every rank
+        (the shapes too: balanced_runs' timed balance was kept by mask alone before session
+        58)."""
+        return (digest, total_seqlen, chunk, alg, overlap, groups.cp_size, kernel,
+                softmax_scale, softcap, groups.hierarchical, shape, str(dtype))
+
     build = lambda alg, chunk: _build_key(  # noqa: E731
         slices, total_seqlen, chunk, alg, overlap, groups, shape, kernel, softmax_scale,
-        softcap, backend, dtype, torch.device(device), (*signature[:2], chunk, alg,
-                                                        *signature[4:]))
+        softcap, backend, dtype, torch.device(device), signature(chunk, alg))
     if dispatch_alg == "timed":
         return resolve_dispatch(build, chunk_size, groups.cp_size, total_seqlen,
-                                groups.cp_group, torch.device(device), shape, dtype, signature)
+                                groups.cp_group, torch.device(device), shape, dtype,
+                                signature(chunk_size, dispatch_alg))
     return build(dispatch_alg, chunk_size)
 
 
