@@ -120,11 +120,14 @@ def test_timed_key_keeps_the_faster_placement_exactly(forced):
         assert first["shards"] == [SEQLEN // 2] * 2
 
 
-@pytest.mark.parametrize("forced", ["unequal_runs", None], ids=["unequal_faster", "really_timed"])
-def test_timed_key_on_a_2x2_mesh_is_exact(forced):
-    """Four ranks, the hierarchical cast: whichever placement is kept, the ranks agree and the
-    result equals dense attention."""
-    per_rank = _run(forced, world_size=4, mesh_shape=(2, 2))
+@pytest.mark.parametrize("forced,mesh_shape", [("unequal_runs", (2, 2)), (None, (2, 2)),
+                                              ("unequal_runs", None)],
+                         ids=["2x2_unequal_faster", "2x2_really_timed", "cp4_unequal_faster"])
+def test_timed_key_on_four_ranks_is_exact(forced, mesh_shape):
+    """Four ranks, on a 2x2 mesh (the hierarchical cast) and flat at cp 4 (unequal_runs' linear
+    partition, no window): whichever placement is kept, the ranks agree and the result equals
+    dense attention."""
+    per_rank = _run(forced, world_size=4, mesh_shape=mesh_shape)
     assert not any("error" in r for r in per_rank), per_rank
     assert len({(r["algorithm"], json.dumps(r["seconds"])) for r in per_rank}) == 1, per_rank
     assert all(e < ATOL for r in per_rank for e in r["errs"]), per_rank
