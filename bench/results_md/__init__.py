@@ -127,6 +127,8 @@ from .h200 import (counter_s57, dkv_tma_s57, head_chunks_s57_table, nostore_s57,
 from .h200 import pytest_red_s58, red_s58
 from .h200x2 import CP2_S48_SPANS, cut_causal_s48, early_ab_s48_table, early_key_s48
 from .h200x2 import pytest_timed_s58, timed_s58_summary, timed_s58_table
+from .h200x2 import build_s59, table_s59_summary, timed_s59_summary, timed_s59_table
+from .h200x4 import timed_cp4_s59_summary, timed_cp4_s59_table
 from .h200x2 import (CP2_S49_SPANS, CP2_S51_SPANS, CP2_S52_SPANS, cp2_s50_below, cp2_s50_whole,
                      cp2_s51_below_64k, cp2_s52_below_64k, cp2_s52_table_64k, cut_ab_s49_table,
                      cut_causal_s49, dyn_ab_s49_causal, dyn_ab_s49_table, fa4_64k_full_s52,
@@ -197,6 +199,12 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.clocks_s53": clocks_s53,
     "h200.kernels_s48_goals": kernels_s48_goals,
     "h200.kernels_s48_table": kernels_s48_table,
+    "h200x2.timed_s59_table": timed_s59_table,
+    "h200x2.build_s59": build_s59,
+    "h200x2.timed_s59_summary": timed_s59_summary,
+    "h200x2.table_s59_summary": table_s59_summary,
+    "h200x4.timed_cp4_s59_table": timed_cp4_s59_table,
+    "h200x4.timed_cp4_s59_summary": timed_cp4_s59_summary,
     "h200x2.timed_s58_table": timed_s58_table,
     "h200x2.timed_s58_summary": timed_s58_summary,
     "h200x2.pytest_timed_s58": pytest_timed_s58,

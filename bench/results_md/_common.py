@@ -277,6 +277,60 @@ def _row_note(relpath: str, kernel: str, mask: str, cp: int, key: str,
     return re.search(rf"{key}=([^;]*)", row.message.iloc[0])[1]
 
 
+def _timed_cells(files: dict[str, tuple[str, ...]], cp: int):
+    """(run, files, mask, direction, the cell's TFLOPs/s by strategy) of every ``cp`` cell of
+    runs that measured magi_timed (``files``: run label -> its result files)."""
+    for run, relpaths in files.items():
+        for (mask, cp_size, direction), values in _cp_cells(relpaths).items():
+            if cp_size == cp:
+                yield run, relpaths, mask, direction, values
+
+
+def timed_table(files: dict[str, tuple[str, ...]], cp: int, build: bool = False) -> str:
+    """Per cell: magi and magi_timed (and magi_unequal where measured) over the best baseline,
+    and the dispatch magi_timed's key kept with both candidates' key-time step (ms);
+    ``build``: also each key's build (s, rank 0; magi built first, so magi_timed's "auto"
+    candidate found magi's timed cut and balance kept)."""
+    head = ("| run | mask | dir | best baseline (TFLOPs/s/GPU) | magi / best | magi_timed / best "
+            "| magi_unequal / best | kept (key time: auto / unequal_runs ms) |")
+    lines = [head + (" build s: magi / magi_timed |" if build else ""),
+             "|---|---|---|---|---|---|---|---|" + ("---|" if build else "")]
+    for run, relpaths, mask, direction, values in _timed_cells(files, cp):
+        base = _baselines(values)
+        best = max(base, key=base.get)
+        over = lambda k: f"{values[k] / base[best]:.3f}" if k in values else "-"  # noqa: E731
+        relpath = next(f for f in relpaths if mask in _files((f,))["mask"].values)
+        kept = _row_note(relpath, "magi_timed", mask, cp, "dispatch", direction)
+        ms = dict(p.split(":") for p in _row_note(relpath, "magi_timed", mask, cp,
+                                                   "dispatch_ms", direction).split(","))
+        line = (f"| {run} | {mask} | {direction} | {best} {base[best]:.0f} | "
+                f"{over('magi')} | {over('magi_timed')} | {over('magi_unequal')} | {kept} "
+                f"({float(ms['auto']):.2f} / {float(ms['unequal_runs']):.2f}) |")
+        if build:
+            frame = _files((relpath,))
+            secs = [frame[(frame.kernel == k) & (frame["mask"] == mask) & (frame.cp_size == cp)
+                          & (frame.direction == direction)].build_ms.iloc[0] / 1e3
+                    for k in ("magi", "magi_timed")]
+            line += f" {secs[0]:.1f} / {secs[1]:.1f} |"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def timed_summary(files: dict[str, tuple[str, ...]], cp: int) -> str:
+    """Cells where magi_timed, and magi, reach the best baseline; the ones below."""
+    n = timed = magi = 0
+    below = []
+    for run, _, mask, direction, values in _timed_cells(files, cp):
+        n += 1
+        timed += _magi_over_best(values, "magi_timed") >= 1.0
+        magi += _magi_over_best(values) >= 1.0
+        if _magi_over_best(values, "magi_timed") < 1.0:
+            below.append(f"{run} {mask} {direction} "
+                         f"{_magi_over_best(values, 'magi_timed'):.3f}")
+    return (f"magi_timed >= the best baseline on {timed} of {n} cells, magi on {magi} of {n}; "
+            f"magi_timed below: {', '.join(below) or 'none'}")
+
+
 def _cut_ms(relpath: str, mask: str, cp: int, direction: str,
             kernel: str = "magi") -> tuple[float, float]:
     """magi's (or a magi arm's, ``kernel``) own key-time timing of ``direction`` (ms, the

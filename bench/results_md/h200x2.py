@@ -10,6 +10,7 @@ from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _ab_medians, _ab_tabl
                       _below_best, _cp2_below, _cp_cells, _cp_wins, _cut_ms, _files, _helper,
                       _magi_over_best, _profiler_rows, _pytest_counts, _row_note, _summed_counts,
                       _tf_cells, _vs_best, _with_unequal, ab_masks_table, cp2_s16_summary,
+                      timed_summary, timed_table,
                       cp2_s16_table, unequal_s28_summary, unequal_s28_table)
 from ._paths import RESULTS
 
@@ -931,6 +932,14 @@ def trace_s43_prologues() -> str:
     return "; ".join(out)
 
 
+# results/h200x2/cp/ as it stood before session 59 replaced its cp 2 rows (every later section
+# that read the table reads these copies)
+CP_BEFORE_S59 = {f"{b}, {s}/GPU": f"h200x2/cp_history/cp_h200x2__{b}_{s}__{sha}.csv"
+                 for (b, s), sha in {("fa4", "16k"): "08b877caa76e", ("triton", "16k"): "08b877caa76e",
+                                     ("fa4", "64k"): "08b877caa76e",
+                                     ("triton", "64k"): "d2cee15588d4"}.items()}
+
+
 # -- session 44: issue 15's 64k document cells at HEAD (both kernels, the runner's rounds 3);
 # the whole table in results/h200x2/cp/ (16k at session 43's HEAD, 64k full and causal at
 # session 42's)
@@ -1175,7 +1184,7 @@ def static_key_s49() -> str:
 # Triton's 64k full and causal cells at d2cee15 (the document cells stay session 44's)
 S50 = "h200x2/cp_s50"
 GC_RUNNER_S50 = f"{S50}/gc_runner_triton_16k.csv"
-CP_S50 = {**CP_S49, "triton, 64k/GPU": "h200x2/cp/cp_h200x2__triton_64k.csv"}
+CP_S50 = {**CP_S49, "triton, 64k/GPU": CP_BEFORE_S59["triton, 64k/GPU"]}
 
 
 def gc_runner_s50() -> str:
@@ -1270,8 +1279,7 @@ def cp2_s51_below_64k() -> str:
 # fa4_64k__9cc6eeca992e); what in the collection removes the second key's slow state: cp_ab.py's
 # launches with the collector off, with a census, and with a host pause instead of a collection
 S52 = "h200x2/cp_s52"
-CP_S52 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
-          for s in ("16k", "64k") for b in ("fa4", "triton")}
+CP_S52 = dict(CP_BEFORE_S59)
 CP2_S52_SPANS = {**_table_spans(CP_S52), "whole": lambda: _whole_with_unequal(CP_S52)}
 FA4_64K_FULL_S52 = f"{S52}/fa4_64k_full__08b877c.csv"
 
@@ -1333,48 +1341,66 @@ TIMED_S58 = {"triton, 16k/GPU": (S58 + "triton_16k_documents.csv",
              "triton, 64k/GPU": (S58 + "triton_64k_causal_document.csv",)}
 
 
-def _timed_s58_cells():
-    """(run, files, mask, direction, the cell's TFLOPs/s by strategy) of every cp 2 cell."""
-    for run, files in TIMED_S58.items():
-        for (mask, cp, direction), values in _cp_cells(files).items():
-            if cp == 2:
-                yield run, files, mask, direction, values
-
-
 def timed_s58_table() -> str:
-    """Per cell: magi and magi_timed (and magi_unequal where measured) over the best baseline,
-    and the dispatch magi_timed's key kept with both candidates' key-time step (ms)."""
-    lines = ["| run | mask | dir | best baseline (TFLOPs/s/GPU) | magi / best | magi_timed / best "
-             "| magi_unequal / best | kept (key time: auto / unequal_runs ms) |",
-             "|---|---|---|---|---|---|---|---|"]
-    for run, files, mask, direction, values in _timed_s58_cells():
-        base = _baselines(values)
-        best = max(base, key=base.get)
-        over = lambda k: f"{values[k] / base[best]:.3f}" if k in values else "-"  # noqa: E731
-        relpath = next(f for f in files if mask in _files((f,))["mask"].values)
-        kept = _row_note(relpath, "magi_timed", mask, 2, "dispatch", direction)
-        ms = dict(p.split(":") for p in _row_note(relpath, "magi_timed", mask, 2, "dispatch_ms",
-                                                   direction).split(","))
-        lines.append(f"| {run} | {mask} | {direction} | {best} {base[best]:.0f} | "
-                     f"{over('magi')} | {over('magi_timed')} | {over('magi_unequal')} | {kept} "
-                     f"({float(ms['auto']):.2f} / {float(ms['unequal_runs']):.2f}) |")
-    return "\n".join(lines)
+    return timed_table(TIMED_S58, 2)
 
 
 def timed_s58_summary() -> str:
-    """Cells where magi_timed, and magi, reach the best baseline; the ones below."""
-    n = timed = magi = 0
-    below = []
-    for run, _, mask, direction, values in _timed_s58_cells():
-        n += 1
-        timed += _magi_over_best(values, "magi_timed") >= 1.0
-        magi += _magi_over_best(values) >= 1.0
-        if _magi_over_best(values, "magi_timed") < 1.0:
-            below.append(f"{run} {mask} {direction} "
-                         f"{_magi_over_best(values, 'magi_timed'):.3f}")
-    return (f"magi_timed >= the best baseline on {timed} of {n} cells, magi on {magi} of {n}; "
-            f"magi_timed below: {', '.join(below) or 'none'}")
+    return timed_summary(TIMED_S58, 2)
 
 
 def pytest_timed_s58() -> str:
     return _summed_counts(S58 + "timed_nccl_test.log")
+
+
+# -- session 59: magi_timed on the 64k cp 2 cells session 58 did not reach (two cp 2 runs at
+# once on one node of 4 H200s: FA4 on GPUs 0-1, Triton on GPUs 2-3); results/h200x2/cp/'s cp 2
+# rows then replaced by sessions 58-59's runs (magi, magi_timed and the six baselines in one run
+# a file; 64k full stays session 50's / 54's rows, its cp 1 rows sessions 42-54's)
+S59 = "h200x2/cp_s59/"
+TIMED_S59 = {"fa4, 64k/GPU": (S59 + "fa464kbcd__1.csv", S59 + "fa464kfc__1.csv"),
+             "triton, 64k/GPU": (S59 + "tri64kdocs__1.csv", S59 + "tri64kfc__1.csv")}
+CP_S59 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
+          for s in ("16k", "64k") for b in ("fa4", "triton")}
+
+
+def timed_s59_table() -> str:
+    return timed_table(TIMED_S59, 2, build=True)
+
+
+def timed_s59_summary() -> str:
+    return timed_summary(TIMED_S59, 2)
+
+
+def table_s59_summary() -> str:
+    """issue 15's cp 2 table as it now stands: cells where magi, and magi_timed (where its run
+    measured it), reach the best baseline of the same run, and the cells below."""
+    n = magi = n_timed = timed = 0
+    below = []
+    for run, relpath in CP_S59.items():
+        for (mask, cp, direction), values in _cp_cells(relpath).items():
+            if cp != 2:
+                continue
+            n += 1
+            magi += _magi_over_best(values) >= 1.0
+            if "magi_timed" in values:
+                n_timed += 1
+                timed += _magi_over_best(values, "magi_timed") >= 1.0
+            worst = min(_magi_over_best(values, k) for k in ("magi", "magi_timed") if k in values)
+            if worst < 1.0:
+                below.append(f"{run} {mask} {direction} magi {_magi_over_best(values):.4f}"
+                             + (f" / magi_timed {_magi_over_best(values, 'magi_timed'):.4f}"
+                                if "magi_timed" in values else ""))
+    return (f"magi >= the best baseline on {magi} of {n} cp 2 cells, magi_timed on {timed} of "
+            f"the {n_timed} its runs measured; below 1.0: {'; '.join(below)}")
+
+
+def build_s59() -> str:
+    """The range of magi's and magi_timed's key builds (s, rank 0) over this session's runs
+    at cp 2 (64k) and cp 4 (16k)."""
+    files = [f for fs in TIMED_S59.values() for f in fs]
+    files += ["h200x4/cp_s59/tri16kcp4__1.csv", "h200x4/cp_s59/fa416kcp4__1.csv"]
+    rows = _files(tuple(files))
+    secs = {k: rows[rows.kernel == k].build_ms / 1e3 for k in ("magi", "magi_timed")}
+    return (f"magi's key {secs['magi'].min():.0f}-{secs['magi'].max():.0f} s, magi_timed's "
+            f"after it {secs['magi_timed'].min():.0f}-{secs['magi_timed'].max():.0f} s")

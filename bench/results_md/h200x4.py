@@ -9,7 +9,8 @@ from bench.cp.plot import ratio_table
 from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _ab_table, _baselines, _cp2_below,
                       _cp_cells, _cut_ms, _helper, _k, _kernel_tflops, _magi_over_best, _row_note,
                       _rows, _span, _vs_best, _with_unequal, ab_masks_table, cp1_spread_s31,
-                      cp2_s16_summary, cp2_s16_table, cp_moves, cp_only_spans, unequal_s28_table)
+                      cp2_s16_summary, cp2_s16_table, cp_moves, cp_only_spans, timed_summary,
+                      timed_table, unequal_s28_table)
 from ._paths import RESULTS
 
 
@@ -284,7 +285,9 @@ def timed_cp4_s37_ab() -> str:
 # every strategy and magi_unequal, the runner's rounds 3, cp 4 alone (the node's cp 1 rows stay
 # session 32's); then FA4's 64k full at cp 2 on GPUs 0-1 of the same node, rounds 3
 S54 = "h200x4/cp_s54"
-CP4_S54 = {f"{b}, 16k/GPU": f"h200x4/cp/cp_h200x4__{b}_16k_cp4.csv" for b in ("fa4", "triton")}
+# (moved to cp_history when session 59 measured cp 4 again)
+CP4_S54 = {f"{b}, 16k/GPU": f"h200x4/cp_history/cp_h200x4__{b}_16k_cp4__573b8d5d59ae.csv"
+           for b in ("fa4", "triton")}
 FA4_64K_FULL_S54 = f"{S54}/fa4_64k_full_cp2__573b8d5.csv"
 
 
@@ -320,3 +323,19 @@ def cp4_s54_docs() -> str:
                   if cp == 4 and dd == d and mask in DOC_MASKS and "magi" in v]
         out.append(f"{d} {min(ratios):.2f}-{max(ratios):.2f} over {len(ratios)} cells")
     return ", ".join(out)
+
+
+# -- session 59: issue 15's cp 4 cells again on one node of 4 H200s, magi_timed beside magi
+# and the six baselines, both kernels, the runner's rounds 3 (these runs replace session 54's in
+# results/h200x4/cp/*_16k_cp4.csv)
+S59 = "h200x4/cp_s59/"
+TIMED_CP4_S59 = {"triton, 16k/GPU": (S59 + "tri16kcp4__1.csv",),
+                 "fa4, 16k/GPU": (S59 + "fa416kcp4__1.csv",)}
+
+
+def timed_cp4_s59_table() -> str:
+    return timed_table(TIMED_CP4_S59, 4, build=True)
+
+
+def timed_cp4_s59_summary() -> str:
+    return timed_summary(TIMED_CP4_S59, 4)
