@@ -34,6 +34,10 @@ call of each block (host issue time, host wall and CPU ms, GPU ms; the timed one
 `--pause-ms N`: the host sleeps N ms before each block (with `--keep-garbage`: a full
 collection's pause without the collection; session 52);
 `--sync-first`: `torch.cuda.synchronize()` (every stream of the device) before each block.
+`--key-clock`: each block timed the way MagiAttention's key times its choices
+(`_tune_cut._Clock`: settle, then back-to-back calls for at least 0.2 s and at least 2, no
+warm-up time) instead of the runner's way; the rows then say what the key would see of every
+strategy (notes/magi_cp.md "Session 59": the bench times magi 1-7% slower than its key does).
 The per-block tables are block_probes.py's (one job: record beside a timing, write once).
 """
 from __future__ import annotations
@@ -61,6 +65,7 @@ from bench.cp.runner import (agreed_count, build_strategy,  # noqa: E402
 from bench.metrics import time_cuda_ms  # noqa: E402
 from bench.problem import make_inputs  # noqa: E402
 from bench.sweep import cell_mask, free_memory  # noqa: E402
+from magi_attention.api._tune_cut import _Clock  # noqa: E402
 from block_probes import BlockProbes  # noqa: E402  (scripts/dev, beside this file)
 
 
@@ -101,12 +106,14 @@ class BlockSettings:
     sync_first: bool = False  # torch.cuda.synchronize() (every stream) before the block
     stage_events: bool = False  # mark the runtime's kernels and collective waits in the block
     per_call: bool = False   # each call's host issue time, host wall and CPU ms, GPU ms
+    key_clock: bool = False  # time as the key's _Clock does instead of the runner's way
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "BlockSettings":
         return cls(collect=not args.keep_garbage, gc_off=args.gc_off, census=args.census,
                    pause_ms=args.pause_ms, sync_first=args.sync_first,
-                   stage_events=args.stage_events, per_call=args.per_call)
+                   stage_events=args.stage_events, per_call=args.per_call,
+                   key_clock=args.key_clock)
 
 
 # this rank's probe tables beside the timings (block_probes.py), written by run()
@@ -185,6 +192,8 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
     events) goes to PROBES."""
     hw = config.hardware
     agree = agreed_count(group, comm_device)
+    # one clock for the mask: its first timing of a (label, direction) sets that one's count
+    key_clock = _Clock(group, comm_device, min_iters=2) if settings.key_clock else None
     times: dict = {}
     for r in range(rounds):
         for i, (label, fns) in enumerate(zip(labels, calls)):
@@ -197,8 +206,11 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
                 with PROBES.block((choice.label, label, direction, r), fns[direction],
                                   settings.gc_off, settings.census,
                                   settings.stage_events, settings.per_call) as block:
-                    block.ms = time_cuda_ms(block.clock, hw.warmup, hw.repeat, hw.warmup_ms,
-                                            agree, settings.collect)
+                    if key_clock is not None:
+                        block.ms = key_clock.seconds(block.clock, (label, direction)) * 1e3
+                    else:
+                        block.ms = time_cuda_ms(block.clock, hw.warmup, hw.repeat,
+                                                hw.warmup_ms, agree, settings.collect)
                 ms = group_max(block.ms, group, comm_device)
                 times.setdefault((choice.label, label, direction), []).append(ms)
                 write([choice.label, label, direction, r, f"{ms:.4f}"])
@@ -243,6 +255,9 @@ def parse_args(argv, description: str) -> argparse.Namespace:
                         "(cp_ab_calls_rank<r>.csv; the last hardware.repeat are the timed ones)")
     p.add_argument("--sync-first", action="store_true",
                    help="torch.cuda.synchronize() (every stream) before each timing block")
+    p.add_argument("--key-clock", action="store_true",
+                   help="time each block as MagiAttention's key times its choices (settle, "
+                        "back-to-back calls for >= 0.2 s) instead of the runner's way")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m bench.cp")
     return p.parse_args(argv)
 

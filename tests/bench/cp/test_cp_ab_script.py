@@ -176,11 +176,12 @@ def test_every_flag_of_the_command_line_reaches_the_timing(monkeypatch):
     monkeypatch.setattr(cp_ab, "run", lambda config, rounds, out, mask_rounds:
                         captured.update(partial=mask_rounds))  # None: no rows to summarise
     cp_ab.main(["--keep-garbage", "--gc-off", "--census", "--pause-ms", "5", "--sync-first",
-                "--stage-events", "--per-call"])
+                "--stage-events", "--per-call", "--key-clock"])
     keywords = captured["partial"].keywords
     assert keywords == dict(settings=cp_ab.BlockSettings(collect=False, gc_off=True, census=True,
                                                          pause_ms=5.0, sync_first=True,
-                                                         stage_events=True, per_call=True))
+                                                         stage_events=True, per_call=True,
+                                                         key_clock=True))
     inspect.signature(cp_ab._mask_rounds).bind(*[None] * 7, **keywords)
     inspect.signature(cp_ab.timed_rounds).bind(*[None] * 8, **keywords)
 
@@ -331,3 +332,27 @@ def test_stage_rows_from_a_gloo_launch(tmp_path):
             per_call = collections.Counter((r["strategy"], r["direction"])
                                            for r in csv.DictReader(f))
         assert per_call == {k: int(r["calls"]) for k, r in rows.items()}  # a row a call
+
+
+def test_key_clock_times_every_block_the_keys_way(monkeypatch):
+    """--key-clock: every block timed by the key's _Clock, one label per (strategy,
+    direction), none by the runner's time_cuda_ms; its seconds come back as ms."""
+    cp_ab = _cp_ab()
+    seen = []
+
+    class KeyClock:
+        def __init__(self, group, device, min_iters):
+            assert min_iters == 2
+
+        def seconds(self, fn, label):
+            fn()
+            seen.append(label)
+            return 0.002
+
+    def runner_timing(*args):
+        raise AssertionError("timed the runner's way")
+    monkeypatch.setattr(cp_ab, "_Clock", KeyClock)
+    assert cp_ab.parse_args(["--key-clock"], "probe").key_clock
+    times = _rounds(monkeypatch, runner_timing, ["a", "b"], key_clock=True)
+    assert seen == [(s, d) for _ in range(2) for s in "ab" for d in ("fwd", "bwd")]
+    assert times == {("causal", s, d): [2.0, 2.0] for s in "ab" for d in ("fwd", "bwd")}
