@@ -34,10 +34,11 @@ call of each block (host issue time, host wall and CPU ms, GPU ms; the timed one
 `--pause-ms N`: the host sleeps N ms before each block (with `--keep-garbage`: a full
 collection's pause without the collection; session 52);
 `--sync-first`: `torch.cuda.synchronize()` (every stream of the device) before each block.
-`--key-clock`: each block timed the way MagiAttention's key times its choices
+`--clock key`: each block timed the way MagiAttention's key times its choices
 (`_tune_cut._Clock`: settle, then back-to-back calls for at least 0.2 s and at least 2, no
-warm-up time) instead of the runner's way; the rows then say what the key would see of every
-strategy (notes/magi_cp.md "Session 59": the bench times magi 1-7% slower than its key does).
+warm-up time) instead of the runner's way, its rows labelled `<strategy>@key`; `--clock both`:
+each strategy and direction timed both ways in turn, in one launch (notes/magi_cp.md "Session
+59": the bench times magi 1-7% slower than its key does; the GPU's state, or magi's path?).
 The per-block tables are block_probes.py's (one job: record beside a timing, write once).
 """
 from __future__ import annotations
@@ -106,14 +107,14 @@ class BlockSettings:
     sync_first: bool = False  # torch.cuda.synchronize() (every stream) before the block
     stage_events: bool = False  # mark the runtime's kernels and collective waits in the block
     per_call: bool = False   # each call's host issue time, host wall and CPU ms, GPU ms
-    key_clock: bool = False  # time as the key's _Clock does instead of the runner's way
+    clock: str = "runner"    # runner | key (as the key's _Clock times) | both, in turn
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "BlockSettings":
         return cls(collect=not args.keep_garbage, gc_off=args.gc_off, census=args.census,
                    pause_ms=args.pause_ms, sync_first=args.sync_first,
                    stage_events=args.stage_events, per_call=args.per_call,
-                   key_clock=args.key_clock)
+                   clock=args.clock)
 
 
 # this rank's probe tables beside the timings (block_probes.py), written by run()
@@ -192,28 +193,30 @@ def timed_rounds(config, choice, labels, calls, rounds, write, comm_device, grou
     events) goes to PROBES."""
     hw = config.hardware
     agree = agreed_count(group, comm_device)
-    # one clock for the mask: its first timing of a (label, direction) sets that one's count
-    key_clock = _Clock(group, comm_device, min_iters=2) if settings.key_clock else None
+    clocks = ("runner", "key") if settings.clock == "both" else (settings.clock,)
+    # one key clock for the mask: its first timing of a (label, direction) sets that one's count
+    key_clock = _Clock(group, comm_device, min_iters=2) if "key" in clocks else None
     times: dict = {}
     for r in range(rounds):
         for i, (label, fns) in enumerate(zip(labels, calls)):
             if before is not None:
                 before(i)
-            for direction in config.directions:
+            for direction, clock in ((d, c) for d in config.directions for c in clocks):
+                name = label if clock == "runner" else f"{label}@key"
                 if settings.sync_first:
                     torch.cuda.synchronize()
                 time.sleep(settings.pause_ms / 1e3)
-                with PROBES.block((choice.label, label, direction, r), fns[direction],
+                with PROBES.block((choice.label, name, direction, r), fns[direction],
                                   settings.gc_off, settings.census,
                                   settings.stage_events, settings.per_call) as block:
-                    if key_clock is not None:
+                    if clock == "key":
                         block.ms = key_clock.seconds(block.clock, (label, direction)) * 1e3
                     else:
                         block.ms = time_cuda_ms(block.clock, hw.warmup, hw.repeat,
                                                 hw.warmup_ms, agree, settings.collect)
                 ms = group_max(block.ms, group, comm_device)
-                times.setdefault((choice.label, label, direction), []).append(ms)
-                write([choice.label, label, direction, r, f"{ms:.4f}"])
+                times.setdefault((choice.label, name, direction), []).append(ms)
+                write([choice.label, name, direction, r, f"{ms:.4f}"])
     return times
 
 
@@ -255,9 +258,10 @@ def parse_args(argv, description: str) -> argparse.Namespace:
                         "(cp_ab_calls_rank<r>.csv; the last hardware.repeat are the timed ones)")
     p.add_argument("--sync-first", action="store_true",
                    help="torch.cuda.synchronize() (every stream) before each timing block")
-    p.add_argument("--key-clock", action="store_true",
-                   help="time each block as MagiAttention's key times its choices (settle, "
-                        "back-to-back calls for >= 0.2 s) instead of the runner's way")
+    p.add_argument("--clock", choices=("runner", "key", "both"), default="runner",
+                   help="key: time each block as MagiAttention's key times its choices "
+                        "(settle, back-to-back calls for >= 0.2 s; rows <strategy>@key); both: "
+                        "each block both ways in turn")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m bench.cp")
     return p.parse_args(argv)
 

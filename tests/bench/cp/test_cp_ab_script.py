@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -176,12 +178,12 @@ def test_every_flag_of_the_command_line_reaches_the_timing(monkeypatch):
     monkeypatch.setattr(cp_ab, "run", lambda config, rounds, out, mask_rounds:
                         captured.update(partial=mask_rounds))  # None: no rows to summarise
     cp_ab.main(["--keep-garbage", "--gc-off", "--census", "--pause-ms", "5", "--sync-first",
-                "--stage-events", "--per-call", "--key-clock"])
+                "--stage-events", "--per-call", "--clock", "both"])
     keywords = captured["partial"].keywords
     assert keywords == dict(settings=cp_ab.BlockSettings(collect=False, gc_off=True, census=True,
                                                          pause_ms=5.0, sync_first=True,
                                                          stage_events=True, per_call=True,
-                                                         key_clock=True))
+                                                         clock="both"))
     inspect.signature(cp_ab._mask_rounds).bind(*[None] * 7, **keywords)
     inspect.signature(cp_ab.timed_rounds).bind(*[None] * 8, **keywords)
 
@@ -334,9 +336,11 @@ def test_stage_rows_from_a_gloo_launch(tmp_path):
         assert per_call == {k: int(r["calls"]) for k, r in rows.items()}  # a row a call
 
 
-def test_key_clock_times_every_block_the_keys_way(monkeypatch):
-    """--key-clock: every block timed by the key's _Clock, one label per (strategy,
-    direction), none by the runner's time_cuda_ms; its seconds come back as ms."""
+@pytest.mark.parametrize("clock", ["key", "both"])
+def test_the_keys_clock_times_blocks_the_keys_way(monkeypatch, clock):
+    """--clock key: every block timed by the key's _Clock, one label per (strategy,
+    direction), none by the runner's time_cuda_ms, rows labelled <strategy>@key; --clock both:
+    each block both ways in turn. The key clock's seconds come back as ms."""
     cp_ab = _cp_ab()
     seen = []
 
@@ -346,13 +350,21 @@ def test_key_clock_times_every_block_the_keys_way(monkeypatch):
 
         def seconds(self, fn, label):
             fn()
-            seen.append(label)
+            seen.append(("key", label))
             return 0.002
 
-    def runner_timing(*args):
-        raise AssertionError("timed the runner's way")
+    def runner_timing(fn, *args):
+        if clock == "key":
+            raise AssertionError("timed the runner's way")
+        seen.append(("runner", None))
+        return 5.0
     monkeypatch.setattr(cp_ab, "_Clock", KeyClock)
-    assert cp_ab.parse_args(["--key-clock"], "probe").key_clock
-    times = _rounds(monkeypatch, runner_timing, ["a", "b"], key_clock=True)
-    assert seen == [(s, d) for _ in range(2) for s in "ab" for d in ("fwd", "bwd")]
-    assert times == {("causal", s, d): [2.0, 2.0] for s in "ab" for d in ("fwd", "bwd")}
+    assert cp_ab.parse_args(["--clock", clock], "probe").clock == clock
+    times = _rounds(monkeypatch, runner_timing, ["a", "b"], clock=clock)
+    blocks = [[("key", (s, d))] if clock == "key" else [("runner", None), ("key", (s, d))]
+              for _ in range(2) for s in "ab" for d in ("fwd", "bwd")]
+    assert seen == [b for pair in blocks for b in pair]
+    want = {("causal", f"{s}@key", d): [2.0, 2.0] for s in "ab" for d in ("fwd", "bwd")}
+    if clock == "both":
+        want.update({("causal", s, d): [5.0, 5.0] for s in "ab" for d in ("fwd", "bwd")})
+    assert times == want
