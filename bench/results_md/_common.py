@@ -318,15 +318,12 @@ def timed_table(files: dict[str, tuple[str, ...]], cp: int, build: bool = False)
 
 def timed_summary(files: dict[str, tuple[str, ...]], cp: int) -> str:
     """Cells where magi_timed, and magi, reach the best baseline; the ones below."""
-    n = timed = magi = 0
-    below = []
-    for run, _, mask, direction, values in _timed_cells(files, cp):
-        n += 1
-        timed += _magi_over_best(values, "magi_timed") >= 1.0
-        magi += _magi_over_best(values) >= 1.0
-        if _magi_over_best(values, "magi_timed") < 1.0:
-            below.append(f"{run} {mask} {direction} "
-                         f"{_magi_over_best(values, 'magi_timed'):.3f}")
+    (timed, n), (magi, _) = ([sum(c) for c in zip(*(_cp_wins(relpaths, kernel, cp)
+                                                     for relpaths in files.values()))]
+                             for kernel in ("magi_timed", "magi"))
+    below = [f"{run} {mask} {direction} {_magi_over_best(values, 'magi_timed'):.3f}"
+             for run, _, mask, direction, values in _timed_cells(files, cp)
+             if _magi_over_best(values, "magi_timed") < 1.0]
     return (f"magi_timed >= the best baseline on {timed} of {n} cells, magi on {magi} of {n}; "
             f"magi_timed below: {', '.join(below) or 'none'}")
 

@@ -10,9 +10,10 @@ from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _ab_medians, _ab_tabl
                       _below_best, _cp2_below, _cp_cells, _cp_wins, _cut_ms, _files, _helper,
                       _magi_over_best, _profiler_rows, _pytest_counts, _row_note, _summed_counts,
                       _tf_cells, _vs_best, _with_unequal, ab_masks_table, cp2_s16_summary,
-                      timed_summary, timed_table,
-                      cp2_s16_table, unequal_s28_summary, unequal_s28_table)
+                      cp2_s16_table, timed_summary, timed_table, unequal_s28_summary,
+                      unequal_s28_table)
 from ._paths import RESULTS
+from .h200x4 import TIMED_CP4_S59
 
 
 def cp2_table() -> str:
@@ -1375,22 +1376,16 @@ def timed_s59_summary() -> str:
 def table_s59_summary() -> str:
     """issue 15's cp 2 table as it now stands: cells where magi, and magi_timed (where its run
     measured it), reach the best baseline of the same run, and the cells below."""
-    n = magi = n_timed = timed = 0
+    (magi, n), (timed, n_timed) = (
+        [sum(c) for c in zip(*(_cp_wins(relpath, kernel) for relpath in CP_S59.values()))]
+        for kernel in ("magi", "magi_timed"))
     below = []
     for run, relpath in CP_S59.items():
         for (mask, cp, direction), values in _cp_cells(relpath).items():
-            if cp != 2:
-                continue
-            n += 1
-            magi += _magi_over_best(values) >= 1.0
-            if "magi_timed" in values:
-                n_timed += 1
-                timed += _magi_over_best(values, "magi_timed") >= 1.0
-            worst = min(_magi_over_best(values, k) for k in ("magi", "magi_timed") if k in values)
-            if worst < 1.0:
-                below.append(f"{run} {mask} {direction} magi {_magi_over_best(values):.4f}"
-                             + (f" / magi_timed {_magi_over_best(values, 'magi_timed'):.4f}"
-                                if "magi_timed" in values else ""))
+            over = {k: _magi_over_best(values, k) for k in ("magi", "magi_timed") if k in values}
+            if cp == 2 and min(over.values()) < 1.0:
+                below.append(f"{run} {mask} {direction} "
+                             + " / ".join(f"{k} {r:.4f}" for k, r in over.items()))
     return (f"magi >= the best baseline on {magi} of {n} cp 2 cells, magi_timed on {timed} of "
             f"the {n_timed} its runs measured; below 1.0: {'; '.join(below)}")
 
@@ -1398,9 +1393,8 @@ def table_s59_summary() -> str:
 def build_s59() -> str:
     """The range of magi's and magi_timed's key builds (s, rank 0) over this session's runs
     at cp 2 (64k) and cp 4 (16k)."""
-    files = [f for fs in TIMED_S59.values() for f in fs]
-    files += ["h200x4/cp_s59/tri16kcp4__1.csv", "h200x4/cp_s59/fa416kcp4__1.csv"]
-    rows = _files(tuple(files))
+    rows = _files(tuple(f for runs in (TIMED_S59, TIMED_CP4_S59) for fs in runs.values()
+                        for f in fs))
     secs = {k: rows[rows.kernel == k].build_ms / 1e3 for k in ("magi", "magi_timed")}
     return (f"magi's key {secs['magi'].min():.0f}-{secs['magi'].max():.0f} s, magi_timed's "
             f"after it {secs['magi_timed'].min():.0f}-{secs['magi_timed'].max():.0f} s")
