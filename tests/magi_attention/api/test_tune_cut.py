@@ -66,6 +66,14 @@ def test_timed_rule_keeps_whole_within_noise():
     assert choose_cut({"fwd": (1.0, slower), "bwd": (1.0, faster)}) == {"bwd"}
 
 
+def test_timed_rule_takes_a_two_percent_gain():
+    """Session 60's key (FA4, full, 64k a GPU, cp 2): the cut forward 1.99% faster, kept
+    whole under the old 2% rule, and 3.8% behind the rings in the bench; a tie stays whole."""
+    seconds = {"fwd": (0.440473, 0.431689), "bwd": (1.131417, 1.131648)}
+    assert choose_cut(seconds) == {"fwd"}
+    assert choose_cut({"fwd": (1.0, 0.995), "bwd": (1.0, 1.0)}) == set()
+
+
 def test_unknown_cut_is_a_value_error():
     with pytest.raises(ValueError, match="cut must be one of"):
         OverlapConfig(cut="sideways")
