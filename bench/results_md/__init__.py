@@ -129,6 +129,10 @@ from .h200x2 import CP2_S48_SPANS, cut_causal_s48, early_ab_s48_table, early_key
 from .h200x2 import pytest_timed_s58, timed_s58_summary, timed_s58_table
 from .h200x2 import build_s59, table_s59_summary, timed_s59_summary, timed_s59_table
 from .h200x4 import timed_cp4_s59_summary, timed_cp4_s59_table
+from .h200x2 import (cut_s60_table, fa4_16k_moves_s60, fa4_64k_full_cut_gains,
+                     key_clock_s60_moves, key_clock_s60_table, table_s60_summary,
+                     timed_s60_summary, timed_s60_table)
+from .h200x4 import cut_bwd_cp4_s60, key_clock_cp4_s60
 from .h200x2 import (CP2_S49_SPANS, CP2_S51_SPANS, CP2_S52_SPANS, cp2_s50_below, cp2_s50_whole,
                      cp2_s51_below_64k, cp2_s52_below_64k, cp2_s52_table_64k, cut_ab_s49_table,
                      cut_causal_s49, dyn_ab_s49_causal, dyn_ab_s49_table, fa4_64k_full_s52,
@@ -205,6 +209,16 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.table_s59_summary": table_s59_summary,
     "h200x4.timed_cp4_s59_table": timed_cp4_s59_table,
     "h200x4.timed_cp4_s59_summary": timed_cp4_s59_summary,
+    "h200x2.key_clock_s60_table": key_clock_s60_table,
+    "h200x2.key_clock_s60_moves": key_clock_s60_moves,
+    "h200x4.key_clock_cp4_s60": key_clock_cp4_s60,
+    "h200x2.timed_s60_table": timed_s60_table,
+    "h200x2.timed_s60_summary": timed_s60_summary,
+    "h200x2.cut_s60_table": cut_s60_table,
+    "h200x4.cut_bwd_cp4_s60": cut_bwd_cp4_s60,
+    "h200x2.fa4_16k_moves_s60": fa4_16k_moves_s60,
+    "h200x2.fa4_64k_full_cut_gains": fa4_64k_full_cut_gains,
+    "h200x2.table_s60_summary": table_s60_summary,
     "h200x2.timed_s58_table": timed_s58_table,
     "h200x2.timed_s58_summary": timed_s58_summary,
     "h200x2.pytest_timed_s58": pytest_timed_s58,

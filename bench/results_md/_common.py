@@ -552,6 +552,42 @@ def _ab_medians(relpath: str) -> dict[tuple[str, str, str], float]:
     return {k: float(v) for k, v in groups.ms.median().items()}
 
 
+def key_clock_table(runs: dict[str, str]) -> str:
+    """cp_ab.py ``--clock both`` files ({run: file}): per cell, how much faster each strategy
+    ran timed the key's way (``<strategy>@key``) than the runner's, and magi against the best
+    other strategy under each clock (> 1: magi faster)."""
+    lines = []
+    for run, relpath in runs.items():
+        med = _ab_medians(relpath)
+        names = list(dict.fromkeys(s for *_, s in med if not s.endswith("@key")))
+        if not lines:
+            lines = ["| run | mask | dir | "
+                     + " | ".join(f"{s}: key clock faster by" for s in names)
+                     + " | best other / magi: runner | best other / magi: key |",
+                     "|---|---|---|" + "---|" * (len(names) + 2)]
+        for mask, d in dict.fromkeys((m, d) for m, d, _ in med):
+            gains = [1 - med[mask, d, f"{s}@key"] / med[mask, d, s] for s in names]
+            over = [min(med[mask, d, f"{s}{c}"] for s in names if s != "magi")
+                    / med[mask, d, f"magi{c}"] for c in ("", "@key")]
+            lines.append(f"| {run} | {mask} | {d} | " + " | ".join(f"{g:.1%}" for g in gains)
+                         + f" | {over[0]:.3f} | {over[1]:.3f} |")
+    return "\n".join(lines)
+
+
+def key_clock_moves(runs: dict[str, str]) -> str:
+    """The largest move, over the cells of ``runs``, of magi / the best other strategy between
+    the runner's clock and the key's."""
+    moves = []
+    for relpath in runs.values():
+        med = _ab_medians(relpath)
+        names = [s for s in dict.fromkeys(s for *_, s in med) if not s.endswith("@key")]
+        for mask, d in dict.fromkeys((m, d) for m, d, _ in med):
+            over = [min(med[mask, d, f"{s}{c}"] for s in names if s != "magi")
+                    / med[mask, d, f"magi{c}"] for c in ("", "@key")]
+            moves.append(over[1] / over[0] - 1)
+    return f"{min(moves):+.1%} to {max(moves):+.1%}"
+
+
 def ab_masks_table(relpath: str, first: str = "magi") -> str:
     """A cp_ab.py file of several masks: each strategy's median ms (the slowest rank's) and
     ``first``'s time over it (> 1: this strategy is faster than ``first``)."""

@@ -10,8 +10,8 @@ from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _ab_medians, _ab_tabl
                       _below_best, _cp2_below, _cp_cells, _cp_wins, _cut_ms, _files, _helper,
                       _magi_over_best, _profiler_rows, _pytest_counts, _row_note, _summed_counts,
                       _tf_cells, _vs_best, _with_unequal, ab_masks_table, cp2_s16_summary,
-                      cp2_s16_table, timed_summary, timed_table, unequal_s28_summary,
-                      unequal_s28_table)
+                      cp2_s16_table, cp_moves, key_clock_moves, key_clock_table, timed_summary,
+                      timed_table, unequal_s28_summary, unequal_s28_table)
 from ._paths import RESULTS
 from .h200x4 import TIMED_CP4_S59
 
@@ -1361,8 +1361,14 @@ def pytest_timed_s58() -> str:
 S59 = "h200x2/cp_s59/"
 TIMED_S59 = {"fa4, 64k/GPU": (S59 + "fa464kbcd__1.csv", S59 + "fa464kfc__1.csv"),
              "triton, 64k/GPU": (S59 + "tri64kdocs__1.csv", S59 + "tri64kfc__1.csv")}
-CP_S59 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
+CP_NOW = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
           for s in ("16k", "64k") for b in ("fa4", "triton")}
+# the table as session 59 left it (session 60 replaced FA4's 16k cp 2 rows and both kernels'
+# 64k full cp 2 rows; the files as they stood are in cp_history)
+CP_S59 = {**CP_NOW, **{f"{b}, {s}/GPU": f"h200x2/cp_history/cp_h200x2__{b}_{s}__{sha}.csv"
+                       for (b, s), sha in {("fa4", "16k"): "a0f91b663572",
+                                           ("fa4", "64k"): "a52890e069c0",
+                                           ("triton", "64k"): "a52890e069c0"}.items()}}
 
 
 def timed_s59_table() -> str:
@@ -1373,14 +1379,14 @@ def timed_s59_summary() -> str:
     return timed_summary(TIMED_S59, 2)
 
 
-def table_s59_summary() -> str:
-    """issue 15's cp 2 table as it now stands: cells where magi, and magi_timed (where its run
-    measured it), reach the best baseline of the same run, and the cells below."""
+def _table_summary(files: dict[str, str]) -> str:
+    """issue 15's cp 2 table (``files``: {run: file}): cells where magi, and magi_timed (where
+    its run measured it), reach the best baseline of the same run, and the cells below."""
     (magi, n), (timed, n_timed) = (
-        [sum(c) for c in zip(*(_cp_wins(relpath, kernel) for relpath in CP_S59.values()))]
+        [sum(c) for c in zip(*(_cp_wins(relpath, kernel) for relpath in files.values()))]
         for kernel in ("magi", "magi_timed"))
     below = []
-    for run, relpath in CP_S59.items():
+    for run, relpath in files.items():
         for (mask, cp, direction), values in _cp_cells(relpath).items():
             over = {k: _magi_over_best(values, k) for k in ("magi", "magi_timed") if k in values}
             if cp == 2 and min(over.values()) < 1.0:
@@ -1388,6 +1394,10 @@ def table_s59_summary() -> str:
                              + " / ".join(f"{k} {r:.4f}" for k, r in over.items()))
     return (f"magi >= the best baseline on {magi} of {n} cp 2 cells, magi_timed on {timed} of "
             f"the {n_timed} its runs measured; below 1.0: {'; '.join(below)}")
+
+
+def table_s59_summary() -> str:
+    return _table_summary(CP_S59)
 
 
 def build_s59() -> str:
@@ -1398,3 +1408,79 @@ def build_s59() -> str:
     secs = {k: rows[rows.kernel == k].build_ms / 1e3 for k in ("magi", "magi_timed")}
     return (f"magi's key {secs['magi'].min():.0f}-{secs['magi'].max():.0f} s, magi_timed's "
             f"after it {secs['magi_timed'].min():.0f}-{secs['magi_timed'].max():.0f} s")
+
+
+# -- session 60 (one node of 4 H200s): the bench-vs-key probe at cp 2 (cp_ab.py --clock both);
+# 64k full with magi_timed (Triton; FA4 twice: under the cut's old 2% rule, then under 1% for
+# the forward); FA4 16k again; results/h200x2/cp/'s FA4 16k cp 2 rows and both kernels' 64k
+# full cp 2 rows replaced by this session's runs
+S60 = "h200x2/cp_s60/"
+KEY_CLOCK_S60 = {"triton, 16k/GPU": S60 + "ab_key_triton__cp_ab.csv",
+                 "fa4, 16k/GPU": S60 + "ab_key_fa4__cp_ab.csv"}
+TIMED_S60 = {"triton, 64k/GPU": (S60 + "tri64kfull__1.csv",),
+             "fa4, 64k/GPU, 2% rule": (S60 + "fa464kfull_min2__1.csv",),
+             "fa4, 64k/GPU": (S60 + "fa464kfull__1.csv",),
+             "fa4, 16k/GPU": (S60 + "fa416k__1.csv",)}
+
+
+def key_clock_s60_table() -> str:
+    return key_clock_table(KEY_CLOCK_S60)
+
+
+def key_clock_s60_moves() -> str:
+    return key_clock_moves(KEY_CLOCK_S60)
+
+
+def timed_s60_table() -> str:
+    return timed_table(TIMED_S60, 2, build=True)
+
+
+def timed_s60_summary() -> str:
+    return timed_summary(TIMED_S60, 2)
+
+
+def cut_s60_table() -> str:
+    """magi's timed cut on the full runs: the key's whole / cut ms, the cut's gain, what the
+    key kept (the row's ``cut=``: the directions cut, "-" none), and magi / the best baseline."""
+    lines = ["| run | dir | key: whole / cut ms | cut faster by | directions cut | magi / best |",
+             "|---|---|---|---|---|---|"]
+    for run, (relpath,) in TIMED_S60.items():
+        for (mask, cp, d), values in _cp_cells(relpath).items():
+            if mask != "full":
+                continue
+            whole, cut = _cut_ms(relpath, mask, cp, d)
+            kept = _row_note(relpath, "magi", mask, cp, "cut", d)
+            lines.append(f"| {run} | {d} | {whole:.1f} / {cut:.1f} | {1 - cut / whole:.2%} | "
+                         f"{kept} | {_magi_over_best(values):.3f} |")
+    return "\n".join(lines)
+
+
+def fa4_64k_full_cut_gains() -> str:
+    """The cut forward's gain at key time (1 - cut / whole) in every magi key of FA4 full at
+    64k a GPU, cp 2, in results/h200x2 and h100x2 (one per run: the files under cp/ and
+    cp_history/ repeat their runs' rows), in time order, each with what the key kept."""
+    seen = {}
+    for machine in ("h200x2", "h100x2"):
+        for path in sorted((RESULTS / machine).rglob("*.csv")):
+            frame = pd.read_csv(path, comment="#")
+            if not {"kernel", "mask", "cp_size", "seqlen", "message", "run_id"} <= set(frame):
+                continue
+            rows = frame[(frame.kernel == "magi") & (frame["mask"] == "full")
+                         & (frame.cp_size == 2) & (frame.seqlen == 2 * 65536)
+                         & frame.message.astype(str).str.contains("local=fa4")
+                         & frame.message.astype(str).str.contains("cut_ms=")]
+            for _, row in rows.iterrows():
+                whole, cut = map(float, re.search(r"fwd:([\d.]+)/([\d.]+)", row.message).groups())
+                kept = "cut" if "fwd" in re.search(r"cut=([^;]*)", row.message)[1] else "whole"
+                seen[row.run_id] = (row.time, 1 - cut / whole, kept)
+    return ", ".join(f"{gain:.2%} ({kept})" for _, gain, kept in sorted(seen.values()))
+
+
+def fa4_16k_moves_s60() -> str:
+    """FA4's 16k cp 2 cells whose magi / best crossed 1.0 between session 58's run and 60's."""
+    key = "fa4, 16k/GPU"
+    return cp_moves({key: CP_NOW[key]}, {key: CP_S59[key]}, 2)
+
+
+def table_s60_summary() -> str:
+    return _table_summary(CP_NOW)

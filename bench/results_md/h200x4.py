@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 
 from bench.cp.plot import ratio_table
 
-from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _ab_table, _baselines, _cp2_below,
-                      _cp_cells, _cut_ms, _helper, _k, _kernel_tflops, _magi_over_best, _row_note,
-                      _rows, _span, _vs_best, _with_unequal, ab_masks_table, cp1_spread_s31,
-                      cp2_s16_summary, cp2_s16_table, cp_moves, cp_only_spans, timed_summary,
-                      timed_table, unequal_s28_table)
+from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _ab_medians, _ab_table, _baselines,
+                      _cp2_below, _cp_cells, _cut_ms, _helper, _k, _kernel_tflops,
+                      _magi_over_best, _row_note, _rows, _span, _vs_best, _with_unequal,
+                      ab_masks_table, cp1_spread_s31, cp2_s16_summary, cp2_s16_table, cp_moves,
+                      cp_only_spans, key_clock_table, timed_summary, timed_table,
+                      unequal_s28_table)
 from ._paths import RESULTS
 
 
@@ -339,3 +341,36 @@ def timed_cp4_s59_table() -> str:
 
 def timed_cp4_s59_summary() -> str:
     return timed_summary(TIMED_CP4_S59, 4)
+
+
+# -- session 60: FA4 full at cp 4 (16k a GPU), magi against Ulysses interleaved (cp_ab.py) in two
+# launches whose keys chose differently: the first cut the backward (timed 1.2% faster than
+# whole), the second kept it whole (and also timed both the key's way: --clock both)
+S60 = "h200x4/cp_s60/"
+CUT_BWD_CP4_S60 = {"cut backward kept": S60 + "ab_fa4_cutbwd",
+                   "whole kept": S60 + "ab_fa4_whole_key"}
+
+
+def _magi_note(log: str, mask: str, key: str) -> str:
+    """One ``key=value`` of magi's key summary line (``<mask> magi: ...``) in a cp_ab.py log."""
+    line = next(ln for ln in (RESULTS / log).read_text().splitlines()
+                if ln.startswith(f"{mask} magi: "))
+    return re.search(rf"{key}=([^;]*)", line)[1]
+
+
+def cut_bwd_cp4_s60() -> str:
+    """Per launch: the backward cut magi's key kept, its key-time whole / cut backward (ms), and
+    the interleaved runner-clock medians of magi and Ulysses (ms)."""
+    lines = ["| launch | key: bwd whole / cut ms | magi bwd ms | ulysses bwd ms | ulysses / magi |",
+             "|---|---|---|---|---|"]
+    for label, stem in CUT_BWD_CP4_S60.items():
+        med = _ab_medians(stem + "__cp_ab.csv")
+        whole, cut = _magi_note(stem + ".log", "full", "cut_ms").split("bwd:")[1].split("/")
+        magi, ulysses = med["full", "bwd", "magi"], med["full", "bwd", "ulysses"]
+        lines.append(f"| {label} | {float(whole):.1f} / {float(cut):.1f} | {magi:.1f} | "
+                     f"{ulysses:.1f} | {ulysses / magi:.3f} |")
+    return "\n".join(lines)
+
+
+def key_clock_cp4_s60() -> str:
+    return key_clock_table({"fa4, 16k/GPU, cp 4": S60 + "ab_fa4_whole_key__cp_ab.csv"})

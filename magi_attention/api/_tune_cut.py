@@ -29,14 +29,16 @@ from ._timed_choices import GroupChoices
 
 CUTS = {"none": frozenset(), "fwd": frozenset({"fwd"}), "bwd": frozenset({"bwd"}),
         "both": frozenset({"fwd", "bwd"})}
-# keep the whole kernel unless the cut is faster by more than this (timing noise). 2% was too
-# close to a real gain: FA4's cut forward on full at 64k a GPU (cp 2) beat the whole one by
-# 2.1-3.6% in the four keys of results/h200x2 and h100x2 before session 60, whose key timed it
-# 1.99% faster, kept it whole, and lost 3.8% to the rings in the bench (notes/magi_cp.md
-# "Session 60"). Whole and cut are timed in turn within one key, so a clock drift between keys
-# (up to 1.3%, RESULTS.md "Session 56") does not enter their ratio; where the two truly tie,
-# either choice costs nothing.
-MIN_GAIN = 0.01
+# keep the whole kernel unless the cut is faster by more than this, a direction (timing
+# noise). Forward 1%: 2% was too close to a real gain. FA4's cut forward on full at 64k a GPU
+# (cp 2) beat the whole one by 2.1-3.8% in five keys of results/h200x2 and h100x2, and one key
+# of session 60 timed it 1.99% faster, kept it whole, and lost 3.8% to the rings in the bench;
+# whole and cut are timed in turn inside one key, so a drift between keys (up to 1.3%,
+# RESULTS.md "Session 56") does not enter their ratio. Backward 2%: its cut's key timing did
+# not carry to the bench at cp 4 (session 60, FA4 full 16k a GPU, two launches: a cut backward
+# timed 1.2% faster ran 1.4% slower in the bench than the other launch's whole one, Ulysses
+# within 0.1% in both; notes/magi_cp.md "Session 60").
+MIN_GAIN = {"fwd": 0.01, "bwd": 0.02}
 # timed choices per process group, by signature (mask, shapes, backend): (cut, cut_seconds)
 _CHOSEN = GroupChoices()
 
@@ -106,9 +108,10 @@ def _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype, iter
 
 
 def choose_cut(seconds: dict[str, tuple[float, float]]) -> frozenset[str]:
-    """The directions whose cut time beats the whole one by more than MIN_GAIN, from
+    """The directions whose cut time beats the whole one by more than their MIN_GAIN, from
     ``{direction: (whole, cut)}``."""
-    return frozenset(d for d, (whole, cut) in seconds.items() if cut < whole * (1 - MIN_GAIN))
+    return frozenset(d for d, (whole, cut) in seconds.items()
+                     if cut < whole * (1 - MIN_GAIN[d]))
 
 
 class _Clock:
