@@ -36,6 +36,13 @@ def test_the_capped_hybrid_cp_is_a_labelled_variant_of_hybrid_cp():
                       "hybrid_cp_capped": ("hybrid_cp", {"token_capacity": 1.0})}
 
 
+def test_the_fixed_cut_arms_are_labelled_variants_of_magi():
+    config = cp_bench_config(_compose("cp=[magi,magi_whole,magi_cut_bwd]"))
+    labels = {s.label: (s.name, s.knobs.get("cut")) for s in config.strategies}
+    assert labels == {"magi": ("magi", "auto"), "magi_whole": ("magi", "none"),
+                      "magi_cut_bwd": ("magi", "bwd")}
+
+
 def test_warmup_ms_is_zero_unless_asked_and_the_cp_experiments_ask():
     assert cp_bench_config(_compose()).hardware.warmup_ms == 0.0
     assert cp_bench_config(_compose("hardware.warmup_ms=50")).hardware.warmup_ms == 50.0
