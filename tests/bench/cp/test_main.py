@@ -37,10 +37,10 @@ def test_the_capped_hybrid_cp_is_a_labelled_variant_of_hybrid_cp():
 
 
 def test_the_fixed_cut_arms_are_labelled_variants_of_magi():
-    config = cp_bench_config(_compose("cp=[magi,magi_whole,magi_cut_bwd]"))
+    config = cp_bench_config(_compose("cp=[magi,magi_whole,magi_cut_fwd,magi_cut_bwd]"))
     labels = {s.label: (s.name, s.knobs.get("cut")) for s in config.strategies}
     assert labels == {"magi": ("magi", "auto"), "magi_whole": ("magi", "none"),
-                      "magi_cut_bwd": ("magi", "bwd")}
+                      "magi_cut_fwd": ("magi", "fwd"), "magi_cut_bwd": ("magi", "bwd")}
 
 
 def test_warmup_ms_is_zero_unless_asked_and_the_cp_experiments_ask():
