@@ -944,14 +944,11 @@ CP_BEFORE_S59 = {f"{b}, {s}/GPU": f"h200x2/cp_history/cp_h200x2__{b}_{s}__{sha}.
 # -- session 44: issue 15's 64k document cells at HEAD (both kernels, the runner's rounds 3);
 # the whole table in results/h200x2/cp/ (16k at session 43's HEAD, 64k full and causal at
 # session 42's)
-CP_S44 = {**CP_S43_16K, **{f"{b}, 64k/GPU": f"h200x2/cp/cp_h200x2__{b}_64k.csv"
-                            for b in ("fa4", "triton")}}
-# Triton's 64k full and causal rows measured again in session 50, FA4's full in session 52:
-# the files as they stood here
+# (Triton's 64k full and causal rows measured again in session 50, FA4's full in session 52:
+# the 64k files as they stood here)
 TRITON_64K_S44 = "h200x2/cp_history/cp_h200x2__triton_64k__9cc6eeca992e.csv"
 FA4_64K_S44 = "h200x2/cp_history/cp_h200x2__fa4_64k__9cc6eeca992e.csv"
-CP_S44["triton, 64k/GPU"] = TRITON_64K_S44
-CP_S44["fa4, 64k/GPU"] = FA4_64K_S44
+CP_S44 = {**CP_S43_16K, "fa4, 64k/GPU": FA4_64K_S44, "triton, 64k/GPU": TRITON_64K_S44}
 CP_S44_64K = _runs_at(CP_S44, "64k")
 
 
@@ -995,13 +992,10 @@ def queue1_s45_table() -> str:
 # cp_history/*__fc4f011d46c3), magi_unequal beside magi, the runner's rounds 3; 64k stays
 # session 42's / 44's rows; early_start's third arm (magi_early_layout) in an interleaved A/B
 # (Triton's 16k rows moved to cp_history/*__252ce956e0e6 when session 49 measured them again)
-CP_S48 = {f"{b}, {s}/GPU": f"h200x2/cp/cp_h200x2__{b}_{s}.csv"
-          for s in ("16k", "64k") for b in ("fa4", "triton")}
-CP_S48["triton, 16k/GPU"] = "h200x2/cp_history/cp_h200x2__triton_16k__252ce956e0e6.csv"
-# FA4's 16k rows as they stood before session 51 measured its document cells again
-CP_S48["fa4, 16k/GPU"] = "h200x2/cp_history/cp_h200x2__fa4_16k__252ce956e0e6.csv"
-CP_S48["triton, 64k/GPU"] = TRITON_64K_S44
-CP_S48["fa4, 64k/GPU"] = FA4_64K_S44
+# (FA4's 16k rows as they stood before session 51 measured its document cells again)
+CP_S48 = {"fa4, 16k/GPU": "h200x2/cp_history/cp_h200x2__fa4_16k__252ce956e0e6.csv",
+          "triton, 16k/GPU": "h200x2/cp_history/cp_h200x2__triton_16k__252ce956e0e6.csv",
+          "fa4, 64k/GPU": FA4_64K_S44, "triton, 64k/GPU": TRITON_64K_S44}
 EARLY_AB_S48 = "h200x2/cp_s48/early_ab_triton_16k.csv"
 
 
