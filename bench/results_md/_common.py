@@ -274,7 +274,12 @@ def _row_note(relpath: str, kernel: str, mask: str, cp: int, key: str,
     frame = _files((relpath,))
     row = frame[(frame.kernel == kernel) & (frame["mask"] == mask) & (frame.cp_size == cp)
                 & (frame.direction == direction)]
-    return re.search(rf"{key}=([^;]*)", row.message.iloc[0])[1]
+    return _note(row.message.iloc[0], key)
+
+
+def _note(message: str, key: str) -> str:
+    """One ``key=value`` of a ``;``-separated note (a row's message, a log's key line)."""
+    return re.search(rf"{key}=([^;]*)", message)[1]
 
 
 def _timed_cells(files: dict[str, tuple[str, ...]], cp: int):
@@ -332,8 +337,12 @@ def _cut_ms(relpath: str, mask: str, cp: int, direction: str,
             kernel: str = "magi") -> tuple[float, float]:
     """magi's (or a magi arm's, ``kernel``) own key-time timing of ``direction`` (ms, the
     slowest rank's), whole and cut by keys, from its row's ``cut_ms=fwd:w/c,bwd:w/c`` note."""
-    note = _row_note(relpath, kernel, mask, cp, "cut_ms")
-    whole, cut = re.search(rf"{direction}:([\d.]+)/([\d.]+)", note).groups()
+    return _cut_pair(_row_note(relpath, kernel, mask, cp, "cut_ms"), direction)
+
+
+def _cut_pair(cut_ms: str, direction: str) -> tuple[float, float]:
+    """(whole, cut) ms of ``direction`` from a ``cut_ms`` note's value (``fwd:w/c,bwd:w/c``)."""
+    whole, cut = re.search(rf"{direction}:([\d.]+)/([\d.]+)", cut_ms).groups()
     return float(whole), float(cut)
 
 
@@ -552,39 +561,44 @@ def _ab_medians(relpath: str) -> dict[tuple[str, str, str], float]:
     return {k: float(v) for k, v in groups.ms.median().items()}
 
 
+def _key_clock_cells(relpath: str):
+    """(strategies, cells) of a cp_ab.py ``--clock both`` file: per (mask, direction), how much
+    faster each strategy ran timed the key's way (``<strategy>@key``) than the runner's, and
+    the best other strategy's time over magi's under each clock (> 1: magi faster)."""
+    med = _ab_medians(relpath)
+    names = list(dict.fromkeys(s for *_, s in med if not s.endswith("@key")))
+    cells = []
+    for mask, d in dict.fromkeys((m, d) for m, d, _ in med):
+        gains = [1 - med[mask, d, f"{s}@key"] / med[mask, d, s] for s in names]
+        runner, key = (min(med[mask, d, f"{s}{c}"] for s in names if s != "magi")
+                       / med[mask, d, f"magi{c}"] for c in ("", "@key"))
+        cells.append((mask, d, gains, runner, key))
+    return names, cells
+
+
 def key_clock_table(runs: dict[str, str]) -> str:
     """cp_ab.py ``--clock both`` files ({run: file}): per cell, how much faster each strategy
-    ran timed the key's way (``<strategy>@key``) than the runner's, and magi against the best
-    other strategy under each clock (> 1: magi faster)."""
+    ran timed the key's way than the runner's, and magi against the best other strategy under
+    each clock (> 1: magi faster)."""
     lines = []
     for run, relpath in runs.items():
-        med = _ab_medians(relpath)
-        names = list(dict.fromkeys(s for *_, s in med if not s.endswith("@key")))
+        names, cells = _key_clock_cells(relpath)
         if not lines:
             lines = ["| run | mask | dir | "
                      + " | ".join(f"{s}: key clock faster by" for s in names)
                      + " | best other / magi: runner | best other / magi: key |",
                      "|---|---|---|" + "---|" * (len(names) + 2)]
-        for mask, d in dict.fromkeys((m, d) for m, d, _ in med):
-            gains = [1 - med[mask, d, f"{s}@key"] / med[mask, d, s] for s in names]
-            over = [min(med[mask, d, f"{s}{c}"] for s in names if s != "magi")
-                    / med[mask, d, f"magi{c}"] for c in ("", "@key")]
+        for mask, d, gains, runner, key in cells:
             lines.append(f"| {run} | {mask} | {d} | " + " | ".join(f"{g:.1%}" for g in gains)
-                         + f" | {over[0]:.3f} | {over[1]:.3f} |")
+                         + f" | {runner:.3f} | {key:.3f} |")
     return "\n".join(lines)
 
 
 def key_clock_moves(runs: dict[str, str]) -> str:
     """The largest move, over the cells of ``runs``, of magi / the best other strategy between
     the runner's clock and the key's."""
-    moves = []
-    for relpath in runs.values():
-        med = _ab_medians(relpath)
-        names = [s for s in dict.fromkeys(s for *_, s in med) if not s.endswith("@key")]
-        for mask, d in dict.fromkeys((m, d) for m, d, _ in med):
-            over = [min(med[mask, d, f"{s}{c}"] for s in names if s != "magi")
-                    / med[mask, d, f"magi{c}"] for c in ("", "@key")]
-            moves.append(over[1] / over[0] - 1)
+    moves = [key / runner - 1 for relpath in runs.values()
+             for *_, runner, key in _key_clock_cells(relpath)[1]]
     return f"{min(moves):+.1%} to {max(moves):+.1%}"
 
 

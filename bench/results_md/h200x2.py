@@ -7,11 +7,12 @@ from collections.abc import Callable
 import pandas as pd
 
 from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _ab_medians, _ab_table, _baselines,
-                      _below_best, _cp2_below, _cp_cells, _cp_wins, _cut_ms, _files, _helper,
-                      _magi_over_best, _profiler_rows, _pytest_counts, _row_note, _summed_counts,
-                      _tf_cells, _vs_best, _with_unequal, ab_masks_table, cp2_s16_summary,
-                      cp2_s16_table, cp_moves, key_clock_moves, key_clock_table, timed_summary,
-                      timed_table, unequal_s28_summary, unequal_s28_table)
+                      _below_best, _cp2_below, _cp_cells, _cp_wins, _cut_ms, _cut_pair, _files,
+                      _helper, _magi_over_best, _note, _profiler_rows, _pytest_counts, _row_note,
+                      _summed_counts, _tf_cells, _vs_best, _with_unequal, ab_masks_table,
+                      cp2_s16_summary, cp2_s16_table, cp_moves, key_clock_moves,
+                      key_clock_table, timed_summary, timed_table, unequal_s28_summary,
+                      unequal_s28_table)
 from ._paths import RESULTS
 from .h200x4 import TIMED_CP4_S59
 
@@ -1464,8 +1465,8 @@ def fa4_64k_full_cut_gains() -> str:
                          & frame.message.astype(str).str.contains("local=fa4")
                          & frame.message.astype(str).str.contains("cut_ms=")]
             for _, row in rows.iterrows():
-                whole, cut = map(float, re.search(r"fwd:([\d.]+)/([\d.]+)", row.message).groups())
-                kept = "cut" if "fwd" in re.search(r"cut=([^;]*)", row.message)[1] else "whole"
+                whole, cut = _cut_pair(_note(row.message, "cut_ms"), "fwd")
+                kept = "cut" if "fwd" in _note(row.message, "cut") else "whole"
                 seen[row.run_id] = (row.time, 1 - cut / whole, kept)
     return ", ".join(f"{gain:.2%} ({kept})" for _, gain, kept in sorted(seen.values()))
 

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 
 from bench.cp.plot import ratio_table
 
 from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _ab_medians, _ab_table, _baselines,
-                      _cp2_below, _cp_cells, _cut_ms, _helper, _k, _kernel_tflops,
-                      _magi_over_best, _row_note, _rows, _span, _vs_best, _with_unequal,
+                      _cp2_below, _cp_cells, _cut_ms, _cut_pair, _helper, _k, _kernel_tflops,
+                      _magi_over_best, _note, _row_note, _rows, _span, _vs_best, _with_unequal,
                       ab_masks_table, cp1_spread_s31, cp2_s16_summary, cp2_s16_table, cp_moves,
                       cp_only_spans, key_clock_table, timed_summary, timed_table,
                       unequal_s28_table)
@@ -353,9 +352,8 @@ CUT_BWD_CP4_S60 = {"cut backward kept": S60 + "ab_fa4_cutbwd",
 
 def _magi_note(log: str, mask: str, key: str) -> str:
     """One ``key=value`` of magi's key summary line (``<mask> magi: ...``) in a cp_ab.py log."""
-    line = next(ln for ln in (RESULTS / log).read_text().splitlines()
-                if ln.startswith(f"{mask} magi: "))
-    return re.search(rf"{key}=([^;]*)", line)[1]
+    return _note(next(ln for ln in (RESULTS / log).read_text().splitlines()
+                      if ln.startswith(f"{mask} magi: ")), key)
 
 
 def cut_bwd_cp4_s60() -> str:
@@ -365,9 +363,9 @@ def cut_bwd_cp4_s60() -> str:
              "|---|---|---|---|---|"]
     for label, stem in CUT_BWD_CP4_S60.items():
         med = _ab_medians(stem + "__cp_ab.csv")
-        whole, cut = _magi_note(stem + ".log", "full", "cut_ms").split("bwd:")[1].split("/")
+        whole, cut = _cut_pair(_magi_note(stem + ".log", "full", "cut_ms"), "bwd")
         magi, ulysses = med["full", "bwd", "magi"], med["full", "bwd", "ulysses"]
-        lines.append(f"| {label} | {float(whole):.1f} / {float(cut):.1f} | {magi:.1f} | "
+        lines.append(f"| {label} | {whole:.1f} / {cut:.1f} | {magi:.1f} | "
                      f"{ulysses:.1f} | {ulysses / magi:.3f} |")
     return "\n".join(lines)
 
