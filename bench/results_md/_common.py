@@ -282,6 +282,14 @@ def _note(message: str, key: str) -> str:
     return re.search(rf"{key}=([^;]*)", message)[1]
 
 
+def _magi_note(log: str, mask: str, key: str) -> str | None:
+    """One ``key=value`` of magi's key summary line (``<mask> magi: ...``) in a cp_ab.py log;
+    None where the launch built no magi key for ``mask``."""
+    line = next((ln for ln in (RESULTS / log).read_text().splitlines()
+                 if ln.startswith(f"{mask} magi: ")), None)
+    return None if line is None else _note(line, key)
+
+
 def _timed_cells(files: dict[str, tuple[str, ...]], cp: int):
     """(run, files, mask, direction, the cell's TFLOPs/s by strategy) of every ``cp`` cell of
     runs that measured magi_timed (``files``: run label -> its result files)."""

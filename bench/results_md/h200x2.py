@@ -8,7 +8,7 @@ import pandas as pd
 
 from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _ab_medians, _ab_table, _baselines,
                       _below_best, _cp2_below, _cp_cells, _cp_wins, _cut_ms, _cut_pair, _files,
-                      _helper, _magi_over_best, _note, _profiler_rows, _pytest_counts, _row_note,
+                      _helper, _magi_note, _magi_over_best, _note, _profiler_rows, _pytest_counts, _row_note,
                       _summed_counts, _tf_cells, _vs_best, _with_unequal, ab_masks_table,
                       cp2_s16_summary, cp2_s16_table, cp_moves, key_clock_moves,
                       key_clock_table, timed_summary, timed_table, unequal_s28_summary,
@@ -1364,6 +1364,10 @@ CP_S59 = {**CP_NOW, **{f"{b}, {s}/GPU": f"h200x2/cp_history/cp_h200x2__{b}_{s}__
                        for (b, s), sha in {("fa4", "16k"): "a0f91b663572",
                                            ("fa4", "64k"): "a52890e069c0",
                                            ("triton", "64k"): "a52890e069c0"}.items()}}
+# the table as session 60 left it (session 61 replaced Triton's 16k causal and 64k
+# full_document cp 2 rows; the files as they stood are in cp_history)
+CP_S60 = {**CP_NOW, "triton, 16k/GPU": "h200x2/cp_history/cp_h200x2__triton_16k__6b2de9ca4445.csv",
+          "triton, 64k/GPU": "h200x2/cp_history/cp_h200x2__triton_64k__22aa09620e4c.csv"}
 
 
 def timed_s59_table() -> str:
@@ -1474,8 +1478,64 @@ def fa4_64k_full_cut_gains() -> str:
 def fa4_16k_moves_s60() -> str:
     """FA4's 16k cp 2 cells whose magi / best crossed 1.0 between session 58's run and 60's."""
     key = "fa4, 16k/GPU"
-    return cp_moves({key: CP_NOW[key]}, {key: CP_S59[key]}, 2)
+    return cp_moves({key: CP_S60[key]}, {key: CP_S59[key]}, 2)
 
 
 def table_s60_summary() -> str:
+    return _table_summary(CP_S60)
+
+
+# -- session 61 (one node of 4 H200s): the forward's 1% rule against fixed-cut arms
+# (cp_ab.py: magi_whole against magi_cut_fwd, interleaved); Triton's 16k causal and 64k
+# full_document cp 2 rows replaced by this session's runs (eight strategies a run)
+S61 = "h200x2/cp_s61/"
+# {run: (cp_ab.py stem, the official file whose key timed the cells where the launch built no
+# magi key)}
+FWD_CUT_S61 = {"triton, 16k/GPU": (S61 + "cf", CP_S60["triton, 16k/GPU"]),
+               "triton, 64k/GPU": (S61 + "cf64", CP_S60["triton, 64k/GPU"]),
+               "triton, 16k/GPU, in the band": (S61 + "bandtri", CP_NOW["triton, 16k/GPU"]),
+               "fa4, 16k/GPU, in the band": (S61 + "bandfa4", CP_NOW["fa4, 16k/GPU"])}
+TIMED_S61 = {"triton, 16k/GPU": (S61 + "tri16kc__1.csv",),
+             "triton, 64k/GPU": (S61 + "tri64kfd__1.csv",)}
+
+
+def fwd_cut_s61_table() -> str:
+    """Per cell: the cut forward's gain at key time (this launch's magi key where it built one,
+    else the official row's key), what the 1% rule keeps, and the fixed arms' interleaved
+    forwards (medians, ms) with the cut's gain in the bench."""
+    lines = ["| run | mask | key: cut forward faster by (whose key) | 1% rule keeps | "
+             "magi_whole fwd ms | magi_cut_fwd fwd ms | cut faster by in the bench |",
+             "|---|---|---|---|---|---|---|"]
+    for run, (stem, official) in FWD_CUT_S61.items():
+        med = _ab_medians(stem + "__cp_ab.csv")
+        for mask in dict.fromkeys(m for m, _, _ in med):
+            note = _magi_note(stem + ".log", mask, "cut_ms")
+            whole, cut = (_cut_pair(note, "fwd") if note is not None
+                          else _cut_ms(official, mask, 2, "fwd"))
+            gain = 1 - cut / whole
+            ms = med[mask, "fwd", "magi_whole"], med[mask, "fwd", "magi_cut_fwd"]
+            lines.append(f"| {run} | {mask} | {gain:.1%} ({'launch' if note else 'table'}) | "
+                         f"{'cut' if gain > 0.01 else 'whole'} | {ms[0]:.2f} | {ms[1]:.2f} | "
+                         f"{1 - ms[1] / ms[0]:.1%} |")
+    return "\n".join(lines)
+
+
+def timed_s61_table() -> str:
+    return timed_table(TIMED_S61, 2, build=True)
+
+
+def triton_moves_s61() -> str:
+    """magi / the best baseline on the cp 2 cells this session's runs replaced: the table as
+    session 60 left it -> now."""
+    moves = []
+    for key, (relpath,) in TIMED_S61.items():
+        before, now = _cp_cells(CP_S60[key]), _cp_cells(CP_NOW[key])
+        for cell in _cp_cells(relpath):
+            moves.append(f"{key.split('/')[0]} {cell[0]} {cell[2]} "
+                         f"{_magi_over_best(before[cell]):.3f} -> "
+                         f"{_magi_over_best(now[cell]):.3f}")
+    return ", ".join(moves)
+
+
+def table_s61_summary() -> str:
     return _table_summary(CP_NOW)

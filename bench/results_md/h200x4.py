@@ -8,7 +8,8 @@ from bench.cp.plot import ratio_table
 
 from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _ab_medians, _ab_table, _baselines,
                       _cp2_below, _cp_cells, _cut_ms, _cut_pair, _helper, _k, _kernel_tflops,
-                      _magi_over_best, _note, _row_note, _rows, _span, _vs_best, _with_unequal,
+                      _magi_note, _magi_over_best, _note, _row_note, _rows, _span, _vs_best,
+                      _with_unequal,
                       ab_masks_table, cp1_spread_s31, cp2_s16_summary, cp2_s16_table, cp_moves,
                       cp_only_spans, key_clock_table, timed_summary, timed_table,
                       unequal_s28_table)
@@ -350,12 +351,6 @@ CUT_BWD_CP4_S60 = {"cut backward kept": S60 + "ab_fa4_cutbwd",
                    "whole kept": S60 + "ab_fa4_whole_key"}
 
 
-def _magi_note(log: str, mask: str, key: str) -> str:
-    """One ``key=value`` of magi's key summary line (``<mask> magi: ...``) in a cp_ab.py log."""
-    return _note(next(ln for ln in (RESULTS / log).read_text().splitlines()
-                      if ln.startswith(f"{mask} magi: ")), key)
-
-
 def cut_bwd_cp4_s60() -> str:
     """Per launch: the backward cut magi's key kept, its key-time whole / cut backward (ms), and
     the interleaved runner-clock medians of magi and Ulysses (ms)."""
@@ -372,3 +367,48 @@ def cut_bwd_cp4_s60() -> str:
 
 def key_clock_cp4_s60() -> str:
     return key_clock_table({"fa4, 16k/GPU, cp 4": S60 + "ab_fa4_whole_key__cp_ab.csv"})
+
+
+# -- session 61: the cut backward at cp 4 under both clocks (cp_ab.py --clock both: magi,
+# magi_whole, magi_cut_bwd and Ulysses interleaved, each block timed the runner's way and the
+# key's way in turn), Triton and FA4, 16k a GPU
+S61 = "h200x4/cp_s61/"
+CUT_BWD_CP4_S61 = {"triton, 16k/GPU, cp 4": S61 + "cbtri", "fa4, 16k/GPU, cp 4": S61 + "cbfa4"}
+
+
+def cut_bwd_cp4_s61() -> str:
+    """Per run and mask: magi's key-time whole / cut backward and what it kept; the cut
+    backward's gain over the whole one under the runner's clock and the key's (interleaved
+    medians); Ulysses over magi under each clock (> 1: magi faster)."""
+    lines = ["| run | mask | magi's key: bwd whole / cut ms | directions cut | "
+             "cut faster by: runner | cut faster by: key clock | ulysses / magi: runner | "
+             "ulysses / magi: key clock |",
+             "|---|---|---|---|---|---|---|---|"]
+    for run, stem in CUT_BWD_CP4_S61.items():
+        med = _ab_medians(stem + "__cp_ab.csv")
+        for mask in dict.fromkeys(m for m, _, _ in med):
+            whole, cut = _cut_pair(_magi_note(stem + ".log", mask, "cut_ms"), "bwd")
+            kept = _magi_note(stem + ".log", mask, "cut")
+            gains = [1 - med[mask, "bwd", f"magi_cut_bwd{c}"] / med[mask, "bwd", f"magi_whole{c}"]
+                     for c in ("", "@key")]
+            over = [med[mask, "bwd", f"ulysses{c}"] / med[mask, "bwd", f"magi{c}"]
+                    for c in ("", "@key")]
+            lines.append(f"| {run} | {mask} | {whole:.1f} / {cut:.1f} | {kept} | {gains[0]:.1%} | "
+                         f"{gains[1]:.1%} | {over[0]:.3f} | {over[1]:.3f} |")
+    return "\n".join(lines)
+
+
+def fwd_cut_cp4_s61() -> str:
+    """The forward at cp 4 in the same launches: magi's key-time cut gain, what it kept, and
+    magi_whole over magi in the bench (> 1: magi's choice faster), Ulysses over magi."""
+    parts = []
+    for run, stem in CUT_BWD_CP4_S61.items():
+        med = _ab_medians(stem + "__cp_ab.csv")
+        for mask in dict.fromkeys(m for m, _, _ in med):
+            whole, cut = _cut_pair(_magi_note(stem + ".log", mask, "cut_ms"), "fwd")
+            kept = "cut" if "fwd" in _magi_note(stem + ".log", mask, "cut") else "whole"
+            whole_over, ulysses_over = (med[mask, "fwd", s] / med[mask, "fwd", "magi"]
+                                        for s in ("magi_whole", "ulysses"))
+            parts.append(f"{run.split(',')[0]} {mask}: key {1 - cut / whole:.1%} ({kept}), "
+                         f"magi_whole / magi {whole_over:.3f}, ulysses / magi {ulysses_over:.3f}")
+    return "; ".join(parts)
