@@ -134,8 +134,8 @@ from .h200x2 import (cut_s60_table, fa4_16k_moves_s60, fa4_64k_full_cut_gains,
                      timed_s60_summary, timed_s60_table)
 from .h200x4 import cut_bwd_cp4_s60, key_clock_cp4_s60
 from .h200x2 import (fwd_cut_s61_table, table_s61_summary, timed_s61_table,
-                     triton_moves_s61)
-from .h200x4 import cut_bwd_cp4_s61, fwd_cut_cp4_s61
+                     triton_moves_s61, whole_cut_clocks_s61)
+from .h200x4 import cut_bwd_cp4_s61, fwd_cut_cp4_s61, pytest_s61
 from .h200x2 import (CP2_S49_SPANS, CP2_S51_SPANS, CP2_S52_SPANS, cp2_s50_below, cp2_s50_whole,
                      cp2_s51_below_64k, cp2_s52_below_64k, cp2_s52_table_64k, cut_ab_s49_table,
                      cut_causal_s49, dyn_ab_s49_causal, dyn_ab_s49_table, fa4_64k_full_s52,
@@ -218,6 +218,8 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200x2.timed_s61_table": timed_s61_table,
     "h200x2.triton_moves_s61": triton_moves_s61,
     "h200x2.table_s61_summary": table_s61_summary,
+    "h200x2.whole_cut_clocks_s61": whole_cut_clocks_s61,
+    "h200x4.pytest_s61": pytest_s61,
     "h200x2.key_clock_s60_table": key_clock_s60_table,
     "h200x2.key_clock_s60_moves": key_clock_s60_moves,
     "h200x4.key_clock_cp4_s60": key_clock_cp4_s60,

@@ -60,7 +60,9 @@ def _k(seqlen: int) -> str:
 
 
 # -- test logs ----------------------------------------------------------------------------------
-_PYTEST_SUMMARY = re.compile(r"^(?P<counts>(?:\d+ failed, )?\d+ passed.*?) in [\d.]+s", re.MULTILINE)
+# (``-v`` runs frame the line in "=" signs)
+_PYTEST_SUMMARY = re.compile(r"^(?:=+ )?(?P<counts>(?:\d+ failed, )?\d+ passed.*?) in [\d.]+s",
+                             re.MULTILINE)
 
 
 def _pytest_counts(relpath: str) -> str:

@@ -1539,3 +1539,17 @@ def triton_moves_s61() -> str:
 
 def table_s61_summary() -> str:
     return _table_summary(CP_NOW)
+
+
+def whole_cut_clocks_s61() -> str:
+    """Triton 64k full_document's forward, magi_whole and magi_cut_fwd, under the runner's clock
+    and the key's (interleaved, ``--clock both``): each arm's ms both ways and how much faster
+    the cut runs under each."""
+    med = _ab_medians(S61 + "kc64__cp_ab.csv")
+    ms = {(arm, c): med["full_document", "fwd", f"{arm}{c}"]
+          for arm in ("magi_whole", "magi_cut_fwd") for c in ("", "@key")}
+    gains = [1 - ms["magi_cut_fwd", c] / ms["magi_whole", c] for c in ("", "@key")]
+    return (f"whole {ms['magi_whole', '']:.1f} ms under the runner's clock against "
+            f"{ms['magi_whole', '@key']:.1f} under the key's, cut {ms['magi_cut_fwd', '']:.1f} "
+            f"against {ms['magi_cut_fwd', '@key']:.1f}: the cut faster by {gains[0]:.1%} under "
+            f"the runner's clock, {gains[1]:.1%} under the key's")

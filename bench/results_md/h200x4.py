@@ -8,8 +8,8 @@ from bench.cp.plot import ratio_table
 
 from ._common import (DOC_MASKS, K16, K64, KERNEL_MASKS, _ab_medians, _ab_table, _baselines,
                       _cp2_below, _cp_cells, _cut_ms, _cut_pair, _helper, _k, _kernel_tflops,
-                      _magi_note, _magi_over_best, _note, _row_note, _rows, _span, _vs_best,
-                      _with_unequal,
+                      _magi_note, _magi_over_best, _note, _pytest_counts, _row_note, _rows,
+                      _span, _vs_best, _with_unequal,
                       ab_masks_table, cp1_spread_s31, cp2_s16_summary, cp2_s16_table, cp_moves,
                       cp_only_spans, key_clock_table, timed_summary, timed_table,
                       unequal_s28_table)
@@ -412,3 +412,12 @@ def fwd_cut_cp4_s61() -> str:
             parts.append(f"{run.split(',')[0]} {mask}: key {1 - cut / whole:.1%} ({kept}), "
                          f"magi_whole / magi {whole_over:.3f}, ulysses / magi {ulysses_over:.3f}")
     return "; ".join(parts)
+
+
+def pytest_s61() -> str:
+    """The NCCL exactness / no-sync tests (every overlap mode, two GPUs a backend) and the
+    plan's GPU tests at the session's HEAD."""
+    logs = {"NCCL, Triton": "pytest_nccl_triton", "NCCL, FA4": "pytest_nccl_fa4",
+            "plan / no-sync, one GPU": "pytest_plan_gpu"}
+    return "; ".join(f"{label}: {_pytest_counts(f'h200x4/tests/{stem}_1226427e1586.log')}"
+                     for label, stem in logs.items())
