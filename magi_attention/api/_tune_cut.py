@@ -34,10 +34,12 @@ CUTS = {"none": frozenset(), "fwd": frozenset({"fwd"}), "bwd": frozenset({"bwd"}
 # (cp 2) beat the whole one by 2.1-3.8% in five keys of results/h200x2 and h100x2, and one key
 # of session 60 timed it 1.99% faster, kept it whole, and lost 3.8% to the rings in the bench;
 # whole and cut are timed in turn inside one key, so a drift between keys (up to 1.3%,
-# RESULTS.md "Session 56") does not enter their ratio. Backward 2%: its cut's key timing did
-# not carry to the bench at cp 4 (session 60, FA4 full 16k a GPU, two launches: a cut backward
-# timed 1.2% faster ran 1.4% slower in the bench than the other launch's whole one, Ulysses
-# within 0.1% in both; notes/magi_cp.md "Session 60").
+# RESULTS.md "Session 56") does not enter their ratio. Session 61 checked 1% against arms that
+# fix the cut: above it the cut forward gained 2.7-7.5% in the bench, on six cells below it at
+# most 0.5% (and lost up to 8.5%). Backward 2%: at cp 4 two launches' keys chose differently
+# and the cut backward ran 1.4% slower than the other launch's whole one (session 60); session
+# 61 found the two clocks agreeing on its sign and identical keys 1.3% apart between arms of
+# one launch, so less than 2% is launch noise for the backward (notes/magi_cp.md).
 MIN_GAIN = {"fwd": 0.01, "bwd": 0.02}
 # timed choices per process group, by signature (mask, shapes, backend): (cut, cut_seconds)
 _CHOSEN = GroupChoices()
