@@ -8,8 +8,8 @@ import pandas as pd
 
 from ._common import (CP_MASKS, CP_S16, CP_S31, DOC_MASKS, _ab_medians, _ab_table, _baselines,
                       _below_best, _cp2_below, _cp_cells, _cp_wins, _cut_ms, _cut_pair, _files,
-                      _helper, _magi_note, _magi_over_best, _note, _profiler_rows, _pytest_counts, _row_note,
-                      _summed_counts, _tf_cells, _vs_best, _with_unequal, ab_masks_table,
+                      _helper, _magi_note, _magi_over_best, _note, _profiler_rows, _pytest_counts,
+                      _row_note, _summed_counts, _tf_cells, _vs_best, _with_unequal, ab_masks_table,
                       cp2_s16_summary, cp2_s16_table, cp_moves, key_clock_moves,
                       key_clock_table, timed_summary, timed_table, unequal_s28_summary,
                       unequal_s28_table)
@@ -1500,22 +1500,26 @@ TIMED_S61 = {"triton, 16k/GPU": (S61 + "tri16kc__1.csv",),
 
 
 def fwd_cut_s61_table() -> str:
-    """Per cell: the cut forward's gain at key time (this launch's magi key where it built one,
-    else the official row's key), what the 1% rule keeps, and the fixed arms' interleaved
-    forwards (medians, ms) with the cut's gain in the bench."""
-    lines = ["| run | mask | key: cut forward faster by (whose key) | 1% rule keeps | "
+    """Per cell: the cut forward's gain at key time and what that key kept (this launch's magi
+    key where it built one, else the official row's), and the fixed arms' interleaved forwards
+    (medians, ms) with the cut's gain in the bench."""
+    lines = ["| run | mask | key: cut forward faster by (whose key) | key kept | "
              "magi_whole fwd ms | magi_cut_fwd fwd ms | cut faster by in the bench |",
              "|---|---|---|---|---|---|---|"]
     for run, (stem, official) in FWD_CUT_S61.items():
         med = _ab_medians(stem + "__cp_ab.csv")
         for mask in dict.fromkeys(m for m, _, _ in med):
             note = _magi_note(stem + ".log", mask, "cut_ms")
-            whole, cut = (_cut_pair(note, "fwd") if note is not None
-                          else _cut_ms(official, mask, 2, "fwd"))
-            gain = 1 - cut / whole
+            if note is not None:
+                (whole, cut), cuts = (_cut_pair(note, "fwd"),
+                                      _magi_note(stem + ".log", mask, "cut"))
+            else:
+                (whole, cut), cuts = (_cut_ms(official, mask, 2, "fwd"),
+                                      _row_note(official, "magi", mask, 2, "cut"))
             ms = med[mask, "fwd", "magi_whole"], med[mask, "fwd", "magi_cut_fwd"]
-            lines.append(f"| {run} | {mask} | {gain:.1%} ({'launch' if note else 'table'}) | "
-                         f"{'cut' if gain > 0.01 else 'whole'} | {ms[0]:.2f} | {ms[1]:.2f} | "
+            lines.append(f"| {run} | {mask} | {1 - cut / whole:.1%} "
+                         f"({'launch' if note else 'table'}) | "
+                         f"{'cut' if 'fwd' in cuts else 'whole'} | {ms[0]:.2f} | {ms[1]:.2f} | "
                          f"{1 - ms[1] / ms[0]:.1%} |")
     return "\n".join(lines)
 
