@@ -1,0 +1,114 @@
+"""FFA's Gluon forward against FA4's SM90 forward on the same dense inputs (issue 14's aim:
+0.95x FA4 on full and causal), for timing and for ncu.
+
+    python scripts/dev/fwd_fa4_probe.py --out rows.csv            # both kernels, interleaved
+    ncu --kernel-name regex:_fwd_kernel --launch-skip 1 --launch-count 1 --set full \
+        python scripts/dev/fwd_fa4_probe.py --one ffa --mask full  # a warm-up, then the profiled call
+    ... --one fa4 (ncu's --kernel-name regex:Forward)
+
+GQA 64:8, head_dim 128, bf16. The Gluon kernel is launched directly on the mask's plan (what
+kernels.triton.fwd runs on these masks); FA4 through flash_attn_func (causal flag).
+``--variant NAME=VALUE`` sets a gluon_forward module constant first (an A/B without edits).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from bench.masks import build_mask  # noqa: E402
+from bench.metrics import attn_flops  # noqa: E402
+from magi_attention.kernels.block_sparse import plan_block_sparse  # noqa: E402
+from magi_attention.kernels.triton import gluon_forward as gf  # noqa: E402
+
+HQ, HK, D = 64, 8, 128
+
+
+def inputs(seqlen: int):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    mk = lambda h: torch.randn(seqlen, h, D, device="cuda", generator=g).to(torch.bfloat16)  # noqa: E731
+    return mk(HQ), mk(HK), mk(HK)
+
+
+def runners(mask_name: str, seqlen: int):
+    """name -> a zero-argument call of each kernel on the same q, k, v."""
+    mask = build_mask(mask_name, seqlen)
+    plan = plan_block_sparse(list(mask.slices), seqlen, seqlen, gf.BLOCK_M, gf.BLOCK_N,
+                             device="cuda")
+    q, k, v = inputs(seqlen)
+    scale = D ** -0.5
+    calls = {"ffa": lambda: gf.launch_fwd(q, k, v, plan, scale)}
+    try:
+        from flash_attn.cute.interface import flash_attn_func
+    except ImportError as e:  # FA4 not staged: the Gluon kernel alone
+        print(f"fa4: {e}", file=sys.stderr)
+        return calls, mask
+    causal = mask_name == "causal"
+    calls["fa4"] = lambda: flash_attn_func(q[None], k[None], v[None], softmax_scale=scale,
+                                           causal=causal)
+    return calls, mask
+
+
+def ms(fn, reps: int = 20) -> float:
+    """Median of ``reps`` timed calls after a warm-up (CUDA events, one call each)."""
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return sorted(times)[len(times) // 2]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--seqlens", type=int, nargs="+", default=[16384])
+    p.add_argument("--masks", nargs="+", default=["full", "causal"])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--out", default=None)
+    p.add_argument("--one", choices=["ffa", "fa4"], default=None,
+                   help="two calls of one kernel (for ncu), on --masks[0] at --seqlens[0]")
+    p.add_argument("--variant", action="append", default=[],
+                   help="NAME=INT: a gluon_forward module constant set before any launch")
+    p.add_argument("--label", default="")
+    args = p.parse_args()
+    for item in args.variant:
+        name, value = item.split("=")
+        setattr(gf, name, int(value))
+    if args.one:
+        fn = runners(args.masks[0], args.seqlens[0])[0][args.one]
+        fn(), fn()
+        torch.cuda.synchronize()
+        return
+    rows = []
+    for s in args.seqlens:
+        for m in args.masks:
+            calls, mask = runners(m, s)
+            flops = attn_flops(mask.area, HQ, D, direction="fwd")
+            for r in range(args.rounds):
+                for name, fn in calls.items():
+                    t = ms(fn)
+                    row = {"label": args.label, "kernel": name, "mask": m, "seqlen": s,
+                           "round": r, "ms": round(t, 4), "tflops": round(flops / t / 1e9, 1)}
+                    rows.append(row)
+                    print(row, flush=True)
+                    if args.out:
+                        new = not os.path.exists(args.out)
+                        with open(args.out, "a", newline="") as f:
+                            w = csv.DictWriter(f, fieldnames=list(row))
+                            if new:
+                                w.writeheader()
+                            w.writerow(row)
+
+
+if __name__ == "__main__":
+    main()
