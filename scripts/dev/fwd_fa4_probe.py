@@ -25,6 +25,7 @@ from bench.masks import build_mask  # noqa: E402
 from bench.metrics import attn_flops  # noqa: E402
 from magi_attention.kernels.block_sparse import plan_block_sparse  # noqa: E402
 from magi_attention.kernels.triton import gluon_forward as gf  # noqa: E402
+from triton.experimental.gluon import language as gl  # noqa: E402
 
 HQ, HK, D = 64, 8, 128
 
@@ -83,7 +84,9 @@ def main() -> None:
     args = p.parse_args()
     for item in args.variant:
         name, value = item.split("=")
-        setattr(gf, name, int(value))
+        old = getattr(gf, name)
+        value = int(value)
+        setattr(gf, name, gl.constexpr(value) if isinstance(old, gl.constexpr) else value)
     if args.one:
         fn = runners(args.masks[0], args.seqlens[0])[0][args.one]
         fn(), fn()

@@ -48,6 +48,11 @@ PERSISTENT = True
 # The persistent grid's items fetched from a counter rather than strided by program: not yet
 # measured against the stride, so off but where a forward waits for arriving keys (Arrival)
 DYNAMIC = False
+# The softmax of S_j run under P_{j-1} V_{j-1} (FA3's intra-warpgroup overlap): the wait for the
+# PV made to depend on the softmax (_wait_after), else ptxas hoists it above the softmax and the
+# two run one after the other (session 62, ncu: H200, full 16k, 74.5% of the SMs' peak against
+# FA4's 85.9%). False: the plain wait, the A/B's other arm.
+SOFTMAX_UNDER_PV = gl.constexpr(True)
 CONSUMER_REGS, PRODUCER_REGS = 240, 24
 MAXNREG = 168  # 12 warps x 32 x 168 <= 64K registers; setmaxnreg redistributes by partition
 HEAD_DIMS = (64, 128)
@@ -114,6 +119,19 @@ def _softmax(s, m_i, l_i, qk_scale, row_o: gl.constexpr):
     alpha = gl.exp2(m_i - m_use)
     l_i = l_i * alpha + gl.sum(p, axis=1)
     return p, m_new, l_i, gl.convert_layout(alpha, row_o)
+
+
+@gluon.jit
+def _wait_after(x):
+    """x (this thread's two row values) unchanged, after a wait for every wgmma group of this
+    warpgroup that ptxas cannot move above x's computation: predicated on x (never the one NaN
+    bit pattern tested, so always taken), it depends on x. Without it ptxas hoists the plain
+    wait (warpgroup_mma_wait(0), still issued after this, then free) to the top of the softmax,
+    which then runs after P_{j-1} V_{j-1} instead of under it."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $2, 2147483647; @p wgmma.wait_group.sync.aligned 0; "
+        "mov.b32 $0, $2; mov.b32 $1, $3; }",
+        "=r,=r,r,r", [x], dtype=gl.float32, is_pure=False, pack=2)
 
 
 @gluon.jit
@@ -325,6 +343,8 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
         s = _masked(s, start + j, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s,
                     BLOCK_N, ROW_INTERVALS)
         p_new, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
+        if SOFTMAX_UNDER_PV:
+            l_i = _wait_after(l_i)
         acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
         mbarrier.arrive(kv_empty.index(prev), count=1)  # tile j-1's K and V are read
         acc = acc * gl.expand_dims(alpha, 1)
