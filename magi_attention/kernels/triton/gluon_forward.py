@@ -53,6 +53,16 @@ DYNAMIC = False
 # two run one after the other (session 62, ncu: H200, full 16k, 74.5% of the SMs' peak against
 # FA4's 85.9%). False: the plain wait, the A/B's other arm.
 SOFTMAX_UNDER_PV = gl.constexpr(True)
+# The consumers' turns on named barriers (bar.sync / bar.arrive of 256 threads, as FA3 and FA4 hand
+# them over) instead of mbarriers (a warpgroup barrier, one thread's arrive, the other's try-wait
+# loop). Ids TURN_BARRIER and TURN_BARRIER + 1: Gluon's own barriers take the lowest ids.
+NAMED_TURNS = gl.constexpr(True)
+TURN_BARRIER = 8
+# consumer c's turn: barrier TURN_BARRIER + c
+_TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
+_TURN_SYNC_1 = gl.constexpr(f"bar.sync {TURN_BARRIER + 1}, 256;")
+_TURN_ARRIVE_0 = gl.constexpr(f"bar.arrive {TURN_BARRIER}, 256;")
+_TURN_ARRIVE_1 = gl.constexpr(f"bar.arrive {TURN_BARRIER + 1}, 256;")
 CONSUMER_REGS, PRODUCER_REGS = 240, 24
 MAXNREG = 168  # 12 warps x 32 x 168 <= 64K registers; setmaxnreg redistributes by partition
 HEAD_DIMS = (64, 128)
@@ -152,12 +162,41 @@ def _masked(s, t, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s: gl.cons
 
 
 @gluon.jit
-def _turn_wait(turn, c: gl.constexpr, k):
-    """Wait for consumer c's k-th turn; consumer 0 starts (a fresh barrier's phase 1 passes)."""
-    if c == 0:
+def _named_barrier(x, ASM: gl.constexpr):
+    """x (this thread's two row values) unchanged, after one named-barrier instruction."""
+    return gl.inline_asm_elementwise("{ " + ASM + " mov.b32 $0, $2; mov.b32 $1, $3; }",
+                                     "=r,=r,r,r", [x], dtype=gl.int32, is_pure=False, pack=2)
+
+
+@gluon.jit
+def _turn_take(turn, c: gl.constexpr, k, x):
+    """Wait for consumer c's k-th turn (returns x); consumer 0 starts. NAMED_TURNS: on named
+    barrier TURN_BARRIER + c, which the other consumer's 128 threads arrive at (bar.arrive,
+    _turn_give) and this consumer's sync at (bar.sync, 256 threads in all); else on mbarrier
+    turn[c] (a fresh barrier's phase 1 passes)."""
+    if NAMED_TURNS:
+        if c == 0:
+            x = _named_barrier(x, _TURN_SYNC_0)
+        else:
+            x = _named_barrier(x, _TURN_SYNC_1)
+    elif c == 0:
         mbarrier.wait(turn.index(0), (k & 1) ^ 1)
     else:
         mbarrier.wait(turn.index(1), k & 1)
+    return x
+
+
+@gluon.jit
+def _turn_give(turn, c: gl.constexpr, x):
+    """Hand the tensor cores to the other consumer (returns x)."""
+    if NAMED_TURNS:
+        if c == 0:
+            x = _named_barrier(x, _TURN_ARRIVE_1)
+        else:
+            x = _named_barrier(x, _TURN_ARRIVE_0)
+    else:
+        mbarrier.arrive(turn.index(1 - c), count=1)
+    return x
 
 
 @gluon.jit
@@ -313,15 +352,14 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
     dtype: gl.constexpr = q_tile.dtype
     col_s: gl.constexpr = gl.SliceLayout(0, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, p_layout.parent)
-    other: gl.constexpr = 1 - c
     s_zero = gl.zeros([HALF_M, BLOCK_N], gl.float32, s_layout)
 
     # tile 0: S_0 in this consumer's first turn
     mbarrier.wait(k_ready.index(base % NUM_BUF), (base // NUM_BUF) & 1)
-    _turn_wait(turn, c, turns)
+    rows = _turn_take(turn, c, turns, rows)
     s = warpgroup_mma(q_tile, k_smem.index(base % NUM_BUF).permute((1, 0)), s_zero,
                       use_acc=False, is_async=True)
-    mbarrier.arrive(turn.index(other), count=1)
+    rows = _turn_give(turn, c, rows)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
     s = _masked(s, start, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s, BLOCK_N,
                 ROW_INTERVALS)
@@ -334,11 +372,11 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
         prev = (n - 1) % NUM_BUF
         mbarrier.wait(k_ready.index(slot), (n // NUM_BUF) & 1)
         mbarrier.wait(v_ready.index(prev), ((n - 1) // NUM_BUF) & 1)
-        _turn_wait(turn, c, turns + j)
+        rows = _turn_take(turn, c, turns + j, rows)
         s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
                           is_async=True)
         acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
-        mbarrier.arrive(turn.index(other), count=1)
+        rows = _turn_give(turn, c, rows)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))  # S_j done, PV_{j-1} may run
         s = _masked(s, start + j, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s,
                     BLOCK_N, ROW_INTERVALS)
@@ -353,9 +391,9 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
     n = base + n_tiles - 1
     last = n % NUM_BUF
     mbarrier.wait(v_ready.index(last), (n // NUM_BUF) & 1)
-    _turn_wait(turn, c, turns + n_tiles)
+    rows = _turn_take(turn, c, turns + n_tiles, rows)
     acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
-    mbarrier.arrive(turn.index(other), count=1)
+    rows = _turn_give(turn, c, rows)
     acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
     mbarrier.arrive(kv_empty.index(last), count=1)
     return acc, m_i, l_i
@@ -382,6 +420,8 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
     q_tile = q_smem.index(c)
     loaded = 0  # the ring's running position (as the producer counts it)
     turns = 0  # turns this consumer has taken (both take n_tiles + 1 per item with keys)
+    if NAMED_TURNS and c == 1:  # consumer 0's first turn
+        _named_barrier(gl.arange(0, HALF_M, layout=row_s), _TURN_ARRIVE_0)
     t = 0
     i = _fetched(items, t, q_bars, c, DYNAMIC)
     while i < n_items:
@@ -418,6 +458,8 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
         mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
         t += 1
         i = _fetched(items, t, q_bars, c, DYNAMIC)
+    if NAMED_TURNS and c == 0:  # consumer 1's last hand-over (its first was the one above)
+        _named_barrier(gl.arange(0, HALF_M, layout=row_s), _TURN_SYNC_0)
 
 
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
