@@ -118,6 +118,32 @@ def test_the_gluon_forward_that_waits_for_arriving_keys_compiles_for_sm90(tool):
     assert np.array_equal(order, [7, 6, 5, 4, 3, 2, 1, 0, 11, 10, 9, 8]) and n_first == 8
 
 
+def test_the_gluon_forward_runs_the_softmax_under_the_pv_mma_and_turns_on_named_barriers(tool):
+    """The SASS of kernels.triton.gluon_forward's main loop (each consumer's copy): after the
+    wait for S_j (DEPBAR 1) the softmax's 64 exp2 of each thread come before the wait for
+    P_{j-1} V_{j-1} (DEPBAR 0), so they run under that MMA; with the plain wait
+    (SOFTMAX_UNDER_PV False) ptxas moved it above the softmax and none did (session 62:
+    [0, 0] here). The
+    turns are handed over on named barriers TURN_BARRIER and TURN_BARRIER + 1 (256 threads)."""
+    import re
+    from magi_attention.common import AttnSlice
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.triton import gluon_forward as gf
+    q, k, v, _ = tool._inputs(1024, hq=8, hk=2, d=128)
+    plan = plan_block_sparse([AttnSlice.make(0, 1024, 0, 1024, 0)], 1024, 1024, gf.BLOCK_M,
+                             gf.BLOCK_N)
+    with tool.CompileRecorder() as rec:
+        gf.launch_fwd(q, k, v, plan, 128 ** -0.5)
+    sass = _sass(rec.compiled[0][1])
+    between = re.findall(r"DEPBAR\.LE gsb0, 0x1 ;(.*?)DEPBAR\.LE gsb0, 0x0 ;", sass, re.S)
+    exp2_before_pv_wait = sorted(part.count("MUFU.EX2") for part in between)
+    # both consumers' loops: P's 64 and the two rows' rescale factors
+    assert len(exp2_before_pv_wait) >= 2 and exp2_before_pv_wait[-2] >= 64, exp2_before_pv_wait
+    for bar in (gf.TURN_BARRIER, gf.TURN_BARRIER + 1):
+        assert f"BAR.SYNC.DEFER_BLOCKING {bar:#x}, 0x100 ;" in sass
+        assert f"BAR.ARV {bar:#x}, 0x100 ;" in sass
+
+
 def _sass(kernel) -> str:
     """The SASS of a compiled kernel (ptxas and nvdisasm shipped with Triton)."""
     import os
