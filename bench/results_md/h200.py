@@ -1107,3 +1107,115 @@ def red_s58() -> str:
 
 def pytest_red_s58() -> str:
     return _summed_counts(("h200/probes_s58/red_tests.log", "h200/probes_s58/red_gluon_bwd_tests.log"))
+
+
+# -- session 62: the Gluon forward against FA4's SM90 forward (ncu of both, full and causal 16k),
+# then two changes to its consumer loop: the PV wait made to depend on the softmax
+# (SOFTMAX_UNDER_PV) and the turns handed over on named barriers (NAMED_TURNS); probe rows of
+# scripts/dev/fwd_fa4_probe.py (each arm in its own process, FA4 timed in the same process)
+PROBES_S62 = "h200/probes_s62/"
+ARMS_S62 = {"call 2": PROBES_S62 + "s62_softmax_under_pv.csv",
+            "call 3": PROBES_S62 + "s62_named_turns.csv"}
+NCU_S62 = {"Gluon forward before (call 1)": PROBES_S62 + "s62_ncu_ffa_full_details.csv",
+           "SOFTMAX_UNDER_PV (call 2)": PROBES_S62 + "s62_ncu_ffa_full_under_pv.csv",
+           "SOFTMAX_UNDER_PV + NAMED_TURNS (call 3)": PROBES_S62 + "s62_ncu_ffa_full_named.csv",
+           "FA4 (call 1)": PROBES_S62 + "s62_ncu_fa4_full_details.csv"}
+KERNELS_S62 = ("h200/kernels_s62/kernel_masks_16k.csv", "h200/kernels_s62/kernel_masks_64k.csv")
+
+
+def _arm(label: str) -> str:
+    """'<sha> named=1 under_pv=0' -> 'NAMED_TURNS 1, SOFTMAX_UNDER_PV 0' (call 2 had no named)."""
+    named = re.search(r"named=(\d)", label)
+    under = re.search(r"under_pv=(\d)", label).group(1)
+    return f"NAMED_TURNS {named.group(1) if named else 0}, SOFTMAX_UNDER_PV {under}"
+
+
+def fwd_arms_s62() -> str:
+    """Per call and arm: FFA's forward TFLOPs/s (median of the rounds) and FFA / FA4 (median of
+    the per-process ratios; FA4 timed in the same process)."""
+    lines = ["| call | arm | mask | rounds | ffa TFLOPs/s | ffa / fa4 |", "|---|---|---|---|---|---|"]
+    for call, relpath in ARMS_S62.items():
+        rows = pd.read_csv(RESULTS / relpath)
+        rows["arm"] = rows.label.map(_arm)
+        rows["process"] = rows.groupby(["arm", "kernel", "mask"]).cumcount()
+        wide = rows.pivot_table(index=["arm", "mask", "process"], columns="kernel",
+                                values="tflops").reset_index()
+        wide["ratio"] = wide.ffa / wide.fa4
+        for (arm, mask), cell in wide.groupby(["arm", "mask"], sort=False):
+            lines.append(f"| {call} | {arm} | {mask} | {len(cell)} | {cell.ffa.median():.0f} | "
+                         f"{cell.ratio.median():.3f} |")
+    return "\n".join(lines)
+
+
+def _ncu_details(relpath: str) -> dict[str, float]:
+    """Metric name -> value of an ncu --csv --page details file (its ==PROF== lines skipped)."""
+    text = (RESULTS / relpath).read_text()
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("=="))
+    frame = pd.read_csv(pd.io.common.StringIO(body))
+    frame = frame.drop_duplicates("Metric Name")
+    return {r["Metric Name"]: float(str(r["Metric Value"]).replace(",", ""))
+            for _, r in frame.iterrows() if re.fullmatch(r"[\d,.]+", str(r["Metric Value"]))}
+
+
+def ncu_fwd_s62() -> str:
+    """One launch each, full 16k, ncu's locked clocks: cycles and the SMs' throughput."""
+    parts = []
+    for label, relpath in NCU_S62.items():
+        m = _ncu_details(relpath)
+        parts.append(f"{label}: {m['Elapsed Cycles'] / 1e6:.2f} M cycles, SM throughput "
+                     f"{m['Compute (SM) Throughput']:.1f}%")
+    return "; ".join(parts)
+
+
+def _loop_stalls(relpath: str) -> pd.Series:
+    """Stall reasons' shares (%) of the samples on the instructions of the main loop (those run
+    the most often with the most samples) in an ncu source page (SASS, gzip'd csv)."""
+    frame = pd.read_csv(RESULTS / relpath, skiprows=1, compression="gzip", low_memory=False)
+    samples = "Warp Stall Sampling (All Samples)"
+    for col in [c for c in frame.columns if c.startswith("stall_") or c in (samples, "Instructions Executed")]:
+        frame[col] = pd.to_numeric(frame[col].astype(str).str.replace(",", ""), errors="coerce")
+    loop_count = frame.groupby("Instructions Executed")[samples].sum().idxmax()
+    loop = frame[frame["Instructions Executed"] == loop_count]
+    stalls = loop[[c for c in frame.columns if c.startswith("stall_") and "Not Issued" not in c]].sum()
+    return stalls / stalls.sum() * 100
+
+
+def loop_stalls_s62() -> str:
+    """The main loop's barrier and wait stalls before the changes, FFA against FA4 (full 16k)."""
+    parts = []
+    for label, name in (("Gluon forward", "ffa"), ("FA4", "fa4")):
+        s = _loop_stalls(PROBES_S62 + f"s62_ncu_{name}_full_sass.csv.gz")
+        parts.append(f"{label}: barrier {s['stall_barrier']:.1f}%, wait {s['stall_wait']:.1f}%, "
+                     f"selected {s['stall_selected']:.1f}%")
+    return "; ".join(parts)
+
+
+def kernels_s62_table() -> str:
+    return triton_s21_table(KERNELS_S62)
+
+
+def kernels_s62_goals() -> str:
+    return triton_s21_goals(KERNELS_S62)
+
+
+def kernels_s62_moves() -> str:
+    """FFA's forward, session 48's run -> this one, with FA4 in each run, per cell."""
+    before, now = _files(KERNELS_S48), _files(KERNELS_S62)
+    lines = ["| mask | S | ffa fwd s48 -> s62 | change | fa4 fwd s48 -> s62 | ffa / fa4 s48 -> s62 |",
+             "|---|---|---|---|---|---|"]
+    for mask in KERNEL_MASKS:
+        for seqlen in (K16, K64):
+            f0, f1 = (_tf(x, "ffa", mask, seqlen, "fwd") for x in (before, now))
+            a0, a1 = (_tf(x, "fa4", mask, seqlen, "fwd") for x in (before, now))
+            fa4 = "X" if a0 is None else f"{a0:.0f} -> {a1:.0f}"
+            ratio = "-" if a0 is None else f"{f0 / a0:.3f} -> {f1 / a1:.3f}"
+            lines.append(f"| {mask} | {_k(seqlen)} | {f0:.0f} -> {f1:.0f} | {f1 / f0 - 1:+.1%} | "
+                         f"{fa4} | {ratio} |")
+    return "\n".join(lines)
+
+
+def pytest_s62() -> str:
+    """The Gluon forward's GPU tests after each change (one H200)."""
+    return "; ".join(f"{label}: {_pytest_counts(relpath)}" for label, relpath in (
+        ("SOFTMAX_UNDER_PV (a08a763)", "h200/tests/s62_pytest_gluon_fwd_a08a763c6cd4.log"),
+        ("+ NAMED_TURNS (c8ddfe7)", "h200/tests/s62_pytest_gluon_fwd_c8ddfe75c865.log")))

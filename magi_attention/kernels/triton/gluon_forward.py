@@ -8,14 +8,15 @@ order, heaviest q tiles first, head after head), in three partitions:
   Q once the consumers have stored the last item's O from their buffer (the first ring slots
   fill before that, during the last item's epilogue);
 - two consumer warpgroups own one half of the rows each and take turns on the tensor cores
-  (ping-pong, ordered by two mbarriers): in its turn a consumer issues S_j = Q K_j^T and
-  O += P_{j-1} V_{j-1}, hands the turn over, then runs the softmax of S_j while the other
-  consumer's MMAs run. Partial tiles are masked from the plan's per-row interval table.
+  (ping-pong, ordered by two named barriers): in its turn a consumer issues S_j = Q K_j^T and
+  O += P_{j-1} V_{j-1}, hands the turn over, then runs the softmax of S_j while its own PV and
+  the other consumer's MMAs run. Partial tiles are masked from the plan's per-row interval
+  table.
 Registers move from the producer (24) to the consumers (240) with setmaxnreg.
 
-Measured (H200, GQA 64:8, d128, bf16; RESULTS.md, session 21): 0.91-0.96x FA4 on full and
-causal at 16k and 64k, 1.40-1.55x compiled FlexAttention on the six kernel masks, 1.05-1.25x the
-Triton forward from 8k on. Used by kernels.triton.fwd on sm90 where the inputs allow
+Measured (H200, GQA 64:8, d128, bf16): 0.96x FA4 on full and 0.92x on causal at 16k and 64k,
+1.35-1.55x compiled FlexAttention on the six kernel masks (RESULTS.md, session 62); 1.05-1.25x
+the Triton forward from 8k on (session 21). Used by kernels.triton.fwd on sm90 where the inputs allow
 (unsupported_reason) and the rows are long enough (plan_suits); otherwise the Triton forward
 runs.
 """
