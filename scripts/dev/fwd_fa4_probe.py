@@ -7,7 +7,9 @@
     ... --one fa4 (ncu's --kernel-name regex:Forward)
 
 GQA 64:8, head_dim 128, bf16. The Gluon kernel is launched directly on the mask's plan (what
-kernels.triton.fwd runs on these masks); FA4 through flash_attn_func (causal flag).
+kernels.triton.fwd runs on these masks); FA4 through flash_attn_func (causal flag) on full and
+causal. Other kernel masks (--masks causal_document sliding_window_causal ...) time the Gluon
+kernel alone.
 ``--variant NAME=VALUE`` sets a gluon_forward module constant first (an A/B without edits).
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from bench.data import sample_doc_lens  # noqa: E402
 from bench.masks import build_mask  # noqa: E402
 from bench.metrics import attn_flops  # noqa: E402
 from magi_attention.kernels.block_sparse import plan_block_sparse  # noqa: E402
@@ -36,14 +39,21 @@ def inputs(seqlen: int):
     return mk(HQ), mk(HK), mk(HK)
 
 
+DENSE = ("full", "causal")
+
+
 def runners(mask_name: str, seqlen: int):
-    """name -> a zero-argument call of each kernel on the same q, k, v."""
-    mask = build_mask(mask_name, seqlen)
+    """name -> a zero-argument call of each kernel on the same q, k, v (FA4 on the dense masks
+    only; the document masks take the sweep's sampled documents, as ffa_triton_perf.py)."""
+    doc_lens = None if mask_name in DENSE else sample_doc_lens(seqlen, seed=0)
+    mask = build_mask(mask_name, seqlen, doc_lens=doc_lens)
     plan = plan_block_sparse(list(mask.slices), seqlen, seqlen, gf.BLOCK_M, gf.BLOCK_N,
                              device="cuda")
     q, k, v = inputs(seqlen)
     scale = D ** -0.5
     calls = {"ffa": lambda: gf.launch_fwd(q, k, v, plan, scale)}
+    if mask_name not in DENSE:
+        return calls, mask
     try:
         from flash_attn.cute.interface import flash_attn_func
     except ImportError as e:  # FA4 not staged: the Gluon kernel alone
