@@ -125,8 +125,8 @@ from .h200 import (counter_s57, dkv_tma_s57, head_chunks_s57_table, nostore_s57,
                    persistent_bwd_s57_summary, persistent_bwd_s57_table, pytest_s57,
                    pytest_tma_out_s57, rank_vs_ulysses_s57, tma_out_s57)
 from .h200 import pytest_red_s58, red_s58
-from .h200 import (fwd_arms_s62, kernels_s62_goals, kernels_s62_moves, kernels_s62_table,
-                   loop_stalls_s62, ncu_fwd_s62, pytest_s62)
+from .h200 import (causal_fwd_s62, fwd_arms_s62, kernels_s62_goals, kernels_s62_moves,
+                   kernels_s62_table, loop_stalls_s62, ncu_fwd_s62, pytest_s62, short_rows_s62)
 from .h200x2 import CP2_S48_SPANS, cut_causal_s48, early_ab_s48_table, early_key_s48
 from .h200x2 import pytest_timed_s58, timed_s58_summary, timed_s58_table
 from .h200x2 import build_s59, table_s59_summary, timed_s59_summary, timed_s59_table
@@ -229,6 +229,8 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.kernels_s62_goals": kernels_s62_goals,
     "h200.kernels_s62_moves": kernels_s62_moves,
     "h200.kernels_s62_table": kernels_s62_table,
+    "h200.causal_fwd_s62": causal_fwd_s62,
+    "h200.short_rows_s62": short_rows_s62,
     "h200x2.key_clock_s60_table": key_clock_s60_table,
     "h200x2.key_clock_s60_moves": key_clock_s60_moves,
     "h200x4.key_clock_cp4_s60": key_clock_cp4_s60,

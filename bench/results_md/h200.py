@@ -1133,7 +1133,8 @@ def _arm(label: str) -> str:
 def fwd_arms_s62() -> str:
     """Per call and arm: FFA's forward TFLOPs/s (median of the rounds) and FFA / FA4 (median of
     the per-process ratios; FA4 timed in the same process)."""
-    lines = ["| call | arm | mask | rounds | ffa TFLOPs/s | ffa / fa4 |", "|---|---|---|---|---|---|"]
+    lines = ["| call | arm | mask | rounds | ffa TFLOPs/s | ffa / fa4 |",
+             "|---|---|---|---|---|---|"]
     for call, relpath in ARMS_S62.items():
         rows = pd.read_csv(RESULTS / relpath)
         rows["arm"] = rows.label.map(_arm)
@@ -1172,11 +1173,13 @@ def _loop_stalls(relpath: str) -> pd.Series:
     the most often with the most samples) in an ncu source page (SASS, gzip'd csv)."""
     frame = pd.read_csv(RESULTS / relpath, skiprows=1, compression="gzip", low_memory=False)
     samples = "Warp Stall Sampling (All Samples)"
-    for col in [c for c in frame.columns if c.startswith("stall_") or c in (samples, "Instructions Executed")]:
+    counted = (samples, "Instructions Executed")
+    for col in [c for c in frame.columns if c.startswith("stall_") or c in counted]:
         frame[col] = pd.to_numeric(frame[col].astype(str).str.replace(",", ""), errors="coerce")
     loop_count = frame.groupby("Instructions Executed")[samples].sum().idxmax()
     loop = frame[frame["Instructions Executed"] == loop_count]
-    stalls = loop[[c for c in frame.columns if c.startswith("stall_") and "Not Issued" not in c]].sum()
+    reasons = [c for c in frame.columns if c.startswith("stall_") and "Not Issued" not in c]
+    stalls = loop[reasons].sum()
     return stalls / stalls.sum() * 100
 
 
@@ -1201,8 +1204,8 @@ def kernels_s62_goals() -> str:
 def kernels_s62_moves() -> str:
     """FFA's forward, session 48's run -> this one, with FA4 in each run, per cell."""
     before, now = _files(KERNELS_S48), _files(KERNELS_S62)
-    lines = ["| mask | S | ffa fwd s48 -> s62 | change | fa4 fwd s48 -> s62 | ffa / fa4 s48 -> s62 |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| mask | S | ffa fwd s48 -> s62 | change | fa4 fwd s48 -> s62 "
+             "| ffa / fa4 s48 -> s62 |", "|---|---|---|---|---|---|"]
     for mask in KERNEL_MASKS:
         for seqlen in (K16, K64):
             f0, f1 = (_tf(x, "ffa", mask, seqlen, "fwd") for x in (before, now))
@@ -1219,3 +1222,34 @@ def pytest_s62() -> str:
     return "; ".join(f"{label}: {_pytest_counts(relpath)}" for label, relpath in (
         ("SOFTMAX_UNDER_PV (a08a763)", "h200/tests/s62_pytest_gluon_fwd_a08a763c6cd4.log"),
         ("+ NAMED_TURNS (c8ddfe7)", "h200/tests/s62_pytest_gluon_fwd_c8ddfe75c865.log")))
+
+
+# earlier H200 bench runs of FFA's Gluon forward on causal_document 16k (sessions 24-48)
+CAUSAL_DOC_16K_HISTORY = ("h200/kernels/kernel_masks__gluon_bwd_16k_64k_s24.csv",
+                          "h200/kernels/kernel_masks__gluon_bwd_rowtma_16k_64k_s24.csv",
+                          "h200/kernels/kernel_masks__whole_dout_16k_64k_s31.csv",
+                          "h200/kernels_s38/kernel_masks_16k.csv",
+                          "h200/kernels_s48/kernel_masks_16k.csv")
+
+
+def short_rows_s62() -> str:
+    """The two 16k cells whose forward moved the other way, FFA's and FA4's change, and the
+    earlier runs of causal_document 16k."""
+    before, now = _files(KERNELS_S48), _files(KERNELS_S62)
+    parts = []
+    for mask in ("causal_document", "sliding_window_causal"):
+        f0, f1, a0, a1 = (_tf(x, k, mask, K16, "fwd") for k in ("ffa", "fa4")
+                          for x in (before, now))
+        parts.append(f"{mask} {f1 / f0 - 1:+.1%} (FA4 {a1 / a0 - 1:+.1%})")
+    earlier = [_tf(_files((p,)), "ffa", "causal_document", K16, "fwd")
+               for p in CAUSAL_DOC_16K_HISTORY]
+    return (" and ".join(parts) + f"; causal_document 16k in {len(earlier)} earlier H200 runs "
+            f"{min(earlier):.0f}-{max(earlier):.0f} TFLOPs/s, now "
+            f"{_tf(now, 'ffa', 'causal_document', K16, 'fwd'):.0f}")
+
+
+def causal_fwd_s62() -> str:
+    """FFA / FA4 forward on causal at 16k and 64k in this run."""
+    now = _files(KERNELS_S62)
+    ratio = lambda s: _tf(now, "ffa", "causal", s, "fwd") / _tf(now, "fa4", "causal", s, "fwd")  # noqa: E731
+    return ", ".join(f"{_k(s)} {ratio(s):.3f}" for s in (K16, K64))
