@@ -102,7 +102,6 @@ def main() -> None:
         fn(), fn()
         torch.cuda.synchronize()
         return
-    rows = []
     for s in args.seqlens:
         for m in args.masks:
             calls, mask = runners(m, s)
@@ -112,7 +111,6 @@ def main() -> None:
                     t = ms(fn)
                     row = {"label": args.label, "kernel": name, "mask": m, "seqlen": s,
                            "round": r, "ms": round(t, 4), "tflops": round(flops / t / 1e9, 1)}
-                    rows.append(row)
                     print(row, flush=True)
                     if args.out:
                         new = not os.path.exists(args.out)

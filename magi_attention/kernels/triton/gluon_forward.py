@@ -64,6 +64,8 @@ _TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
 _TURN_SYNC_1 = gl.constexpr(f"bar.sync {TURN_BARRIER + 1}, 256;")
 _TURN_ARRIVE_0 = gl.constexpr(f"bar.arrive {TURN_BARRIER}, 256;")
 _TURN_ARRIVE_1 = gl.constexpr(f"bar.arrive {TURN_BARRIER + 1}, 256;")
+_WAIT_AFTER = gl.constexpr(".reg .pred p; setp.ne.b32 p, $2, 2147483647; "
+                           "@p wgmma.wait_group.sync.aligned 0;")
 CONSUMER_REGS, PRODUCER_REGS = 240, 24
 MAXNREG = 168  # 12 warps x 32 x 168 <= 64K registers; setmaxnreg redistributes by partition
 HEAD_DIMS = (64, 128)
@@ -133,16 +135,21 @@ def _softmax(s, m_i, l_i, qk_scale, row_o: gl.constexpr):
 
 
 @gluon.jit
+def _after_asm(x, ASM: gl.constexpr):
+    """x (this thread's two row values, $2 and $3 in ASM) unchanged, after the instructions ASM:
+    volatile, and x's later uses depend on them."""
+    return gl.inline_asm_elementwise("{ " + ASM + " mov.b32 $0, $2; mov.b32 $1, $3; }",
+                                     "=r,=r,r,r", [x], dtype=x.dtype, is_pure=False, pack=2)
+
+
+@gluon.jit
 def _wait_after(x):
-    """x (this thread's two row values) unchanged, after a wait for every wgmma group of this
-    warpgroup that ptxas cannot move above x's computation: predicated on x (never the one NaN
-    bit pattern tested, so always taken), it depends on x. Without it ptxas hoists the plain
-    wait (warpgroup_mma_wait(0), still issued after this, then free) to the top of the softmax,
-    which then runs after P_{j-1} V_{j-1} instead of under it."""
-    return gl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.b32 p, $2, 2147483647; @p wgmma.wait_group.sync.aligned 0; "
-        "mov.b32 $0, $2; mov.b32 $1, $3; }",
-        "=r,=r,r,r", [x], dtype=gl.float32, is_pure=False, pack=2)
+    """x unchanged, after a wait for every wgmma group of this warpgroup that ptxas cannot move
+    above x's computation: predicated on x (never the one NaN bit pattern tested, so always
+    taken), it depends on x. Without it ptxas hoists the plain wait (warpgroup_mma_wait(0),
+    still issued after this, then free) to the top of the softmax, which then runs after
+    P_{j-1} V_{j-1} instead of under it."""
+    return _after_asm(x, _WAIT_AFTER)
 
 
 @gluon.jit
@@ -163,13 +170,6 @@ def _masked(s, t, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s: gl.cons
 
 
 @gluon.jit
-def _named_barrier(x, ASM: gl.constexpr):
-    """x (this thread's two row values) unchanged, after one named-barrier instruction."""
-    return gl.inline_asm_elementwise("{ " + ASM + " mov.b32 $0, $2; mov.b32 $1, $3; }",
-                                     "=r,=r,r,r", [x], dtype=gl.int32, is_pure=False, pack=2)
-
-
-@gluon.jit
 def _turn_take(turn, c: gl.constexpr, k, x):
     """Wait for consumer c's k-th turn (returns x); consumer 0 starts. NAMED_TURNS: on named
     barrier TURN_BARRIER + c, which the other consumer's 128 threads arrive at (bar.arrive,
@@ -177,9 +177,9 @@ def _turn_take(turn, c: gl.constexpr, k, x):
     turn[c] (a fresh barrier's phase 1 passes)."""
     if NAMED_TURNS:
         if c == 0:
-            x = _named_barrier(x, _TURN_SYNC_0)
+            x = _after_asm(x, _TURN_SYNC_0)
         else:
-            x = _named_barrier(x, _TURN_SYNC_1)
+            x = _after_asm(x, _TURN_SYNC_1)
     elif c == 0:
         mbarrier.wait(turn.index(0), (k & 1) ^ 1)
     else:
@@ -192,9 +192,9 @@ def _turn_give(turn, c: gl.constexpr, x):
     """Hand the tensor cores to the other consumer (returns x)."""
     if NAMED_TURNS:
         if c == 0:
-            x = _named_barrier(x, _TURN_ARRIVE_1)
+            x = _after_asm(x, _TURN_ARRIVE_1)
         else:
-            x = _named_barrier(x, _TURN_ARRIVE_0)
+            x = _after_asm(x, _TURN_ARRIVE_0)
     else:
         mbarrier.arrive(turn.index(1 - c), count=1)
     return x
@@ -422,7 +422,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
     loaded = 0  # the ring's running position (as the producer counts it)
     turns = 0  # turns this consumer has taken (both take n_tiles + 1 per item with keys)
     if NAMED_TURNS and c == 1:  # consumer 0's first turn
-        _named_barrier(gl.arange(0, HALF_M, layout=row_s), _TURN_ARRIVE_0)
+        _after_asm(gl.arange(0, HALF_M, layout=row_s), _TURN_ARRIVE_0)
     t = 0
     i = _fetched(items, t, q_bars, c, DYNAMIC)
     while i < n_items:
@@ -460,7 +460,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
         t += 1
         i = _fetched(items, t, q_bars, c, DYNAMIC)
     if NAMED_TURNS and c == 0:  # consumer 1's last hand-over (its first was the one above)
-        _named_barrier(gl.arange(0, HALF_M, layout=row_s), _TURN_SYNC_0)
+        _after_asm(gl.arange(0, HALF_M, layout=row_s), _TURN_SYNC_0)
 
 
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's

@@ -123,8 +123,8 @@ def test_the_gluon_forward_runs_the_softmax_under_the_pv_mma_and_turns_on_named_
     wait for S_j (DEPBAR 1) the softmax's 64 exp2 of each thread come before the wait for
     P_{j-1} V_{j-1} (DEPBAR 0), so they run under that MMA; with the plain wait
     (SOFTMAX_UNDER_PV False) ptxas moved it above the softmax and none did (session 62:
-    [0, 0] here). The
-    turns are handed over on named barriers TURN_BARRIER and TURN_BARRIER + 1 (256 threads)."""
+    [0, 0] here). The turns are handed over on named barriers TURN_BARRIER and
+    TURN_BARRIER + 1 (256 threads)."""
     import re
     from magi_attention.common import AttnSlice
     from magi_attention.kernels.block_sparse import plan_block_sparse
