@@ -10,7 +10,9 @@ GQA 64:8, head_dim 128, bf16. The Gluon kernel is launched directly on the mask'
 kernels.triton.fwd runs on these masks); FA4 through flash_attn_func (causal flag) on full and
 causal. Other kernel masks (--masks causal_document sliding_window_causal ...) time the Gluon
 kernel alone.
-``--variant NAME=VALUE`` sets a gluon_forward module constant first (an A/B without edits).
+``--variant NAME=VALUE`` sets a gluon_forward module constant first (an A/B without edits);
+``--check`` compares the Gluon kernel's out and lse with the torch reference first (an arm
+that is fast but wrong stops there).
 """
 from __future__ import annotations
 
@@ -65,6 +67,26 @@ def runners(mask_name: str, seqlen: int):
     return calls, mask
 
 
+def check(mask, seqlen: int, tol_out: float = 2e-2, tol_lse: float = 1e-2) -> None:
+    """The Gluon forward's out and lse against kernels.reference on the probe's inputs."""
+    from magi_attention.kernels import reference
+    from magi_attention.kernels.plan import FlexAttnPlan
+    q, k, v = inputs(seqlen)
+    plan = plan_block_sparse(list(mask.slices), seqlen, seqlen, gf.BLOCK_M, gf.BLOCK_N,
+                             device="cuda")
+    out, lse, _ = gf.launch_fwd(q, k, v, plan, D ** -0.5)
+    ref_out, ref_lse, _ = reference.fwd(q, k, v, FlexAttnPlan.from_slices(list(mask.slices),
+                                                                         seqlen, seqlen), D ** -0.5)
+    err_out = (out.float() - ref_out.float()).abs().max().item()
+    kept = torch.isfinite(ref_lse)
+    err_lse = (lse[kept] - ref_lse[kept]).abs().max().item()
+    same_empty = bool((torch.isfinite(lse) == kept).all())
+    print(f"check {mask.name} {seqlen}: out {err_out:.2e} lse {err_lse:.2e} empty rows agree "
+          f"{same_empty}", flush=True)
+    if not (err_out < tol_out and err_lse < tol_lse and same_empty):
+        raise SystemExit(f"check failed on {mask.name}")
+
+
 def ms(fn, reps: int = 20) -> float:
     """Median of ``reps`` timed calls after a warm-up (CUDA events, one call each)."""
     for _ in range(3):
@@ -91,6 +113,8 @@ def main() -> None:
     p.add_argument("--variant", action="append", default=[],
                    help="NAME=INT: a gluon_forward module constant set before any launch")
     p.add_argument("--label", default="")
+    p.add_argument("--check", action="store_true",
+                   help="out and lse against the torch reference before timing")
     args = p.parse_args()
     for item in args.variant:
         name, value = item.split("=")
@@ -105,6 +129,8 @@ def main() -> None:
     for s in args.seqlens:
         for m in args.masks:
             calls, mask = runners(m, s)
+            if args.check:
+                check(mask, s)
             flops = attn_flops(mask.area, HQ, D, direction="fwd")
             for r in range(args.rounds):
                 for name, fn in calls.items():

@@ -59,6 +59,14 @@ SOFTMAX_UNDER_PV = gl.constexpr(True)
 # loop). Ids TURN_BARRIER and TURN_BARRIER + 1: Gluon's own barriers take the lowest ids.
 NAMED_TURNS = gl.constexpr(True)
 TURN_BARRIER = 8
+# Each ring slot released in two halves (FA3's and FA4's separate K and V pipelines): K once
+# S_j = Q K_j^T is done, V once P_j V_j is; the producer waits for each half before its load.
+# False: one release after P_j V_j (the slot's K then held a softmax and a PV longer).
+SPLIT_RELEASE = gl.constexpr(False)
+# Q's buffer handed back to the producer once the item's last S is done (the next item's Q then
+# loads under the last PV and the epilogue), O written from registers; False: O staged through
+# Q's buffer and stored by TMA, the buffer handed back after the store has drained.
+EARLY_Q = gl.constexpr(False)
 # consumer c's turn: barrier TURN_BARRIER + c
 _TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
 _TURN_SYNC_1 = gl.constexpr(f"bar.sync {TURN_BARRIER + 1}, 256;")
@@ -273,7 +281,7 @@ def _await_arrival(arrival, late, kt, seen):
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _producer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
@@ -330,10 +338,13 @@ def _load_kv(k_desc, v_desc, q_tile_kt, t, kv_col, n, k_smem, v_smem, k_ready, v
     k_lo = kt * BLOCK_N
     if WAIT:
         seen = _await_arrival(arrival, late, kt, seen)
-    mbarrier.wait(kv_empty.index(slot), ((n // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
+    phase = ((n // NUM_BUF) & 1) ^ 1  # fresh barriers pass
+    mbarrier.wait(kv_empty.index(slot), phase)
     mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(k_desc, [k_lo, kv_col], k_ready.index(slot),
                                     k_smem.index(slot))
+    if SPLIT_RELEASE:
+        mbarrier.wait(kv_empty.index(NUM_BUF + slot), phase)
     mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(v_desc, [k_lo, kv_col], v_ready.index(slot),
                                     v_smem.index(slot))
@@ -341,7 +352,23 @@ def _load_kv(k_desc, v_desc, q_tile_kt, t, kv_col, n, k_smem, v_smem, k_ready, v
 
 
 @gluon.jit
-def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_tile_kt, row_lo,
+def _release_k(kv_empty, slot):
+    """Slot's K is read (SPLIT_RELEASE; else the whole slot is released by _release_v)."""
+    if SPLIT_RELEASE:
+        mbarrier.arrive(kv_empty.index(slot), count=1)
+
+
+@gluon.jit
+def _release_v(kv_empty, slot, NUM_BUF: gl.constexpr):
+    """Slot's V is read (SPLIT_RELEASE: its own barrier, after the ring's K barriers)."""
+    if SPLIT_RELEASE:
+        mbarrier.arrive(kv_empty.index(NUM_BUF + slot), count=1)
+    else:
+        mbarrier.arrive(kv_empty.index(slot), count=1)
+
+
+@gluon.jit
+def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_empty, q_tile_kt, row_lo,
                    row_hi, rows, seqlen_q, start, mid, n_tiles, base, turns, qk_scale, m_i, l_i,
                    acc, c: gl.constexpr, s_layout: gl.constexpr, p_layout: gl.constexpr,
                    ROW_INTERVALS: gl.constexpr):
@@ -362,6 +389,7 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
                       use_acc=False, is_async=True)
     rows = _turn_give(turn, c, rows)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+    _release_k(kv_empty, base % NUM_BUF)
     s = _masked(s, start, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s, BLOCK_N,
                 ROW_INTERVALS)
     p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
@@ -379,16 +407,19 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
         acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
         rows = _turn_give(turn, c, rows)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))  # S_j done, PV_{j-1} may run
+        _release_k(kv_empty, slot)
         s = _masked(s, start + j, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s,
                     BLOCK_N, ROW_INTERVALS)
         p_new, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
         if SOFTMAX_UNDER_PV:
             l_i = _wait_after(l_i)
         acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
-        mbarrier.arrive(kv_empty.index(prev), count=1)  # tile j-1's K and V are read
+        _release_v(kv_empty, prev, NUM_BUF)  # tile j-1's V (and K) are read
         acc = acc * gl.expand_dims(alpha, 1)
         p = gl.convert_layout(p_new.to(dtype), p_layout)
 
+    if EARLY_Q:  # every S is done: this half's Q is no longer read
+        mbarrier.arrive(q_empty.index(c), count=1)
     n = base + n_tiles - 1
     last = n % NUM_BUF
     mbarrier.wait(v_ready.index(last), (n // NUM_BUF) & 1)
@@ -396,12 +427,12 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
     acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
     rows = _turn_give(turn, c, rows)
     acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
-    mbarrier.arrive(kv_empty.index(last), count=1)
+    _release_v(kv_empty, last, NUM_BUF)
     return acc, m_i, l_i
 
 
 @gluon.jit
-def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, c: gl.constexpr):
@@ -438,7 +469,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
             mbarrier.wait(q_bars.index(c), t & 1)
         if end > start:
             acc, m_i, l_i = _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty,
-                                           turn, q_tile_kt, row_lo, row_hi, rows, seqlen_q,
+                                           turn, q_empty, q_tile_kt, row_lo, row_hi, rows, seqlen_q,
                                            start, mid, end - start, loaded, turns, qk_scale,
                                            m_i, l_i, acc, c, s_layout, p_layout, ROW_INTERVALS)
             turns += end - start + 1
@@ -447,16 +478,26 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
         has_keys = l_i > 0.0
         l_o = gl.convert_layout(gl.where(has_keys, l_i, 1.0), row_o)
         out = acc / gl.expand_dims(l_o, 1)
-        q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
-        fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)  # clipped at seqlen_q
+        if EARLY_Q:  # Q's buffer went back after the last S (or now: no keys, no loop)
+            if end == start:
+                mbarrier.arrive(q_empty.index(c), count=1)
+            rows_o = row0 + gl.arange(0, HALF_M, layout=row_o)
+            cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+            offs = rows_o.to(gl.int64) * (num_heads_q * HEAD_DIM) + q_col
+            gl.store(Out + gl.expand_dims(offs, 1) + gl.expand_dims(cols_o, 0), out.to(dtype),
+                     mask=gl.expand_dims(rows_o < seqlen_q, 1) & gl.expand_dims(cols_o >= 0, 0))
+        else:
+            q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
+            fence_async_shared()
+            tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)  # clipped at seqlen_q
         lse = gl.where(has_keys,
                        (m_i + gl.log2(gl.where(has_keys, l_i, 1.0))) * 0.6931471805599453,
                        float("-inf"))
         gl.store(Lse + rows.to(gl.int64) * num_heads_q + (q_col // HEAD_DIM), lse,
                  mask=rows < seqlen_q)
-        tma.store_wait(pendings=0)
-        mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
+        if not EARLY_Q:
+            tma.store_wait(pendings=0)
+            mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
         t += 1
         i = _fetched(items, t, q_bars, c, DYNAMIC)
     if NAMED_TURNS and c == 0:  # consumer 1's last hand-over (its first was the one above)
@@ -466,29 +507,29 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
 # half (c) is fixed by which of the two it runs
 @gluon.jit
-def _consumer0(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _consumer0(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
                nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
                q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
-    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+    _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 0)
 
 
 @gluon.jit
-def _consumer1(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _consumer1(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
                nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
                q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
-    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+    _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 1)
 
 
 @gluon.jit
-def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                 q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
                 nqt, n_first, sched, arrival, late, NUM_BUF: gl.constexpr,
                 ROW_INTERVALS: gl.constexpr, DYNAMIC: gl.constexpr, WAIT: gl.constexpr,
@@ -506,7 +547,8 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
-    kv_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
+    # SPLIT_RELEASE: K's release at slot, V's at NUM_BUF + slot; else slot alone, for both
+    kv_empty = gl.allocate_shared_memory(gl.int64, [2 * NUM_BUF, 1], mbarrier.MBarrierLayout())
     # worker partitions take no constexpr arguments: the interval count travels as the shape
     # of this (unused) buffer's type
     tag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
@@ -525,8 +567,9 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=2)  # both consumers release a tile
+        mbarrier.init(kv_empty.index(NUM_BUF + i), count=2)
     fence_async_shared()
-    args = (q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+    args = (q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
             q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items, nqt,
             n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars, q_empty,
             k_ready, v_ready, kv_empty, turn, tag, mode, items)
@@ -641,7 +684,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
                arrival is not None) if q.is_cuda else None
         _launch_fwd_kernel((programs, ), key,
             _descriptor(q, HALF_M), _descriptor(k, plan.block_n), _descriptor(v, plan.block_n),
-            _descriptor(out, HALF_M), lse, plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full,
+            _descriptor(out, HALF_M), out, lse, plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full,
             order, plan.row_lo, plan.row_hi, seqlen_q, num_heads_q,
             float(softmax_scale) * LOG2E, num_heads_q // k.shape[1], n_items, plan.num_q_tiles,
             n_first, sched, flag, late,
