@@ -87,18 +87,27 @@ def check(mask, seqlen: int, tol_out: float = 2e-2, tol_lse: float = 1e-2) -> No
         raise SystemExit(f"check failed on {mask.name}")
 
 
-def ms(fn, reps: int = 20) -> float:
-    """Median of ``reps`` timed calls after a warm-up (CUDA events, one call each)."""
+def ms(fn, reps: int = 20, span_ms: float = 5.0) -> float:
+    """Median time of one call over ``reps`` timed spans after a warm-up; a span runs enough
+    calls back to back to last ~span_ms (a short mask's ~0.1 ms call timed alone drifted by
+    10-20% between processes, session 63)."""
     for _ in range(3):
         fn()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    fn()
+    b.record()
+    b.synchronize()
+    inner = max(1, int(span_ms / max(a.elapsed_time(b), 1e-3)))
     times = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        fn()
+        for _ in range(inner):
+            fn()
         b.record()
         b.synchronize()
-        times.append(a.elapsed_time(b))
+        times.append(a.elapsed_time(b) / inner)
     return sorted(times)[len(times) // 2]
 
 

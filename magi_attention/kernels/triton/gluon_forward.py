@@ -52,21 +52,16 @@ DYNAMIC = False
 # The softmax of S_j run under P_{j-1} V_{j-1} (FA3's intra-warpgroup overlap): the wait for the
 # PV made to depend on the softmax (_wait_after), else ptxas hoists it above the softmax and the
 # two run one after the other (session 62, ncu: H200, full 16k, 74.5% of the SMs' peak against
-# FA4's 85.9%). False: the plain wait, the A/B's other arm.
-SOFTMAX_UNDER_PV = gl.constexpr(True)
+# FA4's 85.9%). It pays on long rows and costs short ones (session 63, H200, 16k, against the
+# plain wait: full +3%, causal +1%, causal_document and sliding_window_causal, ~9 key tiles per
+# q tile, -5 to -6%), so a plan takes it from this many listed key tiles per q tile on
+# (under_pv_suits); 0: always, a huge number: never (the A/B's arms).
+UNDER_PV_MIN_TILES = 32.0
 # The consumers' turns on named barriers (bar.sync / bar.arrive of 256 threads, as FA3 and FA4 hand
 # them over) instead of mbarriers (a warpgroup barrier, one thread's arrive, the other's try-wait
 # loop). Ids TURN_BARRIER and TURN_BARRIER + 1: Gluon's own barriers take the lowest ids.
 NAMED_TURNS = gl.constexpr(True)
 TURN_BARRIER = 8
-# Each ring slot released in two halves (FA3's and FA4's separate K and V pipelines): K once
-# S_j = Q K_j^T is done, V once P_j V_j is; the producer waits for each half before its load.
-# False: one release after P_j V_j (the slot's K then held a softmax and a PV longer).
-SPLIT_RELEASE = gl.constexpr(False)
-# Q's buffer handed back to the producer once the item's last S is done (the next item's Q then
-# loads under the last PV and the epilogue), O written from registers; False: O staged through
-# Q's buffer and stored by TMA, the buffer handed back after the store has drained.
-EARLY_Q = gl.constexpr(False)
 # consumer c's turn: barrier TURN_BARRIER + c
 _TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
 _TURN_SYNC_1 = gl.constexpr(f"bar.sync {TURN_BARRIER + 1}, 256;")
@@ -85,6 +80,12 @@ LOG2E = 1.4426950408889634
 # 0.95-1.00; 4.5-6.8: 1.04-1.14; from 7.9: 1.04-1.38. (One program per item on the H200, s21,
 # the cross-over was 6.1-6.8.)
 MIN_TILES_PER_Q_TILE = 4.0
+
+
+def under_pv_suits(plan: BlockSparsePlan) -> bool:
+    """Whether this plan's rows are long enough for the softmax under the PV to pay (tensor
+    sizes only: no device sync)."""
+    return plan.q_tile_kt.numel() >= UNDER_PV_MIN_TILES * max(plan.num_q_tiles, 1)
 
 
 def plan_suits(plan: BlockSparsePlan) -> bool:
@@ -281,7 +282,7 @@ def _await_arrival(arrival, late, kt, seen):
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
@@ -289,7 +290,7 @@ def _producer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     DYNAMIC: gl.constexpr = (mode.type.shape[0] - 1) % 2 == 1
-    WAIT: gl.constexpr = (mode.type.shape[0] - 1) // 2 == 1
+    WAIT: gl.constexpr = (mode.type.shape[0] - 1) // 2 % 2 == 1
     loaded = 0  # K/V tiles loaded by this program so far: the ring's running position
     seen = 0  # the arrival flag observed (WAIT)
     t = 0  # items done
@@ -338,13 +339,10 @@ def _load_kv(k_desc, v_desc, q_tile_kt, t, kv_col, n, k_smem, v_smem, k_ready, v
     k_lo = kt * BLOCK_N
     if WAIT:
         seen = _await_arrival(arrival, late, kt, seen)
-    phase = ((n // NUM_BUF) & 1) ^ 1  # fresh barriers pass
-    mbarrier.wait(kv_empty.index(slot), phase)
+    mbarrier.wait(kv_empty.index(slot), ((n // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
     mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(k_desc, [k_lo, kv_col], k_ready.index(slot),
                                     k_smem.index(slot))
-    if SPLIT_RELEASE:
-        mbarrier.wait(kv_empty.index(NUM_BUF + slot), phase)
     mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(v_desc, [k_lo, kv_col], v_ready.index(slot),
                                     v_smem.index(slot))
@@ -352,26 +350,10 @@ def _load_kv(k_desc, v_desc, q_tile_kt, t, kv_col, n, k_smem, v_smem, k_ready, v
 
 
 @gluon.jit
-def _release_k(kv_empty, slot):
-    """Slot's K is read (SPLIT_RELEASE; else the whole slot is released by _release_v)."""
-    if SPLIT_RELEASE:
-        mbarrier.arrive(kv_empty.index(slot), count=1)
-
-
-@gluon.jit
-def _release_v(kv_empty, slot, NUM_BUF: gl.constexpr):
-    """Slot's V is read (SPLIT_RELEASE: its own barrier, after the ring's K barriers)."""
-    if SPLIT_RELEASE:
-        mbarrier.arrive(kv_empty.index(NUM_BUF + slot), count=1)
-    else:
-        mbarrier.arrive(kv_empty.index(slot), count=1)
-
-
-@gluon.jit
-def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_empty, q_tile_kt, row_lo,
+def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_tile_kt, row_lo,
                    row_hi, rows, seqlen_q, start, mid, n_tiles, base, turns, qk_scale, m_i, l_i,
                    acc, c: gl.constexpr, s_layout: gl.constexpr, p_layout: gl.constexpr,
-                   ROW_INTERVALS: gl.constexpr):
+                   ROW_INTERVALS: gl.constexpr, UNDER_PV: gl.constexpr):
     """This consumer's rows over the q tile's n_tiles (>= 1) listed key tiles, which sit at the
     ring's running positions base.. ; ``turns``: the turns this consumer has taken so far."""
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
@@ -389,7 +371,6 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_e
                       use_acc=False, is_async=True)
     rows = _turn_give(turn, c, rows)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
-    _release_k(kv_empty, base % NUM_BUF)
     s = _masked(s, start, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s, BLOCK_N,
                 ROW_INTERVALS)
     p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
@@ -407,19 +388,16 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_e
         acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
         rows = _turn_give(turn, c, rows)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))  # S_j done, PV_{j-1} may run
-        _release_k(kv_empty, slot)
         s = _masked(s, start + j, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s,
                     BLOCK_N, ROW_INTERVALS)
         p_new, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
-        if SOFTMAX_UNDER_PV:
+        if UNDER_PV:
             l_i = _wait_after(l_i)
         acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
-        _release_v(kv_empty, prev, NUM_BUF)  # tile j-1's V (and K) are read
+        mbarrier.arrive(kv_empty.index(prev), count=1)  # tile j-1's K and V are read
         acc = acc * gl.expand_dims(alpha, 1)
         p = gl.convert_layout(p_new.to(dtype), p_layout)
 
-    if EARLY_Q:  # every S is done: this half's Q is no longer read
-        mbarrier.arrive(q_empty.index(c), count=1)
     n = base + n_tiles - 1
     last = n % NUM_BUF
     mbarrier.wait(v_ready.index(last), (n // NUM_BUF) & 1)
@@ -427,12 +405,12 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_e
     acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
     rows = _turn_give(turn, c, rows)
     acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
-    _release_v(kv_empty, last, NUM_BUF)
+    mbarrier.arrive(kv_empty.index(last), count=1)
     return acc, m_i, l_i
 
 
 @gluon.jit
-def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, c: gl.constexpr):
@@ -442,6 +420,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q
     ROW_INTERVALS: gl.constexpr = tag.type.shape[0] - 1
     dtype: gl.constexpr = q_desc.dtype
     DYNAMIC: gl.constexpr = (mode.type.shape[0] - 1) % 2 == 1
+    UNDER_PV: gl.constexpr = (mode.type.shape[0] - 1) // 4 == 1
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -469,35 +448,26 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q
             mbarrier.wait(q_bars.index(c), t & 1)
         if end > start:
             acc, m_i, l_i = _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty,
-                                           turn, q_empty, q_tile_kt, row_lo, row_hi, rows, seqlen_q,
+                                           turn, q_tile_kt, row_lo, row_hi, rows, seqlen_q,
                                            start, mid, end - start, loaded, turns, qk_scale,
-                                           m_i, l_i, acc, c, s_layout, p_layout, ROW_INTERVALS)
+                                           m_i, l_i, acc, c, s_layout, p_layout, ROW_INTERVALS,
+                                           UNDER_PV)
             turns += end - start + 1
         loaded += end - start
 
         has_keys = l_i > 0.0
         l_o = gl.convert_layout(gl.where(has_keys, l_i, 1.0), row_o)
         out = acc / gl.expand_dims(l_o, 1)
-        if EARLY_Q:  # Q's buffer went back after the last S (or now: no keys, no loop)
-            if end == start:
-                mbarrier.arrive(q_empty.index(c), count=1)
-            rows_o = row0 + gl.arange(0, HALF_M, layout=row_o)
-            cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-            offs = rows_o.to(gl.int64) * (num_heads_q * HEAD_DIM) + q_col
-            gl.store(Out + gl.expand_dims(offs, 1) + gl.expand_dims(cols_o, 0), out.to(dtype),
-                     mask=gl.expand_dims(rows_o < seqlen_q, 1) & gl.expand_dims(cols_o >= 0, 0))
-        else:
-            q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
-            fence_async_shared()
-            tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)  # clipped at seqlen_q
+        q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)  # clipped at seqlen_q
         lse = gl.where(has_keys,
                        (m_i + gl.log2(gl.where(has_keys, l_i, 1.0))) * 0.6931471805599453,
                        float("-inf"))
         gl.store(Lse + rows.to(gl.int64) * num_heads_q + (q_col // HEAD_DIM), lse,
                  mask=rows < seqlen_q)
-        if not EARLY_Q:
-            tma.store_wait(pendings=0)
-            mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
+        tma.store_wait(pendings=0)
+        mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
         t += 1
         i = _fetched(items, t, q_bars, c, DYNAMIC)
     if NAMED_TURNS and c == 0:  # consumer 1's last hand-over (its first was the one above)
@@ -507,32 +477,33 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
 # half (c) is fixed by which of the two it runs
 @gluon.jit
-def _consumer0(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _consumer0(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
                nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
                q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
-    _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 0)
 
 
 @gluon.jit
-def _consumer1(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _consumer1(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
                nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
                q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
-    _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 1)
 
 
 @gluon.jit
-def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                 q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
                 nqt, n_first, sched, arrival, late, NUM_BUF: gl.constexpr,
                 ROW_INTERVALS: gl.constexpr, DYNAMIC: gl.constexpr, WAIT: gl.constexpr,
+                UNDER_PV: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 num_warps: gl.constexpr):
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -547,14 +518,13 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt,
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
-    # SPLIT_RELEASE: K's release at slot, V's at NUM_BUF + slot; else slot alone, for both
-    kv_empty = gl.allocate_shared_memory(gl.int64, [2 * NUM_BUF, 1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     # worker partitions take no constexpr arguments: the interval count travels as the shape
     # of this (unused) buffer's type
     tag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    # and the schedule's switches as this one's: DYNAMIC + 2 * WAIT + 1 bytes
-    mode = gl.allocate_shared_memory(gl.int8, [1 + DYNAMIC + 2 * WAIT],
+    # and the switches as this one's: DYNAMIC + 2 * WAIT + 4 * UNDER_PV + 1 bytes
+    mode = gl.allocate_shared_memory(gl.int8, [1 + DYNAMIC + 2 * WAIT + 4 * UNDER_PV],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     # DYNAMIC: the item index the producer fetched, one slot an item parity
     items = gl.allocate_shared_memory(gl.int32, [2, 32],
@@ -567,9 +537,8 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt,
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=2)  # both consumers release a tile
-        mbarrier.init(kv_empty.index(NUM_BUF + i), count=2)
     fence_async_shared()
-    args = (q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+    args = (q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
             q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items, nqt,
             n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars, q_empty,
             k_ready, v_ready, kv_empty, turn, tag, mode, items)
@@ -648,15 +617,17 @@ def arrival_order(plan: BlockSparsePlan, late: np.ndarray) -> tuple[np.ndarray, 
 
 def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSparsePlan,
                softmax_scale: float, num_buf: int = NUM_BUF, persistent: bool = PERSISTENT,
-               dynamic: bool | None = None, arrival: Arrival | None = None):
+               dynamic: bool | None = None, arrival: Arrival | None = None,
+               under_pv: bool | None = None):
     """q [Sq, Hq, D], k/v [Sk, Hkv, D] (strided views read in place: tma_rows) over a BLOCK_M
     x n plan (n = BLOCK_N by default; 64 was measured too) with a row interval table -> (out,
     lse [Sq, Hq] fp32, None).
     ``num_buf``: K/V ring slots; ``persistent``: one program per SM walking the (q tile, head)
     items in order, loading an item's first K/V tiles during the last one's epilogue (else
     one program per item); ``dynamic`` (persistent only; None: DYNAMIC): the programs fetch
-    items from a counter instead of striding over them; ``arrival``: start before some keys have landed
-    (persistent and dynamic then)."""
+    items from a counter instead of striding over them; ``arrival``: start before some keys
+    have landed (persistent and dynamic then); ``under_pv`` (None: under_pv_suits): the
+    softmax of S_j under P_{j-1} V_{j-1}."""
     seqlen_q, num_heads_q, _ = q.shape
     if plan.block_m != BLOCK_M:
         raise ValueError(f"plan q tiles {plan.block_m} != {BLOCK_M}")
@@ -668,6 +639,8 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     if dynamic is None:
         dynamic = DYNAMIC
     dynamic = persistent and (dynamic or arrival is not None)
+    if under_pv is None:
+        under_pv = under_pv_suits(plan)
     q, k, v = (tma_rows(t) for t in (q, k, v))  # read by TMA alone: strided views in place
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(seqlen_q, num_heads_q, dtype=torch.float32, device=q.device)
@@ -680,16 +653,16 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
         flag, late = (arrival.flag, arrival.late) if arrival is not None else (lse, lse)
         # every integer argument follows from these (cached_launch)
         key = (q.shape, k.shape, q.dtype, plan.block_n, plan.num_q_tiles, plan.row_lo.shape[1],
-               num_buf, programs, n_first, dynamic,
-               arrival is not None) if q.is_cuda else None
+               num_buf, programs, n_first, dynamic, arrival is not None,
+               under_pv) if q.is_cuda else None
         _launch_fwd_kernel((programs, ), key,
             _descriptor(q, HALF_M), _descriptor(k, plan.block_n), _descriptor(v, plan.block_n),
-            _descriptor(out, HALF_M), out, lse, plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full,
+            _descriptor(out, HALF_M), lse, plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full,
             order, plan.row_lo, plan.row_hi, seqlen_q, num_heads_q,
             float(softmax_scale) * LOG2E, num_heads_q // k.shape[1], n_items, plan.num_q_tiles,
             n_first, sched, flag, late,
             NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], DYNAMIC=dynamic,
-            WAIT=arrival is not None, CONSUMER_REGS=CONSUMER_REGS,
+            WAIT=arrival is not None, UNDER_PV=bool(under_pv), CONSUMER_REGS=CONSUMER_REGS,
             PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse, None
 

@@ -376,6 +376,19 @@ def test_gluon_kernel_every_mask(name, case, persistent):
         assert torch.equal(out, per_item[0]) and torch.equal(lse, per_item[1])
 
 
+@pytest.mark.parametrize("under_pv", [True, False], ids=["under_pv", "plain_wait"])
+@pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
+@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+def test_gluon_kernel_both_pv_waits(name, case, under_pv):
+    """Both waits for P_{j-1} V_{j-1} (the softmax under it, for long rows, or the plain one:
+    gluon_forward.under_pv_suits picks) against the fp32 reference, whatever the rule would
+    pick for this plan."""
+    from magi_attention.kernels.triton import gluon_forward
+    plan, tiles, (q, k, v), d = _gluon_kernel_case(name, case)
+    out, lse, _ = gluon_forward.launch_fwd(q, k, v, tiles, d ** -0.5, under_pv=under_pv)
+    _assert_fwd_matches_reference(q, k, v, plan, out, lse)
+
+
 @pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
 @pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
 def test_gluon_dynamic_grid_and_arrival_compute_every_item_as_the_strided_grid(name, case):

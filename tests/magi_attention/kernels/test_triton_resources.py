@@ -119,12 +119,13 @@ def test_the_gluon_forward_that_waits_for_arriving_keys_compiles_for_sm90(tool):
 
 
 def test_the_gluon_forward_runs_the_softmax_under_the_pv_mma_and_turns_on_named_barriers(tool):
-    """The SASS of kernels.triton.gluon_forward's main loop (each consumer's copy): after the
-    wait for S_j (DEPBAR 1) the softmax's 64 exp2 of each thread come before the wait for
-    P_{j-1} V_{j-1} (DEPBAR 0), so they run under that MMA; with the plain wait
-    (SOFTMAX_UNDER_PV False) ptxas moved it above the softmax and none did (session 62:
-    [0, 0] here). The turns are handed over on named barriers TURN_BARRIER and
-    TURN_BARRIER + 1 (256 threads)."""
+    """The SASS of kernels.triton.gluon_forward's main loop (each consumer's copy): with
+    under_pv, after the wait for S_j (DEPBAR 1) the softmax's 64 exp2 of each thread come before
+    the wait for P_{j-1} V_{j-1} (DEPBAR 0), so they run under that MMA; with the plain wait
+    (under_pv False, what plans of short rows get) ptxas moves it above the softmax and none do
+    (session 62: [0, 0]). The plan rule: a causal 1024 plan (4.5 key tiles per q tile) takes
+    the plain wait, a full 8192 one (64) the other. The turns are handed over on named
+    barriers TURN_BARRIER and TURN_BARRIER + 1 (256 threads)."""
     import re
     from magi_attention.common import AttnSlice
     from magi_attention.kernels.block_sparse import plan_block_sparse
@@ -132,16 +133,22 @@ def test_the_gluon_forward_runs_the_softmax_under_the_pv_mma_and_turns_on_named_
     q, k, v, _ = tool._inputs(1024, hq=8, hk=2, d=128)
     plan = plan_block_sparse([AttnSlice.make(0, 1024, 0, 1024, 0)], 1024, 1024, gf.BLOCK_M,
                              gf.BLOCK_N)
-    with tool.CompileRecorder() as rec:
-        gf.launch_fwd(q, k, v, plan, 128 ** -0.5)
-    sass = _sass(rec.compiled[0][1])
-    between = re.findall(r"DEPBAR\.LE gsb0, 0x1 ;(.*?)DEPBAR\.LE gsb0, 0x0 ;", sass, re.S)
-    exp2_before_pv_wait = sorted(part.count("MUFU.EX2") for part in between)
+    long_rows = plan_block_sparse([AttnSlice.make(0, 8192, 0, 8192, 0)], 8192, 8192,
+                                  gf.BLOCK_M, gf.BLOCK_N)
+    assert not gf.under_pv_suits(plan) and gf.under_pv_suits(long_rows)
+    exp2 = {}
+    for under_pv in (True, False):
+        with tool.CompileRecorder() as rec:
+            gf.launch_fwd(q, k, v, plan, 128 ** -0.5, under_pv=under_pv)
+        sass = _sass(rec.compiled[0][1])
+        between = re.findall(r"DEPBAR\.LE gsb0, 0x1 ;(.*?)DEPBAR\.LE gsb0, 0x0 ;", sass, re.S)
+        exp2[under_pv] = sorted(part.count("MUFU.EX2") for part in between)
+        for bar in (gf.TURN_BARRIER, gf.TURN_BARRIER + 1):
+            assert f"BAR.SYNC.DEFER_BLOCKING {bar:#x}, 0x100 ;" in sass
+            assert f"BAR.ARV {bar:#x}, 0x100 ;" in sass
     # both consumers' loops: P's 64 and the two rows' rescale factors
-    assert len(exp2_before_pv_wait) >= 2 and exp2_before_pv_wait[-2] >= 64, exp2_before_pv_wait
-    for bar in (gf.TURN_BARRIER, gf.TURN_BARRIER + 1):
-        assert f"BAR.SYNC.DEFER_BLOCKING {bar:#x}, 0x100 ;" in sass
-        assert f"BAR.ARV {bar:#x}, 0x100 ;" in sass
+    assert len(exp2[True]) >= 2 and exp2[True][-2] >= 64, exp2
+    assert max(exp2[False], default=0) < 64, exp2
 
 
 def _sass(kernel) -> str:
