@@ -52,11 +52,14 @@ DYNAMIC = False
 # The softmax of S_j run under P_{j-1} V_{j-1} (FA3's intra-warpgroup overlap): the wait for the
 # PV made to depend on the softmax (_wait_after), else ptxas hoists it above the softmax and the
 # two run one after the other (session 62, ncu: H200, full 16k, 74.5% of the SMs' peak against
-# FA4's 85.9%). It pays on long rows and costs short ones (session 63, H200, 16k, against the
-# plain wait: full +3%, causal +1%, causal_document and sliding_window_causal, ~9 key tiles per
-# q tile, -5 to -6%), so a plan takes it from this many listed key tiles per q tile on
-# (under_pv_suits); 0: always, a huge number: never (the A/B's arms).
-UNDER_PV_MIN_TILES = 32.0
+# FA4's 85.9%). It pays on long rows and costs short ones, so a plan takes it from this many
+# listed key tiles per q tile on (under_pv_suits; 0: always, a huge number: never, the A/B's
+# arms). Session 63, H200, GQA 64:8, d128, against the plain wait, two runs
+# (results/h200/probes_s63/): full 16k (128 tiles) +3 to +4.5%, causal 16k (64) +1%;
+# block_causal_document and causal_document 64k (49, 42) 0 to +1%, full_document 16k and 64k
+# and block_causal_document 16k (16, 82, 15) +0.5 to +1%; causal_document and
+# sliding_window_causal 16k (8.5, 8.7) -1 to -6%.
+UNDER_PV_MIN_TILES = 12.0
 # The consumers' turns on named barriers (bar.sync / bar.arrive of 256 threads, as FA3 and FA4 hand
 # them over) instead of mbarriers (a warpgroup barrier, one thread's arrive, the other's try-wait
 # loop). Ids TURN_BARRIER and TURN_BARRIER + 1: Gluon's own barriers take the lowest ids.
