@@ -127,6 +127,9 @@ from .h200 import (counter_s57, dkv_tma_s57, head_chunks_s57_table, nostore_s57,
 from .h200 import pytest_red_s58, red_s58
 from .h200 import (causal_fwd_s62, fwd_arms_s62, kernels_s62_goals, kernels_s62_moves,
                    kernels_s62_table, loop_stalls_s62, ncu_fwd_s62, pytest_s62, short_rows_s62)
+from .h200 import (fwd_arms_s63, kernels_s63_goals, kernels_s63_moves, kernels_s63_table,
+                   ncu_bwd_s63, pytest_s63, under_pv_rule_s63)
+from .h200x2 import cp_ab_s63_table
 from .h200x2 import CP2_S48_SPANS, cut_causal_s48, early_ab_s48_table, early_key_s48
 from .h200x2 import pytest_timed_s58, timed_s58_summary, timed_s58_table
 from .h200x2 import build_s59, table_s59_summary, timed_s59_summary, timed_s59_table
@@ -231,6 +234,14 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.kernels_s62_table": kernels_s62_table,
     "h200.causal_fwd_s62": causal_fwd_s62,
     "h200.short_rows_s62": short_rows_s62,
+    "h200.fwd_arms_s63": fwd_arms_s63,
+    "h200.under_pv_rule_s63": under_pv_rule_s63,
+    "h200.pytest_s63": pytest_s63,
+    "h200.kernels_s63_goals": kernels_s63_goals,
+    "h200.kernels_s63_moves": kernels_s63_moves,
+    "h200.kernels_s63_table": kernels_s63_table,
+    "h200.ncu_bwd_s63": ncu_bwd_s63,
+    "h200x2.cp_ab_s63_table": cp_ab_s63_table,
     "h200x2.key_clock_s60_table": key_clock_s60_table,
     "h200x2.key_clock_s60_moves": key_clock_s60_moves,
     "h200x4.key_clock_cp4_s60": key_clock_cp4_s60,

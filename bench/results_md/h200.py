@@ -1253,3 +1253,116 @@ def causal_fwd_s62() -> str:
     now = _files(KERNELS_S62)
     ratio = lambda s: _tf(now, "ffa", "causal", s, "fwd") / _tf(now, "fa4", "causal", s, "fwd")  # noqa: E731
     return ", ".join(f"{_k(s)} {ratio(s):.3f}" for s in (K16, K64))
+
+
+# -- session 63: which of session 62's switches cost the short-row 16k cells, two more forward
+# arms (both refuted), the softmax under the PV kept for long rows only (a plan rule), the
+# kernel masks again, and ncu of the Gluon backward (fwd_fa4_probe.py rows: each arm in its own
+# process, three rounds in turn; FA4 on full and causal in the same processes)
+PROBES_S63 = "h200/probes_s63/"
+KERNELS_S63 = ("h200/kernels_s63/kernel_masks_16k.csv", "h200/kernels_s63/kernel_masks_64k.csv")
+_S63_SWITCHES = (("turns", "NAMED_TURNS"), ("under_pv", "SOFTMAX_UNDER_PV"),
+                 ("split", "SPLIT_RELEASE"), ("early_q", "EARLY_Q"))
+
+
+def _arm_s63(label: str) -> str:
+    """'<sha> turns=1 under_pv=0 split=0 early_q=0' -> 'NAMED_TURNS 1, SOFTMAX_UNDER_PV 0, ...';
+    '<sha> under_pv_min_tiles=0' -> 'under PV always' (1e9: never)."""
+    tiles = re.search(r"under_pv_min_tiles=(\d+)", label)
+    if tiles:
+        return "under PV always" if int(tiles.group(1)) == 0 else "plain wait always"
+    return ", ".join(f"{name} {_switch(label, key)}" for key, name in _S63_SWITCHES)
+
+
+def _switch(label: str, key: str) -> str:
+    """The 0/1 of ``key=`` in a probe label."""
+    return re.search(key + r"=(\d)", label).group(1)
+
+
+def _arm_medians(relpath: str) -> pd.DataFrame:
+    """Per (seqlen, mask, arm): FFA's median TFLOPs/s over the processes and the TFLOPs/s of
+    each process in run order (and FA4's median where it ran)."""
+    rows = pd.read_csv(RESULTS / relpath)
+    rows["arm"] = rows.label.map(_arm_s63)
+    ffa = rows[rows.kernel == "ffa"].groupby(["seqlen", "mask", "arm"], sort=False).tflops
+    out = pd.DataFrame({"ffa": ffa.median(), "runs": ffa.apply(
+        lambda x: " / ".join(f"{v:.0f}" for v in x))})
+    fa4 = rows[rows.kernel == "fa4"].groupby(["seqlen", "mask", "arm"], sort=False).tflops
+    return out.join(pd.DataFrame({"fa4": fa4.median()}))
+
+
+def fwd_arms_s63() -> str:
+    """Call 1: the six arms on 16k full, causal and the two short-row masks."""
+    med = _arm_medians(PROBES_S63 + "s63_fwd_arms.csv").reset_index()
+    lines = ["| mask | arm | ffa TFLOPs/s (median) | the three processes | fa4 (median) |",
+             "|---|---|---|---|---|"]
+    for _, r in med.sort_values(["mask"], kind="stable").iterrows():
+        fa4 = "-" if pd.isna(r.fa4) else f"{r.fa4:.0f}"
+        lines.append(f"| {r['mask']} | {r.arm} | {r.ffa:.0f} | {r.runs} | {fa4} |")
+    return "\n".join(lines)
+
+
+def under_pv_rule_s63() -> str:
+    """Call 2: the softmax under the PV always against the plain wait always, per mask with its
+    listed key tiles per q tile (the plan rule's measure)."""
+    from bench.data import sample_doc_lens
+    from bench.masks import build_mask
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    med = _arm_medians(PROBES_S63 + "s63_under_pv_rule.csv")
+    lines = ["| S | mask | key tiles per q tile | under PV (runs) | plain wait (runs) | "
+             "under / plain |", "|---|---|---|---|---|---|"]
+    cells = dict.fromkeys((s, m) for s, m, _ in med.index)
+    for seqlen, mask in sorted(cells, key=lambda c: (c[0], c[1])):
+        docs = None if mask in ("full", "causal", "sliding_window_causal") else \
+            sample_doc_lens(seqlen, seed=0)
+        plan = plan_block_sparse(list(build_mask(mask, seqlen, doc_lens=docs).slices), seqlen,
+                                 seqlen, 128, 128)
+        tiles = plan.q_tile_kt.numel() / plan.num_q_tiles
+        under, plain = (med.loc[(seqlen, mask, a)] for a in ("under PV always",
+                                                            "plain wait always"))
+        lines.append(f"| {_k(seqlen)} | {mask} | {tiles:.1f} | {under.ffa:.0f} ({under.runs}) | "
+                     f"{plain.ffa:.0f} ({plain.runs}) | {under.ffa / plain.ffa:.3f} |")
+    return "\n".join(lines)
+
+
+def pytest_s63() -> str:
+    return _pytest_counts("h200/tests/s63_pytest_gluon_fwd_1595bc57950e.log")
+
+
+def kernels_s63_table() -> str:
+    return triton_s21_table(KERNELS_S63)
+
+
+def kernels_s63_goals() -> str:
+    return triton_s21_goals(KERNELS_S63)
+
+
+def kernels_s63_moves() -> str:
+    """FFA's forward, session 62's run -> this one, with FA4 in each run, per cell."""
+    before, now = _files(KERNELS_S62), _files(KERNELS_S63)
+    lines = ["| mask | S | ffa fwd s62 -> s63 | change | fa4 fwd s62 -> s63 "
+             "| ffa / fa4 s62 -> s63 |", "|---|---|---|---|---|---|"]
+    for mask in KERNEL_MASKS:
+        for seqlen in (K16, K64):
+            f0, f1 = (_tf(x, "ffa", mask, seqlen, "fwd") for x in (before, now))
+            a0, a1 = (_tf(x, "fa4", mask, seqlen, "fwd") for x in (before, now))
+            fa4 = "X" if a0 is None else f"{a0:.0f} -> {a1:.0f}"
+            ratio = "-" if a0 is None else f"{f0 / a0:.3f} -> {f1 / a1:.3f}"
+            lines.append(f"| {mask} | {_k(seqlen)} | {f0:.0f} -> {f1:.0f} | {f1 / f0 - 1:+.1%} | "
+                         f"{fa4} | {ratio} |")
+    return "\n".join(lines)
+
+
+def ncu_bwd_s63() -> str:
+    """The Gluon backward under ncu (one launch, locked clocks): time, tensor and L1 use,
+    issue rate, spills and shared-store conflicts."""
+    parts = []
+    for mask in ("full", "causal"):
+        m = _ncu_details(PROBES_S63 + f"s63_ncu_ffa_bwd_{mask}_details.csv")
+        parts.append(f"{mask} 16k: {m['Elapsed Cycles'] / 1e6:.1f} M cycles, SM (tensor) "
+                     f"throughput {m['Compute (SM) Throughput']:.1f}%, L1/shared "
+                     f"{m['L1/TEX Cache Throughput']:.1f}%, issue slots busy "
+                     f"{m['Issue Slots Busy']:.1f}%, {m['Warp Cycles Per Issued Instruction']:.1f} "
+                     f"cycles a warp per issued instruction, "
+                     f"{m['Local Memory Spilling Requests'] / 1e6:.0f} M spill requests")
+    return "; ".join(parts)

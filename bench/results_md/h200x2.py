@@ -1557,3 +1557,12 @@ def whole_cut_clocks_s61() -> str:
             f"{ms['magi_whole', '@key']:.1f} under the key's, cut {ms['magi_cut_fwd', '']:.1f} "
             f"against {ms['magi_cut_fwd', '@key']:.1f}: the cut faster by {gains[0]:.1%} under "
             f"the runner's clock, {gains[1]:.1%} under the key's")
+
+
+# -- session 63 (2 H200s, the session's last ~300 s): magi against HybridCP on the 16k document
+# cells at cp 2 (cp_ab.py, Triton, interleaved rounds), after the forward's under-PV plan rule
+CP_AB_S63 = "h200x2/cp_ab_s63/"
+
+
+def cp_ab_s63_table() -> str:
+    return ab_masks_table(CP_AB_S63 + "cp_ab_doc_masks_5rounds.csv")
