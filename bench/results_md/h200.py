@@ -1201,20 +1201,26 @@ def kernels_s62_goals() -> str:
     return triton_s21_goals(KERNELS_S62)
 
 
-def kernels_s62_moves() -> str:
-    """FFA's forward, session 48's run -> this one, with FA4 in each run, per cell."""
-    before, now = _files(KERNELS_S48), _files(KERNELS_S62)
-    lines = ["| mask | S | ffa fwd s48 -> s62 | change | fa4 fwd s48 -> s62 "
-             "| ffa / fa4 s48 -> s62 |", "|---|---|---|---|---|---|"]
+def _fwd_moves(before_files: tuple[str, ...], now_files: tuple[str, ...], before: str,
+               now: str) -> str:
+    """FFA's forward, one run (``before``) -> another (``now``), with FA4 in each, per cell."""
+    first, second = _files(before_files), _files(now_files)
+    lines = [f"| mask | S | ffa fwd {before} -> {now} | change | fa4 fwd {before} -> {now} "
+             f"| ffa / fa4 {before} -> {now} |", "|---|---|---|---|---|---|"]
     for mask in KERNEL_MASKS:
         for seqlen in (K16, K64):
-            f0, f1 = (_tf(x, "ffa", mask, seqlen, "fwd") for x in (before, now))
-            a0, a1 = (_tf(x, "fa4", mask, seqlen, "fwd") for x in (before, now))
+            f0, f1 = (_tf(x, "ffa", mask, seqlen, "fwd") for x in (first, second))
+            a0, a1 = (_tf(x, "fa4", mask, seqlen, "fwd") for x in (first, second))
             fa4 = "X" if a0 is None else f"{a0:.0f} -> {a1:.0f}"
             ratio = "-" if a0 is None else f"{f0 / a0:.3f} -> {f1 / a1:.3f}"
             lines.append(f"| {mask} | {_k(seqlen)} | {f0:.0f} -> {f1:.0f} | {f1 / f0 - 1:+.1%} | "
                          f"{fa4} | {ratio} |")
     return "\n".join(lines)
+
+
+def kernels_s62_moves() -> str:
+    """FFA's forward, session 48's run -> this one, with FA4 in each run, per cell."""
+    return _fwd_moves(KERNELS_S48, KERNELS_S62, "s48", "s62")
 
 
 def pytest_s62() -> str:
@@ -1339,18 +1345,7 @@ def kernels_s63_goals() -> str:
 
 def kernels_s63_moves() -> str:
     """FFA's forward, session 62's run -> this one, with FA4 in each run, per cell."""
-    before, now = _files(KERNELS_S62), _files(KERNELS_S63)
-    lines = ["| mask | S | ffa fwd s62 -> s63 | change | fa4 fwd s62 -> s63 "
-             "| ffa / fa4 s62 -> s63 |", "|---|---|---|---|---|---|"]
-    for mask in KERNEL_MASKS:
-        for seqlen in (K16, K64):
-            f0, f1 = (_tf(x, "ffa", mask, seqlen, "fwd") for x in (before, now))
-            a0, a1 = (_tf(x, "fa4", mask, seqlen, "fwd") for x in (before, now))
-            fa4 = "X" if a0 is None else f"{a0:.0f} -> {a1:.0f}"
-            ratio = "-" if a0 is None else f"{f0 / a0:.3f} -> {f1 / a1:.3f}"
-            lines.append(f"| {mask} | {_k(seqlen)} | {f0:.0f} -> {f1:.0f} | {f1 / f0 - 1:+.1%} | "
-                         f"{fa4} | {ratio} |")
-    return "\n".join(lines)
+    return _fwd_moves(KERNELS_S62, KERNELS_S63, "s62", "s63")
 
 
 def ncu_bwd_s63() -> str:
