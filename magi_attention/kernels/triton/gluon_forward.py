@@ -65,6 +65,16 @@ UNDER_PV_MIN_TILES = 12.0
 # loop). Ids TURN_BARRIER and TURN_BARRIER + 1: Gluon's own barriers take the lowest ids.
 NAMED_TURNS = gl.constexpr(True)
 TURN_BARRIER = 8
+# A partial tile's global loads (its key tile's index; with one key interval a row, the rows'
+# interval, once an item) issued before the wait for S_j, so their latency runs under the MMAs;
+# False: loaded after the wait, where the SASS showed each partial tile's mask waiting a global
+# round trip between S_j and its softmax (session 63, CPU compile; not yet measured)
+HOIST_MASK_LOADS = gl.constexpr(False)
+# The consumers' next item (its q tile and list span: two dependent global loads) loaded while
+# this one runs, not after its epilogue (static grid only: a dynamic one learns its next item
+# from the producer). False: loaded at the item's start, where both consumers wait the round
+# trips between the last item's epilogue and the next first S (not yet measured)
+PREFETCH_ITEM = gl.constexpr(False)
 # consumer c's turn: barrier TURN_BARRIER + c
 _TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
 _TURN_SYNC_1 = gl.constexpr(f"bar.sync {TURN_BARRIER + 1}, 256;")
@@ -165,20 +175,49 @@ def _wait_after(x):
 
 
 @gluon.jit
-def _masked(s, t, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s: gl.constexpr,
-            BLOCK_N: gl.constexpr, ROW_INTERVALS: gl.constexpr):
-    """S with the cells outside the union at -inf when list position t is a partial tile."""
+def _masked(s, t, mid, kt, lo1, hi1, q_tile_kt, row_lo, row_hi, rows, seqlen_q,
+            col_s: gl.constexpr, BLOCK_N: gl.constexpr, ROW_INTERVALS: gl.constexpr):
+    """S with the cells outside the union at -inf when list position t is a partial tile.
+    HOIST_MASK_LOADS: ``kt`` is the tile's key tile, loaded already, and with one interval a
+    row ``lo1``, ``hi1`` are the rows' (_row_interval); else both are read here."""
     if t >= mid:
-        cols = gl.load(q_tile_kt + t) * BLOCK_N + gl.arange(0, BLOCK_N, layout=col_s)
-        row_ok = rows < seqlen_q
+        if not HOIST_MASK_LOADS:
+            kt = gl.load(q_tile_kt + t)
+        cols = kt * BLOCK_N + gl.arange(0, BLOCK_N, layout=col_s)
         c2 = gl.expand_dims(cols, 0)
-        keep = (c2 < 0) & gl.expand_dims(rows < 0, 1)  # all False, [rows, cols]
-        for r in gl.static_range(ROW_INTERVALS):
-            lo = gl.load(row_lo + rows * ROW_INTERVALS + r, mask=row_ok, other=0)
-            hi = gl.load(row_hi + rows * ROW_INTERVALS + r, mask=row_ok, other=0)
-            keep = keep | ((c2 >= gl.expand_dims(lo, 1)) & (c2 < gl.expand_dims(hi, 1)))
+        if HOIST_MASK_LOADS and ROW_INTERVALS == 1:
+            keep = (c2 >= gl.expand_dims(lo1, 1)) & (c2 < gl.expand_dims(hi1, 1))
+        else:
+            row_ok = rows < seqlen_q
+            keep = (c2 < 0) & gl.expand_dims(rows < 0, 1)  # all False, [rows, cols]
+            for r in gl.static_range(ROW_INTERVALS):
+                lo = gl.load(row_lo + rows * ROW_INTERVALS + r, mask=row_ok, other=0)
+                hi = gl.load(row_hi + rows * ROW_INTERVALS + r, mask=row_ok, other=0)
+                keep = keep | ((c2 >= gl.expand_dims(lo, 1)) & (c2 < gl.expand_dims(hi, 1)))
         s = gl.where(keep, s, float("-inf"))
     return s
+
+
+@gluon.jit
+def _key_tile(q_tile_kt, t):
+    """List entry t's key tile, loaded now (HOIST_MASK_LOADS: before the S wait) or by
+    _masked (0 here)."""
+    if HOIST_MASK_LOADS:
+        kt = gl.load(q_tile_kt + t)
+    else:
+        kt = 0
+    return kt
+
+
+@gluon.jit
+def _row_interval(table, rows, seqlen_q, ROW_INTERVALS: gl.constexpr):
+    """The rows' one kept-key bound from ``table`` (row_lo or row_hi; rows past seqlen_q: 0),
+    loaded once an item where HOIST_MASK_LOADS and one interval a row; else ``rows`` (unread)."""
+    if HOIST_MASK_LOADS and ROW_INTERVALS == 1:
+        bound = gl.load(table + rows, mask=rows < seqlen_q, other=0)
+    else:
+        bound = rows
+    return bound
 
 
 @gluon.jit
@@ -219,6 +258,13 @@ def _item(i, nqt, n_first, num_heads_q, q_tile_order, q_tile_ptr, q_tile_num_ful
     key tiles (full ones below mid). Items run q tiles fastest, over the order's first n_first
     tiles for every head, then over the rest for every head (n_first = nqt: the plan's order,
     head after head)."""
+    q_tile, head = _item_tile(i, nqt, n_first, num_heads_q, q_tile_order)
+    return _item_span(q_tile, head, q_tile_ptr, q_tile_num_full, group, HALF_M, HEAD_DIM)
+
+
+@gluon.jit
+def _item_tile(i, nqt, n_first, num_heads_q, q_tile_order):
+    """Item i's q tile (one load) and head (see _item)."""
     first_items = n_first * num_heads_q
     if i < first_items:
         at = i % n_first
@@ -227,7 +273,13 @@ def _item(i, nqt, n_first, num_heads_q, q_tile_order, q_tile_ptr, q_tile_num_ful
         rest = gl.maximum(nqt - n_first, 1)
         at = n_first + (i - first_items) % rest
         head = (i - first_items) // rest
-    q_tile = gl.load(q_tile_order + at)
+    return gl.load(q_tile_order + at), head
+
+
+@gluon.jit
+def _item_span(q_tile, head, q_tile_ptr, q_tile_num_full, group, HALF_M: gl.constexpr,
+               HEAD_DIM: gl.constexpr):
+    """An item's rows, columns and list span from its q tile and head (three loads; see _item)."""
     start = gl.load(q_tile_ptr + q_tile)
     end = gl.load(q_tile_ptr + q_tile + 1)
     mid = start + gl.load(q_tile_num_full + q_tile)
@@ -354,8 +406,8 @@ def _load_kv(k_desc, v_desc, q_tile_kt, t, kv_col, n, k_smem, v_smem, k_ready, v
 
 @gluon.jit
 def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_tile_kt, row_lo,
-                   row_hi, rows, seqlen_q, start, mid, n_tiles, base, turns, qk_scale, m_i, l_i,
-                   acc, c: gl.constexpr, s_layout: gl.constexpr, p_layout: gl.constexpr,
+                   row_hi, rows, lo1, hi1, seqlen_q, start, mid, n_tiles, base, turns, qk_scale,
+                   m_i, l_i, acc, c: gl.constexpr, s_layout: gl.constexpr, p_layout: gl.constexpr,
                    ROW_INTERVALS: gl.constexpr, UNDER_PV: gl.constexpr):
     """This consumer's rows over the q tile's n_tiles (>= 1) listed key tiles, which sit at the
     ring's running positions base.. ; ``turns``: the turns this consumer has taken so far."""
@@ -373,9 +425,10 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
     s = warpgroup_mma(q_tile, k_smem.index(base % NUM_BUF).permute((1, 0)), s_zero,
                       use_acc=False, is_async=True)
     rows = _turn_give(turn, c, rows)
+    kt = _key_tile(q_tile_kt, start)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
-    s = _masked(s, start, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s, BLOCK_N,
-                ROW_INTERVALS)
+    s = _masked(s, start, mid, kt, lo1, hi1, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s,
+                BLOCK_N, ROW_INTERVALS)
     p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
     p = gl.convert_layout(p.to(dtype), p_layout)
 
@@ -390,9 +443,10 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
                           is_async=True)
         acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
         rows = _turn_give(turn, c, rows)
+        kt = _key_tile(q_tile_kt, start + j)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))  # S_j done, PV_{j-1} may run
-        s = _masked(s, start + j, mid, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s,
-                    BLOCK_N, ROW_INTERVALS)
+        s = _masked(s, start + j, mid, kt, lo1, hi1, q_tile_kt, row_lo, row_hi, rows, seqlen_q,
+                    col_s, BLOCK_N, ROW_INTERVALS)
         p_new, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
         if UNDER_PV:
             l_i = _wait_after(l_i)
@@ -438,25 +492,45 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
         _after_asm(gl.arange(0, HALF_M, layout=row_s), _TURN_ARRIVE_0)
     t = 0
     i = _fetched(items, t, q_bars, c, DYNAMIC)
+    PREFETCH: gl.constexpr = PREFETCH_ITEM and not DYNAMIC
+    if PREFETCH:  # (an index past the end reads the last item: unused)
+        n_row, n_qcol, n_kvcol, n_start, n_mid, n_end = _item(
+            gl.minimum(i, n_items - 1), nqt, n_first, num_heads_q, q_tile_order, q_tile_ptr,
+            q_tile_num_full, group, HALF_M, HEAD_DIM)
     while i < n_items:
-        q_row, q_col, kv_col, start, mid, end = _item(i, nqt, n_first, num_heads_q, q_tile_order,
-                                                      q_tile_ptr, q_tile_num_full, group, HALF_M,
-                                                      HEAD_DIM)
+        if PREFETCH:
+            q_row, q_col, kv_col, start, mid, end = n_row, n_qcol, n_kvcol, n_start, n_mid, n_end
+            # the next item's q tile now, its span after this item's loop (the tile has
+            # arrived by then): neither load's latency lies between two items
+            n_tile, n_head = _item_tile(
+                gl.minimum(_fetched(items, t + 1, q_bars, c, DYNAMIC), n_items - 1), nqt,
+                n_first, num_heads_q, q_tile_order)
+        else:
+            q_row, q_col, kv_col, start, mid, end = _item(i, nqt, n_first, num_heads_q,
+                                                          q_tile_order, q_tile_ptr,
+                                                          q_tile_num_full, group, HALF_M,
+                                                          HEAD_DIM)
         row0 = q_row + c * HALF_M
         rows = row0 + gl.arange(0, HALF_M, layout=row_s)
         m_i = gl.full([HALF_M], float("-inf"), gl.float32, row_s)
         l_i = gl.zeros([HALF_M], gl.float32, row_s)
         acc = gl.zeros([HALF_M, HEAD_DIM], gl.float32, o_layout)
+        # (before the Q wait: the loads' latency under it)
+        lo1 = _row_interval(row_lo, rows, seqlen_q, ROW_INTERVALS)
+        hi1 = _row_interval(row_hi, rows, seqlen_q, ROW_INTERVALS)
         if not DYNAMIC:  # (DYNAMIC: waited for in _fetched)
             mbarrier.wait(q_bars.index(c), t & 1)
         if end > start:
             acc, m_i, l_i = _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty,
-                                           turn, q_tile_kt, row_lo, row_hi, rows, seqlen_q,
-                                           start, mid, end - start, loaded, turns, qk_scale,
-                                           m_i, l_i, acc, c, s_layout, p_layout, ROW_INTERVALS,
-                                           UNDER_PV)
+                                           turn, q_tile_kt, row_lo, row_hi, rows, lo1, hi1,
+                                           seqlen_q, start, mid, end - start, loaded, turns,
+                                           qk_scale, m_i, l_i, acc, c, s_layout, p_layout,
+                                           ROW_INTERVALS, UNDER_PV)
             turns += end - start + 1
         loaded += end - start
+        if PREFETCH:
+            n_row, n_qcol, n_kvcol, n_start, n_mid, n_end = _item_span(
+                n_tile, n_head, q_tile_ptr, q_tile_num_full, group, HALF_M, HEAD_DIM)
 
         has_keys = l_i > 0.0
         l_o = gl.convert_layout(gl.where(has_keys, l_i, 1.0), row_o)

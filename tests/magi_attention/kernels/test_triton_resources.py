@@ -153,6 +153,10 @@ def test_the_gluon_forward_runs_the_softmax_under_the_pv_mma_and_turns_on_named_
 
 def _sass(kernel) -> str:
     """The SASS of a compiled kernel (ptxas and nvdisasm shipped with Triton)."""
+    return _sass_of_ptx(kernel.asm["ptx"])
+
+
+def _sass_of_ptx(ptx_text: str) -> str:
     import os
     import subprocess
     import tempfile
@@ -160,11 +164,73 @@ def _sass(kernel) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         ptx, cubin = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
         with open(ptx, "w") as f:
-            f.write(kernel.asm["ptx"])
+            f.write(ptx_text)
         subprocess.run([os.path.join(bin_dir, "ptxas"), "-arch=sm_90a", ptx, "-o", cubin],
                        check=True)
         return subprocess.run([os.path.join(bin_dir, "nvdisasm"), "-c", cubin],
                               capture_output=True, text=True, check=True).stdout
+
+
+# a causal plan's Gluon forward compiled in a fresh process with gluon_forward's module switches
+# set ({switches}: a switch is read at compile, once a process) -> PTX on stdout
+_ARM_PTX = """
+import sys
+sys.path[:0] = [{root!r}, {root!r} + "/scripts/dev"]
+import triton_resources as tool
+from triton.experimental.gluon import language as gl
+from magi_attention.common import AttnSlice
+from magi_attention.kernels.block_sparse import plan_block_sparse
+from magi_attention.kernels.triton import gluon_forward as gf
+for name, value in {switches}.items():
+    setattr(gf, name, gl.constexpr(value))
+q, k, v, _ = tool._inputs(2048, hq=8, hk=2, d=128)
+plan = plan_block_sparse([AttnSlice.make(0, 2048, 0, 2048, 1)], 2048, 2048, 128, 128)
+with tool.CompileRecorder() as rec:
+    gf.launch_fwd(q, k, v, plan, 128 ** -0.5, under_pv=True)
+sys.stdout.write(rec.compiled[0][1].asm["ptx"])
+"""
+
+
+def _arm_sass(**switches) -> str:
+    import subprocess
+    code = _ARM_PTX.format(root=str(ROOT), switches=switches)
+    return _sass_of_ptx(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                       text=True, check=True).stdout)
+
+
+def test_the_gluon_forward_keeps_partial_tile_loads_off_the_s_wait(tool):
+    """gluon_forward.HOIST_MASK_LOADS (an arm, not yet the default): a partial tile's key tile
+    index is loaded before the wait for S_j and the rows' interval once an item, so no global
+    load sits between that wait and the softmax (with the switch off one does in each
+    consumer's loop: the mask waits a round trip); and the arm compiles without spills."""
+    import re
+    sass = {hoist: _arm_sass(HOIST_MASK_LOADS=hoist) for hoist in (False, True)}
+    for hoist, text in sass.items():
+        # each consumer's loop: from the S wait (DEPBAR 1) to the softmax's first exp2
+        spans = re.findall(r"DEPBAR\.LE gsb0, 0x1 ;(.*?)MUFU\.EX2", text, re.S)
+        loads = [span.count("LDG") for span in spans]
+        assert len(loads) >= 2, loads
+        assert (max(loads) == 0) if hoist else (min(loads) > 0), (hoist, loads)
+    assert "STL" not in sass[True]  # no spill stores
+
+
+def test_the_gluon_forward_prefetches_the_next_item_without_spills(tool):
+    """gluon_forward.PREFETCH_ITEM (an arm, not yet the default), alone and with
+    HOIST_MASK_LOADS: the next item's q tile is loaded at this item's start and its list span
+    (three loads) after this item's last PV, before its epilogue's store drains, so the next
+    item starts on values in registers; without it those loads wait at the next item's start
+    (none there, session 63: [0, 0]). The consumers' extra live scalars spill nothing."""
+    import re
+    # each consumer's item end: from its last PV wait to its O store's drain
+    item_end = re.compile(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0 ;((?:(?!WARPGROUP\.DEPBAR).)*?)"
+                          r"DEPBAR\.LE SB0, 0x0 ;", re.S)
+    for switches in ({}, {"PREFETCH_ITEM": True},
+                     {"PREFETCH_ITEM": True, "HOIST_MASK_LOADS": True}):
+        text = _arm_sass(**switches)
+        loads = [span.count("LDG") for span in item_end.findall(text)]
+        assert len(loads) == 2, (switches, loads)
+        assert loads == ([3, 3] if switches else [0, 0]), (switches, loads)
+        assert "STL" not in text, switches
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
