@@ -14,11 +14,11 @@ order, heaviest q tiles first, head after head), in three partitions:
   table.
 Registers move from the producer (24) to the consumers (240) with setmaxnreg.
 
-Measured (H200, GQA 64:8, d128, bf16): 0.96x FA4 on full and 0.92x on causal at 16k and 64k,
-1.35-1.55x compiled FlexAttention on the six kernel masks (RESULTS.md, session 62); 1.05-1.25x
-the Triton forward from 8k on (session 21). Used by kernels.triton.fwd on sm90 where the inputs
-allow (unsupported_reason) and the rows are long enough (plan_suits); otherwise the Triton
-forward runs.
+Measured (H200, GQA 64:8, d128, bf16): 0.95-0.96x FA4 on full and 0.91-0.93x on causal at 16k
+and 64k, 1.40-1.57x compiled FlexAttention on the six kernel masks (RESULTS.md, session 63);
+1.05-1.25x the Triton forward from 8k on (session 21). Used by kernels.triton.fwd on sm90
+where the inputs allow (unsupported_reason) and the rows are long enough (plan_suits);
+otherwise the Triton forward runs.
 """
 from __future__ import annotations
 
