@@ -101,6 +101,11 @@ MAX_BITS_BYTES = 64 << 20
 # var_block_sparse (31% | 26%) 1.17 | 1.18 the ordered; hash_sparse (92%) 0.84 | 0.85 and
 # block_sparse (86%) 0.78 | 0.84 the ordered, which keeps those
 MAX_PARTIAL_FOR_BITS = 0.5
+# The ring slot of Q_i / dO_i released once dK's MMA (its last reader) is done, beside the dS
+# exchange's release, before the dQ add (its drain wait and two warpgroup barriers); False: after
+# the add. Off: not yet measured (session 63 read nine warpgroup barriers a step in the PTX;
+# two arrives side by side may share one, and the producer refills the slot sooner)
+EARLY_EMPTY = gl.constexpr(False)
 
 
 @builtin
@@ -431,13 +436,16 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
             dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
             if SPLIT:
                 mbarrier.arrive(ds_free.index(b), count=1)
+            if EARLY_EMPTY:  # every read of the slot is done: Q_i by dK's MMA, the last
+                mbarrier.arrive(empty.index(slot), count=1)
             col = head * HEAD_DIM
             if SPLIT:
                 col += c * DQ_COLS
             if DQ_MODE != 3 or seqlen_q < 0:  # DQ_NO_ADD: never at run time, MMAs kept
                 _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, seqlen_q,
                         num_heads_q * HEAD_DIM, DQ_MODE)
-        mbarrier.arrive(empty.index(slot), count=1)
+        if DQ_MODE == 0 or not EARLY_EMPTY:
+            mbarrier.arrive(empty.index(slot), count=1)
     if DQ_MODE == 2:
         tma.store_wait(pendings=0)
     HEAD_CHUNKS: gl.constexpr = ctag.type.shape[0]

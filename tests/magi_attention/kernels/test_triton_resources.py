@@ -233,6 +233,43 @@ def test_the_gluon_forward_prefetches_the_next_item_without_spills(tool):
         assert "STL" not in text, switches
 
 
+# a full plan's Gluon backward compiled in a fresh process with gluon_backward's switches set
+_BWD_ARM_PTX = """
+import sys
+sys.path[:0] = [{root!r}, {root!r} + "/scripts/dev"]
+import torch
+import triton_resources as tool
+from triton.experimental.gluon import language as gl
+from magi_attention.common import AttnSlice
+from magi_attention.kernels.block_sparse import plan_block_sparse
+from magi_attention.kernels.triton import gluon_backward as gb
+for name, value in {switches}.items():
+    setattr(gb, name, gl.constexpr(value))
+q, k, v, do = tool._inputs(4096, hq=8, hk=1, d=128)
+plan = plan_block_sparse([AttnSlice.make(0, 4096, 0, 4096, 0)], 4096, 4096, 64, 128)
+with tool.CompileRecorder() as rec:
+    gb.launch_bwd(do, q, k, v, q, torch.zeros(4096, 8), plan, 128 ** -0.5)
+sys.stdout.write(dict(rec.compiled)["_bwd_kernel"].asm["ptx"])
+"""
+
+
+def test_the_gluon_backward_releases_the_ring_slot_before_the_dq_add(tool):
+    """gluon_backward.EARLY_EMPTY (an arm, not yet the default): the Q_i / dO_i slot is released
+    right after dK's MMA, beside the dS exchange's release, not after the dQ add: the step then
+    passes one warpgroup barrier fewer (eight in the default's SASS, session 63), and nothing
+    more spills."""
+    import subprocess
+    sass = {}
+    for early in (False, True):
+        code = _BWD_ARM_PTX.format(root=str(ROOT), switches={"EARLY_EMPTY": early})
+        sass[early] = _sass_of_ptx(subprocess.run([sys.executable, "-c", code],
+                                                  capture_output=True, text=True,
+                                                  check=True).stdout)
+    syncs = {e: t.count("BAR.SYNC.DEFER_BLOCKING 0x2, 0x80 ;") for e, t in sass.items()}
+    assert syncs[True] == syncs[False] - 1, syncs
+    assert sass[True].count("STL") == sass[False].count("STL"), "more spills"
+
+
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_the_gluon_backward_compiles_for_sm90_with_asynchronous_mmas(tool, head_dim):
     """kernels/triton/gluon_backward.py builds for sm90: 12 warps, the setmaxnreg split, dQ by
