@@ -1,18 +1,22 @@
-"""FFA's Gluon forward against FA4's SM90 forward on the same dense inputs (issue 14's aim:
-0.95x FA4 on full and causal), for timing and for ncu.
+"""FFA's Gluon forward or backward against FA4's SM90 kernel on the same dense inputs (issue
+14's aims: 0.95x FA4 forward, 0.85x backward, on full and causal), for timing and for ncu.
 
     python scripts/dev/fwd_fa4_probe.py --out rows.csv            # both kernels, interleaved
+    python scripts/dev/fwd_fa4_probe.py --direction bwd --out rows.csv
     ncu --kernel-name regex:_fwd_kernel --launch-skip 1 --launch-count 1 --set full \
         python scripts/dev/fwd_fa4_probe.py --one ffa --mask full  # a warm-up, then the profiled call
-    ... --one fa4 (ncu's --kernel-name regex:Forward)
+    ... --one fa4 (ncu's --kernel-name regex:Forward); --direction bwd --one ffa
+    (regex:_bwd_kernel) or --one fa4 (regex:bwd_sm90)
 
 GQA 64:8, head_dim 128, bf16. The Gluon kernel is launched directly on the mask's plan (what
-kernels.triton.fwd runs on these masks); FA4 through flash_attn_func (causal flag) on full and
-causal. Other kernel masks (--masks causal_document sliding_window_causal ...) time the Gluon
-kernel alone.
-``--variant NAME=VALUE`` sets a gluon_forward module constant first (an A/B without edits);
-``--check`` compares the Gluon kernel's out and lse with the torch reference first (an arm
-that is fast but wrong stops there).
+kernels.triton.fwd / bwd run on these masks; the backward on the Gluon forward's out and lse,
+its preprocess included); FA4 through flash_attn_func (causal flag) on full and causal, its
+backward through autograd (pre- and postprocess included). Other kernel masks (--masks
+causal_document sliding_window_causal ...) time the Gluon kernel alone.
+``--variant NAME=VALUE`` sets a module constant of gluon_forward (fwd) or gluon_backward (bwd)
+first (an A/B without edits; each arm its own process: a constant is read at compile);
+``--check`` compares the Gluon kernel's results (out and lse; dq, dk and dv) with the torch
+reference first (an arm that is fast but wrong stops there).
 """
 from __future__ import annotations
 
@@ -29,62 +33,105 @@ from bench.data import sample_doc_lens  # noqa: E402
 from bench.masks import build_mask  # noqa: E402
 from bench.metrics import attn_flops  # noqa: E402
 from magi_attention.kernels.block_sparse import plan_block_sparse  # noqa: E402
+from magi_attention.kernels.triton import gluon_backward as gb  # noqa: E402
 from magi_attention.kernels.triton import gluon_forward as gf  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
 
 HQ, HK, D = 64, 8, 128
+SCALE = D ** -0.5
+MODULES = {"fwd": gf, "bwd": gb}  # what --variant sets, by direction
 
 
 def inputs(seqlen: int):
+    """q, k, v and dout [S, H, D] bf16, the same for every process."""
     g = torch.Generator(device="cuda").manual_seed(0)
     mk = lambda h: torch.randn(seqlen, h, D, device="cuda", generator=g).to(torch.bfloat16)  # noqa: E731
-    return mk(HQ), mk(HK), mk(HK)
+    return mk(HQ), mk(HK), mk(HK), mk(HQ)
 
 
 DENSE = ("full", "causal")
 
 
-def runners(mask_name: str, seqlen: int):
-    """name -> a zero-argument call of each kernel on the same q, k, v (FA4 on the dense masks
-    only; the document masks take the sweep's sampled documents, as ffa_triton_perf.py)."""
+def probe_mask(mask_name: str, seqlen: int):
+    """The bench mask (the document masks take the sweep's sampled documents, as
+    ffa_triton_perf.py)."""
     doc_lens = None if mask_name in DENSE else sample_doc_lens(seqlen, seed=0)
-    mask = build_mask(mask_name, seqlen, doc_lens=doc_lens)
-    plan = plan_block_sparse(list(mask.slices), seqlen, seqlen, gf.BLOCK_M, gf.BLOCK_N,
+    return build_mask(mask_name, seqlen, doc_lens=doc_lens)
+
+
+def _plan(mask, seqlen: int, module):
+    return plan_block_sparse(list(mask.slices), seqlen, seqlen, module.BLOCK_M, module.BLOCK_N,
                              device="cuda")
-    q, k, v = inputs(seqlen)
-    scale = D ** -0.5
-    calls = {"ffa": lambda: gf.launch_fwd(q, k, v, plan, scale)}
-    if mask_name not in DENSE:
-        return calls, mask
+
+
+def gluon_call(mask, seqlen: int, direction: str):
+    """A zero-argument call of the Gluon kernel of ``direction`` on the probe's inputs, and
+    what it needs for --check ({"q", "k", "v", "dout", "out", "lse"})."""
+    q, k, v, dout = inputs(seqlen)
+    fwd_plan = _plan(mask, seqlen, gf)
+    if direction == "fwd":
+        return (lambda: gf.launch_fwd(q, k, v, fwd_plan, SCALE)), dict(q=q, k=k, v=v)
+    out, lse, _ = gf.launch_fwd(q, k, v, fwd_plan, SCALE)
+    bwd_plan = _plan(mask, seqlen, gb)
+    call = lambda: gb.launch_bwd(dout, q, k, v, out, lse, bwd_plan, SCALE)  # noqa: E731
+    return call, dict(q=q, k=k, v=v, dout=dout, out=out, lse=lse)
+
+
+def fa4_call(mask_name: str, seqlen: int, direction: str):
+    """FA4's call on the same inputs (dense masks only), or None where FA4 is not staged."""
     try:
         from flash_attn.cute.interface import flash_attn_func
     except ImportError as e:  # FA4 not staged: the Gluon kernel alone
         print(f"fa4: {e}", file=sys.stderr)
-        return calls, mask
+        return None
     causal = mask_name == "causal"
-    calls["fa4"] = lambda: flash_attn_func(q[None], k[None], v[None], softmax_scale=scale,
-                                           causal=causal)
+    q, k, v, dout = (t[None] for t in inputs(seqlen))
+    if direction == "fwd":
+        return lambda: flash_attn_func(q, k, v, softmax_scale=SCALE, causal=causal)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    out = flash_attn_func(q, k, v, softmax_scale=SCALE, causal=causal)
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    return lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+
+
+def runners(mask_name: str, seqlen: int, direction: str = "fwd"):
+    """name -> a zero-argument call of each kernel on the same inputs, and the mask."""
+    mask = probe_mask(mask_name, seqlen)
+    calls = {"ffa": gluon_call(mask, seqlen, direction)[0]}
+    fa4 = fa4_call(mask_name, seqlen, direction) if mask_name in DENSE else None
+    if fa4 is not None:
+        calls["fa4"] = fa4
     return calls, mask
 
 
-def check(mask, seqlen: int, tol_out: float = 2e-2, tol_lse: float = 1e-2) -> None:
-    """The Gluon forward's out and lse against kernels.reference on the probe's inputs."""
+def _max_err(got: torch.Tensor, ref: torch.Tensor) -> float:
+    """Largest absolute error over the reference's largest magnitude."""
+    return ((got.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-6)).item()
+
+
+def check(mask, seqlen: int, direction: str = "fwd", tol: float = 2e-2) -> None:
+    """The Gluon kernel's results against kernels.reference on the probe's inputs: out and lse
+    (fwd), or dq, dk, dv (bwd); raises SystemExit past ``tol`` (relative to the largest value)."""
     from magi_attention.kernels import reference
     from magi_attention.kernels.plan import FlexAttnPlan
-    q, k, v = inputs(seqlen)
-    plan = plan_block_sparse(list(mask.slices), seqlen, seqlen, gf.BLOCK_M, gf.BLOCK_N,
-                             device="cuda")
-    out, lse, _ = gf.launch_fwd(q, k, v, plan, D ** -0.5)
-    ref_out, ref_lse, _ = reference.fwd(q, k, v, FlexAttnPlan.from_slices(list(mask.slices),
-                                                                         seqlen, seqlen), D ** -0.5)
-    err_out = (out.float() - ref_out.float()).abs().max().item()
-    kept = torch.isfinite(ref_lse)
-    err_lse = (lse[kept] - ref_lse[kept]).abs().max().item()
-    same_empty = bool((torch.isfinite(lse) == kept).all())
-    print(f"check {mask.name} {seqlen}: out {err_out:.2e} lse {err_lse:.2e} empty rows agree "
-          f"{same_empty}", flush=True)
-    if not (err_out < tol_out and err_lse < tol_lse and same_empty):
-        raise SystemExit(f"check failed on {mask.name}")
+    call, t = gluon_call(mask, seqlen, direction)
+    plan = FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen)
+    got = call()
+    if direction == "fwd":
+        ref_out, ref_lse, _ = reference.fwd(t["q"], t["k"], t["v"], plan, SCALE)
+        kept = torch.isfinite(ref_lse)
+        errs = {"out": _max_err(got[0], ref_out),
+                "lse": (got[1][kept] - ref_lse[kept]).abs().max().item()}
+        ok = bool((torch.isfinite(got[1]) == kept).all())
+    else:
+        refs = reference.bwd(t["dout"], t["q"], t["k"], t["v"], t["out"], t["lse"], plan, SCALE)
+        errs = {name: _max_err(g, r) for name, g, r in zip(("dq", "dk", "dv"), got, refs)}
+        ok = True
+    print(f"check {direction} {mask.name} {seqlen}: "
+          + " ".join(f"{k} {v:.2e}" for k, v in errs.items()) + f" empty rows agree {ok}",
+          flush=True)
+    if not (ok and all(v < tol for v in errs.values())):
+        raise SystemExit(f"check failed on {mask.name} ({direction})")
 
 
 def ms(fn, reps: int = 20, span_ms: float = 5.0) -> float:
@@ -113,6 +160,7 @@ def ms(fn, reps: int = 20, span_ms: float = 5.0) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser()
+    p.add_argument("--direction", choices=sorted(MODULES), default="fwd")
     p.add_argument("--seqlens", type=int, nargs="+", default=[16384])
     p.add_argument("--masks", nargs="+", default=["full", "causal"])
     p.add_argument("--rounds", type=int, default=3)
@@ -120,31 +168,34 @@ def main() -> None:
     p.add_argument("--one", choices=["ffa", "fa4"], default=None,
                    help="two calls of one kernel (for ncu), on --masks[0] at --seqlens[0]")
     p.add_argument("--variant", action="append", default=[],
-                   help="NAME=INT: a gluon_forward module constant set before any launch")
+                   help="NAME=INT: a gluon_forward (fwd) or gluon_backward (bwd) module "
+                        "constant set before any launch")
     p.add_argument("--label", default="")
     p.add_argument("--check", action="store_true",
-                   help="out and lse against the torch reference before timing")
+                   help="results against the torch reference before timing")
     args = p.parse_args()
+    module = MODULES[args.direction]
     for item in args.variant:
         name, value = item.split("=")
-        old = getattr(gf, name)
+        old = getattr(module, name)
         value = int(value)
-        setattr(gf, name, gl.constexpr(value) if isinstance(old, gl.constexpr) else value)
+        setattr(module, name, gl.constexpr(value) if isinstance(old, gl.constexpr) else value)
     if args.one:
-        fn = runners(args.masks[0], args.seqlens[0])[0][args.one]
+        fn = runners(args.masks[0], args.seqlens[0], args.direction)[0][args.one]
         fn(), fn()
         torch.cuda.synchronize()
         return
     for s in args.seqlens:
         for m in args.masks:
-            calls, mask = runners(m, s)
+            calls, mask = runners(m, s, args.direction)
             if args.check:
-                check(mask, s)
-            flops = attn_flops(mask.area, HQ, D, direction="fwd")
+                check(mask, s, args.direction)
+            flops = attn_flops(mask.area, HQ, D, direction=args.direction)
             for r in range(args.rounds):
                 for name, fn in calls.items():
                     t = ms(fn)
-                    row = {"label": args.label, "kernel": name, "mask": m, "seqlen": s,
+                    row = {"label": args.label, "kernel": name, "direction": args.direction,
+                           "mask": m, "seqlen": s,
                            "round": r, "ms": round(t, 4), "tflops": round(flops / t / 1e9, 1)}
                     print(row, flush=True)
                     if args.out:
