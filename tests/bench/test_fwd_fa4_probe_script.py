@@ -1,0 +1,55 @@
+"""scripts/dev/fwd_fa4_probe.py on the CPU: its --check (the Gluon kernel's results against the
+torch reference) passes an exact stand-in and stops a wrong one, in both directions, and the
+probe's masks are the bench's. The kernels themselves run on the device machine."""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+S = 256
+
+
+@pytest.fixture
+def probe(load_script, monkeypatch):
+    """The script with CPU inputs and plans, and the reference standing in for both Gluon
+    kernels (``state["wrong"]`` perturbs what the stand-ins return)."""
+    from magi_attention.kernels import reference
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.plan import FlexAttnPlan
+    module = load_script("scripts/dev/fwd_fa4_probe.py")
+    state = {"wrong": 0.0}
+
+    def inputs(seqlen):
+        g = torch.Generator().manual_seed(0)
+        return tuple(torch.randn(seqlen, h, 128, generator=g).to(torch.bfloat16)
+                     for h in (8, 2, 2, 8))
+
+    def mask_plan():
+        return FlexAttnPlan.from_slices(list(state["mask"].slices), S, S)
+
+    def fwd(q, k, v, plan, scale):
+        out, lse, mx = reference.fwd(q, k, v, mask_plan(), scale)
+        return out + state["wrong"], lse, mx
+
+    def bwd(dout, q, k, v, out, lse, plan, scale):
+        dq, dk, dv = reference.bwd(dout, q, k, v, out, lse, mask_plan(), scale)
+        return dq, dk + state["wrong"], dv
+
+    monkeypatch.setattr(module, "inputs", inputs)
+    monkeypatch.setattr(module, "_plan", lambda mask, seqlen, m: plan_block_sparse(
+        list(mask.slices), seqlen, seqlen, m.BLOCK_M, m.BLOCK_N))
+    monkeypatch.setattr(module.gf, "launch_fwd", fwd)
+    monkeypatch.setattr(module.gb, "launch_bwd", bwd)
+    return module, state
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_the_probe_check_passes_the_reference_and_stops_a_wrong_kernel(probe, direction, capsys):
+    module, state = probe
+    state["mask"] = mask = module.probe_mask("causal_document", S)
+    assert mask.name == "causal_document" and mask.doc_lens is not None
+    module.check(mask, S, direction)
+    assert f"check {direction} causal_document {S}" in capsys.readouterr().out
+    state["wrong"] = 1.0
+    with pytest.raises(SystemExit, match="check failed"):
+        module.check(mask, S, direction)
