@@ -106,6 +106,13 @@ MAX_PARTIAL_FOR_BITS = 0.5
 # the add. Off: not yet measured (session 63 read nine warpgroup barriers a step in the PTX;
 # two arrives side by side may share one, and the producer refills the slot sooner)
 EARLY_EMPTY = gl.constexpr(False)
+# The dS exchange's buffers released by their own barrier (ds_free: both consumers arrive after
+# their dQ MMA, the writer waits two steps later). False: no such barrier. ds_ready already
+# orders it: to pass step j + 1's ds_ready a consumer needs the other's arrive of step j + 1,
+# which that one makes only after waiting for its step-j dQ MMA, the last read of the buffer
+# step j + 2 rewrites. One arrive and one wait a step fewer (each a warpgroup barrier, session
+# 63's PTX). Off: not yet measured.
+DS_FREE = gl.constexpr(True)
 
 
 @builtin
@@ -415,7 +422,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         else:
             b = j % 2
             ds_c = ds_smem.index(2 * b + c)
-            if SPLIT:
+            if SPLIT and DS_FREE:
                 mbarrier.wait(ds_free.index(b), ((j // 2) & 1) ^ 1)  # both read it 2 steps ago
             ds_c.store(ds_lp)
             fence_async_shared()
@@ -434,7 +441,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
                 dq = warpgroup_mma(ds_c.permute((1, 0)), k_c, dq_zero, use_acc=False,
                                    is_async=True)
             dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
-            if SPLIT:
+            if SPLIT and DS_FREE:
                 mbarrier.arrive(ds_free.index(b), count=1)
             if EARLY_EMPTY:  # every read of the slot is done: Q_i by dK's MMA, the last
                 mbarrier.arrive(empty.index(slot), count=1)
