@@ -113,6 +113,12 @@ EARLY_EMPTY = gl.constexpr(False)
 # step j + 2 rewrites. One arrive and one wait a step fewer (each a warpgroup barrier, session
 # 63's PTX). Off: not yet measured.
 DS_FREE = gl.constexpr(True)
+# A warpgroup barrier after each consumer stores its dS half. False (with the swap of halves,
+# head_dim 128): none, the ds_ready arrive's own warpgroup sync (Gluon's one-thread arrive)
+# orders every thread's store and fence before the other consumer's dQ MMA, and this one's dQ
+# MMA waits for ds_ready too; dK's MMA between them takes dS from registers. Off: not yet
+# measured (session 63).
+DS_STORE_BARRIER = gl.constexpr(True)
 
 
 @builtin
@@ -426,7 +432,8 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
                 mbarrier.wait(ds_free.index(b), ((j // 2) & 1) ^ 1)  # both read it 2 steps ago
             ds_c.store(ds_lp)
             fence_async_shared()
-            gl.thread_barrier()
+            if DS_STORE_BARRIER or not SPLIT:  # (without the swap, this warpgroup's dQ MMA
+                gl.thread_barrier()             # reads the buffer next)
             dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
             if SPLIT:
                 mbarrier.arrive(ds_ready.index(b), count=1)
