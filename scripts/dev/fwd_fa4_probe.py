@@ -140,22 +140,20 @@ def ms(fn, reps: int = 20, span_ms: float = 5.0) -> float:
     10-20% between processes, session 63)."""
     for _ in range(3):
         fn()
+    inner = max(1, int(span_ms / max(_span_ms(fn, 1), 1e-3)))
+    times = sorted(_span_ms(fn, inner) for _ in range(reps))
+    return times[len(times) // 2]
+
+
+def _span_ms(fn, calls: int) -> float:
+    """ms a call of ``calls`` back-to-back calls of ``fn``, between two CUDA events."""
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     a.record()
-    fn()
+    for _ in range(calls):
+        fn()
     b.record()
     b.synchronize()
-    inner = max(1, int(span_ms / max(a.elapsed_time(b), 1e-3)))
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(inner):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / inner)
-    return sorted(times)[len(times) // 2]
+    return a.elapsed_time(b) / calls
 
 
 def main() -> None:

@@ -171,29 +171,45 @@ def _sass_of_ptx(ptx_text: str) -> str:
                               capture_output=True, text=True, check=True).stdout
 
 
-# a causal plan's Gluon forward compiled in a fresh process with gluon_forward's module switches
-# set ({switches}: a switch is read at compile, once a process) -> PTX on stdout
-_ARM_PTX = """
+# A Gluon kernel compiled in a fresh process with its module's switches set (a switch is read
+# at compile, once a process): the preamble sets them on ``gk``, a body compiles and writes the
+# kernel's PTX to stdout
+_ARM_PREAMBLE = """
 import sys
 sys.path[:0] = [{root!r}, {root!r} + "/scripts/dev"]
+import importlib
+import torch
 import triton_resources as tool
 from triton.experimental.gluon import language as gl
 from magi_attention.common import AttnSlice
 from magi_attention.kernels.block_sparse import plan_block_sparse
-from magi_attention.kernels.triton import gluon_forward as gf
+gk = importlib.import_module({module!r})
 for name, value in {switches}.items():
-    setattr(gf, name, gl.constexpr(value))
+    setattr(gk, name, gl.constexpr(value))
+"""
+# a causal plan's Gluon forward
+_FWD_ARM = """
 q, k, v, _ = tool._inputs(2048, hq=8, hk=2, d=128)
 plan = plan_block_sparse([AttnSlice.make(0, 2048, 0, 2048, 1)], 2048, 2048, 128, 128)
 with tool.CompileRecorder() as rec:
-    gf.launch_fwd(q, k, v, plan, 128 ** -0.5, under_pv=True)
+    gk.launch_fwd(q, k, v, plan, 128 ** -0.5, under_pv=True)
 sys.stdout.write(rec.compiled[0][1].asm["ptx"])
+"""
+# a full plan's Gluon backward
+_BWD_ARM = """
+q, k, v, do = tool._inputs(4096, hq=8, hk=1, d=128)
+plan = plan_block_sparse([AttnSlice.make(0, 4096, 0, 4096, 0)], 4096, 4096, 64, 128)
+with tool.CompileRecorder() as rec:
+    gk.launch_bwd(do, q, k, v, q, torch.zeros(4096, 8), plan, 128 ** -0.5)
+sys.stdout.write(dict(rec.compiled)["_bwd_kernel"].asm["ptx"])
 """
 
 
-def _arm_sass(**switches) -> str:
+def _arm_sass(body: str = _FWD_ARM, module: str = "magi_attention.kernels.triton.gluon_forward",
+              **switches) -> str:
+    """The SASS of ``body``'s kernel built in a fresh process with ``module``'s ``switches``."""
     import subprocess
-    code = _ARM_PTX.format(root=str(ROOT), switches=switches)
+    code = _ARM_PREAMBLE.format(root=str(ROOT), module=module, switches=switches) + body
     return _sass_of_ptx(subprocess.run([sys.executable, "-c", code], capture_output=True,
                                        text=True, check=True).stdout)
 
@@ -233,26 +249,6 @@ def test_the_gluon_forward_prefetches_the_next_item_without_spills(tool):
         assert "STL" not in text, switches
 
 
-# a full plan's Gluon backward compiled in a fresh process with gluon_backward's switches set
-_BWD_ARM_PTX = """
-import sys
-sys.path[:0] = [{root!r}, {root!r} + "/scripts/dev"]
-import torch
-import triton_resources as tool
-from triton.experimental.gluon import language as gl
-from magi_attention.common import AttnSlice
-from magi_attention.kernels.block_sparse import plan_block_sparse
-from magi_attention.kernels.triton import gluon_backward as gb
-for name, value in {switches}.items():
-    setattr(gb, name, gl.constexpr(value))
-q, k, v, do = tool._inputs(4096, hq=8, hk=1, d=128)
-plan = plan_block_sparse([AttnSlice.make(0, 4096, 0, 4096, 0)], 4096, 4096, 64, 128)
-with tool.CompileRecorder() as rec:
-    gb.launch_bwd(do, q, k, v, q, torch.zeros(4096, 8), plan, 128 ** -0.5)
-sys.stdout.write(dict(rec.compiled)["_bwd_kernel"].asm["ptx"])
-"""
-
-
 def test_the_gluon_backward_arms_pass_fewer_warpgroup_barriers(tool):
     """Three arms of gluon_backward, not yet the defaults: EARLY_EMPTY (the Q_i / dO_i slot
     released right after dK's MMA, beside the dS exchange's release, not after the dQ add),
@@ -261,12 +257,8 @@ def test_the_gluon_backward_arms_pass_fewer_warpgroup_barriers(tool):
     sync orders it). Each takes one warpgroup barrier off a consumer's step (session 63: nine
     a step in the default's PTX), the three together three; spills grow by at most one store
     (DS_FREE off: 4 bytes)."""
-    import subprocess
-
     def sass(**switches):
-        code = _BWD_ARM_PTX.format(root=str(ROOT), switches=switches)
-        return _sass_of_ptx(subprocess.run([sys.executable, "-c", code], capture_output=True,
-                                           text=True, check=True).stdout)
+        return _arm_sass(_BWD_ARM, "magi_attention.kernels.triton.gluon_backward", **switches)
 
     arms = {"default": ({}, 0), "early_empty": ({"EARLY_EMPTY": True}, 1),
             "no_ds_free": ({"DS_FREE": False}, 1),
