@@ -102,22 +102,24 @@ MAX_BITS_BYTES = 64 << 20
 # block_sparse (86%) 0.78 | 0.84 the ordered, which keeps those
 MAX_PARTIAL_FOR_BITS = 0.5
 # The ring slot of Q_i / dO_i released once dK's MMA (its last reader) is done, beside the dS
-# exchange's release, before the dQ add (its drain wait and two warpgroup barriers); False: after
-# the add. Off: not yet measured (session 63 read nine warpgroup barriers a step in the PTX;
-# two arrives side by side may share one, and the producer refills the slot sooner)
-EARLY_EMPTY = gl.constexpr(False)
+# exchange's release, before the dQ add (its drain wait and two warpgroup barriers), not after
+# the add: on where the key tiles list at least this many q tiles on average (early_empty_suits;
+# 0: always, a huge number: never, the A/B's arms). Session 64, H200, GQA 64:8, d128, 16k, each
+# arm its own process, three rounds (results/h200/probes_s64/s64_bwd_arms.csv): full (256 q
+# tiles a key tile) +1.3%, causal (129) +0.5%, causal_document (17) -8%.
+EARLY_EMPTY_MIN_Q_TILES = 64.0
 # The dS exchange's buffers released by their own barrier (ds_free: both consumers arrive after
 # their dQ MMA, the writer waits two steps later). False: no such barrier. ds_ready already
 # orders it: to pass step j + 1's ds_ready a consumer needs the other's arrive of step j + 1,
 # which that one makes only after waiting for its step-j dQ MMA, the last read of the buffer
 # step j + 2 rewrites. One arrive and one wait a step fewer (each a warpgroup barrier, session
-# 63's PTX). Off: not yet measured.
+# 63's PTX). Off measured no faster (session 64: within 0.5% on full, causal, causal_document).
 DS_FREE = gl.constexpr(True)
 # A warpgroup barrier after each consumer stores its dS half. False (with the swap of halves,
 # head_dim 128): none, the ds_ready arrive's own warpgroup sync (Gluon's one-thread arrive)
 # orders every thread's store and fence before the other consumer's dQ MMA, and this one's dQ
-# MMA waits for ds_ready too; dK's MMA between them takes dS from registers. Off: not yet
-# measured (session 63).
+# MMA waits for ds_ready too; dK's MMA between them takes dS from registers. Off measured no
+# faster (session 64: within 0.5%, as DS_FREE), so the barrier stays.
 DS_STORE_BARRIER = gl.constexpr(True)
 
 
@@ -136,6 +138,12 @@ def plan_suits(plan: BlockSparsePlan) -> bool:
     bits_suit) (tensor sizes only: no device sync)."""
     return ((plan.row_lo.shape[1] > 0 or bits_suit(plan))
             and plan.k_tile_qt.numel() >= MIN_Q_TILES_PER_KEY_TILE * max(plan.num_k_tiles, 1))
+
+
+def early_empty_suits(plan: BlockSparsePlan) -> bool:
+    """Whether this plan's key tiles list enough q tiles for the early release of a step's
+    Q / dO slot to pay (tensor sizes only: no device sync)."""
+    return plan.k_tile_qt.numel() >= EARLY_EMPTY_MIN_Q_TILES * max(plan.num_k_tiles, 1)
 
 
 def bits_suit(plan: BlockSparsePlan) -> bool:
@@ -353,7 +361,8 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = q_smem.type.shape[0]
     ROW_INTERVALS: gl.constexpr = rtag.type.shape[0] - 1
-    DQ_MODE: gl.constexpr = mtag.type.shape[0] - 1
+    DQ_MODE: gl.constexpr = (mtag.type.shape[0] - 1) % 4
+    EARLY_EMPTY: gl.constexpr = (mtag.type.shape[0] - 1) // 4 == 1
     ROW_TMA: gl.constexpr = lo_smem.type.shape[1] == BLOCK_M
     BITS: gl.constexpr = bits_smem.type.shape[1] == BLOCK_M
     WORDS: gl.constexpr = 2 * HALF_N // 32
@@ -523,8 +532,8 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
                 row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
                 NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr,
                 ROW_TMA: gl.constexpr, BITS: gl.constexpr, HEAD_CHUNKS: gl.constexpr,
-                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-                num_warps: gl.constexpr):
+                EARLY_EMPTY: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -567,7 +576,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     # buffers' types
     rtag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    mtag = gl.allocate_shared_memory(gl.int8, [DQ_MODE + 1],
+    mtag = gl.allocate_shared_memory(gl.int8, [DQ_MODE + 1 + 4 * EARLY_EMPTY],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     ctag = gl.allocate_shared_memory(gl.int8, [HEAD_CHUNKS],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
@@ -613,13 +622,15 @@ _ROW_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, ra
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
                dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, row_tma: bool | None = None,
-               head_chunks: int | None = None, bits: KeyTileBits | None = None):
+               head_chunks: int | None = None, bits: KeyTileBits | None = None,
+               early_empty: bool | None = None):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
     forward's) over a BLOCK_M x BLOCK_N plan -> (dq, dk, dv). Partial tiles mask from ``bits``
     (key_tile_bits of this plan) when given, else from the plan's row interval table.
     ``head_chunks`` splits each kv head's q heads over that many programs a key tile, the grid's
     slowest dimension (it must divide Hq / Hkv; None: head_chunks_for); they add their dK/dV
-    shares into one fp32 buffer each."""
+    shares into one fp32 buffer each. ``early_empty`` (None: early_empty_suits) releases a
+    step's Q / dO slot before its dQ add."""
     from .backward import PREPROCESS_BLOCK, launch_preprocess
 
     seqlen_q, num_heads_q, head_dim = q.shape
@@ -679,6 +690,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         plan.row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, group // head_chunks,
         float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
         DQ_MODE=dq_mode, ROW_TMA=row_tma, BITS=bits is not None, HEAD_CHUNKS=head_chunks,
+        EARLY_EMPTY=early_empty_suits(plan) if early_empty is None else bool(early_empty),
         CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     if head_chunks > 1:
         dk, dv = dk.to(k.dtype), dv.to(v.dtype)

@@ -65,16 +65,20 @@ UNDER_PV_MIN_TILES = 12.0
 # loop). Ids TURN_BARRIER and TURN_BARRIER + 1: Gluon's own barriers take the lowest ids.
 NAMED_TURNS = gl.constexpr(True)
 TURN_BARRIER = 8
-# A partial tile's global loads (its key tile's index; with one key interval a row, the rows'
-# interval, once an item) issued before the wait for S_j, so their latency runs under the MMAs;
-# False: loaded after the wait, where the SASS showed each partial tile's mask waiting a global
-# round trip between S_j and its softmax (session 63, CPU compile; not yet measured)
-HOIST_MASK_LOADS = gl.constexpr(False)
-# The consumers' next item (its q tile and list span: two dependent global loads) loaded while
-# this one runs, not after its epilogue (static grid only: a dynamic one learns its next item
-# from the producer). False: loaded at the item's start, where both consumers wait the round
-# trips between the last item's epilogue and the next first S (not yet measured)
-PREFETCH_ITEM = gl.constexpr(False)
+# Short rows (plans without the softmax under the PV) hide two global round trips more:
+# HOIST_MASK_LOADS (plans of one key interval a row): a partial tile's global loads (its key
+# tile's index and, once an item, the rows' interval) issued before the wait for S_j, so their
+# latency runs under the MMAs (off: loaded after the wait, where the SASS showed each partial tile's mask
+# waiting a global round trip between S_j and its softmax).
+# PREFETCH_ITEM: the consumers' next item (its q tile and list span: two dependent global loads)
+# loaded while this one runs, not at its start between the last epilogue and the next first S
+# (static grid only: a dynamic one learns its next item from the producer).
+# Session 64, H200, GQA 64:8, d128, 16k, each arm its own process, three rounds, medians
+# (results/h200/probes_s64/s64_fwd_arms.csv), both against neither: causal_document +4.9%,
+# sliding_window_causal +2.2% (short rows: the rule turns them on); full -3.3%, causal +0.3%
+# (long rows, under the PV: the rule keeps them off). Either alone: -1.8% to +1.6%.
+HOIST_MASK_LOADS = gl.constexpr(True)
+PREFETCH_ITEM = gl.constexpr(True)
 # consumer c's turn: barrier TURN_BARRIER + c
 _TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
 _TURN_SYNC_1 = gl.constexpr(f"bar.sync {TURN_BARRIER + 1}, 256;")
@@ -176,16 +180,18 @@ def _wait_after(x):
 
 @gluon.jit
 def _masked(s, t, mid, kt, lo1, hi1, q_tile_kt, row_lo, row_hi, rows, seqlen_q,
-            col_s: gl.constexpr, BLOCK_N: gl.constexpr, ROW_INTERVALS: gl.constexpr):
+            col_s: gl.constexpr, BLOCK_N: gl.constexpr, ROW_INTERVALS: gl.constexpr,
+            HOIST: gl.constexpr):
     """S with the cells outside the union at -inf when list position t is a partial tile.
-    HOIST_MASK_LOADS: ``kt`` is the tile's key tile, loaded already, and with one interval a
-    row ``lo1``, ``hi1`` are the rows' (_row_interval); else both are read here."""
+    HOIST (HOIST_MASK_LOADS on short rows): ``kt`` is the tile's key tile, loaded already, and
+    with one interval a row ``lo1``, ``hi1`` are the rows' (_row_interval); else both are read
+    here."""
     if t >= mid:
-        if not HOIST_MASK_LOADS:
+        if not HOIST:
             kt = gl.load(q_tile_kt + t)
         cols = kt * BLOCK_N + gl.arange(0, BLOCK_N, layout=col_s)
         c2 = gl.expand_dims(cols, 0)
-        if HOIST_MASK_LOADS and ROW_INTERVALS == 1:
+        if HOIST and ROW_INTERVALS == 1:
             keep = (c2 >= gl.expand_dims(lo1, 1)) & (c2 < gl.expand_dims(hi1, 1))
         else:
             row_ok = rows < seqlen_q
@@ -199,10 +205,9 @@ def _masked(s, t, mid, kt, lo1, hi1, q_tile_kt, row_lo, row_hi, rows, seqlen_q,
 
 
 @gluon.jit
-def _key_tile(q_tile_kt, t):
-    """List entry t's key tile, loaded now (HOIST_MASK_LOADS: before the S wait) or by
-    _masked (0 here)."""
-    if HOIST_MASK_LOADS:
+def _key_tile(q_tile_kt, t, HOIST: gl.constexpr):
+    """List entry t's key tile, loaded now (HOIST: before the S wait) or by _masked (0 here)."""
+    if HOIST:
         kt = gl.load(q_tile_kt + t)
     else:
         kt = 0
@@ -210,10 +215,10 @@ def _key_tile(q_tile_kt, t):
 
 
 @gluon.jit
-def _row_interval(table, rows, seqlen_q, ROW_INTERVALS: gl.constexpr):
+def _row_interval(table, rows, seqlen_q, ROW_INTERVALS: gl.constexpr, HOIST: gl.constexpr):
     """The rows' one kept-key bound from ``table`` (row_lo or row_hi; rows past seqlen_q: 0),
-    loaded once an item where HOIST_MASK_LOADS and one interval a row; else ``rows`` (unread)."""
-    if HOIST_MASK_LOADS and ROW_INTERVALS == 1:
+    loaded once an item where HOIST and one interval a row; else ``rows`` (unread)."""
+    if HOIST and ROW_INTERVALS == 1:
         bound = gl.load(table + rows, mask=rows < seqlen_q, other=0)
     else:
         bound = rows
@@ -408,7 +413,7 @@ def _load_kv(k_desc, v_desc, q_tile_kt, t, kv_col, n, k_smem, v_smem, k_ready, v
 def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_tile_kt, row_lo,
                    row_hi, rows, lo1, hi1, seqlen_q, start, mid, n_tiles, base, turns, qk_scale,
                    m_i, l_i, acc, c: gl.constexpr, s_layout: gl.constexpr, p_layout: gl.constexpr,
-                   ROW_INTERVALS: gl.constexpr, UNDER_PV: gl.constexpr):
+                   ROW_INTERVALS: gl.constexpr, UNDER_PV: gl.constexpr, HOIST: gl.constexpr):
     """This consumer's rows over the q tile's n_tiles (>= 1) listed key tiles, which sit at the
     ring's running positions base.. ; ``turns``: the turns this consumer has taken so far."""
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
@@ -425,10 +430,10 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
     s = warpgroup_mma(q_tile, k_smem.index(base % NUM_BUF).permute((1, 0)), s_zero,
                       use_acc=False, is_async=True)
     rows = _turn_give(turn, c, rows)
-    kt = _key_tile(q_tile_kt, start)
+    kt = _key_tile(q_tile_kt, start, HOIST)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
     s = _masked(s, start, mid, kt, lo1, hi1, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s,
-                BLOCK_N, ROW_INTERVALS)
+                BLOCK_N, ROW_INTERVALS, HOIST)
     p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
     p = gl.convert_layout(p.to(dtype), p_layout)
 
@@ -443,10 +448,10 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
                           is_async=True)
         acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
         rows = _turn_give(turn, c, rows)
-        kt = _key_tile(q_tile_kt, start + j)
+        kt = _key_tile(q_tile_kt, start + j, HOIST)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))  # S_j done, PV_{j-1} may run
         s = _masked(s, start + j, mid, kt, lo1, hi1, q_tile_kt, row_lo, row_hi, rows, seqlen_q,
-                    col_s, BLOCK_N, ROW_INTERVALS)
+                    col_s, BLOCK_N, ROW_INTERVALS, HOIST)
         p_new, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
         if UNDER_PV:
             l_i = _wait_after(l_i)
@@ -492,7 +497,11 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
         _after_asm(gl.arange(0, HALF_M, layout=row_s), _TURN_ARRIVE_0)
     t = 0
     i = _fetched(items, t, q_bars, c, DYNAMIC)
-    PREFETCH: gl.constexpr = PREFETCH_ITEM and not DYNAMIC
+    # short rows' two hidden round trips (the module switches say which); the hoist with one
+    # key interval a row only (with two and the prefetch the consumers spilled 8 bytes, head_dim
+    # 128; the measured masks have one)
+    HOIST: gl.constexpr = HOIST_MASK_LOADS and not UNDER_PV and ROW_INTERVALS == 1
+    PREFETCH: gl.constexpr = PREFETCH_ITEM and not UNDER_PV and not DYNAMIC
     if PREFETCH:  # (an index past the end reads the last item: unused)
         n_row, n_qcol, n_kvcol, n_start, n_mid, n_end = _item(
             gl.minimum(i, n_items - 1), nqt, n_first, num_heads_q, q_tile_order, q_tile_ptr,
@@ -516,8 +525,8 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
         l_i = gl.zeros([HALF_M], gl.float32, row_s)
         acc = gl.zeros([HALF_M, HEAD_DIM], gl.float32, o_layout)
         # (before the Q wait: the loads' latency under it)
-        lo1 = _row_interval(row_lo, rows, seqlen_q, ROW_INTERVALS)
-        hi1 = _row_interval(row_hi, rows, seqlen_q, ROW_INTERVALS)
+        lo1 = _row_interval(row_lo, rows, seqlen_q, ROW_INTERVALS, HOIST)
+        hi1 = _row_interval(row_hi, rows, seqlen_q, ROW_INTERVALS, HOIST)
         if not DYNAMIC:  # (DYNAMIC: waited for in _fetched)
             mbarrier.wait(q_bars.index(c), t & 1)
         if end > start:
@@ -525,7 +534,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
                                            turn, q_tile_kt, row_lo, row_hi, rows, lo1, hi1,
                                            seqlen_q, start, mid, end - start, loaded, turns,
                                            qk_scale, m_i, l_i, acc, c, s_layout, p_layout,
-                                           ROW_INTERVALS, UNDER_PV)
+                                           ROW_INTERVALS, UNDER_PV, HOIST)
             turns += end - start + 1
         loaded += end - start
         if PREFETCH:
