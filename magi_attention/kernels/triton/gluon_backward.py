@@ -121,6 +121,14 @@ DS_FREE = gl.constexpr(True)
 # MMA waits for ds_ready too; dK's MMA between them takes dS from registers. Off measured no
 # faster (session 64: within 0.5%, as DS_FREE), so the barrier stays.
 DS_STORE_BARRIER = gl.constexpr(True)
+# A step's lse2 loaded from shared memory right after its slot's ready wait, before the S and dP
+# MMAs are issued. Else ptxas issues those LDS among the HGMMAs (before the S wait all the same),
+# and the FFMAs S^T scale - lse2 after that wait stalled on short_scoreboard for 6% of the warp
+# samples, most on the LDS issued last (session 64's ncu, H200, full 16k; FA4's almost none): an
+# LDS seems to return only once the HGMMAs issued before it have read their shared memory. delta
+# stays (no stall on it there; loaded early too, the full plan's SASS spilled 232 more bytes).
+# No more spills. Not yet measured.
+EARLY_ROW_STATS = gl.constexpr(False)
 
 
 @builtin
@@ -406,9 +414,12 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         do_i = do_smem.index(slot)
         cols = q_lo + gl.arange(0, BLOCK_M, layout=col_s)
         mbarrier.wait(ready.index(slot), (j // NUM_BUF) & 1)
+        if EARLY_ROW_STATS:
+            lse2 = lse_smem.index(slot).load(col_s)  # +inf past seqlen_q: P = 0
         st = warpgroup_mma(k_c, q_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
         dpt = warpgroup_mma(v_c, do_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        lse2 = lse_smem.index(slot).load(col_s)  # +inf past seqlen_q: P = 0
+        if not EARLY_ROW_STATS:
+            lse2 = lse_smem.index(slot).load(col_s)  # +inf past seqlen_q: P = 0
         st = warpgroup_mma_wait(num_outstanding=1, deps=(st, ))
         pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
         if t >= mid:  # a partial tile: cells outside the union get P = 0

@@ -288,6 +288,31 @@ def test_the_gluon_backward_arms_pass_fewer_warpgroup_barriers(tool):
     assert all(spills["late"] <= n <= spills["late"] + 1 for n in spills.values()), spills
 
 
+def test_the_gluon_backward_loads_lse2_before_its_step_mmas(tool):
+    """gluon_backward.EARLY_ROW_STATS: each consumer's step loads its 8 LDS.64 of lse2 after the
+    slot's ready wait and before the S MMA's first HGMMA; off, ptxas issues them among the S and
+    dP HGMMAs (session 64's ncu: the FFMAs after the S wait stalled on them). Both ways they come
+    before the S wait and delta's 8 before the dP/dV wait; no more spill stores or warpgroup
+    barriers."""
+    import re
+    built = {on: _arm_sass(_BWD_ARM, "magi_attention.kernels.triton.gluon_backward",
+                           EARLY_ROW_STATS=on) for on in (False, True)}
+    for on, text in built.items():
+        # a consumer's loop: since the last wgmma wait, up to the S wait (DEPBAR 1), then to
+        # the dP/dV wait (DEPBAR 0)
+        steps = re.findall(r"((?:(?!WARPGROUP\.DEPBAR).)*)WARPGROUP\.DEPBAR\.LE gsb0, 0x1 ;"
+                           r"((?:(?!WARPGROUP\.DEPBAR).)*)WARPGROUP\.DEPBAR\.LE gsb0, 0x0 ;",
+                           text, re.S)
+        assert len(steps) == 2, (on, len(steps))
+        for start, softmax in steps:
+            before_mmas = start.split("HGMMA", 1)[0].rsplit("TRYWAIT", 1)[-1]  # after ready
+            assert start.count("LDS.64") == 8 and softmax.count("LDS.64") == 8, on
+            assert before_mmas.count("LDS.64") == (8 if on else 0), on
+    assert built[True].count("STL") <= built[False].count("STL")
+    bar = "BAR.SYNC.DEFER_BLOCKING 0x2, 0x80 ;"
+    assert built[True].count(bar) == built[False].count(bar)
+
+
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_the_gluon_backward_compiles_for_sm90_with_asynchronous_mmas(tool, head_dim):
     """kernels/triton/gluon_backward.py builds for sm90: 12 warps, the setmaxnreg split, dQ by
