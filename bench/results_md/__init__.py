@@ -129,6 +129,9 @@ from .h200 import (causal_fwd_s62, fwd_arms_s62, kernels_s62_goals, kernels_s62_
                    kernels_s62_table, loop_stalls_s62, ncu_fwd_s62, pytest_s62, short_rows_s62)
 from .h200 import (fwd_arms_s63, kernels_s63_goals, kernels_s63_moves, kernels_s63_table,
                    ncu_bwd_s63, pytest_s63, under_pv_rule_s63)
+from .h200 import (bwd_arms_s64, bwd_early_rule_s64, bwd_row_stats_s64, fwd_arms_s64,
+                   kernels_s64_bwd_moves, kernels_s64_goals, kernels_s64_moves, kernels_s64_table,
+                   ncu_bwd_s64, pytest_s64)
 from .h200x2 import cp_ab_s63_table
 from .h200x2 import CP2_S48_SPANS, cut_causal_s48, early_ab_s48_table, early_key_s48
 from .h200x2 import pytest_timed_s58, timed_s58_summary, timed_s58_table
@@ -242,6 +245,16 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.kernels_s63_table": kernels_s63_table,
     "h200.ncu_bwd_s63": ncu_bwd_s63,
     "h200x2.cp_ab_s63_table": cp_ab_s63_table,
+    "h200.fwd_arms_s64": fwd_arms_s64,
+    "h200.bwd_arms_s64": bwd_arms_s64,
+    "h200.bwd_early_rule_s64": bwd_early_rule_s64,
+    "h200.bwd_row_stats_s64": bwd_row_stats_s64,
+    "h200.pytest_s64": pytest_s64,
+    "h200.kernels_s64_goals": kernels_s64_goals,
+    "h200.kernels_s64_moves": kernels_s64_moves,
+    "h200.kernels_s64_bwd_moves": kernels_s64_bwd_moves,
+    "h200.kernels_s64_table": kernels_s64_table,
+    "h200.ncu_bwd_s64": ncu_bwd_s64,
     "h200x2.key_clock_s60_table": key_clock_s60_table,
     "h200x2.key_clock_s60_moves": key_clock_s60_moves,
     "h200x4.key_clock_cp4_s60": key_clock_cp4_s60,

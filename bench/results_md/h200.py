@@ -1202,15 +1202,17 @@ def kernels_s62_goals() -> str:
 
 
 def _fwd_moves(before_files: tuple[str, ...], now_files: tuple[str, ...], before: str,
-               now: str) -> str:
-    """FFA's forward, one run (``before``) -> another (``now``), with FA4 in each, per cell."""
+               now: str, direction: str = "fwd") -> str:
+    """FFA's forward (or backward), one run (``before``) -> another (``now``), with FA4 in each,
+    per cell."""
     first, second = _files(before_files), _files(now_files)
-    lines = [f"| mask | S | ffa fwd {before} -> {now} | change | fa4 fwd {before} -> {now} "
+    d = direction
+    lines = [f"| mask | S | ffa {d} {before} -> {now} | change | fa4 {d} {before} -> {now} "
              f"| ffa / fa4 {before} -> {now} |", "|---|---|---|---|---|---|"]
     for mask in KERNEL_MASKS:
         for seqlen in (K16, K64):
-            f0, f1 = (_tf(x, "ffa", mask, seqlen, "fwd") for x in (first, second))
-            a0, a1 = (_tf(x, "fa4", mask, seqlen, "fwd") for x in (first, second))
+            f0, f1 = (_tf(x, "ffa", mask, seqlen, d) for x in (first, second))
+            a0, a1 = (_tf(x, "fa4", mask, seqlen, d) for x in (first, second))
             fa4 = "X" if a0 is None else f"{a0:.0f} -> {a1:.0f}"
             ratio = "-" if a0 is None else f"{f0 / a0:.3f} -> {f1 / a1:.3f}"
             lines.append(f"| {mask} | {_k(seqlen)} | {f0:.0f} -> {f1:.0f} | {f1 / f0 - 1:+.1%} | "
@@ -1285,11 +1287,12 @@ def _switch(label: str, key: str) -> str:
     return re.search(key + r"=(\d)", label).group(1)
 
 
-def _arm_medians(relpath: str) -> pd.DataFrame:
+def _arm_medians(relpath: str, arm: Callable[[str], str] = _arm_s63) -> pd.DataFrame:
     """Per (seqlen, mask, arm): FFA's median TFLOPs/s over the processes and the TFLOPs/s of
-    each process in run order (and FA4's median where it ran)."""
+    each process in run order (and FA4's median where it ran); ``arm`` names a row's arm from
+    its label."""
     rows = pd.read_csv(RESULTS / relpath)
-    rows["arm"] = rows.label.map(_arm_s63)
+    rows["arm"] = rows.label.map(arm)
     ffa = rows[rows.kernel == "ffa"].groupby(["seqlen", "mask", "arm"], sort=False).tflops
     out = pd.DataFrame({"ffa": ffa.median(), "runs": ffa.apply(
         lambda x: " / ".join(f"{v:.0f}" for v in x))})
@@ -1360,4 +1363,91 @@ def ncu_bwd_s63() -> str:
                      f"{m['Issue Slots Busy']:.1f}%, {m['Warp Cycles Per Issued Instruction']:.1f} "
                      f"cycles a warp per issued instruction, "
                      f"{m['Local Memory Spilling Requests'] / 1e6:.0f} M spill requests")
+    return "; ".join(parts)
+
+
+# -- session 64: the prepared switch arms measured (forward: short rows take the hoisted mask
+# loads and the prefetched item; backward: the early slot release by a plan rule, the two
+# barrier arms and EARLY_ROW_STATS refuted), the kernel masks again, ncu of the backward by
+# instruction (fwd_fa4_probe.py rows: each arm its own process, three rounds in turn)
+PROBES_S64 = "h200/probes_s64/"
+KERNELS_S64 = ("h200/kernels_s64/kernel_masks_16k.csv", "h200/kernels_s64/kernel_masks_64k.csv")
+
+
+def _arm_s64(label: str) -> str:
+    """'<sha> NAME=0 OTHER=1' -> 'NAME 0, OTHER 1' (EARLY_EMPTY_MIN_Q_TILES 0: 'early release
+    always', 1e9: 'late release always')."""
+    switches = re.findall(r"(\w+)=(\d+)", label)
+    if switches == [("EARLY_EMPTY_MIN_Q_TILES", "0")]:
+        return "early release always"
+    if switches and switches[0][0] == "EARLY_EMPTY_MIN_Q_TILES":
+        return "late release always"
+    return ", ".join(f"{name} {value}" for name, value in switches)
+
+
+def _arms_table(relpath: str) -> str:
+    """Each arm's FFA TFLOPs/s per cell (median, the processes in run order), its change
+    against the cell's first arm, and FA4's median in the same processes."""
+    med = _arm_medians(relpath, _arm_s64).reset_index()
+    lines = ["| S | mask | arm | ffa TFLOPs/s (median) | the processes | vs first arm | "
+             "fa4 (median) |", "|---|---|---|---|---|---|---|"]
+    for (seqlen, mask), cell in med.groupby(["seqlen", "mask"], sort=True):
+        first = cell.ffa.iloc[0]
+        for _, r in cell.iterrows():
+            fa4 = "-" if pd.isna(r.fa4) else f"{r.fa4:.0f}"
+            lines.append(f"| {_k(seqlen)} | {mask} | {r.arm} | {r.ffa:.0f} | {r.runs} | "
+                         f"{r.ffa / first - 1:+.1%} | {fa4} |")
+    return "\n".join(lines)
+
+
+def fwd_arms_s64() -> str:
+    return _arms_table(PROBES_S64 + "s64_fwd_arms.csv")
+
+
+def bwd_arms_s64() -> str:
+    return _arms_table(PROBES_S64 + "s64_bwd_arms.csv")
+
+
+def bwd_early_rule_s64() -> str:
+    return _arms_table(PROBES_S64 + "s64_bwd_early_rule.csv")
+
+
+def bwd_row_stats_s64() -> str:
+    return _arms_table(PROBES_S64 + "s64_bwd_row_stats.csv")
+
+
+def pytest_s64() -> str:
+    return _pytest_counts("h200/tests/s64_pytest_gluon_7654b363b99f.log")
+
+
+def kernels_s64_table() -> str:
+    return triton_s21_table(KERNELS_S64)
+
+
+def kernels_s64_goals() -> str:
+    return triton_s21_goals(KERNELS_S64)
+
+
+def kernels_s64_moves() -> str:
+    """FFA's forward, session 63's run -> this one, with FA4 in each run, per cell."""
+    return _fwd_moves(KERNELS_S63, KERNELS_S64, "s63", "s64")
+
+
+def kernels_s64_bwd_moves() -> str:
+    """FFA's backward, session 63's run -> this one, with FA4 in each run, per cell."""
+    return _fwd_moves(KERNELS_S63, KERNELS_S64, "s63", "s64", direction="bwd")
+
+
+def ncu_bwd_s64() -> str:
+    """The Gluon backward and FA4's SM90 backward under ncu (full 16k, one launch each, locked
+    clocks): time, SM throughput, issue rate, spills."""
+    parts = []
+    for label, name in (("Gluon", "ffa"), ("FA4", "fa4")):
+        m = _ncu_details(PROBES_S64 + f"s64_ncu_bwd_full_{name}_details.csv")
+        parts.append(f"{label}: {m['Elapsed Cycles'] / 1e6:.1f} M cycles, SM throughput "
+                     f"{m['Compute (SM) Throughput']:.1f}%, issue slots busy "
+                     f"{m['Issue Slots Busy']:.1f}%, "
+                     f"{m['Warp Cycles Per Issued Instruction']:.1f} cycles a warp per issued "
+                     f"instruction, {m['Local Memory Spilling Requests'] / 1e6:.0f} M spill "
+                     f"requests")
     return "; ".join(parts)
