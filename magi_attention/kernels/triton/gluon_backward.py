@@ -104,31 +104,14 @@ MAX_PARTIAL_FOR_BITS = 0.5
 # The ring slot of Q_i / dO_i released once dK's MMA (its last reader) is done, beside the dS
 # exchange's release, before the dQ add (its drain wait and two warpgroup barriers), not after
 # the add: on where the key tiles list at least this many q tiles on average (early_empty_suits;
-# 0: always, a huge number: never, the A/B's arms). Session 64, H200, GQA 64:8, d128, 16k, each
-# arm its own process, three rounds (results/h200/probes_s64/s64_bwd_arms.csv): full (256 q
-# tiles a key tile) +1.3%, causal (129) +0.5%, causal_document (17) -8%.
+# 0: always, a huge number: never, the A/B's arms). Session 64, H200, GQA 64:8, d128, each arm
+# its own process, three rounds (results/h200/probes_s64/s64_bwd_arms.csv, _early_rule.csv):
+# 16k full (256 q tiles a key tile) +1.6%, causal (129) +0.8%; the document masks at 64k (83-164)
+# +0.7 to +0.9%, at 16k (17-31) 0 to -8%. (Two more warpgroup barriers a step taken off, the dS
+# exchange's release and the one after the dS store, measured within 1%: not what the loop
+# waits for, and removed; in git at b756459. So was the lse load issued before the step's
+# MMAs: -5% on full and causal.)
 EARLY_EMPTY_MIN_Q_TILES = 64.0
-# The dS exchange's buffers released by their own barrier (ds_free: both consumers arrive after
-# their dQ MMA, the writer waits two steps later). False: no such barrier. ds_ready already
-# orders it: to pass step j + 1's ds_ready a consumer needs the other's arrive of step j + 1,
-# which that one makes only after waiting for its step-j dQ MMA, the last read of the buffer
-# step j + 2 rewrites. One arrive and one wait a step fewer (each a warpgroup barrier, session
-# 63's PTX). Off measured no faster (session 64: within 0.5% on full, causal, causal_document).
-DS_FREE = gl.constexpr(True)
-# A warpgroup barrier after each consumer stores its dS half. False (with the swap of halves,
-# head_dim 128): none, the ds_ready arrive's own warpgroup sync (Gluon's one-thread arrive)
-# orders every thread's store and fence before the other consumer's dQ MMA, and this one's dQ
-# MMA waits for ds_ready too; dK's MMA between them takes dS from registers. Off measured no
-# faster (session 64: within 0.5%, as DS_FREE), so the barrier stays.
-DS_STORE_BARRIER = gl.constexpr(True)
-# A step's lse2 loaded from shared memory right after its slot's ready wait, before the S and dP
-# MMAs are issued. Else ptxas issues those LDS among the HGMMAs (before the S wait all the same),
-# and the FFMAs S^T scale - lse2 after that wait stalled on short_scoreboard for 6% of the warp
-# samples, most on the LDS issued last (session 64's ncu, H200, full 16k; FA4's almost none): an
-# LDS seems to return only once the HGMMAs issued before it have read their shared memory. delta
-# stays (no stall on it there; loaded early too, the full plan's SASS spilled 232 more bytes).
-# No more spills. Not yet measured.
-EARLY_ROW_STATS = gl.constexpr(False)
 
 
 @builtin
@@ -414,12 +397,9 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         do_i = do_smem.index(slot)
         cols = q_lo + gl.arange(0, BLOCK_M, layout=col_s)
         mbarrier.wait(ready.index(slot), (j // NUM_BUF) & 1)
-        if EARLY_ROW_STATS:
-            lse2 = lse_smem.index(slot).load(col_s)  # +inf past seqlen_q: P = 0
         st = warpgroup_mma(k_c, q_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
         dpt = warpgroup_mma(v_c, do_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        if not EARLY_ROW_STATS:
-            lse2 = lse_smem.index(slot).load(col_s)  # +inf past seqlen_q: P = 0
+        lse2 = lse_smem.index(slot).load(col_s)  # +inf past seqlen_q: P = 0
         st = warpgroup_mma_wait(num_outstanding=1, deps=(st, ))
         pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
         if t >= mid:  # a partial tile: cells outside the union get P = 0
@@ -448,12 +428,11 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         else:
             b = j % 2
             ds_c = ds_smem.index(2 * b + c)
-            if SPLIT and DS_FREE:
+            if SPLIT:
                 mbarrier.wait(ds_free.index(b), ((j // 2) & 1) ^ 1)  # both read it 2 steps ago
             ds_c.store(ds_lp)
             fence_async_shared()
-            if DS_STORE_BARRIER or not SPLIT:  # (without the swap, this warpgroup's dQ MMA
-                gl.thread_barrier()             # reads the buffer next)
+            gl.thread_barrier()
             dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
             if SPLIT:
                 mbarrier.arrive(ds_ready.index(b), count=1)
@@ -468,7 +447,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
                 dq = warpgroup_mma(ds_c.permute((1, 0)), k_c, dq_zero, use_acc=False,
                                    is_async=True)
             dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
-            if SPLIT and DS_FREE:
+            if SPLIT:
                 mbarrier.arrive(ds_free.index(b), count=1)
             if EARLY_EMPTY:  # every read of the slot is done: Q_i by dK's MMA, the last
                 mbarrier.arrive(empty.index(slot), count=1)
