@@ -169,6 +169,16 @@ def _after_asm(x, ASM: gl.constexpr):
 
 
 @gluon.jit
+def _stamp(stamps, at, rows):
+    """The global timer (ns) into stamps[at], from the threads holding ``rows``' first element
+    (a measurement path: launch_fwd(stamps=))."""
+    now = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [rows], dtype=gl.int64,
+                                    is_pure=False, pack=1)
+    first = gl.arange(0, rows.shape[0], layout=rows.type.layout) == 0
+    gl.store(stamps + at + rows * 0, now, mask=first)
+
+
+@gluon.jit
 def _wait_after(x):
     """x unchanged, after a wait for every wgmma group of this warpgroup that ptxas cannot move
     above x's computation: predicated on x (never the one NaN bit pattern tested, so always
@@ -344,7 +354,7 @@ def _await_arrival(arrival, late, kt, seen):
 @gluon.jit
 def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
+              nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
     NUM_BUF: gl.constexpr = k_smem.type.shape[0]
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -474,7 +484,7 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
 @gluon.jit
 def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
+              nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, c: gl.constexpr):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -482,7 +492,8 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
     ROW_INTERVALS: gl.constexpr = tag.type.shape[0] - 1
     dtype: gl.constexpr = q_desc.dtype
     DYNAMIC: gl.constexpr = (mode.type.shape[0] - 1) % 2 == 1
-    UNDER_PV: gl.constexpr = (mode.type.shape[0] - 1) // 4 == 1
+    UNDER_PV: gl.constexpr = (mode.type.shape[0] - 1) // 4 % 2 == 1
+    STAMPS: gl.constexpr = (mode.type.shape[0] - 1) // 8 == 1
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -507,6 +518,8 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
             gl.minimum(i, n_items - 1), nqt, n_first, num_heads_q, q_tile_order, q_tile_ptr,
             q_tile_num_full, group, HALF_M, HEAD_DIM)
     while i < n_items:
+        if STAMPS:
+            _stamp(stamps, (i * 2 + c) * 2, gl.arange(0, HALF_M, layout=row_s))
         if PREFETCH:
             q_row, q_col, kv_col, start, mid, end = n_row, n_qcol, n_kvcol, n_start, n_mid, n_end
             # the next item's q tile now, its span after this item's loop (the tile has
@@ -553,6 +566,8 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
         gl.store(Lse + rows.to(gl.int64) * num_heads_q + (q_col // HEAD_DIM), lse,
                  mask=rows < seqlen_q)
         tma.store_wait(pendings=0)
+        if STAMPS:
+            _stamp(stamps, (i * 2 + c) * 2 + 1, rows)
         mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
         t += 1
         i = _fetched(items, t, q_bars, c, DYNAMIC)
@@ -565,31 +580,31 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
 @gluon.jit
 def _consumer0(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-               nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
+               nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
                q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
     _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
+              nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 0)
 
 
 @gluon.jit
 def _consumer1(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-               nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
+               nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
                q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
     _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
+              nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 1)
 
 
 @gluon.jit
 def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                 q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-                nqt, n_first, sched, arrival, late, NUM_BUF: gl.constexpr,
+                nqt, n_first, sched, arrival, late, stamps, NUM_BUF: gl.constexpr,
                 ROW_INTERVALS: gl.constexpr, DYNAMIC: gl.constexpr, WAIT: gl.constexpr,
-                UNDER_PV: gl.constexpr,
+                UNDER_PV: gl.constexpr, STAMPS: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 num_warps: gl.constexpr):
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -609,8 +624,8 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
     # of this (unused) buffer's type
     tag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    # and the switches as this one's: DYNAMIC + 2 * WAIT + 4 * UNDER_PV + 1 bytes
-    mode = gl.allocate_shared_memory(gl.int8, [1 + DYNAMIC + 2 * WAIT + 4 * UNDER_PV],
+    # and the switches as this one's: DYNAMIC + 2 * WAIT + 4 * UNDER_PV + 8 * STAMPS + 1 bytes
+    mode = gl.allocate_shared_memory(gl.int8, [1 + DYNAMIC + 2 * WAIT + 4 * UNDER_PV + 8 * STAMPS],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     # DYNAMIC: the item index the producer fetched, one slot an item parity
     items = gl.allocate_shared_memory(gl.int32, [2, 32],
@@ -626,7 +641,7 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
     fence_async_shared()
     args = (q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
             q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items, nqt,
-            n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars, q_empty,
+            n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars, q_empty,
             k_ready, v_ready, kv_empty, turn, tag, mode, items)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
                        [CONSUMER_REGS, PRODUCER_REGS])
@@ -704,7 +719,7 @@ def arrival_order(plan: BlockSparsePlan, late: np.ndarray) -> tuple[np.ndarray, 
 def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSparsePlan,
                softmax_scale: float, num_buf: int = NUM_BUF, persistent: bool = PERSISTENT,
                dynamic: bool | None = None, arrival: Arrival | None = None,
-               under_pv: bool | None = None):
+               under_pv: bool | None = None, stamps: torch.Tensor | None = None):
     """q [Sq, Hq, D], k/v [Sk, Hkv, D] (strided views read in place: tma_rows) over a BLOCK_M
     x n plan (n = BLOCK_N by default; 64 was measured too) with a row interval table -> (out,
     lse [Sq, Hq] fp32, None).
@@ -713,7 +728,9 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     one program per item); ``dynamic`` (persistent only; None: DYNAMIC): the programs fetch
     items from a counter instead of striding over them; ``arrival``: start before some keys
     have landed (persistent and dynamic then); ``under_pv`` (None: under_pv_suits): the
-    softmax of S_j under P_{j-1} V_{j-1}."""
+    softmax of S_j under P_{j-1} V_{j-1}. ``stamps`` (a measurement, static grid only): int64
+    [items, 2, 2], each consumer's global timer (ns) at an item's start and after its O store
+    (scripts/dev/fwd_item_stamps.py)."""
     seqlen_q, num_heads_q, _ = q.shape
     if plan.block_m != BLOCK_M:
         raise ValueError(f"plan q tiles {plan.block_m} != {BLOCK_M}")
@@ -727,10 +744,14 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     dynamic = persistent and (dynamic or arrival is not None)
     if under_pv is None:
         under_pv = under_pv_suits(plan)
+    n_items = plan.num_q_tiles * num_heads_q
+    if stamps is not None and (dynamic or stamps.shape != (n_items, 2, 2)
+                               or stamps.dtype != torch.int64):
+        raise ValueError(f"stamps: int64 [{n_items}, 2, 2] of a static grid, got "
+                         f"{stamps.dtype} {tuple(stamps.shape)} (dynamic={dynamic})")
     q, k, v = (tma_rows(t) for t in (q, k, v))  # read by TMA alone: strided views in place
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(seqlen_q, num_heads_q, dtype=torch.float32, device=q.device)
-    n_items = plan.num_q_tiles * num_heads_q
     if n_items > 0:
         programs = min(n_items, _sm_count(q.device)) if persistent else n_items
         sched = _schedule_buffer(q.device) if dynamic else lse  # (unread when static)
@@ -740,15 +761,16 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
         # every integer argument follows from these (cached_launch)
         key = (q.shape, k.shape, q.dtype, plan.block_n, plan.num_q_tiles, plan.row_lo.shape[1],
                num_buf, programs, n_first, dynamic, arrival is not None,
-               under_pv) if q.is_cuda else None
+               under_pv, stamps is not None) if q.is_cuda else None
         _launch_fwd_kernel((programs, ), key,
             _descriptor(q, HALF_M), _descriptor(k, plan.block_n), _descriptor(v, plan.block_n),
             _descriptor(out, HALF_M), lse, plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full,
             order, plan.row_lo, plan.row_hi, seqlen_q, num_heads_q,
             float(softmax_scale) * LOG2E, num_heads_q // k.shape[1], n_items, plan.num_q_tiles,
-            n_first, sched, flag, late,
+            n_first, sched, flag, late, lse if stamps is None else stamps,
             NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], DYNAMIC=dynamic,
-            WAIT=arrival is not None, UNDER_PV=bool(under_pv), CONSUMER_REGS=CONSUMER_REGS,
+            WAIT=arrival is not None, UNDER_PV=bool(under_pv), STAMPS=stamps is not None,
+            CONSUMER_REGS=CONSUMER_REGS,
             PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse, None
 

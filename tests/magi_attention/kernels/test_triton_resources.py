@@ -253,6 +253,27 @@ def test_the_gluon_forward_prefetches_the_next_item_without_spills(tool):
         assert "STL" not in text, switches
 
 
+def test_the_gluon_forward_item_stamps_read_the_timer_four_times_without_spills(tool):
+    """launch_fwd(stamps=) builds a kernel that reads the global timer at each consumer's item
+    start and end (four reads), with no spills; without stamps it reads none."""
+    import torch
+    from magi_attention.common import AttnSlice
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.triton import gluon_forward as gf
+    q, k, v, _ = tool._inputs(2048, hq=8, hk=2, d=128)
+    plan = plan_block_sparse([AttnSlice.make(0, 2048, 0, 2048, 1)], 2048, 2048, gf.BLOCK_M,
+                             gf.BLOCK_N)
+    reads = {}
+    for on in (False, True):
+        stamps = torch.zeros(plan.num_q_tiles * 8, 2, 2, dtype=torch.int64) if on else None
+        with tool.CompileRecorder() as rec:
+            gf.launch_fwd(q, k, v, plan, 128 ** -0.5, stamps=stamps)
+        kernel = rec.compiled[0][1]
+        assert tool.resources(kernel)["spill_stores"] == 0
+        reads[on] = _sass(kernel).count("GLOBALTIMER")
+    assert reads == {False: 0, True: 4}
+
+
 def test_the_gluon_forward_short_row_switches_leave_long_rows_alone(tool):
     """The short-row switches (HOIST_MASK_LOADS, PREFETCH_ITEM: session 64, -3.3% on full 16k)
     change nothing where the softmax runs under the PV: the long-row kernel's SASS is the same

@@ -1,0 +1,99 @@
+"""Where the Gluon forward's time goes item by item: each consumer's global timer at an item's
+start and after its O store (gluon_forward.launch_fwd(stamps=)), on the probe's inputs (GQA
+64:8, head_dim 128, bf16, the persistent static grid).
+
+    python scripts/dev/fwd_item_stamps.py --masks full causal causal_document --out stamps.csv.gz
+
+Per mask it prints the fit of an item's time to its listed key tiles (time = fixed + per_tile x
+tiles: the fixed part is the per-item cost the causal forward is suspected of), the gap between
+one item's end and the program's next start, and the span of the launch; the rows (one per item
+and consumer) go to --out.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+import pandas as pd
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from fwd_fa4_probe import HQ, SCALE, inputs, probe_mask  # noqa: E402
+
+
+def item_rows(plan, num_heads_q: int, programs: int, stamps: np.ndarray) -> pd.DataFrame:
+    """One row per (item, consumer): its program and turn on the static grid, q tile, head,
+    listed key tiles, start and end (ns); items in gluon_forward._item_tile's order (no
+    arrival: every q tile is a first one)."""
+    nqt = plan.num_q_tiles
+    items = np.arange(nqt * num_heads_q)
+    q_tile = plan.q_tile_order.cpu().numpy()[items % nqt]
+    ptr = plan.q_tile_ptr.cpu().numpy()
+    base = pd.DataFrame({"item": items, "program": items % programs, "turn": items // programs,
+                         "q_tile": q_tile, "head": items // nqt,
+                         "tiles": ptr[q_tile + 1] - ptr[q_tile]})
+    return pd.concat([base.assign(consumer=c, start_ns=stamps[:, c, 0], end_ns=stamps[:, c, 1])
+                      for c in (0, 1)], ignore_index=True)
+
+
+def summarise(rows: pd.DataFrame) -> dict:
+    """The fit time = fixed + per_tile x tiles over the items with keys (least squares, ns), the
+    median gap from an item's end to the same consumer's next start in its program, the
+    launch's span and the timer's finest step seen."""
+    keyed = rows[rows.tiles > 0]
+    took = (keyed.end_ns - keyed.start_ns).to_numpy(dtype=float)
+    per_tile, fixed = np.polyfit(keyed.tiles.to_numpy(dtype=float), took, 1)
+    ordered = rows.sort_values(["program", "consumer", "turn"])
+    nxt = ordered.groupby(["program", "consumer"]).start_ns.shift(-1)
+    gaps = (nxt - ordered.end_ns).dropna()
+    steps = np.diff(np.unique(rows[["start_ns", "end_ns"]].to_numpy().ravel()))
+    return {"fixed_us": fixed / 1e3, "per_tile_us": per_tile / 1e3,
+            "fixed_share": fixed * len(keyed) / took.sum(),
+            "gap_median_us": float(np.median(gaps)) / 1e3 if len(gaps) else 0.0,
+            "span_ms": (rows.end_ns.max() - rows.start_ns.min()) / 1e6,
+            "timer_step_ns": int(steps[steps > 0].min()) if (steps > 0).any() else 0}
+
+
+def measure(mask_name: str, seqlen: int) -> pd.DataFrame:
+    """One warm-up launch, then one with stamps."""
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.triton import gluon_forward as gf
+    q, k, v, _ = inputs(seqlen)
+    mask = probe_mask(mask_name, seqlen)
+    plan = plan_block_sparse(list(mask.slices), seqlen, seqlen, gf.BLOCK_M, gf.BLOCK_N,
+                             device="cuda")
+    n_items = plan.num_q_tiles * HQ
+    stamps = torch.zeros(n_items, 2, 2, dtype=torch.int64, device="cuda")
+    gf.launch_fwd(q, k, v, plan, SCALE, dynamic=False)
+    gf.launch_fwd(q, k, v, plan, SCALE, dynamic=False, stamps=stamps)
+    torch.cuda.synchronize()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    programs = min(n_items, sms) if gf.PERSISTENT else n_items
+    cpu_plan = plan_block_sparse(list(mask.slices), seqlen, seqlen, gf.BLOCK_M, gf.BLOCK_N)
+    return item_rows(cpu_plan, HQ, programs, stamps.cpu().numpy()).assign(mask=mask_name,
+                                                                          seqlen=seqlen)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--seqlens", type=int, nargs="+", default=[16384])
+    p.add_argument("--masks", nargs="+", default=["full", "causal", "causal_document"])
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    frames = []
+    for s in args.seqlens:
+        for m in args.masks:
+            rows = measure(m, s)
+            frames.append(rows)
+            print({"mask": m, "seqlen": s, **{k: round(v, 4) for k, v in summarise(rows).items()}},
+                  flush=True)
+            if args.out:
+                pd.concat(frames).to_csv(args.out, index=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""scripts/dev/fwd_item_stamps.py on the CPU: the items' mapping to q tiles, heads and programs
+(gluon_forward's static grid order) and the summary's fit, gaps and span on stamps made up with a
+known per-item and per-tile cost. The stamps themselves come from the device machine."""
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+
+def _causal_plan(seqlen=1024):
+    from magi_attention.common import AttnSlice
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    return plan_block_sparse([AttnSlice.make(0, seqlen, 0, seqlen, 1)], seqlen, seqlen, 128, 128)
+
+
+def test_items_map_to_q_tiles_heads_and_programs(load_script):
+    script = load_script("scripts/dev/fwd_item_stamps.py")
+    plan = _causal_plan()  # 8 q tiles, q tile t lists t + 1 key tiles
+    heads, programs = 3, 5
+    rows = script.item_rows(plan, heads, programs, np.zeros((8 * heads, 2, 2), dtype=np.int64))
+    assert len(rows) == 2 * 8 * heads and set(rows.consumer) == {0, 1}
+    one = rows[rows.consumer == 0].set_index("item")
+    order = plan.q_tile_order.numpy()
+    for item in (0, 7, 8, 23):
+        assert one.loc[item, "q_tile"] == order[item % 8]
+        assert one.loc[item, "head"] == item // 8
+        assert one.loc[item, "program"] == item % programs
+        assert one.loc[item, "turn"] == item // programs
+        assert one.loc[item, "tiles"] == order[item % 8] + 1  # causal: its own tile and before
+
+
+def test_summary_recovers_a_known_per_item_cost(load_script):
+    script = load_script("scripts/dev/fwd_item_stamps.py")
+    plan = _causal_plan()
+    heads, programs = 4, 6
+    n = 8 * heads
+    rows = script.item_rows(plan, heads, programs, np.zeros((n, 2, 2), dtype=np.int64))
+    # each program's items back to back, 200 ns apart; an item takes 3000 + 500 x tiles ns
+    clock = {}
+    for at in rows.sort_values(["program", "consumer", "turn"]).index:
+        r = rows.loc[at]
+        start = clock.get((r.program, r.consumer), 0)
+        rows.loc[at, "start_ns"] = start
+        rows.loc[at, "end_ns"] = start + 3000 + 500 * r.tiles
+        clock[(r.program, r.consumer)] = rows.loc[at, "end_ns"] + 200
+    got = script.summarise(rows)
+    assert got["fixed_us"] == pytest.approx(3.0) and got["per_tile_us"] == pytest.approx(0.5)
+    assert got["gap_median_us"] == pytest.approx(0.2)
+    assert got["span_ms"] == pytest.approx(max(clock.values()) / 1e6 - 200 / 1e6)
+    took = (rows.end_ns - rows.start_ns).sum()
+    assert got["fixed_share"] == pytest.approx(3000 * len(rows) / took)
+    assert got["timer_step_ns"] > 0
