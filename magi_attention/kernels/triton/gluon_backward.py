@@ -112,6 +112,15 @@ MAX_PARTIAL_FOR_BITS = 0.5
 # waits for, and removed; in git at b756459. So was the lse load issued before the step's
 # MMAs: -5% on full and causal.)
 EARLY_EMPTY_MIN_Q_TILES = 64.0
+# K_c and V_c's views taken anew each step at an index ptxas cannot fold (c + (j >> 31), 0 for any
+# step): hoisted out of the loop, the S and dP MMAs' 16 wgmma descriptors (8 k-steps each) stay
+# live across it and the consumers spill (64 bytes, 96 with head chunks; the profiled full 16k:
+# 29 LDL/STL in the consumers' step loops, 1 in the producer's, R2URs stalled on the reloads);
+# each step then rebuilds them in uniform registers. CPU compile (d128 and d64; full, causal by
+# table or row TMA, head chunks, bitmaps): no spills, no LDL/STL in any step loop (qk_sparse's
+# 5-interval table: 4 bytes, 1 LDL, from 64 and 17), the same HGMMAs and warpgroup barriers.
+# Not yet measured on a GPU.
+KV_VIEWS_PER_STEP = gl.constexpr(False)
 
 
 @builtin
@@ -221,6 +230,13 @@ def unsupported_reason(q: torch.Tensor, k: torch.Tensor, softcap: float,
 def _kv_head(chunk, HEAD_CHUNKS: gl.constexpr):
     """The kv head of a head chunk (the chunks of one kv head are consecutive)."""
     return chunk // HEAD_CHUNKS
+
+
+@gluon.jit
+def _opaque_zero(j):
+    """0 for a step index j >= 0, which neither LLVM nor ptxas can fold (KV_VIEWS_PER_STEP)."""
+    return gl.inline_asm_elementwise("shr.u32 $0, $1, 31;", "=r,r", [j], dtype=gl.int32,
+                                     is_pure=True, pack=1)
 
 
 @gluon.jit
@@ -390,6 +406,9 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     mbarrier.wait(kv_bar, 0)
     for j in range(heads * n_list):
         slot = j % NUM_BUF
+        if KV_VIEWS_PER_STEP:
+            k_c = k_smem.index(c + _opaque_zero(j))
+            v_c = v_smem.index(c + _opaque_zero(j))
         head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, heads,
                                 k_tile_qt)
         q_lo = q_tile * BLOCK_M

@@ -298,6 +298,55 @@ def test_the_gluon_backward_early_release_passes_one_warpgroup_barrier_fewer(too
     assert early.count("STL") == late.count("STL")
 
 
+def _step_loop_counts(sass: str) -> dict:
+    """Summed over the SASS's step loops (each from its predicated back-edge branch's target to
+    that branch, where the span holds an HGMMA): LDL/STL, HGMMA and warpgroup barrier counts."""
+    import re
+    lines = sass.splitlines()
+    at, label, body = {}, None, []
+    for line in lines:
+        m = re.match(r"^(\.L_x_\d+):", line)
+        if m:
+            label = m.group(1)
+            continue
+        m = re.search(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", line)
+        if m:
+            addr = int(m.group(1), 16)
+            body.append((addr, m.group(2).strip()))
+            if label:
+                at[label], label = addr, None
+    counts = {"LDL/STL": 0, "HGMMA": 0, "BAR.SYNC": 0, "loops": 0}
+    for addr, text in body:
+        m = re.search(r"\((\.L_x_\d+)\)", text)
+        if not (text.startswith("@") and "BRA" in text and m and at[m.group(1)] < addr):
+            continue
+        span = [t for a, t in body if at[m.group(1)] <= a <= addr]
+        if any(t.startswith("HGMMA") for t in span):
+            counts["loops"] += 1
+            counts["LDL/STL"] += sum(t.startswith(("LDL", "STL")) for t in span)
+            counts["HGMMA"] += sum(t.startswith("HGMMA") for t in span)
+            counts["BAR.SYNC"] += sum(t.startswith("BAR.SYNC") for t in span)
+    return counts
+
+
+def test_the_gluon_backward_kv_views_per_step_take_the_spills_out_of_the_step_loops(tool):
+    """gluon_backward.KV_VIEWS_PER_STEP (off by default): K_c and V_c's views indexed anew each
+    step (c + (j >> 31)) rather than hoisted with their 16 wgmma descriptors, which stayed live
+    across the step loop and spilled. This full plan: 18 LDL/STL in the two consumers' step loops
+    off (64 spill bytes), none on (session 65, CPU compile); the same HGMMAs and warpgroup
+    barriers in the loops, and no more spill stores in the kernel."""
+    def sass(**switches):
+        return _arm_sass(_BWD_ARM, "magi_attention.kernels.triton.gluon_backward", **switches)
+
+    off, on = sass(), sass(KV_VIEWS_PER_STEP=True)
+    loops_off, loops_on = _step_loop_counts(off), _step_loop_counts(on)
+    assert loops_off["loops"] == loops_on["loops"] == 2, (loops_off, loops_on)
+    assert loops_on["LDL/STL"] < loops_off["LDL/STL"], (loops_off, loops_on)
+    assert (loops_on["HGMMA"], loops_on["BAR.SYNC"]) == (loops_off["HGMMA"],
+                                                         loops_off["BAR.SYNC"])
+    assert on.count("STL") <= off.count("STL")
+
+
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_the_gluon_backward_compiles_for_sm90_with_asynchronous_mmas(tool, head_dim):
     """kernels/triton/gluon_backward.py builds for sm90: 12 warps, the setmaxnreg split, dQ by
