@@ -121,6 +121,22 @@ EARLY_EMPTY_MIN_Q_TILES = 64.0
 # 5-interval table: 4 bytes, 1 LDL, from 64 and 17), the same HGMMAs and warpgroup barriers.
 # Not yet measured on a GPU.
 KV_VIEWS_PER_STEP = gl.constexpr(False)
+# The fp32 dQ staging buffer (and its TMA descriptor) swizzled at 32 bytes, not 128: the wgmma
+# accumulator gives a thread two adjacent columns of a row (an STS.64), a warp's store 8 rows x 8
+# columns, processed by half-warps of 4 rows. At 128 bytes a row is one 128-byte line whose
+# 16-byte chunks are XORed with row % 8, and rows r and r ^ 1 land on the same two chunks: every
+# staging store is 2-way conflicted (4 wavefronts, not 2; the 16k full profile: 32 STS.64 a step,
+# 536,870,912 excess wavefronts, the kernel's only bank conflicts). At 32 bytes a block is 8
+# columns of 32-byte rows, and a half-warp's 4 rows fill one 128-byte span: conflict-free (Gluon's
+# bank_conflicts: 1 -> 0; 64 bytes still 1; none 3). The same 16 STS.64 a consumer's step, from
+# one base register and immediate offsets (four at 128 bytes); the reduce-add is then 8 TMA
+# messages of [64, 8] (2 KiB, two a warp) where it was 2 of [64, 32] (the cost to watch). No
+# layout gets STS.128 without moving data: a convert to 4 adjacent columns a thread took 32 SHFL
+# and 64 SEL (within the warp) or a round trip through shared memory. CPU compile (d128): with
+# KV_VIEWS_PER_STEP no spills either way (qk_sparse's table 4 -> 0 bytes, bitmaps 12 -> 0);
+# without it ptxas moves the spills both ways (full 4096 64 -> 88, the profiled full 16k 96 -> 72).
+# Not yet measured on a GPU.
+DQ_SWIZZLE_32 = False
 
 
 @builtin
@@ -612,8 +628,9 @@ _launch_bwd_kernel = cached_launch(_bwd_kernel)
 def _dq_descriptor(dq: torch.Tensor, cols: int) -> TensorDescriptor:
     """The fp32 dQ buffer [Sq, Hq, D] as 2-D [Sq, Hq * D] with [BLOCK_M, cols] blocks."""
     view = dq.view(dq.shape[0], -1)
-    return TensorDescriptor(view, list(view.shape), list(view.stride()), [BLOCK_M, cols],
-                            shared_layout(BLOCK_M, cols, torch.float32))
+    # the kernel's staging buffer takes this layout too (dq_desc.layout): DQ_SWIZZLE_32
+    layout = _DQ_LAYOUT_32 if DQ_SWIZZLE_32 else shared_layout(BLOCK_M, cols, torch.float32)
+    return TensorDescriptor(view, list(view.shape), list(view.stride()), [BLOCK_M, cols], layout)
 
 
 def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
@@ -626,6 +643,7 @@ def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
 
 
 _ROW_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
+_DQ_LAYOUT_32 = gl.NVMMASharedLayout(swizzle_byte_width=32, element_bitwidth=32, rank=2)
 
 
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
