@@ -73,9 +73,8 @@ def measure(mask_name: str, seqlen: int) -> pd.DataFrame:
     torch.cuda.synchronize()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     programs = min(n_items, sms) if gf.PERSISTENT else n_items
-    cpu_plan = plan_block_sparse(list(mask.slices), seqlen, seqlen, gf.BLOCK_M, gf.BLOCK_N)
-    return item_rows(cpu_plan, HQ, programs, stamps.cpu().numpy()).assign(mask=mask_name,
-                                                                          seqlen=seqlen)
+    return item_rows(plan, HQ, programs, stamps.cpu().numpy()).assign(mask=mask_name,
+                                                                      seqlen=seqlen)
 
 
 def main() -> None:

@@ -484,7 +484,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
             dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
             if SPLIT:
                 mbarrier.arrive(ds_free.index(b), count=1)
-            if EARLY_EMPTY:  # every read of the slot is done: Q_i by dK's MMA, the last
+            if EARLY_EMPTY:  # every read of the slot is done (dK's MMA read Q_i last)
                 mbarrier.arrive(empty.index(slot), count=1)
             col = head * HEAD_DIM
             if SPLIT:
@@ -709,7 +709,9 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
                         else (lse2_desc, delta_desc))  # placeholders, never read
     bits_desc, bits_base = ((_row_descriptor(bits.words), bits.base) if bits is not None
                             else (lse2_desc, plan.k_tile_num_full))  # placeholders too
-    _launch_bwd_kernel((plan.num_k_tiles, num_heads_kv, head_chunks), key and (key, dq_cols),
+    # (DQ_SWIZZLE_32 in the key: it sets dQ's descriptor layout, which the kernel is compiled for)
+    _launch_bwd_kernel((plan.num_k_tiles, num_heads_kv, head_chunks),
+        key and (key, dq_cols, DQ_SWIZZLE_32),
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
         _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2_desc, delta_desc,
         lo_desc, hi_desc, bits_desc,

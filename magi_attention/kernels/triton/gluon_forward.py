@@ -68,8 +68,8 @@ TURN_BARRIER = 8
 # Short rows (plans without the softmax under the PV) hide two global round trips more:
 # HOIST_MASK_LOADS (plans of one key interval a row): a partial tile's global loads (its key
 # tile's index and, once an item, the rows' interval) issued before the wait for S_j, so their
-# latency runs under the MMAs (off: loaded after the wait, where the SASS showed each partial tile's mask
-# waiting a global round trip between S_j and its softmax).
+# latency runs under the MMAs (off: loaded after the wait, where the SASS showed each partial
+# tile's mask waiting a global round trip between S_j and its softmax).
 # PREFETCH_ITEM: the consumers' next item (its q tile and list span: two dependent global loads)
 # loaded while this one runs, not at its start between the last epilogue and the next first S
 # (static grid only: a dynamic one learns its next item from the producer).

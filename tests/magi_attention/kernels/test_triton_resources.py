@@ -209,6 +209,11 @@ sys.stdout.write(dict(rec.compiled)["_bwd_kernel"].asm["ptx"])
 """
 
 
+def _bwd_sass(**switches) -> str:
+    """The SASS of _BWD_ARM's backward built with gluon_backward's ``switches``."""
+    return _arm_sass(_BWD_ARM, "magi_attention.kernels.triton.gluon_backward", **switches)
+
+
 def _arm_sass(body: str = _SHORT_ROWS, module: str = "magi_attention.kernels.triton.gluon_forward",
               **switches) -> str:
     """The SASS of ``body``'s kernel built in a fresh process with ``module``'s ``switches``."""
@@ -289,10 +294,7 @@ def test_the_gluon_backward_early_release_passes_one_warpgroup_barrier_fewer(too
     the dS exchange's release, not after the dQ add; on by the rule for this full plan's 64 q
     tiles a key tile): one warpgroup barrier fewer a consumer's step than the late release
     (session 63: nine a step in its PTX), the same spills."""
-    def sass(**switches):
-        return _arm_sass(_BWD_ARM, "magi_attention.kernels.triton.gluon_backward", **switches)
-
-    early, late = sass(), sass(EARLY_EMPTY_MIN_Q_TILES=1e9)
+    early, late = _bwd_sass(), _bwd_sass(EARLY_EMPTY_MIN_Q_TILES=1e9)
     bar = "BAR.SYNC.DEFER_BLOCKING 0x2, 0x80 ;"
     assert late.count(bar) - early.count(bar) == 1, (early.count(bar), late.count(bar))
     assert early.count("STL") == late.count("STL")
@@ -333,12 +335,9 @@ def test_the_gluon_backward_kv_views_per_step_take_the_spills_out_of_the_step_lo
     """gluon_backward.KV_VIEWS_PER_STEP (off by default): K_c and V_c's views indexed anew each
     step (c + (j >> 31)) rather than hoisted with their 16 wgmma descriptors, which stayed live
     across the step loop and spilled. This full plan: 18 LDL/STL in the two consumers' step loops
-    off (64 spill bytes), none on (session 65, CPU compile); the same HGMMAs and warpgroup
+    off (64 spill bytes), none on (session 64, CPU compile); the same HGMMAs and warpgroup
     barriers in the loops, and no more spill stores in the kernel."""
-    def sass(**switches):
-        return _arm_sass(_BWD_ARM, "magi_attention.kernels.triton.gluon_backward", **switches)
-
-    off, on = sass(), sass(KV_VIEWS_PER_STEP=True)
+    off, on = _bwd_sass(), _bwd_sass(KV_VIEWS_PER_STEP=True)
     loops_off, loops_on = _step_loop_counts(off), _step_loop_counts(on)
     assert loops_off["loops"] == loops_on["loops"] == 2, (loops_off, loops_on)
     assert loops_on["LDL/STL"] < loops_off["LDL/STL"], (loops_off, loops_on)
@@ -371,10 +370,7 @@ def test_the_gluon_backward_dq_swizzle_32_stages_dq_in_32_byte_rows(tool):
     128-byte swizzle's XOR), 8 rows down at +0x400 (128-byte rows, rows r and r ^ 1 on the same
     banks: 2-way). The reduce-add stays a TMA reduce (8 messages, two a warp: UTMAREDG twice in
     each consumer's step, once off), and with KV_VIEWS_PER_STEP neither arm spills."""
-    def sass(**switches):
-        return _arm_sass(_BWD_ARM, "magi_attention.kernels.triton.gluon_backward", **switches)
-
-    off, on = sass(), sass(DQ_SWIZZLE_32=True)
+    off, on = _bwd_sass(), _bwd_sass(DQ_SWIZZLE_32=True)
     thirty_two = [0x100 * i + 0x800 * j for j in range(8) for i in range(2)]
     for text, regs, offsets in ((off, 4, [0, 0x400, 0x2000, 0x2400]), (on, 1, thirty_two)):
         runs = _dq_staging_stores(text)
@@ -384,7 +380,8 @@ def test_the_gluon_backward_dq_swizzle_32_stages_dq_in_32_byte_rows(tool):
             assert len({r for r, _ in run}) == regs, run
             assert sorted({o - base for _, o in run}) == offsets, run
     assert (off.count("UTMAREDG.2D.ADD"), on.count("UTMAREDG.2D.ADD")) == (2, 4)
-    kv_off, kv_on = sass(KV_VIEWS_PER_STEP=True), sass(KV_VIEWS_PER_STEP=True, DQ_SWIZZLE_32=True)
+    kv_off = _bwd_sass(KV_VIEWS_PER_STEP=True)
+    kv_on = _bwd_sass(KV_VIEWS_PER_STEP=True, DQ_SWIZZLE_32=True)
     assert kv_off.count("STL") == kv_on.count("STL") == 0
 
 
