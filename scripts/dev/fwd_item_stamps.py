@@ -2,12 +2,13 @@
 start and after its O store (gluon_forward.launch_fwd(stamps=)), on the probe's inputs (GQA
 64:8, head_dim 128, bf16, the persistent static grid).
 
-    python scripts/dev/fwd_item_stamps.py --masks full causal causal_document --out stamps.csv.gz
+    python scripts/dev/fwd_item_stamps.py --masks full causal causal_document --lpt 0 1 \
+        --out stamps.csv.gz
 
-Per mask it prints the fit of an item's time to its listed key tiles (time = fixed + per_tile x
-tiles: the fixed part is the per-item cost the causal forward is suspected of), the gap between
-one item's end and the program's next start, and the span of the launch; the rows (one per item
-and consumer) go to --out.
+Per mask (and items' order, --lpt) it prints the fit of an item's time to its listed key tiles
+(time = fixed + per_tile x tiles), the gap between one item's end and the program's next start,
+the span of the launch and the programs' balance; the rows (one per item and consumer) go to
+--out.
 """
 from __future__ import annotations
 
@@ -25,41 +26,49 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from fwd_fa4_probe import HQ, SCALE, inputs, probe_mask  # noqa: E402
 
 
-def item_rows(plan, num_heads_q: int, programs: int, stamps: np.ndarray) -> pd.DataFrame:
+def item_rows(plan, num_heads_q: int, programs: int, stamps: np.ndarray,
+              lpt: bool | None = None) -> pd.DataFrame:
     """One row per (item, consumer): its program and turn on the static grid, q tile, head,
-    listed key tiles, start and end (ns); items in gluon_forward._item_tile's order (no
-    arrival: every q tile is a first one)."""
-    nqt = plan.num_q_tiles
-    items = np.arange(nqt * num_heads_q)
-    q_tile = plan.q_tile_order.cpu().numpy()[items % nqt]
+    listed key tiles, start and end (ns); items as the kernel walks them
+    (gluon_forward.item_schedule; ``lpt`` None: LPT_ITEMS)."""
+    from magi_attention.kernels.triton.gluon_forward import item_schedule
     ptr = plan.q_tile_ptr.cpu().numpy()
-    base = pd.DataFrame({"item": items, "program": items % programs, "turn": items // programs,
-                         "q_tile": q_tile, "head": items // nqt,
-                         "tiles": ptr[q_tile + 1] - ptr[q_tile]})
+    sched = item_schedule(plan.q_tile_order.cpu().numpy(), num_heads_q, programs, lpt)
+    base = pd.DataFrame({"item": np.arange(len(sched["q_tile"])), **sched,
+                         "tiles": ptr[sched["q_tile"] + 1] - ptr[sched["q_tile"]]})
     return pd.concat([base.assign(consumer=c, start_ns=stamps[:, c, 0], end_ns=stamps[:, c, 1])
                       for c in (0, 1)], ignore_index=True)
 
 
 def summarise(rows: pd.DataFrame) -> dict:
-    """The fit time = fixed + per_tile x tiles over the items with keys (least squares, ns), the
-    median gap from an item's end to the same consumer's next start in its program, the
-    launch's span and the timer's finest step seen."""
+    """The fit time = fixed + per_tile x tiles over the items with keys (least squares, ns; NaN
+    where every item lists as many tiles, as on full), the median gap from an item's end to the
+    same consumer's next start in its program, the launch's span, the programs' balance (their
+    key tiles' max over mean; the mean consumer's busy time over the span) and the timer's
+    finest step seen."""
     keyed = rows[rows.tiles > 0]
     took = (keyed.end_ns - keyed.start_ns).to_numpy(dtype=float)
-    per_tile, fixed = np.polyfit(keyed.tiles.to_numpy(dtype=float), took, 1)
+    per_tile, fixed = (np.polyfit(keyed.tiles.to_numpy(dtype=float), took, 1)
+                       if keyed.tiles.nunique() > 1 else (np.nan, np.nan))
     ordered = rows.sort_values(["program", "consumer", "turn"])
     nxt = ordered.groupby(["program", "consumer"]).start_ns.shift(-1)
     gaps = (nxt - ordered.end_ns).dropna()
     steps = np.diff(np.unique(rows[["start_ns", "end_ns"]].to_numpy().ravel()))
+    span = rows.end_ns.max() - rows.start_ns.min()
+    one = rows[rows.consumer == 0]
+    tiles = one.groupby("program").tiles.sum()
+    busy = (rows.end_ns - rows.start_ns).groupby([rows.program, rows.consumer]).sum()
     return {"fixed_us": fixed / 1e3, "per_tile_us": per_tile / 1e3,
             "fixed_share": fixed * len(keyed) / took.sum(),
             "gap_median_us": float(np.median(gaps)) / 1e3 if len(gaps) else 0.0,
-            "span_ms": (rows.end_ns.max() - rows.start_ns.min()) / 1e6,
+            "span_ms": span / 1e6,
+            "tiles_max_over_mean": float(tiles.max() / tiles.mean()) if tiles.mean() else 1.0,
+            "busy_over_span": float(busy.mean() / span) if span else 1.0,
             "timer_step_ns": int(steps[steps > 0].min()) if (steps > 0).any() else 0}
 
 
-def measure(mask_name: str, seqlen: int) -> pd.DataFrame:
-    """One warm-up launch, then one with stamps."""
+def measure(mask_name: str, seqlen: int, lpt: bool | None = None) -> pd.DataFrame:
+    """One warm-up launch, then one with stamps (``lpt``: launch_fwd's lpt_items)."""
     from magi_attention.kernels.block_sparse import plan_block_sparse
     from magi_attention.kernels.triton import gluon_forward as gf
     q, k, v, _ = inputs(seqlen)
@@ -68,13 +77,13 @@ def measure(mask_name: str, seqlen: int) -> pd.DataFrame:
                              device="cuda")
     n_items = plan.num_q_tiles * HQ
     stamps = torch.zeros(n_items, 2, 2, dtype=torch.int64, device="cuda")
-    gf.launch_fwd(q, k, v, plan, SCALE, dynamic=False)
-    gf.launch_fwd(q, k, v, plan, SCALE, dynamic=False, stamps=stamps)
+    gf.launch_fwd(q, k, v, plan, SCALE, dynamic=False, lpt_items=lpt)
+    gf.launch_fwd(q, k, v, plan, SCALE, dynamic=False, stamps=stamps, lpt_items=lpt)
     torch.cuda.synchronize()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     programs = min(n_items, sms) if gf.PERSISTENT else n_items
-    return item_rows(plan, HQ, programs, stamps.cpu().numpy()).assign(mask=mask_name,
-                                                                      seqlen=seqlen)
+    return item_rows(plan, HQ, programs, stamps.cpu().numpy(), lpt).assign(
+        mask=mask_name, seqlen=seqlen, lpt=gf.LPT_ITEMS if lpt is None else lpt)
 
 
 def main() -> None:
@@ -82,14 +91,17 @@ def main() -> None:
     p.add_argument("--seqlens", type=int, nargs="+", default=[16384])
     p.add_argument("--masks", nargs="+", default=["full", "causal", "causal_document"])
     p.add_argument("--out", default=None)
+    p.add_argument("--lpt", type=int, nargs="+", default=[None],
+                   help="launch_fwd(lpt_items=) arms, 0 and/or 1 (default: LPT_ITEMS)")
     args = p.parse_args()
     frames = []
     for s in args.seqlens:
         for m in args.masks:
-            rows = measure(m, s)
-            frames.append(rows)
-            print({"mask": m, "seqlen": s, **{k: round(v, 4) for k, v in summarise(rows).items()}},
-                  flush=True)
+            for lpt in args.lpt:
+                rows = measure(m, s, None if lpt is None else bool(lpt))
+                frames.append(rows)
+                print({"mask": m, "seqlen": s, "lpt": lpt,
+                       **{k: round(v, 4) for k, v in summarise(rows).items()}}, flush=True)
             if args.out:
                 pd.concat(frames).to_csv(args.out, index=False)
 

@@ -15,10 +15,12 @@ def _causal_plan(seqlen=1024):
 
 
 def test_items_map_to_q_tiles_heads_and_programs(load_script):
+    """The plain order (q tiles fastest, head after head, programs striding)."""
     script = load_script("scripts/dev/fwd_item_stamps.py")
     plan = _causal_plan()  # 8 q tiles, q tile t lists t + 1 key tiles
     heads, programs = 3, 5
-    rows = script.item_rows(plan, heads, programs, np.zeros((8 * heads, 2, 2), dtype=np.int64))
+    rows = script.item_rows(plan, heads, programs, np.zeros((8 * heads, 2, 2), dtype=np.int64),
+                            lpt=False)
     assert len(rows) == 2 * 8 * heads and set(rows.consumer) == {0, 1}
     one = rows[rows.consumer == 0].set_index("item")
     order = plan.q_tile_order.numpy()
@@ -28,6 +30,22 @@ def test_items_map_to_q_tiles_heads_and_programs(load_script):
         assert one.loc[item, "program"] == item % programs
         assert one.loc[item, "turn"] == item // programs
         assert one.loc[item, "tiles"] == order[item % 8] + 1  # causal: its own tile and before
+
+
+def test_lpt_items_run_heads_fastest_and_deal_turns_out_boustrophedon(load_script):
+    """LPT_ITEMS: every head of the heaviest q tile first, and odd turns dealt from the last
+    program back."""
+    script = load_script("scripts/dev/fwd_item_stamps.py")
+    plan = _causal_plan()
+    heads, programs = 3, 5
+    rows = script.item_rows(plan, heads, programs, np.zeros((8 * heads, 2, 2), dtype=np.int64),
+                            lpt=True)
+    one = rows[rows.consumer == 0].set_index("item")
+    order = plan.q_tile_order.numpy()
+    assert list(one.q_tile[:6]) == [order[0]] * 3 + [order[1]] * 3
+    assert list(one["head"][:6]) == [0, 1, 2, 0, 1, 2]
+    assert list(one.program[:10]) == [0, 1, 2, 3, 4, 4, 3, 2, 1, 0]
+    assert list(one.turn[:10]) == [0] * 5 + [1] * 5
 
 
 def test_summary_recovers_a_known_per_item_cost(load_script):

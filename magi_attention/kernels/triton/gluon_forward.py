@@ -79,6 +79,15 @@ TURN_BARRIER = 8
 # (long rows, under the PV: the rule keeps them off). Either alone: -1.8% to +1.6%.
 HOIST_MASK_LOADS = gl.constexpr(True)
 PREFETCH_ITEM = gl.constexpr(True)
+# The order of the (q tile, head) items. On: heads fastest (every head of the order's first q
+# tile, then of the next: the items in the plan's heaviest-first order across heads) and the
+# static grid dealing each turn's items out boustrophedon (program p takes the p-th of an even
+# turn, the (programs - 1 - p)-th of an odd one), so a program's sum of key tiles stays near the
+# mean. Off: q tiles fastest, head after head, and program p every programs-th item. Session 65
+# stamps (results/h200/probes_s65/, H200, GQA 64:8, d128, 16k, off): the programs' key tiles
+# 0.95-1.05 of their mean on causal (0.89-1.06 on causal_document), the last program ending 5%
+# (8%) past the mean program's busy time, against 2% on full (62 or 63 equal items each).
+LPT_ITEMS = False  # (launch_fwd(lpt_items=) overrides)
 # consumer c's turn: barrier TURN_BARRIER + c
 _TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
 _TURN_SYNC_1 = gl.constexpr(f"bar.sync {TURN_BARRIER + 1}, 256;")
@@ -268,20 +277,24 @@ def _turn_give(turn, c: gl.constexpr, x):
 
 @gluon.jit
 def _item(i, nqt, n_first, num_heads_q, q_tile_order, q_tile_ptr, q_tile_num_full, group,
-          HALF_M: gl.constexpr, HEAD_DIM: gl.constexpr):
+          HALF_M: gl.constexpr, HEAD_DIM: gl.constexpr, LPT: gl.constexpr):
     """Work item i: its first q row, Q/O column, K/V column and the list span [start, end) of its
     key tiles (full ones below mid). Items run q tiles fastest, over the order's first n_first
     tiles for every head, then over the rest for every head (n_first = nqt: the plan's order,
     head after head)."""
-    q_tile, head = _item_tile(i, nqt, n_first, num_heads_q, q_tile_order)
+    q_tile, head = _item_tile(i, nqt, n_first, num_heads_q, q_tile_order, LPT)
     return _item_span(q_tile, head, q_tile_ptr, q_tile_num_full, group, HALF_M, HEAD_DIM)
 
 
 @gluon.jit
-def _item_tile(i, nqt, n_first, num_heads_q, q_tile_order):
-    """Item i's q tile (one load) and head (see _item)."""
+def _item_tile(i, nqt, n_first, num_heads_q, q_tile_order, LPT: gl.constexpr):
+    """Item i's q tile (one load) and head (see _item; LPT: heads fastest, see LPT_ITEMS, which
+    keeps the order's first n_first q tiles first too)."""
     first_items = n_first * num_heads_q
-    if i < first_items:
+    if LPT:
+        at = i // num_heads_q
+        head = i - at * num_heads_q
+    elif i < first_items:
         at = i % n_first
         head = i // n_first
     else:
@@ -302,8 +315,8 @@ def _item_span(q_tile, head, q_tile_ptr, q_tile_num_full, group, HALF_M: gl.cons
 
 
 @gluon.jit
-def _fetch(sched, t, DYNAMIC: gl.constexpr, n_items):
-    """The producer's t-th item: program_id + t * programs (static), or the next of a counter
+def _fetch(sched, t, DYNAMIC: gl.constexpr, n_items, LPT: gl.constexpr):
+    """The producer's t-th item: this program's t-th of the static grid, or the next of a counter
     shared by the grid (DYNAMIC: a program that starts late, e.g. behind a collective's CTAs,
     takes fewer items). Each program fetches once past the end, so the grid's last fetch is
     n_items + programs - 1: that one zeroes the counter for the next launch on this stream."""
@@ -312,8 +325,20 @@ def _fetch(sched, t, DYNAMIC: gl.constexpr, n_items):
         if i == n_items + gl.num_programs(0) - 1:
             gl.store(sched, 0)
     else:
-        i = gl.program_id(0) + t * gl.num_programs(0)
+        i = _static_item(t, LPT)
     return i
+
+
+@gluon.jit
+def _static_item(t, LPT: gl.constexpr):
+    """The static grid's t-th item of this program (LPT: boustrophedon, see LPT_ITEMS;
+    item_schedule on the host)."""
+    p = gl.program_id(0)
+    programs = gl.num_programs(0)
+    if LPT:
+        if t % 2 == 1:
+            p = programs - 1 - p
+    return p + t * programs
 
 
 @gluon.jit
@@ -326,7 +351,7 @@ def _put_item(items, t, i):
 
 
 @gluon.jit
-def _fetched(items, t, q_bars, c: gl.constexpr, DYNAMIC: gl.constexpr):
+def _fetched(items, t, q_bars, c: gl.constexpr, DYNAMIC: gl.constexpr, LPT: gl.constexpr):
     """Consumer c's t-th item (DYNAMIC: once its Q barrier has passed, from the producer's
     slot; the producer arrives there without a Q past the end)."""
     if DYNAMIC:
@@ -334,7 +359,7 @@ def _fetched(items, t, q_bars, c: gl.constexpr, DYNAMIC: gl.constexpr):
         layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
         i = gl.max(items.index(t % 2).load(layout), axis=0)
     else:
-        i = gl.program_id(0) + t * gl.num_programs(0)
+        i = _static_item(t, LPT)
     return i
 
 
@@ -361,14 +386,15 @@ def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     DYNAMIC: gl.constexpr = (mode.type.shape[0] - 1) % 2 == 1
     WAIT: gl.constexpr = (mode.type.shape[0] - 1) // 2 % 2 == 1
+    LPT: gl.constexpr = (mode.type.shape[0] - 1) // 16 % 2 == 1
     loaded = 0  # K/V tiles loaded by this program so far: the ring's running position
     seen = 0  # the arrival flag observed (WAIT)
     t = 0  # items done
-    i = _fetch(sched, t, DYNAMIC, n_items)
+    i = _fetch(sched, t, DYNAMIC, n_items, LPT)
     while i < n_items:
         q_row, q_col, kv_col, start, mid, end = _item(i, nqt, n_first, num_heads_q, q_tile_order,
                                                       q_tile_ptr, q_tile_num_full, group, HALF_M,
-                                                      HEAD_DIM)
+                                                      HEAD_DIM, LPT)
         # the first key tiles go before Q: their slots free up before the last item's
         # epilogue ends, Q's only after it (the consumers stage O in Q's buffer)
         first = gl.minimum(end - start, NUM_BUF)
@@ -384,7 +410,7 @@ def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
                                             q_smem.index(c))
         # the next item now, while this one's first tiles and Q are in flight (a counter's
         # round trip stalls this warp)
-        i = _fetch(sched, t + 1, DYNAMIC, n_items)
+        i = _fetch(sched, t + 1, DYNAMIC, n_items, LPT)
         for j in range(first, end - start):
             seen = _load_kv(k_desc, v_desc, q_tile_kt, start + j, kv_col, loaded + j, k_smem,
                             v_smem, k_ready, v_ready, kv_empty, arrival, late, seen, WAIT)
@@ -493,7 +519,8 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
     dtype: gl.constexpr = q_desc.dtype
     DYNAMIC: gl.constexpr = (mode.type.shape[0] - 1) % 2 == 1
     UNDER_PV: gl.constexpr = (mode.type.shape[0] - 1) // 4 % 2 == 1
-    STAMPS: gl.constexpr = (mode.type.shape[0] - 1) // 8 == 1
+    STAMPS: gl.constexpr = (mode.type.shape[0] - 1) // 8 % 2 == 1
+    LPT: gl.constexpr = (mode.type.shape[0] - 1) // 16 % 2 == 1
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -507,7 +534,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
     if NAMED_TURNS and c == 1:  # consumer 0's first turn
         _after_asm(gl.arange(0, HALF_M, layout=row_s), _TURN_ARRIVE_0)
     t = 0
-    i = _fetched(items, t, q_bars, c, DYNAMIC)
+    i = _fetched(items, t, q_bars, c, DYNAMIC, LPT)
     # short rows' two hidden round trips (the module switches say which); the hoist with one
     # key interval a row only (with two and the prefetch the consumers spilled 8 bytes, head_dim
     # 128; the measured masks have one)
@@ -516,7 +543,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
     if PREFETCH:  # (an index past the end reads the last item: unused)
         n_row, n_qcol, n_kvcol, n_start, n_mid, n_end = _item(
             gl.minimum(i, n_items - 1), nqt, n_first, num_heads_q, q_tile_order, q_tile_ptr,
-            q_tile_num_full, group, HALF_M, HEAD_DIM)
+            q_tile_num_full, group, HALF_M, HEAD_DIM, LPT)
     while i < n_items:
         if STAMPS:
             _stamp(stamps, (i * 2 + c) * 2, gl.arange(0, HALF_M, layout=row_s))
@@ -525,13 +552,13 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
             # the next item's q tile now, its span after this item's loop (the tile has
             # arrived by then): neither load's latency lies between two items
             n_tile, n_head = _item_tile(
-                gl.minimum(_fetched(items, t + 1, q_bars, c, DYNAMIC), n_items - 1), nqt,
-                n_first, num_heads_q, q_tile_order)
+                gl.minimum(_fetched(items, t + 1, q_bars, c, DYNAMIC, LPT), n_items - 1), nqt,
+                n_first, num_heads_q, q_tile_order, LPT)
         else:
             q_row, q_col, kv_col, start, mid, end = _item(i, nqt, n_first, num_heads_q,
                                                           q_tile_order, q_tile_ptr,
                                                           q_tile_num_full, group, HALF_M,
-                                                          HEAD_DIM)
+                                                          HEAD_DIM, LPT)
         row0 = q_row + c * HALF_M
         rows = row0 + gl.arange(0, HALF_M, layout=row_s)
         m_i = gl.full([HALF_M], float("-inf"), gl.float32, row_s)
@@ -570,7 +597,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
             _stamp(stamps, (i * 2 + c) * 2 + 1, rows)
         mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
         t += 1
-        i = _fetched(items, t, q_bars, c, DYNAMIC)
+        i = _fetched(items, t, q_bars, c, DYNAMIC, LPT)
     if NAMED_TURNS and c == 0:  # consumer 1's last hand-over (its first was the one above)
         _after_asm(gl.arange(0, HALF_M, layout=row_s), _TURN_SYNC_0)
 
@@ -604,7 +631,7 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
                 q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
                 nqt, n_first, sched, arrival, late, stamps, NUM_BUF: gl.constexpr,
                 ROW_INTERVALS: gl.constexpr, DYNAMIC: gl.constexpr, WAIT: gl.constexpr,
-                UNDER_PV: gl.constexpr, STAMPS: gl.constexpr,
+                UNDER_PV: gl.constexpr, STAMPS: gl.constexpr, LPT: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 num_warps: gl.constexpr):
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -624,8 +651,10 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
     # of this (unused) buffer's type
     tag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    # and the switches as this one's: DYNAMIC + 2 * WAIT + 4 * UNDER_PV + 8 * STAMPS + 1 bytes
-    mode = gl.allocate_shared_memory(gl.int8, [1 + DYNAMIC + 2 * WAIT + 4 * UNDER_PV + 8 * STAMPS],
+    # and the switches as this one's: DYNAMIC + 2 * WAIT + 4 * UNDER_PV + 8 * STAMPS + 16 * LPT
+    # + 1 bytes
+    mode = gl.allocate_shared_memory(gl.int8, [1 + DYNAMIC + 2 * WAIT + 4 * UNDER_PV + 8 * STAMPS
+                                               + 16 * LPT],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     # DYNAMIC: the item index the producer fetched, one slot an item parity
     items = gl.allocate_shared_memory(gl.int32, [2, 32],
@@ -704,6 +733,20 @@ def late_tiles(num_key_tiles: int, block_n: int, rows) -> np.ndarray:
     return late
 
 
+def item_schedule(order: np.ndarray, num_heads_q: int, programs: int,
+                  lpt: bool | None = None) -> dict[str, np.ndarray]:
+    """The static grid's items on the host, as _item_tile and _static_item walk them (a
+    measurement's key: scripts/dev/fwd_item_stamps.py): per item index, its q tile (from the
+    plan's ``order``), head, program and turn. ``lpt`` (None: LPT_ITEMS) picks the order."""
+    lpt = bool(LPT_ITEMS) if lpt is None else lpt
+    nqt = len(order)
+    i = np.arange(nqt * num_heads_q)
+    at, head = (i // num_heads_q, i % num_heads_q) if lpt else (i % nqt, i // nqt)
+    turn, pos = i // programs, i % programs
+    program = np.where(lpt & (turn % 2 == 1), programs - 1 - pos, pos)
+    return {"q_tile": np.asarray(order)[at], "head": head, "program": program, "turn": turn}
+
+
 def arrival_order(plan: BlockSparsePlan, late: np.ndarray) -> tuple[np.ndarray, int]:
     """(q tile order, n_first): the plan's order with the q tiles that list no key tile marked
     in ``late`` moved first, both groups keeping their order (host arrays: key time)."""
@@ -719,7 +762,8 @@ def arrival_order(plan: BlockSparsePlan, late: np.ndarray) -> tuple[np.ndarray, 
 def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSparsePlan,
                softmax_scale: float, num_buf: int = NUM_BUF, persistent: bool = PERSISTENT,
                dynamic: bool | None = None, arrival: Arrival | None = None,
-               under_pv: bool | None = None, stamps: torch.Tensor | None = None):
+               under_pv: bool | None = None, stamps: torch.Tensor | None = None,
+               lpt_items: bool | None = None):
     """q [Sq, Hq, D], k/v [Sk, Hkv, D] (strided views read in place: tma_rows) over a BLOCK_M
     x n plan (n = BLOCK_N by default; 64 was measured too) with a row interval table -> (out,
     lse [Sq, Hq] fp32, None).
@@ -730,7 +774,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     have landed (persistent and dynamic then); ``under_pv`` (None: under_pv_suits): the
     softmax of S_j under P_{j-1} V_{j-1}. ``stamps`` (a measurement, static grid only): int64
     [items, 2, 2], each consumer's global timer (ns) at an item's start and after its O store
-    (scripts/dev/fwd_item_stamps.py)."""
+    (scripts/dev/fwd_item_stamps.py). ``lpt_items`` (None: LPT_ITEMS): the items' order."""
     seqlen_q, num_heads_q, _ = q.shape
     if plan.block_m != BLOCK_M:
         raise ValueError(f"plan q tiles {plan.block_m} != {BLOCK_M}")
@@ -744,6 +788,8 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     dynamic = persistent and (dynamic or arrival is not None)
     if under_pv is None:
         under_pv = under_pv_suits(plan)
+    if lpt_items is None:
+        lpt_items = LPT_ITEMS
     n_items = plan.num_q_tiles * num_heads_q
     if stamps is not None and (dynamic or stamps.shape != (n_items, 2, 2)
                                or stamps.dtype != torch.int64):
@@ -761,7 +807,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
         # every integer argument follows from these (cached_launch)
         key = (q.shape, k.shape, q.dtype, plan.block_n, plan.num_q_tiles, plan.row_lo.shape[1],
                num_buf, programs, n_first, dynamic, arrival is not None,
-               under_pv, stamps is not None) if q.is_cuda else None
+               under_pv, stamps is not None, bool(lpt_items)) if q.is_cuda else None
         _launch_fwd_kernel((programs, ), key,
             _descriptor(q, HALF_M), _descriptor(k, plan.block_n), _descriptor(v, plan.block_n),
             _descriptor(out, HALF_M), lse, plan.q_tile_ptr, plan.q_tile_kt, plan.q_tile_num_full,
@@ -770,6 +816,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
             n_first, sched, flag, late, lse if stamps is None else stamps,
             NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], DYNAMIC=dynamic,
             WAIT=arrival is not None, UNDER_PV=bool(under_pv), STAMPS=stamps is not None,
+            LPT=bool(lpt_items),
             CONSUMER_REGS=CONSUMER_REGS,
             PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse, None

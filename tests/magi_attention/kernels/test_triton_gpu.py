@@ -376,25 +376,45 @@ def test_gluon_kernel_every_mask(name, case, persistent):
         assert torch.equal(out, per_item[0]) and torch.equal(lse, per_item[1])
 
 
+@pytest.mark.parametrize("lpt", [False, True], ids=["plain", "lpt"])
 @pytest.mark.parametrize("name", ["causal", "causal_document"])
-def test_gluon_forward_item_stamps_leave_the_results_and_time_every_item(name):
+def test_gluon_forward_item_stamps_leave_the_results_and_time_every_item(name, lpt):
     """launch_fwd(stamps=) (a measurement path): the same out and lse, bit for bit, as without;
     every item's two consumers stamped, each start before its end, and a program's items one
-    after another."""
+    after another in item_schedule's walk (both orders: the host's mirror of the kernel's)."""
+    import numpy as np
+
     from magi_attention.kernels.triton import gluon_forward as gf
     _, tiles, (q, k, v), d = _gluon_kernel_case(name, GLUON_CASES[3])  # more items than SMs
     n_items = tiles.num_q_tiles * q.shape[1]
     stamps = torch.zeros(n_items, 2, 2, dtype=torch.int64, device=q.device)
-    plain = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=False)
-    stamped = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=False, stamps=stamps)
+    plain = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=False, lpt_items=lpt)
+    stamped = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=False, stamps=stamps,
+                            lpt_items=lpt)
     assert torch.equal(plain[0], stamped[0]) and torch.equal(plain[1], stamped[1])
-    st = stamps.cpu()
+    st = stamps.cpu().numpy()
     assert (st > 0).all() and (st[..., 1] >= st[..., 0]).all()
     programs = min(n_items, torch.cuda.get_device_properties(0).multi_processor_count)
-    if gf.PERSISTENT and n_items > programs:  # item i + programs follows item i
-        assert (st[programs:, :, 0] >= st[:-programs, :, 1]).all()
+    if gf.PERSISTENT and n_items > programs:
+        walk = gf.item_schedule(tiles.q_tile_order.cpu().numpy(), q.shape[1], programs, lpt)
+        by_turn = np.lexsort((walk["turn"], walk["program"]))
+        same = walk["program"][by_turn][1:] == walk["program"][by_turn][:-1]
+        later, earlier = by_turn[1:][same], by_turn[:-1][same]
+        assert (st[later, :, 0] >= st[earlier, :, 1]).all()
     with pytest.raises(ValueError, match="stamps"):
         gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=True, stamps=stamps)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+def test_gluon_forward_lpt_items_compute_every_item_as_the_plain_order(name, dynamic):
+    """launch_fwd(lpt_items=True) (heads fastest, turns dealt boustrophedon) only reorders the
+    items: out and lse bit-equal to the plain order's, with more items than SMs."""
+    from magi_attention.kernels.triton import gluon_forward as gf
+    _, tiles, (q, k, v), d = _gluon_kernel_case(name, GLUON_CASES[3])
+    plain = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=dynamic, lpt_items=False)
+    lpt = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=dynamic, lpt_items=True)
+    assert torch.equal(plain[0], lpt[0]) and torch.equal(plain[1], lpt[1])
 
 
 @pytest.mark.parametrize("under_pv", [True, False], ids=["under_pv", "plain_wait"])
