@@ -27,13 +27,13 @@ from fwd_fa4_probe import HQ, SCALE, inputs, probe_mask  # noqa: E402
 
 
 def item_rows(plan, num_heads_q: int, programs: int, stamps: np.ndarray,
-              lpt: bool | None = None) -> pd.DataFrame:
+              lpt: bool | None = None, group: int = 1) -> pd.DataFrame:
     """One row per (item, consumer): its program and turn on the static grid, q tile, head,
     listed key tiles, start and end (ns); items as the kernel walks them
-    (gluon_forward.item_schedule; ``lpt`` None: LPT_ITEMS)."""
+    (gluon_forward.item_schedule; ``lpt`` None: LPT_ITEMS; ``group``: q heads a KV head)."""
     from magi_attention.kernels.triton.gluon_forward import item_schedule
     ptr = plan.q_tile_ptr.cpu().numpy()
-    sched = item_schedule(plan.q_tile_order.cpu().numpy(), num_heads_q, programs, lpt)
+    sched = item_schedule(plan.q_tile_order.cpu().numpy(), num_heads_q, programs, lpt, group)
     base = pd.DataFrame({"item": np.arange(len(sched["q_tile"])), **sched,
                          "tiles": ptr[sched["q_tile"] + 1] - ptr[sched["q_tile"]]})
     return pd.concat([base.assign(consumer=c, start_ns=stamps[:, c, 0], end_ns=stamps[:, c, 1])
@@ -82,7 +82,7 @@ def measure(mask_name: str, seqlen: int, lpt: bool | None = None) -> pd.DataFram
     torch.cuda.synchronize()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     programs = min(n_items, sms) if gf.PERSISTENT else n_items
-    return item_rows(plan, HQ, programs, stamps.cpu().numpy(), lpt).assign(
+    return item_rows(plan, HQ, programs, stamps.cpu().numpy(), lpt, HQ // k.shape[1]).assign(
         mask=mask_name, seqlen=seqlen, lpt=gf.LPT_ITEMS if lpt is None else lpt)
 
 

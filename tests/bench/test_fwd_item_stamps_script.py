@@ -33,17 +33,18 @@ def test_items_map_to_q_tiles_heads_and_programs(load_script):
 
 
 def test_lpt_items_run_heads_fastest_and_deal_turns_out_boustrophedon(load_script):
-    """LPT_ITEMS: every head of the heaviest q tile first, and odd turns dealt from the last
-    program back."""
+    """LPT_ITEMS: a KV head's q heads (here 2 of 4) fastest over the plan's heaviest-first q
+    tiles, then the next KV head's; odd turns dealt from the last program back."""
     script = load_script("scripts/dev/fwd_item_stamps.py")
     plan = _causal_plan()
-    heads, programs = 3, 5
+    heads, programs = 4, 5
     rows = script.item_rows(plan, heads, programs, np.zeros((8 * heads, 2, 2), dtype=np.int64),
-                            lpt=True)
+                            lpt=True, group=2)
     one = rows[rows.consumer == 0].set_index("item")
     order = plan.q_tile_order.numpy()
-    assert list(one.q_tile[:6]) == [order[0]] * 3 + [order[1]] * 3
-    assert list(one["head"][:6]) == [0, 1, 2, 0, 1, 2]
+    assert list(one.q_tile[:6]) == [order[0]] * 2 + [order[1]] * 2 + [order[2]] * 2
+    assert list(one["head"][:6]) == [0, 1, 0, 1, 0, 1]
+    assert list(one["head"][16:18]) == [2, 3] and list(one.q_tile[16:18]) == [order[0]] * 2
     assert list(one.program[:10]) == [0, 1, 2, 3, 4, 4, 3, 2, 1, 0]
     assert list(one.turn[:10]) == [0] * 5 + [1] * 5
 

@@ -119,24 +119,12 @@ EARLY_EMPTY_MIN_Q_TILES = 64.0
 # each step then rebuilds them in uniform registers. CPU compile (d128 and d64; full, causal by
 # table or row TMA, head chunks, bitmaps): no spills, no LDL/STL in any step loop (qk_sparse's
 # 5-interval table: 4 bytes, 1 LDL, from 64 and 17), the same HGMMAs and warpgroup barriers.
-# Not yet measured on a GPU.
-KV_VIEWS_PER_STEP = gl.constexpr(False)
-# The fp32 dQ staging buffer (and its TMA descriptor) swizzled at 32 bytes, not 128: the wgmma
-# accumulator gives a thread two adjacent columns of a row (an STS.64), a warp's store 8 rows x 8
-# columns, processed by half-warps of 4 rows. At 128 bytes a row is one 128-byte line whose
-# 16-byte chunks are XORed with row % 8, and rows r and r ^ 1 land on the same two chunks: every
-# staging store is 2-way conflicted (4 wavefronts, not 2; the 16k full profile: 32 STS.64 a step,
-# 536,870,912 excess wavefronts, the kernel's only bank conflicts). At 32 bytes a block is 8
-# columns of 32-byte rows, and a half-warp's 4 rows fill one 128-byte span: conflict-free (Gluon's
-# bank_conflicts: 1 -> 0; 64 bytes still 1; none 3). The same 16 STS.64 a consumer's step, from
-# one base register and immediate offsets (four at 128 bytes); the reduce-add is then 8 TMA
-# messages of [64, 8] (2 KiB, two a warp) where it was 2 of [64, 32] (the cost to watch). No
-# layout gets STS.128 without moving data: a convert to 4 adjacent columns a thread took 32 SHFL
-# and 64 SEL (within the warp) or a round trip through shared memory. CPU compile (d128): with
-# KV_VIEWS_PER_STEP no spills either way (qk_sparse's table 4 -> 0 bytes, bitmaps 12 -> 0);
-# without it ptxas moves the spills both ways (full 4096 64 -> 88, the profiled full 16k 96 -> 72).
-# Not yet measured on a GPU.
-DQ_SWIZZLE_32 = False
+# Session 65, H200, GQA 64:8, d128, on against off, each arm its own process
+# (results/h200/probes_s65/): 16k (three rounds) full +2.3%, causal +0.9%, causal_document
+# -1.6%; 64k (one or two) full +0.4%, causal +0.6%, causal_document +1.9%. (The fp32 dQ staging
+# at a 32-byte swizzle, conflict-free STS.64 but 8 TMA reduce messages a tile where 128 bytes
+# has 2, measured 0.89-0.97x with either arm: removed, in git at ee0727f as DQ_SWIZZLE_32.)
+KV_VIEWS_PER_STEP = gl.constexpr(True)
 
 
 @builtin
@@ -628,8 +616,7 @@ _launch_bwd_kernel = cached_launch(_bwd_kernel)
 def _dq_descriptor(dq: torch.Tensor, cols: int) -> TensorDescriptor:
     """The fp32 dQ buffer [Sq, Hq, D] as 2-D [Sq, Hq * D] with [BLOCK_M, cols] blocks."""
     view = dq.view(dq.shape[0], -1)
-    # the kernel's staging buffer takes this layout too (dq_desc.layout): DQ_SWIZZLE_32
-    layout = _DQ_LAYOUT_32 if DQ_SWIZZLE_32 else shared_layout(BLOCK_M, cols, torch.float32)
+    layout = shared_layout(BLOCK_M, cols, torch.float32)  # the kernel's staging buffer's too
     return TensorDescriptor(view, list(view.shape), list(view.stride()), [BLOCK_M, cols], layout)
 
 
@@ -643,7 +630,6 @@ def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
 
 
 _ROW_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
-_DQ_LAYOUT_32 = gl.NVMMASharedLayout(swizzle_byte_width=32, element_bitwidth=32, rank=2)
 
 
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -709,9 +695,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
                         else (lse2_desc, delta_desc))  # placeholders, never read
     bits_desc, bits_base = ((_row_descriptor(bits.words), bits.base) if bits is not None
                             else (lse2_desc, plan.k_tile_num_full))  # placeholders too
-    # (DQ_SWIZZLE_32 in the key: it sets dQ's descriptor layout, which the kernel is compiled for)
-    _launch_bwd_kernel((plan.num_k_tiles, num_heads_kv, head_chunks),
-        key and (key, dq_cols, DQ_SWIZZLE_32),
+    _launch_bwd_kernel((plan.num_k_tiles, num_heads_kv, head_chunks), key and (key, dq_cols),
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
         _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2_desc, delta_desc,
         lo_desc, hi_desc, bits_desc,

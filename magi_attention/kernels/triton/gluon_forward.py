@@ -79,14 +79,16 @@ TURN_BARRIER = 8
 # (long rows, under the PV: the rule keeps them off). Either alone: -1.8% to +1.6%.
 HOIST_MASK_LOADS = gl.constexpr(True)
 PREFETCH_ITEM = gl.constexpr(True)
-# The order of the (q tile, head) items. On: heads fastest (every head of the order's first q
-# tile, then of the next: the items in the plan's heaviest-first order across heads) and the
-# static grid dealing each turn's items out boustrophedon (program p takes the p-th of an even
-# turn, the (programs - 1 - p)-th of an odd one), so a program's sum of key tiles stays near the
-# mean. Off: q tiles fastest, head after head, and program p every programs-th item. Session 65
-# stamps (results/h200/probes_s65/, H200, GQA 64:8, d128, 16k, off): the programs' key tiles
-# 0.95-1.05 of their mean on causal (0.89-1.06 on causal_document), the last program ending 5%
-# (8%) past the mean program's busy time, against 2% on full (62 or 63 equal items each).
+# The order of the (q tile, head) items. On: the q heads of one KV head (a section) one after
+# another, within a section the plan's heaviest-first q tiles with the section's heads fastest,
+# and the static grid dealing each turn's items out boustrophedon (program p takes the p-th of
+# an even turn, the (programs - 1 - p)-th of an odd one), so a program's sum of key tiles stays
+# near the mean while the items running at once still share one KV head's keys. Off: q tiles
+# fastest, head after head, program p every programs-th item. Session 65 stamps
+# (results/h200/probes_s65/, H200, GQA 64:8, d128, 16k, off): the programs' key tiles 0.95-1.05
+# of their mean on causal (0.89-1.06 on causal_document), the last program ending 5% (8%) past
+# the mean one's busy time, against 2% on full. Heads fastest over all 64 heads balanced causal
+# (1.000) but cost full 3.3% (16k) and 7.6% (64k): eight KV heads' keys at once, L2 misses.
 LPT_ITEMS = False  # (launch_fwd(lpt_items=) overrides)
 # consumer c's turn: barrier TURN_BARRIER + c
 _TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
@@ -282,18 +284,20 @@ def _item(i, nqt, n_first, num_heads_q, q_tile_order, q_tile_ptr, q_tile_num_ful
     key tiles (full ones below mid). Items run q tiles fastest, over the order's first n_first
     tiles for every head, then over the rest for every head (n_first = nqt: the plan's order,
     head after head)."""
-    q_tile, head = _item_tile(i, nqt, n_first, num_heads_q, q_tile_order, LPT)
+    q_tile, head = _item_tile(i, nqt, n_first, num_heads_q, q_tile_order, group, LPT)
     return _item_span(q_tile, head, q_tile_ptr, q_tile_num_full, group, HALF_M, HEAD_DIM)
 
 
 @gluon.jit
-def _item_tile(i, nqt, n_first, num_heads_q, q_tile_order, LPT: gl.constexpr):
-    """Item i's q tile (one load) and head (see _item; LPT: heads fastest, see LPT_ITEMS, which
-    keeps the order's first n_first q tiles first too)."""
+def _item_tile(i, nqt, n_first, num_heads_q, q_tile_order, group, LPT: gl.constexpr):
+    """Item i's q tile (one load) and head (see _item; LPT: by KV head sections, see LPT_ITEMS;
+    not with n_first < nqt, an Arrival's order, which the launch keeps plain)."""
     first_items = n_first * num_heads_q
     if LPT:
-        at = i // num_heads_q
-        head = i - at * num_heads_q
+        section = i // (nqt * group)
+        rest = i - section * (nqt * group)
+        at = rest // group
+        head = section * group + rest - at * group
     elif i < first_items:
         at = i % n_first
         head = i // n_first
@@ -553,7 +557,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
             # arrived by then): neither load's latency lies between two items
             n_tile, n_head = _item_tile(
                 gl.minimum(_fetched(items, t + 1, q_bars, c, DYNAMIC, LPT), n_items - 1), nqt,
-                n_first, num_heads_q, q_tile_order, LPT)
+                n_first, num_heads_q, q_tile_order, group, LPT)
         else:
             q_row, q_col, kv_col, start, mid, end = _item(i, nqt, n_first, num_heads_q,
                                                           q_tile_order, q_tile_ptr,
@@ -733,15 +737,20 @@ def late_tiles(num_key_tiles: int, block_n: int, rows) -> np.ndarray:
     return late
 
 
-def item_schedule(order: np.ndarray, num_heads_q: int, programs: int,
-                  lpt: bool | None = None) -> dict[str, np.ndarray]:
+def item_schedule(order: np.ndarray, num_heads_q: int, programs: int, lpt: bool | None = None,
+                  group: int = 1) -> dict[str, np.ndarray]:
     """The static grid's items on the host, as _item_tile and _static_item walk them (a
     measurement's key: scripts/dev/fwd_item_stamps.py): per item index, its q tile (from the
-    plan's ``order``), head, program and turn. ``lpt`` (None: LPT_ITEMS) picks the order."""
+    plan's ``order``), head, program and turn. ``lpt`` (None: LPT_ITEMS) picks the order;
+    ``group``: q heads a KV head (LPT's sections)."""
     lpt = bool(LPT_ITEMS) if lpt is None else lpt
     nqt = len(order)
     i = np.arange(nqt * num_heads_q)
-    at, head = (i // num_heads_q, i % num_heads_q) if lpt else (i % nqt, i // nqt)
+    if lpt:
+        section, rest = i // (nqt * group), i % (nqt * group)
+        at, head = rest // group, section * group + rest % group
+    else:
+        at, head = i % nqt, i // nqt
     turn, pos = i // programs, i % programs
     program = np.where(lpt & (turn % 2 == 1), programs - 1 - pos, pos)
     return {"q_tile": np.asarray(order)[at], "head": head, "program": program, "turn": turn}
@@ -790,6 +799,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
         under_pv = under_pv_suits(plan)
     if lpt_items is None:
         lpt_items = LPT_ITEMS
+    lpt_items = bool(lpt_items) and arrival is None  # (an Arrival's order: its own first tiles)
     n_items = plan.num_q_tiles * num_heads_q
     if stamps is not None and (dynamic or stamps.shape != (n_items, 2, 2)
                                or stamps.dtype != torch.int64):

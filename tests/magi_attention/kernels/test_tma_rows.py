@@ -69,9 +69,10 @@ def test_arrival_order_puts_the_q_tiles_reading_no_late_key_first():
 @pytest.mark.parametrize("lpt", [False, True], ids=["plain", "lpt"])
 def test_item_schedule_walks_every_item_once_and_lpt_balances_causal(lpt):
     """gluon_forward.item_schedule (the static grid's walk, host side): every (q tile, head)
-    once, a program's items at one turn each; on causal 16k over 64 heads and 132 programs the
-    programs' key tiles: LPT within 0.1% of their mean, the plain order 5.4% over it (the
-    stride meets the 128 q tiles' sawtooth: session 65's stamps measured the same 3786-4220)."""
+    once, a program's items at one turn each; on causal 16k over 64 heads (8 a KV head) and 132
+    programs the programs' key tiles: LPT within 1% of their mean, the plain order 5.4% over it
+    (the stride meets the 128 q tiles' sawtooth: session 65's stamps measured the same
+    3786-4220)."""
     import numpy as np
 
     from magi_attention.common import AttnSlice
@@ -80,10 +81,10 @@ def test_item_schedule_walks_every_item_once_and_lpt_balances_causal(lpt):
     plan = plan_block_sparse([AttnSlice.make(0, 16384, 0, 16384, 1)], 16384, 16384, gf.BLOCK_M,
                              gf.BLOCK_N)
     cost = np.diff(plan.q_tile_ptr.numpy())
-    s = gf.item_schedule(plan.q_tile_order.numpy(), 64, 132, lpt)
+    s = gf.item_schedule(plan.q_tile_order.numpy(), 64, 132, lpt, group=8)
     pairs = set(zip(s["q_tile"].tolist(), s["head"].tolist()))
     assert len(pairs) == 128 * 64 == len(s["q_tile"])
     assert len(set(zip(s["program"].tolist(), s["turn"].tolist()))) == 128 * 64
     tiles = np.bincount(s["program"], weights=cost[s["q_tile"]], minlength=132)
     over = tiles.max() / tiles.mean()
-    assert (over < 1.001) if lpt else (over == pytest.approx(4220 / tiles.mean()) and over > 1.05)
+    assert (over < 1.01) if lpt else (over == pytest.approx(4220 / tiles.mean()) and over > 1.05)

@@ -396,7 +396,8 @@ def test_gluon_forward_item_stamps_leave_the_results_and_time_every_item(name, l
     assert (st > 0).all() and (st[..., 1] >= st[..., 0]).all()
     programs = min(n_items, torch.cuda.get_device_properties(0).multi_processor_count)
     if gf.PERSISTENT and n_items > programs:
-        walk = gf.item_schedule(tiles.q_tile_order.cpu().numpy(), q.shape[1], programs, lpt)
+        walk = gf.item_schedule(tiles.q_tile_order.cpu().numpy(), q.shape[1], programs, lpt,
+                                q.shape[1] // k.shape[1])
         by_turn = np.lexsort((walk["turn"], walk["program"]))
         same = walk["program"][by_turn][1:] == walk["program"][by_turn][:-1]
         later, earlier = by_turn[1:][same], by_turn[:-1][same]
@@ -408,7 +409,7 @@ def test_gluon_forward_item_stamps_leave_the_results_and_time_every_item(name, l
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
 def test_gluon_forward_lpt_items_compute_every_item_as_the_plain_order(name, dynamic):
-    """launch_fwd(lpt_items=True) (heads fastest, turns dealt boustrophedon) only reorders the
+    """launch_fwd(lpt_items=True) (KV head sections, turns dealt boustrophedon) only reorders the
     items: out and lse bit-equal to the plain order's, with more items than SMs."""
     from magi_attention.kernels.triton import gluon_forward as gf
     _, tiles, (q, k, v), d = _gluon_kernel_case(name, GLUON_CASES[3])

@@ -332,57 +332,18 @@ def _step_loop_counts(sass: str) -> dict:
 
 
 def test_the_gluon_backward_kv_views_per_step_take_the_spills_out_of_the_step_loops(tool):
-    """gluon_backward.KV_VIEWS_PER_STEP (off by default): K_c and V_c's views indexed anew each
-    step (c + (j >> 31)) rather than hoisted with their 16 wgmma descriptors, which stayed live
-    across the step loop and spilled. This full plan: 18 LDL/STL in the two consumers' step loops
-    off (64 spill bytes), none on (session 64, CPU compile); the same HGMMAs and warpgroup
-    barriers in the loops, and no more spill stores in the kernel."""
-    off, on = _bwd_sass(), _bwd_sass(KV_VIEWS_PER_STEP=True)
+    """gluon_backward.KV_VIEWS_PER_STEP (on by default since session 65): K_c and V_c's views
+    indexed anew each step (c + (j >> 31)) rather than hoisted with their 16 wgmma descriptors,
+    which stayed live across the step loop and spilled. This full plan: 18 LDL/STL in the two
+    consumers' step loops off (64 spill bytes), none on (session 64, CPU compile); the same
+    HGMMAs and warpgroup barriers in the loops, and no more spill stores in the kernel."""
+    off, on = _bwd_sass(KV_VIEWS_PER_STEP=False), _bwd_sass()
     loops_off, loops_on = _step_loop_counts(off), _step_loop_counts(on)
     assert loops_off["loops"] == loops_on["loops"] == 2, (loops_off, loops_on)
     assert loops_on["LDL/STL"] < loops_off["LDL/STL"], (loops_off, loops_on)
     assert (loops_on["HGMMA"], loops_on["BAR.SYNC"]) == (loops_off["HGMMA"],
                                                          loops_off["BAR.SYNC"])
     assert on.count("STL") <= off.count("STL")
-
-
-def _dq_staging_stores(sass: str) -> list:
-    """The runs of 8 or more consecutive STS.64 (each consumer's dQ staging stores), each a list
-    of (base register, immediate offset)."""
-    import re
-    runs, run = [], []
-    for line in sass.splitlines():
-        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+STS\.64 \[(R\d+)(?:\+UR\d+)?\+(0x[0-9a-f]+)\]", line)
-        if m:
-            run.append((m.group(1), int(m.group(2), 16)))
-        elif re.search(r"/\*[0-9a-f]{4,}\*/\s", line):
-            if len(run) >= 8:
-                runs.append(run)
-            run = []
-    return runs
-
-
-def test_the_gluon_backward_dq_swizzle_32_stages_dq_in_32_byte_rows(tool):
-    """gluon_backward.DQ_SWIZZLE_32 (off by default): the fp32 dQ staging buffer and its TMA
-    descriptor swizzled at 32 bytes. Each consumer's 16 STS.64 then come from one base register,
-    8 rows down at +0x100 (32-byte rows: a half-warp's 4 rows fill one 128-byte span, no bank
-    conflict) and 8 columns on at +0x800 (a [64, 8] block); off, from four base registers (the
-    128-byte swizzle's XOR), 8 rows down at +0x400 (128-byte rows, rows r and r ^ 1 on the same
-    banks: 2-way). The reduce-add stays a TMA reduce (8 messages, two a warp: UTMAREDG twice in
-    each consumer's step, once off), and with KV_VIEWS_PER_STEP neither arm spills."""
-    off, on = _bwd_sass(), _bwd_sass(DQ_SWIZZLE_32=True)
-    thirty_two = [0x100 * i + 0x800 * j for j in range(8) for i in range(2)]
-    for text, regs, offsets in ((off, 4, [0, 0x400, 0x2000, 0x2400]), (on, 1, thirty_two)):
-        runs = _dq_staging_stores(text)
-        assert [len(run) for run in runs] == [16, 16], [len(run) for run in runs]
-        for run in runs:
-            base = min(o for _, o in run)
-            assert len({r for r, _ in run}) == regs, run
-            assert sorted({o - base for _, o in run}) == offsets, run
-    assert (off.count("UTMAREDG.2D.ADD"), on.count("UTMAREDG.2D.ADD")) == (2, 4)
-    kv_off = _bwd_sass(KV_VIEWS_PER_STEP=True)
-    kv_on = _bwd_sass(KV_VIEWS_PER_STEP=True, DQ_SWIZZLE_32=True)
-    assert kv_off.count("STL") == kv_on.count("STL") == 0
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
