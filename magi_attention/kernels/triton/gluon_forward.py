@@ -89,7 +89,11 @@ PREFETCH_ITEM = gl.constexpr(True)
 # of their mean on causal (0.89-1.06 on causal_document), the last program ending 5% (8%) past
 # the mean one's busy time, against 2% on full. Heads fastest over all 64 heads balanced causal
 # (1.000) but cost full 3.3% (16k) and 7.6% (64k): eight KV heads' keys at once, L2 misses.
-LPT_ITEMS = False  # (launch_fwd(lpt_items=) overrides)
+# Sections against the plain order, each its own process, two rounds, medians
+# (results/h200/probes_s65/s65_fwd_sections.csv): 16k causal +5.2%, causal_document +10.8%,
+# block_causal_document +6.5%, full_document +3.5%, full +0.3%; 64k causal +6.1%,
+# causal_document +5.4%, block_causal_document +4.3%, full_document +5.4%, full +0.9%.
+LPT_ITEMS = True  # (launch_fwd(lpt_items=) overrides)
 # consumer c's turn: barrier TURN_BARRIER + c
 _TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
 _TURN_SYNC_1 = gl.constexpr(f"bar.sync {TURN_BARRIER + 1}, 256;")
