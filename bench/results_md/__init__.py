@@ -132,6 +132,8 @@ from .h200 import (fwd_arms_s63, kernels_s63_goals, kernels_s63_moves, kernels_s
 from .h200 import (bwd_arms_s64, bwd_early_rule_s64, bwd_row_stats_s64, fwd_arms_s64,
                    kernels_s64_bwd_moves, kernels_s64_goals, kernels_s64_moves, kernels_s64_table,
                    ncu_bwd_s64, pytest_s64)
+from .h200 import (bwd_arms_s65, bwd_kv_views_64k_s65, fwd_heads_fastest_s65, fwd_sections_s65,
+                   kernels_s65_goals, kernels_s65_moves, pytest_s65, stamps_s65)
 from .h200x2 import cp_ab_s63_table
 from .h200x2 import CP2_S48_SPANS, cut_causal_s48, early_ab_s48_table, early_key_s48
 from .h200x2 import pytest_timed_s58, timed_s58_summary, timed_s58_table
@@ -255,6 +257,14 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.kernels_s64_bwd_moves": kernels_s64_bwd_moves,
     "h200.kernels_s64_table": kernels_s64_table,
     "h200.ncu_bwd_s64": ncu_bwd_s64,
+    "h200.bwd_arms_s65": bwd_arms_s65,
+    "h200.bwd_kv_views_64k_s65": bwd_kv_views_64k_s65,
+    "h200.fwd_heads_fastest_s65": fwd_heads_fastest_s65,
+    "h200.fwd_sections_s65": fwd_sections_s65,
+    "h200.stamps_s65": stamps_s65,
+    "h200.pytest_s65": pytest_s65,
+    "h200.kernels_s65_moves": kernels_s65_moves,
+    "h200.kernels_s65_goals": kernels_s65_goals,
     "h200x2.key_clock_s60_table": key_clock_s60_table,
     "h200x2.key_clock_s60_moves": key_clock_s60_moves,
     "h200x4.key_clock_cp4_s60": key_clock_cp4_s60,

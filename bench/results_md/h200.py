@@ -9,7 +9,7 @@ import pandas as pd
 
 from ._common import (CP_MASKS, FFA_FA4_GOAL, K16, K64, KERNEL_MASKS, _baselines, _bwd_orders,
                       _by_size_table, _cp_cells, _files, _fit_ms, _helper, _k, _kernel_tflops,
-                      _low_cells, _ncu_metric, _pairs, _probe_ms, _pytest_counts, _rows, _span,
+                      _low_cells, _ncu_metric, _no_rate, _pairs, _probe_ms, _pytest_counts, _rows, _span,
                       _summed_counts, _tf, _verdict, triton_s21_goals, triton_s21_table)
 from ._paths import RESULTS
 
@@ -1451,3 +1451,82 @@ def ncu_bwd_s64() -> str:
                      f"instruction, {m['Local Memory Spilling Requests'] / 1e6:.0f} M spill "
                      f"requests")
     return "; ".join(parts)
+
+
+# -- session 65: the backward's prepared arms (KV_VIEWS_PER_STEP on, DQ_SWIZZLE_32 refuted), the
+# forward's item stamps (the static grid's imbalance) and its item order by KV head sections
+# (LPT_ITEMS), the kernel masks with FFA and FA4 (no FlexAttention: the device time ran out)
+PROBES_S65 = "h200/probes_s65/"
+KERNELS_S65 = ("h200/kernels_s65/kernel_masks_16k.csv", "h200/kernels_s65/kernel_masks_64k.csv")
+SM90_PROGRAMS = 132  # the persistent forward's grid on an H200 (every stamped launch had more items)
+
+
+def bwd_arms_s65() -> str:
+    return _arms_table(PROBES_S65 + "s65_bwd_arms.csv")
+
+
+def bwd_kv_views_64k_s65() -> str:
+    return _arms_table(PROBES_S65 + "s65_bwd_kv_views_64k.csv")
+
+
+def fwd_heads_fastest_s65() -> str:
+    return _arms_table(PROBES_S65 + "s65_fwd_arms.csv")
+
+
+def fwd_sections_s65() -> str:
+    return _arms_table(PROBES_S65 + "s65_fwd_sections.csv")
+
+
+def stamps_s65() -> str:
+    """The stamped forward launches (16k), plain order against KV head sections: the launch's
+    span and the consumers' mean busy time over it (sum of item times / (2 x programs x span))."""
+    d = pd.read_csv(RESULTS / PROBES_S65 / "s65_item_stamps_sections.csv.gz")
+    d["lpt"] = d.lpt.astype(int)  # (written as False / True)
+    took = (d.end_ns - d.start_ns).groupby([d["mask"], d.lpt]).sum()
+    span = d.groupby(["mask", "lpt"]).end_ns.max() - d.groupby(["mask", "lpt"]).start_ns.min()
+    busy = took / (2 * SM90_PROGRAMS * span)
+    lines = ["| mask (16k) | span plain -> sections (ms) | change | busy / span plain -> sections |",
+             "|---|---|---|---|"]
+    for mask in sorted(d["mask"].unique()):
+        s0, s1 = span[mask, 0] / 1e6, span[mask, 1] / 1e6
+        lines.append(f"| {mask} | {s0:.2f} -> {s1:.2f} | {s1 / s0 - 1:+.1%} | "
+                     f"{busy[mask, 0]:.3f} -> {busy[mask, 1]:.3f} |")
+    return "\n".join(lines)
+
+
+def pytest_s65() -> str:
+    return "; ".join(f"{label}: {_pytest_counts(relpath)}" for label, relpath in (
+        ("`-k gluon` (23cb484)", "h200/tests/s65_pytest_gluon_23cb48437b38.log"),
+        ("`-k stamps` (d0d51bd)", "h200/tests/s65_pytest_stamps_d0d51bdd06ec.log")))
+
+
+def kernels_s65_moves() -> str:
+    """FFA and FA4, session 64's run -> this one, on the cells this run measured."""
+    first, second = _files(KERNELS_S64), _files(KERNELS_S65)
+    lines = ["| mask | S | dir | ffa s64 -> s65 | change | fa4 s64 -> s65 | ffa / fa4 s64 -> s65 |",
+             "|" + "---|" * 7]
+    for mask in KERNEL_MASKS:
+        for seqlen in (K16, K64):
+            for d in ("fwd", "bwd"):
+                f0, f1 = (_tf(x, "ffa", mask, seqlen, d) for x in (first, second))
+                if f1 is None:
+                    continue
+                a0, a1 = (_tf(x, "fa4", mask, seqlen, d) for x in (first, second))
+                fa4 = (_no_rate(second, "fa4", mask, seqlen, d) if a1 is None
+                       else f"{a0:.0f} -> {a1:.0f}")
+                ratio = "-" if a1 is None else f"{f0 / a0:.3f} -> {f1 / a1:.3f}"
+                lines.append(f"| {mask} | {_k(seqlen)} | {d} | {f0:.0f} -> {f1:.0f} | "
+                             f"{f1 / f0 - 1:+.1%} | {fa4} | {ratio} |")
+    return "\n".join(lines)
+
+
+def kernels_s65_goals() -> str:
+    """Issue 14's FA4 cells (full and causal, 16k and 64k) in this run, against the goals and
+    the aims (0.95 forward, 0.85 backward)."""
+    frame = _files(KERNELS_S65)
+    out = []
+    for d, goal, aim in (("fwd", 0.85, 0.95), ("bwd", 0.75, 0.85)):
+        r = [p for (_, _, dd), p in _pairs(frame, "ffa", "fa4", ("full", "causal")) if dd == d]
+        out.append(f"{d} / fa4 on full and causal {_span(r)} over {len(r)} cells (goal {goal}: "
+                   f"{_verdict(r, goal)}; aim {aim}: {sum(x >= aim for x in r)} of {len(r)})")
+    return "; ".join(out)
