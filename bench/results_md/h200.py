@@ -1458,7 +1458,7 @@ def ncu_bwd_s64() -> str:
 # (LPT_ITEMS), the kernel masks with FFA and FA4 (no FlexAttention: the device time ran out)
 PROBES_S65 = "h200/probes_s65/"
 KERNELS_S65 = ("h200/kernels_s65/kernel_masks_16k.csv", "h200/kernels_s65/kernel_masks_64k.csv")
-SM90_PROGRAMS = 132  # the persistent forward's grid on an H200 (every stamped launch had more items)
+SM90_PROGRAMS = 132  # the persistent forward's grid on an H200 (each stamped launch had more items)
 
 
 def bwd_arms_s65() -> str:
@@ -1485,8 +1485,8 @@ def stamps_s65() -> str:
     took = (d.end_ns - d.start_ns).groupby([d["mask"], d.lpt]).sum()
     span = d.groupby(["mask", "lpt"]).end_ns.max() - d.groupby(["mask", "lpt"]).start_ns.min()
     busy = took / (2 * SM90_PROGRAMS * span)
-    lines = ["| mask (16k) | span plain -> sections (ms) | change | busy / span plain -> sections |",
-             "|---|---|---|---|"]
+    lines = ["| mask (16k) | span plain -> sections (ms) | change "
+             "| busy / span plain -> sections |", "|---|---|---|---|"]
     for mask in sorted(d["mask"].unique()):
         s0, s1 = span[mask, 0] / 1e6, span[mask, 1] / 1e6
         lines.append(f"| {mask} | {s0:.2f} -> {s1:.2f} | {s1 / s0 - 1:+.1%} | "
