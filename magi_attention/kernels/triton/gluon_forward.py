@@ -93,6 +93,8 @@ PREFETCH_ITEM = gl.constexpr(True)
 # (results/h200/probes_s65/s65_fwd_sections.csv): 16k causal +5.2%, causal_document +10.8%,
 # block_causal_document +6.5%, full_document +3.5%, full +0.3%; 64k causal +6.1%,
 # causal_document +5.4%, block_causal_document +4.3%, full_document +5.4%, full +0.9%.
+# The counter-fed grid (DYNAMIC; magi's forwards beside a collective) keeps the plain order by
+# default: sections were measured there only in the all-heads form (full -5% / -8%).
 LPT_ITEMS = True  # (launch_fwd(lpt_items=) overrides)
 # consumer c's turn: barrier TURN_BARRIER + c
 _TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
@@ -787,7 +789,8 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     have landed (persistent and dynamic then); ``under_pv`` (None: under_pv_suits): the
     softmax of S_j under P_{j-1} V_{j-1}. ``stamps`` (a measurement, static grid only): int64
     [items, 2, 2], each consumer's global timer (ns) at an item's start and after its O store
-    (scripts/dev/fwd_item_stamps.py). ``lpt_items`` (None: LPT_ITEMS): the items' order."""
+    (scripts/dev/fwd_item_stamps.py). ``lpt_items`` (None: LPT_ITEMS on the static grid): the
+    items' order (never with an Arrival)."""
     seqlen_q, num_heads_q, _ = q.shape
     if plan.block_m != BLOCK_M:
         raise ValueError(f"plan q tiles {plan.block_m} != {BLOCK_M}")
@@ -801,8 +804,8 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     dynamic = persistent and (dynamic or arrival is not None)
     if under_pv is None:
         under_pv = under_pv_suits(plan)
-    if lpt_items is None:
-        lpt_items = LPT_ITEMS
+    if lpt_items is None:  # measured on the static grid only (the counter-fed one keeps its order)
+        lpt_items = LPT_ITEMS and not dynamic
     lpt_items = bool(lpt_items) and arrival is None  # (an Arrival's order: its own first tiles)
     n_items = plan.num_q_tiles * num_heads_q
     if stamps is not None and (dynamic or stamps.shape != (n_items, 2, 2)
