@@ -279,6 +279,32 @@ def test_the_gluon_forward_item_stamps_read_the_timer_four_times_without_spills(
     assert reads == {False: 0, True: 4}
 
 
+def test_the_gluon_forward_o_direct_stores_from_registers_without_spills(tool):
+    """launch_fwd(o_direct=True): no TMA store of O (UTMASTG) and 32 more global stores a
+    consumer (its 64 x 128 bf16 rows in 4-byte pieces of the accumulator), no spills; both the
+    long-row and the short-row kernel (CPU compile, session 65)."""
+    import re
+
+    from magi_attention.common import AttnSlice
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.triton import gluon_forward as gf
+    q, k, v, _ = tool._inputs(2048, hq=8, hk=2, d=128)
+    plan = plan_block_sparse([AttnSlice.make(0, 2048, 0, 2048, 1)], 2048, 2048, gf.BLOCK_M,
+                             gf.BLOCK_N)
+    for under_pv in (True, False):
+        built = {}
+        for direct in (False, True):
+            with tool.CompileRecorder() as rec:
+                gf.launch_fwd(q, k, v, plan, 128 ** -0.5, under_pv=under_pv, o_direct=direct)
+            kernel = rec.compiled[0][1]
+            assert tool.resources(kernel)["spill_stores"] == 0
+            text = _sass(kernel)
+            built[direct] = (len(re.findall(r"\bSTG\.E", text)), text.count("UTMASTG"))
+        (stores, tma_stores), (direct_stores, direct_tma) = built[False], built[True]
+        assert tma_stores == 2 and direct_tma == 0, built
+        assert direct_stores - stores == 2 * 32, built
+
+
 def test_the_gluon_forward_short_row_switches_leave_long_rows_alone(tool):
     """The short-row switches (HOIST_MASK_LOADS, PREFETCH_ITEM: session 64, -3.3% on full 16k)
     change nothing where the softmax runs under the PV: the long-row kernel's SASS is the same
