@@ -101,9 +101,10 @@ PREFETCH_ITEM = gl.constexpr(True)
 # 4-byte pieces of the wgmma accumulator (no shared memory is free for a layout change) but need no
 # wait. Not yet measured (launch_fwd(o_direct=) overrides).
 O_DIRECT = False
-# The counter-fed grid (DYNAMIC; magi's forwards beside a collective) keeps the plain order by
-# default: sections were measured there only in the all-heads form (full -5% / -8%).
-LPT_ITEMS = True  # (launch_fwd(lpt_items=) overrides)
+# The counter-fed grid (DYNAMIC; magi's forwards beside a collective) keeps the plain order
+# unless LPT_DYNAMIC: sections were measured there only in the all-heads form (full -5% / -8%).
+LPT_ITEMS = True  # (launch_fwd(lpt_items=) overrides both)
+LPT_DYNAMIC = False
 # consumer c's turn: barrier TURN_BARRIER + c
 _TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
 _TURN_SYNC_1 = gl.constexpr(f"bar.sync {TURN_BARRIER + 1}, 256;")
@@ -832,7 +833,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     if under_pv is None:
         under_pv = under_pv_suits(plan)
     if lpt_items is None:  # measured on the static grid only (the counter-fed one keeps its order)
-        lpt_items = LPT_ITEMS and not dynamic
+        lpt_items = LPT_ITEMS and (LPT_DYNAMIC or not dynamic)
     lpt_items = bool(lpt_items) and arrival is None  # (an Arrival's order: its own first tiles)
     o_direct = bool(O_DIRECT if o_direct is None else o_direct)
     n_items = plan.num_q_tiles * num_heads_q
