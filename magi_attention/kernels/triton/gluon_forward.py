@@ -93,6 +93,10 @@ PREFETCH_ITEM = gl.constexpr(True)
 # (results/h200/probes_s65/s65_fwd_sections.csv): 16k causal +5.2%, causal_document +10.8%,
 # block_causal_document +6.5%, full_document +3.5%, full +0.3%; 64k causal +6.1%,
 # causal_document +5.4%, block_causal_document +4.3%, full_document +5.4%, full +0.9%.
+# The counter-fed grid (DYNAMIC; magi's forwards beside a collective) keeps the plain order
+# unless LPT_DYNAMIC: sections were measured there only in the all-heads form (full -5% / -8%).
+LPT_ITEMS = True  # (launch_fwd(lpt_items=) overrides both)
+LPT_DYNAMIC = False
 # O written from the consumers' registers by plain global stores, Q's buffer released as soon as
 # an item's loop is done (its last S MMA read Q), not staged in Q's buffer and stored by TMA, Q
 # released after the store's wait. Session 65's stamps fit an item's time as ~2.5-3 us fixed +
@@ -101,10 +105,6 @@ PREFETCH_ITEM = gl.constexpr(True)
 # 4-byte pieces of the wgmma accumulator (no shared memory is free for a layout change) but need no
 # wait. Not yet measured (launch_fwd(o_direct=) overrides).
 O_DIRECT = False
-# The counter-fed grid (DYNAMIC; magi's forwards beside a collective) keeps the plain order
-# unless LPT_DYNAMIC: sections were measured there only in the all-heads form (full -5% / -8%).
-LPT_ITEMS = True  # (launch_fwd(lpt_items=) overrides both)
-LPT_DYNAMIC = False
 # consumer c's turn: barrier TURN_BARRIER + c
 _TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
 _TURN_SYNC_1 = gl.constexpr(f"bar.sync {TURN_BARRIER + 1}, 256;")
@@ -307,9 +307,9 @@ def _turn_give(turn, c: gl.constexpr, x):
 def _item(i, nqt, n_first, num_heads_q, q_tile_order, q_tile_ptr, q_tile_num_full, group,
           HALF_M: gl.constexpr, HEAD_DIM: gl.constexpr, LPT: gl.constexpr):
     """Work item i: its first q row, Q/O column, K/V column and the list span [start, end) of its
-    key tiles (full ones below mid). Items run q tiles fastest, over the order's first n_first
-    tiles for every head, then over the rest for every head (n_first = nqt: the plan's order,
-    head after head)."""
+    key tiles (full ones below mid). LPT: by KV head sections (see LPT_ITEMS); else items run q
+    tiles fastest, over the order's first n_first tiles for every head, then over the rest for
+    every head (n_first = nqt: the plan's order, head after head)."""
     q_tile, head = _item_tile(i, nqt, n_first, num_heads_q, q_tile_order, group, LPT)
     return _item_span(q_tile, head, q_tile_ptr, q_tile_num_full, group, HALF_M, HEAD_DIM)
 
