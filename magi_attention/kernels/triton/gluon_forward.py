@@ -14,10 +14,10 @@ order, heaviest q tiles first, head after head), in three partitions:
   table.
 Registers move from the producer (24) to the consumers (240) with setmaxnreg.
 
-Measured (H200, GQA 64:8, d128, bf16): 0.95-0.96x FA4 on full and 0.91-0.93x on causal at 16k
-and 64k, 1.40-1.57x compiled FlexAttention on the six kernel masks (RESULTS.md, session 63);
-1.05-1.25x the Triton forward from 8k on (session 21). Used by kernels.triton.fwd on sm90
-where the inputs allow (unsupported_reason) and the rows are long enough (plan_suits);
+Measured (H200, GQA 64:8, d128, bf16): 0.95-0.97x FA4 on full and 0.96-0.97x on causal at 16k
+and 64k (RESULTS.md, session 65), 1.39-1.57x compiled FlexAttention on the six kernel masks
+(session 64); 1.05-1.25x the Triton forward from 8k on (session 21). Used by kernels.triton.fwd
+on sm90 where the inputs allow (unsupported_reason) and the rows are long enough (plan_suits);
 otherwise the Triton forward runs.
 """
 from __future__ import annotations
@@ -853,7 +853,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
         # every integer argument follows from these (cached_launch)
         key = (q.shape, k.shape, q.dtype, plan.block_n, plan.num_q_tiles, plan.row_lo.shape[1],
                num_buf, programs, n_first, dynamic, arrival is not None,
-               under_pv, stamps is not None, bool(lpt_items), o_direct) if q.is_cuda else None
+               under_pv, stamps is not None, lpt_items, o_direct) if q.is_cuda else None
         _launch_fwd_kernel((programs, ), key,
             _descriptor(q, HALF_M), _descriptor(k, plan.block_n), _descriptor(v, plan.block_n),
             _descriptor(out, HALF_M), out, lse, plan.q_tile_ptr, plan.q_tile_kt,
@@ -862,8 +862,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
             n_first, sched, flag, late, lse if stamps is None else stamps,
             NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], DYNAMIC=dynamic,
             WAIT=arrival is not None, UNDER_PV=bool(under_pv), STAMPS=stamps is not None,
-            LPT=bool(lpt_items), DIRECT=o_direct,
-            CONSUMER_REGS=CONSUMER_REGS,
+            LPT=lpt_items, DIRECT=o_direct, CONSUMER_REGS=CONSUMER_REGS,
             PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse, None
 
