@@ -9,8 +9,8 @@ import pandas as pd
 
 from ._common import (CP_MASKS, FFA_FA4_GOAL, K16, K64, KERNEL_MASKS, _baselines, _bwd_orders,
                       _by_size_table, _cp_cells, _files, _fit_ms, _helper, _k, _kernel_tflops,
-                      _low_cells, _ncu_metric, _no_rate, _pairs, _probe_ms, _pytest_counts, _rows, _span,
-                      _summed_counts, _tf, _verdict, triton_s21_goals, triton_s21_table)
+                      _low_cells, _ncu_metric, _no_rate, _pairs, _probe_ms, _pytest_counts, _rows,
+                      _span, _summed_counts, _tf, _verdict, triton_s21_goals, triton_s21_table)
 from ._paths import RESULTS
 
 
@@ -1211,13 +1211,22 @@ def _fwd_moves(before_files: tuple[str, ...], now_files: tuple[str, ...], before
              f"| ffa / fa4 {before} -> {now} |", "|---|---|---|---|---|---|"]
     for mask in KERNEL_MASKS:
         for seqlen in (K16, K64):
-            f0, f1 = (_tf(x, "ffa", mask, seqlen, d) for x in (first, second))
-            a0, a1 = (_tf(x, "fa4", mask, seqlen, d) for x in (first, second))
-            fa4 = "X" if a0 is None else f"{a0:.0f} -> {a1:.0f}"
-            ratio = "-" if a0 is None else f"{f0 / a0:.3f} -> {f1 / a1:.3f}"
-            lines.append(f"| {mask} | {_k(seqlen)} | {f0:.0f} -> {f1:.0f} | {f1 / f0 - 1:+.1%} | "
-                         f"{fa4} | {ratio} |")
+            lines.append(f"| {mask} | {_k(seqlen)} | "
+                         f"{_move_cells(first, second, mask, seqlen, d)} |")
     return "\n".join(lines)
+
+
+def _move_cells(first: pd.DataFrame, second: pd.DataFrame, mask: str, seqlen: int,
+                d: str) -> str:
+    """One cell's FFA before -> now, its change, FA4 before -> now and FFA / FA4 before -> now
+    ("X" / "not run" and "-" where FA4 has no rate in a run)."""
+    f0, f1 = (_tf(x, "ffa", mask, seqlen, d) for x in (first, second))
+    a0, a1 = (_tf(x, "fa4", mask, seqlen, d) for x in (first, second))
+    if a0 is None or a1 is None:
+        fa4, ratio = (_no_rate(second, "fa4", mask, seqlen, d) if a1 is None else "X"), "-"
+    else:
+        fa4, ratio = f"{a0:.0f} -> {a1:.0f}", f"{f0 / a0:.3f} -> {f1 / a1:.3f}"
+    return f"{f0:.0f} -> {f1:.0f} | {f1 / f0 - 1:+.1%} | {fa4} | {ratio}"
 
 
 def kernels_s62_moves() -> str:
@@ -1508,15 +1517,9 @@ def kernels_s65_moves() -> str:
     for mask in KERNEL_MASKS:
         for seqlen in (K16, K64):
             for d in ("fwd", "bwd"):
-                f0, f1 = (_tf(x, "ffa", mask, seqlen, d) for x in (first, second))
-                if f1 is None:
-                    continue
-                a0, a1 = (_tf(x, "fa4", mask, seqlen, d) for x in (first, second))
-                fa4 = (_no_rate(second, "fa4", mask, seqlen, d) if a1 is None
-                       else f"{a0:.0f} -> {a1:.0f}")
-                ratio = "-" if a1 is None else f"{f0 / a0:.3f} -> {f1 / a1:.3f}"
-                lines.append(f"| {mask} | {_k(seqlen)} | {d} | {f0:.0f} -> {f1:.0f} | "
-                             f"{f1 / f0 - 1:+.1%} | {fa4} | {ratio} |")
+                if _tf(second, "ffa", mask, seqlen, d) is not None:
+                    lines.append(f"| {mask} | {_k(seqlen)} | {d} | "
+                                 f"{_move_cells(first, second, mask, seqlen, d)} |")
     return "\n".join(lines)
 
 
