@@ -27,6 +27,7 @@ import sys
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # module_switches
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from bench.data import sample_doc_lens  # noqa: E402
@@ -35,7 +36,7 @@ from bench.metrics import attn_flops  # noqa: E402
 from magi_attention.kernels.block_sparse import plan_block_sparse  # noqa: E402
 from magi_attention.kernels.triton import gluon_backward as gb  # noqa: E402
 from magi_attention.kernels.triton import gluon_forward as gf  # noqa: E402
-from triton.experimental.gluon import language as gl  # noqa: E402
+from module_switches import set_switch  # noqa: E402
 
 HQ, HK, D = 64, 8, 128
 SCALE = D ** -0.5
@@ -60,7 +61,8 @@ def probe_mask(mask_name: str, seqlen: int):
     return build_mask(mask_name, seqlen, doc_lens=doc_lens)
 
 
-def _plan(mask, seqlen: int, module):
+def probe_plan(mask, seqlen: int, module):
+    """The mask's plan at ``module``'s tiles (gluon_forward or gluon_backward), on the GPU."""
     return plan_block_sparse(list(mask.slices), seqlen, seqlen, module.BLOCK_M, module.BLOCK_N,
                              device="cuda")
 
@@ -69,11 +71,11 @@ def gluon_call(mask, seqlen: int, direction: str):
     """A zero-argument call of the Gluon kernel of ``direction`` on the probe's inputs, and
     what it needs for --check ({"q", "k", "v", "dout", "out", "lse"})."""
     q, k, v, dout = inputs(seqlen)
-    fwd_plan = _plan(mask, seqlen, gf)
+    fwd_plan = probe_plan(mask, seqlen, gf)
     if direction == "fwd":
         return (lambda: gf.launch_fwd(q, k, v, fwd_plan, SCALE)), dict(q=q, k=k, v=v)
     out, lse, _ = gf.launch_fwd(q, k, v, fwd_plan, SCALE)
-    bwd_plan = _plan(mask, seqlen, gb)
+    bwd_plan = probe_plan(mask, seqlen, gb)
     call = lambda: gb.launch_bwd(dout, q, k, v, out, lse, bwd_plan, SCALE)  # noqa: E731
     return call, dict(q=q, k=k, v=v, dout=dout, out=out, lse=lse)
 
@@ -176,9 +178,7 @@ def main() -> None:
     module = MODULES[args.direction]
     for item in args.variant:
         name, value = item.split("=")
-        old = getattr(module, name)
-        value = int(value)
-        setattr(module, name, gl.constexpr(value) if isinstance(old, gl.constexpr) else value)
+        set_switch(module, name, int(value))
     if args.one:
         fn = runners(args.masks[0], args.seqlens[0], args.direction)[0][args.one]
         fn(), fn()

@@ -23,7 +23,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from fwd_fa4_probe import HQ, SCALE, inputs, probe_mask  # noqa: E402
+from fwd_fa4_probe import HQ, SCALE, inputs, probe_mask, probe_plan  # noqa: E402
 
 
 def item_rows(plan, num_heads_q: int, programs: int, stamps: np.ndarray,
@@ -69,12 +69,9 @@ def summarise(rows: pd.DataFrame) -> dict:
 
 def measure(mask_name: str, seqlen: int, lpt: bool | None = None) -> pd.DataFrame:
     """One warm-up launch, then one with stamps (``lpt``: launch_fwd's lpt_items)."""
-    from magi_attention.kernels.block_sparse import plan_block_sparse
     from magi_attention.kernels.triton import gluon_forward as gf
     q, k, v, _ = inputs(seqlen)
-    mask = probe_mask(mask_name, seqlen)
-    plan = plan_block_sparse(list(mask.slices), seqlen, seqlen, gf.BLOCK_M, gf.BLOCK_N,
-                             device="cuda")
+    plan = probe_plan(probe_mask(mask_name, seqlen), seqlen, gf)
     n_items = plan.num_q_tiles * HQ
     stamps = torch.zeros(n_items, 2, 2, dtype=torch.int64, device="cuda")
     gf.launch_fwd(q, k, v, plan, SCALE, dynamic=False, lpt_items=lpt)

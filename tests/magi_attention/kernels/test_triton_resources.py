@@ -180,13 +180,12 @@ sys.path[:0] = [{root!r}, {root!r} + "/scripts/dev"]
 import importlib
 import torch
 import triton_resources as tool
-from triton.experimental.gluon import language as gl
+from module_switches import set_switch
 from magi_attention.common import AttnSlice
 from magi_attention.kernels.block_sparse import plan_block_sparse
 gk = importlib.import_module({module!r})
 for name, value in {switches}.items():
-    old = getattr(gk, name)
-    setattr(gk, name, gl.constexpr(value) if isinstance(old, gl.constexpr) else value)
+    set_switch(gk, name, value)
 """
 # a causal plan's Gluon forward, built for short rows (under_pv False, where the short-row
 # switches apply) or long ones
