@@ -257,24 +257,30 @@ def test_the_gluon_forward_prefetches_the_next_item_without_spills(tool):
         assert "STL" not in text, switches
 
 
-def test_the_gluon_forward_item_stamps_read_the_timer_four_times_without_spills(tool):
-    """launch_fwd(stamps=) builds a kernel that reads the global timer at each consumer's item
-    start and end (four reads), with no spills; without stamps it reads none."""
-    import torch
+def _causal_gluon_fwd(tool, **launch):
+    """The Gluon forward of a causal 2048-token plan (16 q tiles, 8:2 heads, d128) compiled in
+    this process with launch_fwd's ``launch`` arguments: (kernel, its SASS), asserted free of
+    spill stores."""
     from magi_attention.common import AttnSlice
     from magi_attention.kernels.block_sparse import plan_block_sparse
     from magi_attention.kernels.triton import gluon_forward as gf
     q, k, v, _ = tool._inputs(2048, hq=8, hk=2, d=128)
     plan = plan_block_sparse([AttnSlice.make(0, 2048, 0, 2048, 1)], 2048, 2048, gf.BLOCK_M,
                              gf.BLOCK_N)
-    reads = {}
-    for on in (False, True):
-        stamps = torch.zeros(plan.num_q_tiles * 8, 2, 2, dtype=torch.int64) if on else None
-        with tool.CompileRecorder() as rec:
-            gf.launch_fwd(q, k, v, plan, 128 ** -0.5, stamps=stamps)
-        kernel = rec.compiled[0][1]
-        assert tool.resources(kernel)["spill_stores"] == 0
-        reads[on] = _sass(kernel).count("GLOBALTIMER")
+    with tool.CompileRecorder() as rec:
+        gf.launch_fwd(q, k, v, plan, 128 ** -0.5, **launch)
+    kernel = rec.compiled[0][1]
+    assert tool.resources(kernel)["spill_stores"] == 0, launch
+    return kernel, _sass(kernel)
+
+
+def test_the_gluon_forward_item_stamps_read_the_timer_four_times_without_spills(tool):
+    """launch_fwd(stamps=) builds a kernel that reads the global timer at each consumer's item
+    start and end (four reads), with no spills; without stamps it reads none."""
+    import torch
+    stamps = torch.zeros(16 * 8, 2, 2, dtype=torch.int64)  # an item a q tile and head
+    reads = {on: _causal_gluon_fwd(tool, stamps=stamps if on else None)[1].count("GLOBALTIMER")
+             for on in (False, True)}
     assert reads == {False: 0, True: 4}
 
 
@@ -283,21 +289,10 @@ def test_the_gluon_forward_o_direct_stores_from_registers_without_spills(tool):
     consumer (its 64 x 128 bf16 rows in 4-byte pieces of the accumulator), no spills; both the
     long-row and the short-row kernel (CPU compile, session 65)."""
     import re
-
-    from magi_attention.common import AttnSlice
-    from magi_attention.kernels.block_sparse import plan_block_sparse
-    from magi_attention.kernels.triton import gluon_forward as gf
-    q, k, v, _ = tool._inputs(2048, hq=8, hk=2, d=128)
-    plan = plan_block_sparse([AttnSlice.make(0, 2048, 0, 2048, 1)], 2048, 2048, gf.BLOCK_M,
-                             gf.BLOCK_N)
     for under_pv in (True, False):
         built = {}
         for direct in (False, True):
-            with tool.CompileRecorder() as rec:
-                gf.launch_fwd(q, k, v, plan, 128 ** -0.5, under_pv=under_pv, o_direct=direct)
-            kernel = rec.compiled[0][1]
-            assert tool.resources(kernel)["spill_stores"] == 0
-            text = _sass(kernel)
+            text = _causal_gluon_fwd(tool, under_pv=under_pv, o_direct=direct)[1]
             built[direct] = (len(re.findall(r"\bSTG\.E", text)), text.count("UTMASTG"))
         (stores, tma_stores), (direct_stores, direct_tma) = built[False], built[True]
         assert tma_stores == 2 and direct_tma == 0, built
