@@ -411,8 +411,9 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     for j in range(heads * n_list):
         slot = j % NUM_BUF
         if KV_VIEWS_PER_STEP:
-            k_c = k_smem.index(c + _opaque_zero(j))
-            v_c = v_smem.index(c + _opaque_zero(j))
+            at = c + _opaque_zero(j)
+            k_c = k_smem.index(at)
+            v_c = v_smem.index(at)
         head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, heads,
                                 k_tile_qt)
         q_lo = q_tile * BLOCK_M
@@ -616,8 +617,8 @@ _launch_bwd_kernel = cached_launch(_bwd_kernel)
 def _dq_descriptor(dq: torch.Tensor, cols: int) -> TensorDescriptor:
     """The fp32 dQ buffer [Sq, Hq, D] as 2-D [Sq, Hq * D] with [BLOCK_M, cols] blocks."""
     view = dq.view(dq.shape[0], -1)
-    layout = shared_layout(BLOCK_M, cols, torch.float32)  # the kernel's staging buffer's too
-    return TensorDescriptor(view, list(view.shape), list(view.stride()), [BLOCK_M, cols], layout)
+    return TensorDescriptor(view, list(view.shape), list(view.stride()), [BLOCK_M, cols],
+                            shared_layout(BLOCK_M, cols, torch.float32))
 
 
 def _row_descriptor(stat: torch.Tensor) -> TensorDescriptor:
