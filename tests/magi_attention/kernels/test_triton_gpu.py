@@ -559,22 +559,24 @@ def test_gluon_backward_every_mask(name, case, dq_mode, early_empty):
     assert (got[0][torch.isinf(rl)] == 0).all()
 
 
+@pytest.mark.parametrize("kv_sections", [False, True], ids=["chunk_slowest", "kv_sections"])
 @pytest.mark.parametrize("head_chunks", [2, 4])
 @pytest.mark.parametrize("name", ["full", "causal_document", "share_question",
                                   "block_causal_document"])
-def test_gluon_backward_head_chunks_match_the_reference(name, head_chunks):
+def test_gluon_backward_head_chunks_match_the_reference(name, head_chunks, kv_sections):
     """A kv head's 4 q heads split over head_chunks programs a key tile (each adds its dK/dV
-    share into one fp32 buffer by atomics) give the reference's gradients (S=1531: a partial last
-    tile) and dk, dv within bf16 rounding of the one-program kernel, for at most one fp32 dK and
-    dV more memory whatever the chunk count; a chunk count that does not divide the group is
-    refused."""
+    share into one fp32 buffer by atomics), in either program order, give the reference's
+    gradients (S=1531: a partial last tile) and dk, dv within bf16 rounding of the one-program
+    kernel, for at most one fp32 dK and dV more memory whatever the chunk count; a chunk count
+    that does not divide the group is refused."""
     from magi_attention.kernels.triton import gluon_backward as gb
     plan, tiles = _gluon_bwd_plan(name, (1531, 0))
     q, k, v, dout = _inputs(1531, 1531, 8, 2, 128, torch.bfloat16, 0)
     scale = 128 ** -0.5
     ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), plan, scale)
     ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, plan, scale)
-    got = gb.launch_bwd(dout, q, k, v, ro.to(q.dtype), rl, tiles, scale, head_chunks=head_chunks)
+    got = gb.launch_bwd(dout, q, k, v, ro.to(q.dtype), rl, tiles, scale, head_chunks=head_chunks,
+                        kv_sections=kv_sections)
     whole = gb.launch_bwd(dout, q, k, v, ro.to(q.dtype), rl, tiles, scale)
     peaks = {}
     for chunks in (1, head_chunks):

@@ -366,6 +366,19 @@ def test_the_gluon_backward_kv_views_per_step_take_the_spills_out_of_the_step_lo
     assert on.count("STL") <= off.count("STL")
 
 
+def test_the_gluon_backward_kv_sections_change_only_the_program_order(tool):
+    """gluon_backward.KV_SECTIONS reads the linear program id as (kv head, key tile rank, chunk):
+    a few integer operations before the partitions start, so with four head chunks the step
+    loops keep their HGMMAs, warpgroup barriers and (no) spill traffic, and no spill store is
+    added anywhere."""
+    chunked = _BWD_ARM.replace("128 ** -0.5)", "128 ** -0.5, head_chunks=4)")
+    module = "magi_attention.kernels.triton.gluon_backward"
+    off, on = (_arm_sass(chunked, module, KV_SECTIONS=flag) for flag in (False, True))
+    assert off != on
+    assert _step_loop_counts(on) == _step_loop_counts(off)
+    assert on.count("STL") == off.count("STL")
+
+
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_the_gluon_backward_compiles_for_sm90_with_asynchronous_mmas(tool, head_dim):
     """kernels/triton/gluon_backward.py builds for sm90: 12 warps, the setmaxnreg split, dQ by
