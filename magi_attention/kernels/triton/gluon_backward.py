@@ -125,15 +125,6 @@ EARLY_EMPTY_MIN_Q_TILES = 64.0
 # at a 32-byte swizzle, conflict-free STS.64 but 8 TMA reduce messages a tile where 128 bytes
 # has 2, measured 0.89-0.97x with either arm: removed, in git at ee0727f as DQ_SWIZZLE_32.)
 KV_VIEWS_PER_STEP = gl.constexpr(True)
-# The programs in kv-head sections: the grid's linear order walks one kv head's key tiles
-# heaviest first with its head chunks fastest, then the next kv head (off: each chunk of each kv
-# head walks the key tiles in turn, the chunk slowest). A chunk's walk is 1 key tile a program,
-# fewer programs than SMs at 16k (128 key tiles, 132 SMs), so every chunk's heaviest programs
-# start as the last one's end, and the last chunk's heaviest run alone at the end: the host's
-# list-scheduling model (132 SMs, cost 4 us + 1.15 us a step) puts the span 2.8-5.5% past the
-# mean on the 16k document masks, 0.5-0.9% in sections; 64k and full / causal unchanged. Not
-# yet measured (launch_bwd(kv_sections=) overrides).
-KV_SECTIONS = False
 
 
 @builtin
@@ -555,27 +546,23 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
                 row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
                 NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr,
                 ROW_TMA: gl.constexpr, BITS: gl.constexpr, HEAD_CHUNKS: gl.constexpr,
-                EARLY_EMPTY: gl.constexpr, KV_SECTIONS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                EARLY_EMPTY: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                 PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     DQ_COLS: gl.constexpr = dq_desc.block_type.shape[1]
     dtype: gl.constexpr = k_desc.dtype
+    k_tile = gl.load(k_tile_order + gl.program_id(0))  # heaviest key tiles first
     # a kv head's q heads may be split into HEAD_CHUNKS programs a key tile, the grid's slowest
     # dimension: the programs that run together then drift over fewer q heads, whose dq rows
-    # L2 must hold (chunks numbered kv head by kv head; ``heads``: the q heads of one chunk)
-    if KV_SECTIONS:  # the linear program id read as (kv head, key tile rank, chunk)
-        n_tiles = gl.num_programs(0)
-        linear = gl.program_id(0) + n_tiles * (gl.program_id(1)
-                                               + gl.num_programs(1) * gl.program_id(2))
-        within = linear % (n_tiles * HEAD_CHUNKS)
-        rank = within // HEAD_CHUNKS
-        chunk = linear // (n_tiles * HEAD_CHUNKS) * HEAD_CHUNKS + within % HEAD_CHUNKS
-    else:
-        rank = gl.program_id(0)
-        chunk = gl.program_id(1) * HEAD_CHUNKS + gl.program_id(2)
-    k_tile = gl.load(k_tile_order + rank)  # heaviest key tiles first
+    # L2 must hold (chunks numbered kv head by kv head; ``heads``: the q heads of one chunk).
+    # At 16k a chunk's walk is fewer programs than SMs and the last chunk's heaviest key tiles
+    # run alone at the end (a host model: the span 3-5% past the mean on the document masks),
+    # but the order that fixes that (one kv head's key tiles with its chunks fastest) measured
+    # full_document 16k +4.3% and full -3.3%, causal_document 64k -10.4%: the L2 the chunk
+    # order keeps is worth more (session 66; in git at cb268ef as KV_SECTIONS)
+    chunk = gl.program_id(1) * HEAD_CHUNKS + gl.program_id(2)
     k_row = k_tile * 2 * HALF_N
     start = gl.load(k_tile_ptr + k_tile)
     end = gl.load(k_tile_ptr + k_tile + 1)
@@ -655,15 +642,14 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
                dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, row_tma: bool | None = None,
                head_chunks: int | None = None, bits: KeyTileBits | None = None,
-               early_empty: bool | None = None, kv_sections: bool | None = None):
+               early_empty: bool | None = None):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
     forward's) over a BLOCK_M x BLOCK_N plan -> (dq, dk, dv). Partial tiles mask from ``bits``
     (key_tile_bits of this plan) when given, else from the plan's row interval table.
     ``head_chunks`` splits each kv head's q heads over that many programs a key tile, the grid's
     slowest dimension (it must divide Hq / Hkv; None: head_chunks_for); they add their dK/dV
     shares into one fp32 buffer each. ``early_empty`` (None: early_empty_suits) releases a
-    step's Q / dO slot before its dQ add; ``kv_sections`` (None: KV_SECTIONS) the programs'
-    order."""
+    step's Q / dO slot before its dQ add."""
     from .backward import PREPROCESS_BLOCK, launch_preprocess
 
     seqlen_q, num_heads_q, head_dim = q.shape
@@ -724,7 +710,6 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
         DQ_MODE=dq_mode, ROW_TMA=row_tma, BITS=bits is not None, HEAD_CHUNKS=head_chunks,
         EARLY_EMPTY=early_empty_suits(plan) if early_empty is None else bool(early_empty),
-        KV_SECTIONS=KV_SECTIONS if kv_sections is None else bool(kv_sections),
         CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     if head_chunks > 1:
         dk, dv = dk.to(k.dtype), dv.to(v.dtype)

@@ -93,18 +93,16 @@ PREFETCH_ITEM = gl.constexpr(True)
 # (results/h200/probes_s65/s65_fwd_sections.csv): 16k causal +5.2%, causal_document +10.8%,
 # block_causal_document +6.5%, full_document +3.5%, full +0.3%; 64k causal +6.1%,
 # causal_document +5.4%, block_causal_document +4.3%, full_document +5.4%, full +0.9%.
-# The counter-fed grid (DYNAMIC; magi's forwards beside a collective) keeps the plain order
-# unless LPT_DYNAMIC: sections were measured there only in the all-heads form (full -5% / -8%).
+# The counter-fed grid (DYNAMIC; magi's forwards beside a collective) takes the sections too
+# (LPT_DYNAMIC; in the all-heads form it had lost: full -5% / -8%): session 66, DYNAMIC on,
+# sections against the plain order, two rounds (results/h200/probes_s66/s66_LPT_DYNAMIC.csv):
+# 16k causal +1.9%, causal_document +3.8%, block_causal_document +3.4%, full_document +3.1%,
+# full -0.1%; 64k +0.5% to +2.4%. (The static grid stays 1-4% faster than the counter-fed one.)
+# O stored from the consumers' registers by plain global stores, Q's buffer freed before the
+# epilogue (O_DIRECT, against the fixed ~2.5-3 us an item that the stamps showed) measured
+# 0.94-0.98x on all six masks at 16k and 64k (session 66): removed, in git at cb268ef.
 LPT_ITEMS = True  # (launch_fwd(lpt_items=) overrides both)
-LPT_DYNAMIC = False
-# O written from the consumers' registers by plain global stores, Q's buffer released as soon as
-# an item's loop is done (its last S MMA read Q), not staged in Q's buffer and stored by TMA, Q
-# released after the store's wait. Session 65's stamps fit an item's time as ~2.5-3 us fixed +
-# ~1.5 us a key tile: the fixed part holds the O store's round trip and then the next item's Q
-# load, one after the other, and it is 16-19% of causal_document 16k's item time. The stores are
-# 4-byte pieces of the wgmma accumulator (no shared memory is free for a layout change) but need no
-# wait. Not yet measured (launch_fwd(o_direct=) overrides).
-O_DIRECT = False
+LPT_DYNAMIC = True
 # consumer c's turn: barrier TURN_BARRIER + c
 _TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
 _TURN_SYNC_1 = gl.constexpr(f"bar.sync {TURN_BARRIER + 1}, 256;")
@@ -202,17 +200,6 @@ def _stamp(stamps, at, rows):
                                     is_pure=False, pack=1)
     first = gl.arange(0, rows.shape[0], layout=rows.type.layout) == 0
     gl.store(stamps + at + rows * 0, now, mask=first)
-
-
-@gluon.jit
-def _store_o(out, Out, row0, q_col, seqlen_q, row_stride):
-    """This consumer's O rows [row0, row0 + HALF_M) (those below seqlen_q) at columns q_col..
-    of Out [Sq, Hq * D], straight from the accumulator's layout (O_DIRECT)."""
-    layout: gl.constexpr = out.type.layout
-    rows = row0 + gl.arange(0, out.shape[0], layout=gl.SliceLayout(1, layout))
-    cols = q_col + gl.arange(0, out.shape[1], layout=gl.SliceLayout(0, layout))
-    offs = gl.expand_dims(rows.to(gl.int64) * row_stride, 1) + gl.expand_dims(cols, 0)
-    gl.store(Out + offs, out, mask=gl.expand_dims(rows < seqlen_q, 1))
 
 
 @gluon.jit
@@ -406,7 +393,7 @@ def _await_arrival(arrival, late, kt, seen):
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
@@ -537,7 +524,7 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
 
 
 @gluon.jit
-def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, c: gl.constexpr):
@@ -550,7 +537,6 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q
     UNDER_PV: gl.constexpr = (mode.type.shape[0] - 1) // 4 % 2 == 1
     STAMPS: gl.constexpr = (mode.type.shape[0] - 1) // 8 % 2 == 1
     LPT: gl.constexpr = (mode.type.shape[0] - 1) // 16 % 2 == 1
-    DIRECT: gl.constexpr = (mode.type.shape[0] - 1) // 32 % 2 == 1
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -607,8 +593,6 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q
                                            ROW_INTERVALS, UNDER_PV, HOIST)
             turns += end - start + 1
         loaded += end - start
-        if DIRECT:  # Q was last read by the loop's last S: the next item's may land now
-            mbarrier.arrive(q_empty.index(c), count=1)
         if PREFETCH:
             n_row, n_qcol, n_kvcol, n_start, n_mid, n_end = _item_span(
                 n_tile, n_head, q_tile_ptr, q_tile_num_full, group, HALF_M, HEAD_DIM)
@@ -616,23 +600,18 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q
         has_keys = l_i > 0.0
         l_o = gl.convert_layout(gl.where(has_keys, l_i, 1.0), row_o)
         out = acc / gl.expand_dims(l_o, 1)
-        if DIRECT:
-            _store_o(out.to(dtype), Out, row0, q_col, seqlen_q, num_heads_q * HEAD_DIM)
-        else:
-            q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
-            fence_async_shared()
-            tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)  # clipped at seqlen_q
+        q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)  # clipped at seqlen_q
         lse = gl.where(has_keys,
                        (m_i + gl.log2(gl.where(has_keys, l_i, 1.0))) * 0.6931471805599453,
                        float("-inf"))
         gl.store(Lse + rows.to(gl.int64) * num_heads_q + (q_col // HEAD_DIM), lse,
                  mask=rows < seqlen_q)
-        if not DIRECT:
-            tma.store_wait(pendings=0)
+        tma.store_wait(pendings=0)
         if STAMPS:
             _stamp(stamps, (i * 2 + c) * 2 + 1, rows)
-        if not DIRECT:
-            mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
+        mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
         t += 1
         i = _fetched(items, t, q_bars, c, DYNAMIC, LPT)
     if NAMED_TURNS and c == 0:  # consumer 1's last hand-over (its first was the one above)
@@ -642,34 +621,34 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
 # half (c) is fixed by which of the two it runs
 @gluon.jit
-def _consumer0(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _consumer0(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
                nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
                q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
-    _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 0)
 
 
 @gluon.jit
-def _consumer1(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _consumer1(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
                nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
                q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
-    _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
               nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 1)
 
 
 @gluon.jit
-def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
                 q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
                 nqt, n_first, sched, arrival, late, stamps, NUM_BUF: gl.constexpr,
                 ROW_INTERVALS: gl.constexpr, DYNAMIC: gl.constexpr, WAIT: gl.constexpr,
                 UNDER_PV: gl.constexpr, STAMPS: gl.constexpr, LPT: gl.constexpr,
-                DIRECT: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 num_warps: gl.constexpr):
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
@@ -689,9 +668,9 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt,
     tag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     # and the switches as this one's: DYNAMIC + 2 * WAIT + 4 * UNDER_PV + 8 * STAMPS + 16 * LPT
-    # + 32 * DIRECT + 1 bytes
+    # + 1 bytes
     mode = gl.allocate_shared_memory(gl.int8, [1 + DYNAMIC + 2 * WAIT + 4 * UNDER_PV + 8 * STAMPS
-                                               + 16 * LPT + 32 * DIRECT],
+                                               + 16 * LPT],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     # DYNAMIC: the item index the producer fetched, one slot an item parity
     items = gl.allocate_shared_memory(gl.int32, [2, 32],
@@ -705,7 +684,7 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt,
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=2)  # both consumers release a tile
     fence_async_shared()
-    args = (q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
+    args = (q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
             q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items, nqt,
             n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars, q_empty,
             k_ready, v_ready, kv_empty, turn, tag, mode, items)
@@ -805,7 +784,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
                softmax_scale: float, num_buf: int = NUM_BUF, persistent: bool = PERSISTENT,
                dynamic: bool | None = None, arrival: Arrival | None = None,
                under_pv: bool | None = None, stamps: torch.Tensor | None = None,
-               lpt_items: bool | None = None, o_direct: bool | None = None):
+               lpt_items: bool | None = None):
     """q [Sq, Hq, D], k/v [Sk, Hkv, D] (strided views read in place: tma_rows) over a BLOCK_M
     x n plan (n = BLOCK_N by default; 64 was measured too) with a row interval table -> (out,
     lse [Sq, Hq] fp32, None).
@@ -816,9 +795,8 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     have landed (persistent and dynamic then); ``under_pv`` (None: under_pv_suits): the
     softmax of S_j under P_{j-1} V_{j-1}. ``stamps`` (a measurement, static grid only): int64
     [items, 2, 2], each consumer's global timer (ns) at an item's start and after its O store
-    (scripts/dev/fwd_item_stamps.py). ``lpt_items`` (None: LPT_ITEMS on the static grid): the
-    items' order (never with an Arrival); ``o_direct`` (None: O_DIRECT): O stored from
-    registers, Q released before the epilogue."""
+    (scripts/dev/fwd_item_stamps.py). ``lpt_items`` (None: LPT_ITEMS; on the counter-fed grid
+    LPT_DYNAMIC too): the items' order (never with an Arrival)."""
     seqlen_q, num_heads_q, _ = q.shape
     if plan.block_m != BLOCK_M:
         raise ValueError(f"plan q tiles {plan.block_m} != {BLOCK_M}")
@@ -832,10 +810,9 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     dynamic = persistent and (dynamic or arrival is not None)
     if under_pv is None:
         under_pv = under_pv_suits(plan)
-    if lpt_items is None:  # measured on the static grid only (the counter-fed one keeps its order)
+    if lpt_items is None:
         lpt_items = LPT_ITEMS and (LPT_DYNAMIC or not dynamic)
     lpt_items = bool(lpt_items) and arrival is None  # (an Arrival's order: its own first tiles)
-    o_direct = bool(O_DIRECT if o_direct is None else o_direct)
     n_items = plan.num_q_tiles * num_heads_q
     if stamps is not None and (dynamic or stamps.shape != (n_items, 2, 2)
                                or stamps.dtype != torch.int64):
@@ -853,16 +830,16 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
         # every integer argument follows from these (cached_launch)
         key = (q.shape, k.shape, q.dtype, plan.block_n, plan.num_q_tiles, plan.row_lo.shape[1],
                num_buf, programs, n_first, dynamic, arrival is not None,
-               under_pv, stamps is not None, lpt_items, o_direct) if q.is_cuda else None
+               under_pv, stamps is not None, lpt_items) if q.is_cuda else None
         _launch_fwd_kernel((programs, ), key,
             _descriptor(q, HALF_M), _descriptor(k, plan.block_n), _descriptor(v, plan.block_n),
-            _descriptor(out, HALF_M), out, lse, plan.q_tile_ptr, plan.q_tile_kt,
+            _descriptor(out, HALF_M), lse, plan.q_tile_ptr, plan.q_tile_kt,
             plan.q_tile_num_full, order, plan.row_lo, plan.row_hi, seqlen_q, num_heads_q,
             float(softmax_scale) * LOG2E, num_heads_q // k.shape[1], n_items, plan.num_q_tiles,
             n_first, sched, flag, late, lse if stamps is None else stamps,
             NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], DYNAMIC=dynamic,
             WAIT=arrival is not None, UNDER_PV=bool(under_pv), STAMPS=stamps is not None,
-            LPT=lpt_items, DIRECT=o_direct, CONSUMER_REGS=CONSUMER_REGS,
+            LPT=lpt_items, CONSUMER_REGS=CONSUMER_REGS,
             PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse, None
 

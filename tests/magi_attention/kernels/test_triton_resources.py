@@ -284,21 +284,6 @@ def test_the_gluon_forward_item_stamps_read_the_timer_four_times_without_spills(
     assert reads == {False: 0, True: 4}
 
 
-def test_the_gluon_forward_o_direct_stores_from_registers_without_spills(tool):
-    """launch_fwd(o_direct=True): no TMA store of O (UTMASTG) and 32 more global stores a
-    consumer (its 64 x 128 bf16 rows in 4-byte pieces of the accumulator), no spills; both the
-    long-row and the short-row kernel (CPU compile, session 65)."""
-    import re
-    for under_pv in (True, False):
-        built = {}
-        for direct in (False, True):
-            text = _causal_gluon_fwd(tool, under_pv=under_pv, o_direct=direct)[1]
-            built[direct] = (len(re.findall(r"\bSTG\.E", text)), text.count("UTMASTG"))
-        (stores, tma_stores), (direct_stores, direct_tma) = built[False], built[True]
-        assert tma_stores == 2 and direct_tma == 0, built
-        assert direct_stores - stores == 2 * 32, built
-
-
 def test_the_gluon_forward_short_row_switches_leave_long_rows_alone(tool):
     """The short-row switches (HOIST_MASK_LOADS, PREFETCH_ITEM: session 64, -3.3% on full 16k)
     change nothing where the softmax runs under the PV: the long-row kernel's SASS is the same
@@ -364,19 +349,6 @@ def test_the_gluon_backward_kv_views_per_step_take_the_spills_out_of_the_step_lo
     assert (loops_on["HGMMA"], loops_on["BAR.SYNC"]) == (loops_off["HGMMA"],
                                                          loops_off["BAR.SYNC"])
     assert on.count("STL") <= off.count("STL")
-
-
-def test_the_gluon_backward_kv_sections_change_only_the_program_order(tool):
-    """gluon_backward.KV_SECTIONS reads the linear program id as (kv head, key tile rank, chunk):
-    a few integer operations before the partitions start, so with four head chunks the step
-    loops keep their HGMMAs, warpgroup barriers and (no) spill traffic, and no spill store is
-    added anywhere."""
-    chunked = _BWD_ARM.replace("128 ** -0.5)", "128 ** -0.5, head_chunks=4)")
-    module = "magi_attention.kernels.triton.gluon_backward"
-    off, on = (_arm_sass(chunked, module, KV_SECTIONS=flag) for flag in (False, True))
-    assert off != on
-    assert _step_loop_counts(on) == _step_loop_counts(off)
-    assert on.count("STL") == off.count("STL")
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
