@@ -134,6 +134,10 @@ from .h200 import (bwd_arms_s64, bwd_early_rule_s64, bwd_row_stats_s64, fwd_arms
                    ncu_bwd_s64, pytest_s64)
 from .h200 import (bwd_arms_s65, bwd_kv_views_64k_s65, fwd_heads_fastest_s65, fwd_sections_s65,
                    kernels_s65_goals, kernels_s65_moves, pytest_s65, stamps_s65)
+from .h200 import (bwd_kv_sections_s66, bwd_kv_sections_s66_changes, cp1_s66,
+                   fwd_lpt_dynamic_s66, fwd_lpt_dynamic_s66_changes, fwd_o_direct_s66,
+                   fwd_o_direct_s66_changes, kernels_s66_goals, kernels_s66_moves,
+                   kernels_s66_table, pytest_s66)
 from .h200x2 import cp_ab_s63_table
 from .h200x2 import CP2_S48_SPANS, cut_causal_s48, early_ab_s48_table, early_key_s48
 from .h200x2 import pytest_timed_s58, timed_s58_summary, timed_s58_table
@@ -265,6 +269,17 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.pytest_s65": pytest_s65,
     "h200.kernels_s65_moves": kernels_s65_moves,
     "h200.kernels_s65_goals": kernels_s65_goals,
+    "h200.fwd_o_direct_s66": fwd_o_direct_s66,
+    "h200.bwd_kv_sections_s66": bwd_kv_sections_s66,
+    "h200.fwd_lpt_dynamic_s66": fwd_lpt_dynamic_s66,
+    "h200.fwd_o_direct_s66_changes": fwd_o_direct_s66_changes,
+    "h200.bwd_kv_sections_s66_changes": bwd_kv_sections_s66_changes,
+    "h200.fwd_lpt_dynamic_s66_changes": fwd_lpt_dynamic_s66_changes,
+    "h200.pytest_s66": pytest_s66,
+    "h200.kernels_s66_table": kernels_s66_table,
+    "h200.kernels_s66_moves": kernels_s66_moves,
+    "h200.kernels_s66_goals": kernels_s66_goals,
+    "h200.cp1_s66": cp1_s66,
     "h200x2.key_clock_s60_table": key_clock_s60_table,
     "h200x2.key_clock_s60_moves": key_clock_s60_moves,
     "h200x4.key_clock_cp4_s60": key_clock_cp4_s60,

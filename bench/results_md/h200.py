@@ -771,9 +771,10 @@ def cp1_triton_s24_table() -> str:
     return "\n".join(lines)
 
 
-def cp1_triton_s21(relpath: str = CP1_TRITON_S21) -> str:
-    """magi / single_gpu at cp 1 with the Triton local kernel (forward: Gluon on long rows)."""
-    frame = _files((relpath,))
+def cp1_triton_s21(relpath: str | tuple[str, ...] = CP1_TRITON_S21) -> str:
+    """magi / single_gpu at cp 1 with the Triton local kernel (forward: Gluon on long rows), from
+    one file or several."""
+    frame = _files(relpath if isinstance(relpath, tuple) else (relpath,))
     pairs = []
     for mask in CP_MASKS:
         for seqlen in (K16, K64):
@@ -1509,27 +1510,107 @@ def pytest_s65() -> str:
         ("`-k stamps` (d0d51bd)", "h200/tests/s65_pytest_stamps_d0d51bdd06ec.log")))
 
 
-def kernels_s65_moves() -> str:
-    """FFA and FA4, session 64's run -> this one, on the cells this run measured."""
-    first, second = _files(KERNELS_S64), _files(KERNELS_S65)
-    lines = ["| mask | S | dir | ffa s64 -> s65 | change | fa4 s64 -> s65 | ffa / fa4 s64 -> s65 |",
-             "|" + "---|" * 7]
+def _kernel_moves(first_files: tuple[str, ...], second_files: tuple[str, ...], first: str,
+                  second: str) -> str:
+    """FFA and FA4, one run -> a later one, on the cells both runs measured."""
+    a, b = _files(first_files), _files(second_files)
+    lines = [f"| mask | S | dir | ffa {first} -> {second} | change | fa4 {first} -> {second} | "
+             f"ffa / fa4 {first} -> {second} |", "|" + "---|" * 7]
     for mask in KERNEL_MASKS:
         for seqlen in (K16, K64):
             for d in ("fwd", "bwd"):
-                if _tf(second, "ffa", mask, seqlen, d) is not None:
+                if all(_tf(f, "ffa", mask, seqlen, d) is not None for f in (a, b)):
                     lines.append(f"| {mask} | {_k(seqlen)} | {d} | "
-                                 f"{_move_cells(first, second, mask, seqlen, d)} |")
+                                 f"{_move_cells(a, b, mask, seqlen, d)} |")
     return "\n".join(lines)
 
 
-def kernels_s65_goals() -> str:
-    """Issue 14's FA4 cells (full and causal, 16k and 64k) in this run, against the goals and
+def kernels_s65_moves() -> str:
+    """FFA and FA4, session 64's run -> this one, on the cells this run measured."""
+    return _kernel_moves(KERNELS_S64, KERNELS_S65, "s64", "s65")
+
+
+def _fa4_aims(files: tuple[str, ...]) -> str:
+    """Issue 14's FA4 cells (full and causal, 16k and 64k) in one run, against the goals and
     the aims (0.95 forward, 0.85 backward)."""
-    frame = _files(KERNELS_S65)
+    frame = _files(files)
     out = []
     for d, goal, aim in (("fwd", 0.85, 0.95), ("bwd", 0.75, 0.85)):
         r = [p for (_, _, dd), p in _pairs(frame, "ffa", "fa4", ("full", "causal")) if dd == d]
         out.append(f"{d} / fa4 on full and causal {_span(r)} over {len(r)} cells (goal {goal}: "
                    f"{_verdict(r, goal)}; aim {aim}: {sum(x >= aim for x in r)} of {len(r)})")
     return "; ".join(out)
+
+
+def kernels_s65_goals() -> str:
+    return _fa4_aims(KERNELS_S65)
+
+
+# -- session 66: O_DIRECT refuted, the backward's programs in kv-head sections refuted, the
+# forward's sections on the counter-fed grid (LPT_DYNAMIC) on; the kernel masks with FFA, FA4 and
+# compiled Flex in one run; magi at cp 1 on one H200, both local kernels, 16k and 64k
+PROBES_S66 = "h200/probes_s66/"
+KERNELS_S66 = ("h200/kernels_s66/kernel_masks_16k.csv", "h200/kernels_s66/kernel_masks_64k.csv")
+CP1_S66 = {backend: tuple(f"h200/cp_s66/cp1_{backend}_{size}.csv" for size in ("16k", "64k"))
+           for backend in ("fa4", "triton")}
+
+
+def fwd_o_direct_s66() -> str:
+    return _arms_table(PROBES_S66 + "s66_O_DIRECT.csv")
+
+
+def bwd_kv_sections_s66() -> str:
+    return _arms_table(PROBES_S66 + "s66_KV_SECTIONS.csv")
+
+
+def fwd_lpt_dynamic_s66() -> str:
+    return _arms_table(PROBES_S66 + "s66_LPT_DYNAMIC.csv")
+
+
+def _second_arm_changes(relpath: str) -> str:
+    """The second arm's median against the first's, per cell: '16k full -3.0%, ...' (a two-arm
+    A/B file of fwd_fa4_probe.py rows)."""
+    med = _arm_medians(relpath, _arm_s64).ffa.unstack("arm")
+    first, second = med.columns[:2]
+    return ", ".join(f"{_k(seqlen)} {mask} {r[second] / r[first] - 1:+.1%}"
+                     for (seqlen, mask), r in med.sort_index().iterrows())
+
+
+def fwd_o_direct_s66_changes() -> str:
+    return _second_arm_changes(PROBES_S66 + "s66_O_DIRECT.csv")
+
+
+def bwd_kv_sections_s66_changes() -> str:
+    return _second_arm_changes(PROBES_S66 + "s66_KV_SECTIONS.csv")
+
+
+def fwd_lpt_dynamic_s66_changes() -> str:
+    return _second_arm_changes(PROBES_S66 + "s66_LPT_DYNAMIC.csv")
+
+
+def pytest_s66() -> str:
+    return "; ".join(f"{label}: {_pytest_counts(relpath)}" for label, relpath in (
+        ("`-k gluon` (cb268ef, with the two arms' tests)",
+         "h200/tests/s66_pytest_gluon_cb268ef77074.log"),
+        ("`-k gluon` (0f5f82d)", "h200/tests/s66_pytest_gluon_0f5f82da76a2.log"),
+        ("`-m gpu` functional and comm (0f5f82d)",
+         "h200/tests/s66_pytest_magi_gpu_0f5f82da76a2.log")))
+
+
+def kernels_s66_table() -> str:
+    return triton_s21_table(KERNELS_S66)
+
+
+def kernels_s66_moves() -> str:
+    """FFA and FA4, session 65's run -> this one."""
+    return _kernel_moves(KERNELS_S65, KERNELS_S66, "s65", "s66")
+
+
+def kernels_s66_goals() -> str:
+    """Issue 14's FA4 aims and its FlexAttention cells, in this one run."""
+    return f"{_fa4_aims(KERNELS_S66)}; {triton_s21_goals(KERNELS_S66).split('; ', 2)[2]}"
+
+
+def cp1_s66() -> str:
+    """magi / single_gpu at cp 1, per local kernel, 16k and 64k, five masks, fwd and bwd."""
+    return "; ".join(f"{backend}: {cp1_triton_s21(files)}" for backend, files in CP1_S66.items())

@@ -14,9 +14,9 @@ order, heaviest q tiles first, head after head), in three partitions:
   table.
 Registers move from the producer (24) to the consumers (240) with setmaxnreg.
 
-Measured (H200, GQA 64:8, d128, bf16): 0.95-0.97x FA4 on full and 0.96-0.97x on causal at 16k
-and 64k (RESULTS.md, session 65), 1.39-1.57x compiled FlexAttention on the six kernel masks
-(session 64); 1.05-1.25x the Triton forward from 8k on (session 21). Used by kernels.triton.fwd
+Measured (H200, GQA 64:8, d128, bf16): 0.96-0.97x FA4 on full and 0.97-0.98x on causal at 16k
+and 64k, 1.45-1.63x compiled FlexAttention on the six kernel masks (RESULTS.md, session 66, one
+run); 1.05-1.25x the Triton forward from 8k on (session 21). Used by kernels.triton.fwd
 on sm90 where the inputs allow (unsupported_reason) and the rows are long enough (plan_suits);
 otherwise the Triton forward runs.
 """
