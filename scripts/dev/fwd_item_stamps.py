@@ -8,7 +8,8 @@ start and after its O store (gluon_forward.launch_fwd(stamps=)), on the probe's 
 Per mask (and items' order, --lpt) it prints the fit of an item's time to its listed key tiles
 (time = fixed + per_tile x tiles), the gap between one item's end and the program's next start,
 the span of the launch and the programs' balance; the rows (one per item and consumer) go to
---out.
+--out in a compact form (``compact``: times from the launch's first start; program, turn, q
+tile and head follow from gluon_forward.item_schedule, so a session's file stays small).
 """
 from __future__ import annotations
 
@@ -67,6 +68,18 @@ def summarise(rows: pd.DataFrame) -> dict:
             "timer_step_ns": int(steps[steps > 0].min()) if (steps > 0).any() else 0}
 
 
+COMPACT_COLUMNS = ["mask", "seqlen", "lpt", "item", "consumer", "start_ns", "end_ns"]
+
+
+def compact(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows --out keeps: COMPACT_COLUMNS, each launch's times from its first start."""
+    out = rows[COMPACT_COLUMNS].copy()
+    first = out.groupby(["mask", "seqlen", "lpt"]).start_ns.transform("min")
+    out["start_ns"] -= first
+    out["end_ns"] -= first
+    return out
+
+
 def measure(mask_name: str, seqlen: int, lpt: bool | None = None) -> pd.DataFrame:
     """One warm-up launch, then one with stamps (``lpt``: launch_fwd's lpt_items)."""
     from magi_attention.kernels.triton import gluon_forward as gf
@@ -100,7 +113,7 @@ def main() -> None:
                 print({"mask": m, "seqlen": s, "lpt": lpt,
                        **{k: round(v, 4) for k, v in summarise(rows).items()}}, flush=True)
             if args.out:
-                pd.concat(frames).to_csv(args.out, index=False)
+                compact(pd.concat(frames)).to_csv(args.out, index=False)
 
 
 if __name__ == "__main__":

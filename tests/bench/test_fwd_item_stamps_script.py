@@ -70,3 +70,25 @@ def test_summary_recovers_a_known_per_item_cost(load_script):
     took = (rows.end_ns - rows.start_ns).sum()
     assert got["fixed_share"] == pytest.approx(3000 * len(rows) / took)
     assert got["timer_step_ns"] > 0
+
+
+def test_compact_rows_keep_times_from_each_launchs_first_start(load_script):
+    """--out's compact form: COMPACT_COLUMNS only, each (mask, seqlen, order) launch's times
+    from its own first start, so the summary's span and busy time read the same from it once the
+    schedule's columns are joined back."""
+    import pandas as pd
+    script = load_script("scripts/dev/fwd_item_stamps.py")
+    plan = _causal_plan()
+    stamps = np.arange(8 * 2 * 2 * 2, dtype=np.int64).reshape(8 * 2, 2, 2) * 10 + 5000
+    rows = script.item_rows(plan, 2, 3, stamps, lpt=False)
+    launches = pd.concat([rows.assign(mask="causal", seqlen=1024, lpt=False),
+                          rows.assign(mask="causal", seqlen=1024, lpt=True, start_ns=rows.start_ns
+                                      + 9000, end_ns=rows.end_ns + 9000)])
+    out = script.compact(launches)
+    assert list(out.columns) == script.COMPACT_COLUMNS
+    for _, launch in out.groupby("lpt"):
+        assert launch.start_ns.min() == 0
+        assert (launch.end_ns - launch.start_ns).tolist() == (rows.end_ns - rows.start_ns).tolist()
+    back = rows.drop(columns=["start_ns", "end_ns"]).merge(
+        out[~out.lpt], on=["item", "consumer"])
+    assert script.summarise(back)["span_ms"] == pytest.approx(script.summarise(rows)["span_ms"])
