@@ -98,18 +98,17 @@ PREFETCH_ITEM = gl.constexpr(True)
 # sections against the plain order, two rounds (results/h200/probes_s66/s66_LPT_DYNAMIC.csv):
 # 16k causal +1.9%, causal_document +3.8%, block_causal_document +3.4%, full_document +3.1%,
 # full -0.1%; 64k +0.5% to +2.4%. (The static grid stays 1-4% faster than the counter-fed one.)
-# O stored from the consumers' registers by plain global stores, Q's buffer freed before the
-# epilogue (O_DIRECT, against the fixed ~2.5-3 us an item that the stamps showed) measured
-# 0.94-0.98x on all six masks at 16k and 64k (session 66): removed, in git at cb268ef.
 LPT_ITEMS = True  # (launch_fwd(lpt_items=) overrides both)
 LPT_DYNAMIC = True
 # O staged in a buffer of its own (FlashAttention-3's epilogue) rather than in Q's: Q's buffer is
 # released as soon as an item's loop is done, so the next item's Q loads under the epilogue, and
-# the O store is waited for only before the buffer's next use, an item later (O_DIRECT's early
-# release without its 4-byte global stores). The two 16 KB buffers take the third K/V slot's
-# shared memory: two K/V slots (session 21: 0.78-0.92x of three on a non-persistent grid).
-# Session 65's stamps put ~2.5-3 us an item in the epilogue and the next Q's load, one after the
-# other. Not yet measured (launch_fwd(o_buffer=) overrides).
+# the O store is waited for only before the buffer's next use, an item later. The two 16 KB
+# buffers take the third K/V slot's shared memory: two K/V slots (session 21: 0.78-0.92x of
+# three on a non-persistent grid). Session 65's stamps put ~2.5-3 us an item in the epilogue and
+# the next Q's load, one after the other. The first try at that cost, O stored from the
+# consumers' registers by 4-byte global stores with Q's buffer freed early (O_DIRECT), measured
+# 0.94-0.98x on all six masks at 16k and 64k (session 66; removed, in git at cb268ef). Not yet
+# measured (launch_fwd(o_buffer=) overrides).
 O_BUFFER = False
 # consumer c's turn: barrier TURN_BARRIER + c
 _TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
