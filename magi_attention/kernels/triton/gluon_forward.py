@@ -803,14 +803,15 @@ def arrival_order(plan: BlockSparsePlan, late: np.ndarray) -> tuple[np.ndarray, 
 
 
 def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSparsePlan,
-               softmax_scale: float, num_buf: int = NUM_BUF, persistent: bool = PERSISTENT,
+               softmax_scale: float, num_buf: int | None = None, persistent: bool = PERSISTENT,
                dynamic: bool | None = None, arrival: Arrival | None = None,
                under_pv: bool | None = None, stamps: torch.Tensor | None = None,
                lpt_items: bool | None = None, o_buffer: bool | None = None):
     """q [Sq, Hq, D], k/v [Sk, Hkv, D] (strided views read in place: tma_rows) over a BLOCK_M
     x n plan (n = BLOCK_N by default; 64 was measured too) with a row interval table -> (out,
     lse [Sq, Hq] fp32, None).
-    ``num_buf``: K/V ring slots; ``persistent``: one program per SM walking the (q tile, head)
+    ``num_buf`` (None: NUM_BUF, read at the call, so an A/B can set it): K/V ring slots;
+    ``persistent``: one program per SM walking the (q tile, head)
     items in order, loading an item's first K/V tiles during the last one's epilogue (else
     one program per item); ``dynamic`` (persistent only; None: DYNAMIC): the programs fetch
     items from a counter instead of striding over them; ``arrival``: start before some keys
@@ -837,6 +838,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
         lpt_items = LPT_ITEMS and (LPT_DYNAMIC or not dynamic)
     lpt_items = bool(lpt_items) and arrival is None  # (an Arrival's order: its own first tiles)
     o_buffer = bool(O_BUFFER if o_buffer is None else o_buffer)
+    num_buf = NUM_BUF if num_buf is None else num_buf
     if o_buffer:  # O's buffers take a third K/V slot's shared memory
         num_buf = min(num_buf, 2)
     n_items = plan.num_q_tiles * num_heads_q
