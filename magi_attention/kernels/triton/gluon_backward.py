@@ -640,7 +640,7 @@ _ROW_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, ra
 
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
-               dq_mode: int = DQ_TMA, num_buf: int = NUM_BUF, row_tma: bool | None = None,
+               dq_mode: int = DQ_TMA, num_buf: int | None = None, row_tma: bool | None = None,
                head_chunks: int | None = None, bits: KeyTileBits | None = None,
                early_empty: bool | None = None):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
@@ -649,7 +649,8 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     ``head_chunks`` splits each kv head's q heads over that many programs a key tile, the grid's
     slowest dimension (it must divide Hq / Hkv; None: head_chunks_for); they add their dK/dV
     shares into one fp32 buffer each. ``early_empty`` (None: early_empty_suits) releases a
-    step's Q / dO slot before its dQ add."""
+    step's Q / dO slot before its dQ add. ``num_buf`` (None: NUM_BUF, read at the call, as
+    the forward's): Q / dO ring slots."""
     from .backward import PREPROCESS_BLOCK, launch_preprocess
 
     seqlen_q, num_heads_q, head_dim = q.shape
@@ -697,6 +698,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     if row_tma and plan.row_lo.shape[1] != 1:
         raise ValueError(f"row_tma needs one interval per row, the plan has {plan.row_lo.shape[1]}")
     lse2_desc, delta_desc = _row_descriptor(lse2), _row_descriptor(delta)
+    num_buf = NUM_BUF if num_buf is None else num_buf
     lo_desc, hi_desc = ((_row_descriptor(plan.row_lo), _row_descriptor(plan.row_hi)) if row_tma
                         else (lse2_desc, delta_desc))  # placeholders, never read
     bits_desc, bits_base = ((_row_descriptor(bits.words), bits.base) if bits is not None
