@@ -473,6 +473,13 @@ def triton_s21_goals(relpath: str | tuple[str, ...] = S21_KERNELS) -> str:
     for d, goal in (("fwd", 0.85), ("bwd", 0.75)):
         r = [p for (m, _, dd), p in _pairs(frame, "ffa", "fa4", ("full", "causal")) if dd == d]
         out.append(f"{d} / fa4 on full and causal {_span(r)} (goal {goal}: {_verdict(r, goal)})")
+    return "; ".join([*out, flex_goals(frame)])
+
+
+def flex_goals(frame: pd.DataFrame) -> str:
+    """Issue 14's FlexAttention cells in one run: FFA / Flex per direction, and how many cells
+    reach 1.2."""
+    out = []
     for d in ("fwd", "bwd"):
         r = [p for (_, _, dd), p in _pairs(frame, "ffa", "flex") if dd == d]
         low = sum(x < 1.2 for x in r)
