@@ -658,6 +658,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     group = num_heads_q // num_heads_kv
     if head_chunks is None:
         head_chunks = head_chunks_for(plan, group)
+    num_buf = NUM_BUF if num_buf is None else num_buf
     if head_chunks < 1 or group % head_chunks:
         raise ValueError(f"head_chunks={head_chunks} must divide the {group} q heads a kv head")
     if (plan.block_m, plan.block_n) != (BLOCK_M, BLOCK_N):
@@ -698,7 +699,6 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     if row_tma and plan.row_lo.shape[1] != 1:
         raise ValueError(f"row_tma needs one interval per row, the plan has {plan.row_lo.shape[1]}")
     lse2_desc, delta_desc = _row_descriptor(lse2), _row_descriptor(delta)
-    num_buf = NUM_BUF if num_buf is None else num_buf
     lo_desc, hi_desc = ((_row_descriptor(plan.row_lo), _row_descriptor(plan.row_hi)) if row_tma
                         else (lse2_desc, delta_desc))  # placeholders, never read
     bits_desc, bits_base = ((_row_descriptor(bits.words), bits.base) if bits is not None
