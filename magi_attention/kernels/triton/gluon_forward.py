@@ -40,7 +40,7 @@ from ._launch import _raw_stream, cached_launch
 BLOCK_M = 128  # two consumer warpgroups of HALF_M rows
 HALF_M = 64
 BLOCK_N = 128
-NUM_BUF = 3  # K/V ring slots: 2 was 0.78-0.92x of 3 at d128 (s21 rows d-e)
+NUM_BUF = 3  # K/V ring slots: 2 was 0.78-0.92x of 3 at d128 (s21 rows d-e), 0.66-0.95x (s67)
 # One program per SM walking the (q tile, head) items, an item's first K/V tiles loaded during
 # the last one's epilogue, against one program per item: 0.84-0.94x the time on document and
 # window masks at 16k, 0.96-1.03x on full and causal (within the drift of two runs); H100, GQA
@@ -100,16 +100,11 @@ PREFETCH_ITEM = gl.constexpr(True)
 # full -0.1%; 64k +0.5% to +2.4%. (The static grid stays 1-4% faster than the counter-fed one.)
 LPT_ITEMS = True  # (launch_fwd(lpt_items=) overrides both)
 LPT_DYNAMIC = True
-# O staged in a buffer of its own (FlashAttention-3's epilogue) rather than in Q's: Q's buffer is
-# released as soon as an item's loop is done, so the next item's Q loads under the epilogue, and
-# the O store is waited for only before the buffer's next use, an item later. The two 16 KB
-# buffers take the third K/V slot's shared memory: two K/V slots (session 21: 0.78-0.92x of
-# three on a non-persistent grid). Session 65's stamps put ~2.5-3 us an item in the epilogue and
-# the next Q's load, one after the other. The first try at that cost, O stored from the
-# consumers' registers by 4-byte global stores with Q's buffer freed early (O_DIRECT), measured
-# 0.94-0.98x on all six masks at 16k and 64k (session 66; removed, in git at cb268ef). Not yet
-# measured (launch_fwd(o_buffer=) overrides).
-O_BUFFER = False
+# O staged in two smem buffers of its own (FlashAttention-3's epilogue; Q's buffer released after
+# an item's loop, the O store waited for only before the buffer's next use), which cost the third
+# K/V slot (O_BUFFER), measured 0.66-0.96x on all six masks at 16k and 64k (session 67), the same
+# as two slots without it (NUM_BUF=2, 0.66-0.95x): the third slot is worth 5-34%, the early Q
+# release and overlapped store nothing measurable. Removed, in git at 1d6146f.
 # consumer c's turn: barrier TURN_BARRIER + c
 _TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
 _TURN_SYNC_1 = gl.constexpr(f"bar.sync {TURN_BARRIER + 1}, 256;")
@@ -544,7 +539,6 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
     UNDER_PV: gl.constexpr = (mode.type.shape[0] - 1) // 4 % 2 == 1
     STAMPS: gl.constexpr = (mode.type.shape[0] - 1) // 8 % 2 == 1
     LPT: gl.constexpr = (mode.type.shape[0] - 1) // 16 % 2 == 1
-    OBUF: gl.constexpr = q_smem.type.shape[0] == 4  # Q's two halves, then O's (O_BUFFER)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -601,8 +595,6 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
                                            ROW_INTERVALS, UNDER_PV, HOIST)
             turns += end - start + 1
         loaded += end - start
-        if OBUF:  # Q was last read by the loop's last S, waited for: the next item's may land
-            mbarrier.arrive(q_empty.index(c), count=1)
         if PREFETCH:
             n_row, n_qcol, n_kvcol, n_start, n_mid, n_end = _item_span(
                 n_tile, n_head, q_tile_ptr, q_tile_num_full, group, HALF_M, HEAD_DIM)
@@ -610,31 +602,20 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
         has_keys = l_i > 0.0
         l_o = gl.convert_layout(gl.where(has_keys, l_i, 1.0), row_o)
         out = acc / gl.expand_dims(l_o, 1)
-        if OBUF:
-            o_tile = q_smem.index(2 + c)
-            tma.store_wait(pendings=0)  # the last item's O has left the buffer
-            o_tile.store(out.to(dtype))
-            fence_async_shared()
-            tma.async_copy_shared_to_global(o_desc, [row0, q_col], o_tile)  # clipped at seqlen_q
-        else:
-            q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
-            fence_async_shared()
-            tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)
+        q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)  # clipped at seqlen_q
         lse = gl.where(has_keys,
                        (m_i + gl.log2(gl.where(has_keys, l_i, 1.0))) * 0.6931471805599453,
                        float("-inf"))
         gl.store(Lse + rows.to(gl.int64) * num_heads_q + (q_col // HEAD_DIM), lse,
                  mask=rows < seqlen_q)
-        if not OBUF:
-            tma.store_wait(pendings=0)
+        tma.store_wait(pendings=0)
         if STAMPS:
             _stamp(stamps, (i * 2 + c) * 2 + 1, rows)
-        if not OBUF:
-            mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
+        mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
         t += 1
         i = _fetched(items, t, q_bars, c, DYNAMIC, LPT)
-    if OBUF:
-        tma.store_wait(pendings=0)
     if NAMED_TURNS and c == 0:  # consumer 1's last hand-over (its first was the one above)
         _after_asm(gl.arange(0, HALF_M, layout=row_s), _TURN_SYNC_0)
 
@@ -669,14 +650,13 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
                 nqt, n_first, sched, arrival, late, stamps, NUM_BUF: gl.constexpr,
                 ROW_INTERVALS: gl.constexpr, DYNAMIC: gl.constexpr, WAIT: gl.constexpr,
                 UNDER_PV: gl.constexpr, STAMPS: gl.constexpr, LPT: gl.constexpr,
-                OBUF: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 num_warps: gl.constexpr):
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     dtype: gl.constexpr = q_desc.dtype
-    # Q's two halves, and with OBUF O's two after them (the partitions read OBUF from the shape)
-    q_smem = gl.allocate_shared_memory(dtype, [2 + 2 * OBUF, HALF_M, HEAD_DIM], q_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [2, HALF_M, HEAD_DIM], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, HEAD_DIM], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, HEAD_DIM], v_desc.layout)
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -806,7 +786,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
                softmax_scale: float, num_buf: int | None = None, persistent: bool = PERSISTENT,
                dynamic: bool | None = None, arrival: Arrival | None = None,
                under_pv: bool | None = None, stamps: torch.Tensor | None = None,
-               lpt_items: bool | None = None, o_buffer: bool | None = None):
+               lpt_items: bool | None = None):
     """q [Sq, Hq, D], k/v [Sk, Hkv, D] (strided views read in place: tma_rows) over a BLOCK_M
     x n plan (n = BLOCK_N by default; 64 was measured too) with a row interval table -> (out,
     lse [Sq, Hq] fp32, None).
@@ -819,8 +799,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     softmax of S_j under P_{j-1} V_{j-1}. ``stamps`` (a measurement, static grid only): int64
     [items, 2, 2], each consumer's global timer (ns) at an item's start and after its O store
     (scripts/dev/fwd_item_stamps.py). ``lpt_items`` (None: LPT_ITEMS; on the counter-fed grid
-    LPT_DYNAMIC too): the items' order (never with an Arrival). ``o_buffer`` (None: O_BUFFER): O
-    staged in its own buffer, at most two K/V slots then."""
+    LPT_DYNAMIC too): the items' order (never with an Arrival)."""
     seqlen_q, num_heads_q, _ = q.shape
     if plan.block_m != BLOCK_M:
         raise ValueError(f"plan q tiles {plan.block_m} != {BLOCK_M}")
@@ -837,10 +816,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
     if lpt_items is None:
         lpt_items = LPT_ITEMS and (LPT_DYNAMIC or not dynamic)
     lpt_items = bool(lpt_items) and arrival is None  # (an Arrival's order: its own first tiles)
-    o_buffer = bool(O_BUFFER if o_buffer is None else o_buffer)
     num_buf = NUM_BUF if num_buf is None else num_buf
-    if o_buffer:  # O's buffers take a third K/V slot's shared memory
-        num_buf = min(num_buf, 2)
     n_items = plan.num_q_tiles * num_heads_q
     if stamps is not None and (dynamic or stamps.shape != (n_items, 2, 2)
                                or stamps.dtype != torch.int64):
@@ -858,7 +834,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
         # every integer argument follows from these (cached_launch)
         key = (q.shape, k.shape, q.dtype, plan.block_n, plan.num_q_tiles, plan.row_lo.shape[1],
                num_buf, programs, n_first, dynamic, arrival is not None,
-               under_pv, stamps is not None, lpt_items, o_buffer) if q.is_cuda else None
+               under_pv, stamps is not None, lpt_items) if q.is_cuda else None
         _launch_fwd_kernel((programs, ), key,
             _descriptor(q, HALF_M), _descriptor(k, plan.block_n), _descriptor(v, plan.block_n),
             _descriptor(out, HALF_M), lse, plan.q_tile_ptr, plan.q_tile_kt,
@@ -867,7 +843,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
             n_first, sched, flag, late, lse if stamps is None else stamps,
             NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], DYNAMIC=dynamic,
             WAIT=arrival is not None, UNDER_PV=bool(under_pv), STAMPS=stamps is not None,
-            LPT=lpt_items, OBUF=o_buffer, CONSUMER_REGS=CONSUMER_REGS,
+            LPT=lpt_items, CONSUMER_REGS=CONSUMER_REGS,
             PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse, None
 

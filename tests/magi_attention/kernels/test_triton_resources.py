@@ -284,20 +284,6 @@ def test_the_gluon_forward_item_stamps_read_the_timer_four_times_without_spills(
     assert reads == {False: 0, True: 4}
 
 
-def test_the_gluon_forward_o_buffer_takes_a_slot_and_no_registers(tool):
-    """launch_fwd(o_buffer=True): O's two 16 KB buffers in place of the third K/V slot (64 KB),
-    still two TMA stores of O (UTMASTG) and no spills, on the long-row and the short-row
-    kernel (CPU compile, session 66)."""
-    for under_pv in (True, False):
-        built = {}
-        for buffered in (False, True):
-            kernel, text = _causal_gluon_fwd(tool, under_pv=under_pv, o_buffer=buffered)
-            built[buffered] = (tool.resources(kernel)["shared_kb"], text.count("UTMASTG"))
-        (kb, stores), (kb_buffered, stores_buffered) = built[False], built[True]
-        assert kb - kb_buffered == pytest.approx(64 - 32, abs=1), built
-        assert stores == stores_buffered == 2, built
-
-
 def test_the_gluon_forward_short_row_switches_leave_long_rows_alone(tool):
     """The short-row switches (HOIST_MASK_LOADS, PREFETCH_ITEM: session 64, -3.3% on full 16k)
     change nothing where the softmax runs under the PV: the long-row kernel's SASS is the same
