@@ -31,6 +31,18 @@ Layout of a plan (all int32 torch tensors, CSR):
 A tile is full only when it lies entirely inside ``seqlen_q x seqlen_k``, so kernels never bound-
 check full tiles; edge tiles are partial and the slice conditions already exclude cells past the
 sequence ends.
+
+Tiles sit on a grid of ``block_m x block_n`` by default. A plan *cut at the slices*
+(``cut_at_slices``, for the Gluon forward) starts a q tile at every slice's q bound and a key tile
+at every slice's k bound, then every block_m (block_n) within, as FlashAttention's varlen tiles
+start at each document: a document's tiles then hold no rows or keys of its neighbours, so fewer
+pairs are visited. Such tiles may be shorter than a block:
+
+- ``q_starts [nqt + 1]``, ``k_starts [nkt + 1]``: each tile's first row (key), then the seqlen (on
+  the grid: ``i * block``, clipped);
+- ``q_tile_kcols [2, nnz]``: the first key and the end of each listed key tile (q_tile_kt's order);
+- in a cut plan a pair is full when every cell of its q tile's own rows is in the union and its key
+  tile is block_n wide; the rows past a short q tile (the next tile's) are computed, not stored.
 """
 from __future__ import annotations
 
@@ -78,10 +90,14 @@ class BlockSparsePlan:
     row_lo: torch.Tensor
     row_hi: torch.Tensor
     max_row_intervals: int
+    q_starts: torch.Tensor
+    k_starts: torch.Tensor
+    q_tile_kcols: torch.Tensor
     area: int  # exact number of cells in the union
     full_pairs: int  # tile pairs without a masked cell, counted at build time (no device sync)
     # std / mean of the key tiles' q-tile list lengths, at build time (0: equal lists)
     k_list_cv: float = 0.0
+    cut_at_slices: bool = False  # tiles start at the slices' bounds (module doc)
 
     @property
     def num_tile_pairs(self) -> int:
@@ -198,27 +214,53 @@ def int32_words(bits: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(wrapped.reshape(-1)))
 
 
-def tile_areas(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int,
-               intervals=None) -> np.ndarray:
-    """[num_q_tiles, num_k_tiles] int64: cells of the slice union inside each tile pair."""
-    nqt, nkt = -(-seqlen_q // block_m), -(-seqlen_k // block_n)
-    row, lo, hi = union_row_intervals(bounds, seqlen_k) if intervals is None else intervals
-    qt = row // block_m
-    j_lo, j_hi = lo // block_n, (hi - 1) // block_n
+def grid_starts(n: int, block: int) -> np.ndarray:
+    """int64 [tiles + 1]: the first index of each tile of ``block`` over [0, n), then n."""
+    return np.minimum(np.arange(-(-n // block) + 1, dtype=np.int64) * block, n)
+
+
+def cut_starts(cuts: np.ndarray, n: int, block: int) -> np.ndarray:
+    """int64 [tiles + 1]: tiles of at most ``block`` over [0, n) that start at every cut (and
+    every ``block`` after one), then n."""
+    edges = np.unique(np.concatenate([[0, n], np.clip(cuts, 0, n)]).astype(np.int64))
+    length = np.diff(edges)
+    count = -(-length // block)
+    first = np.repeat(edges[:-1], count)
+    step = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    return np.append(first + step * block, n)
+
+
+def areas_at(intervals, q_starts: np.ndarray, k_starts: np.ndarray) -> np.ndarray:
+    """[num_q_tiles, num_k_tiles] int64: cells of the merged key intervals (row, lo, hi) inside
+    each pair of the tiles that start at ``q_starts`` and ``k_starts`` (each ending with its
+    seqlen)."""
+    nqt, nkt = len(q_starts) - 1, len(k_starts) - 1
+    row, lo, hi = intervals
+    qt = np.searchsorted(q_starts, row, side="right") - 1
+    j_lo = np.searchsorted(k_starts, lo, side="right") - 1
+    j_hi = np.searchsorted(k_starts, hi - 1, side="right") - 1
     same = j_lo == j_hi
     flat = nqt * nkt
     # edge tiles of each interval (or the whole interval when it stays inside one tile)
-    area = np.bincount(qt * nkt + j_lo, weights=np.where(same, hi - lo, (j_lo + 1) * block_n - lo),
+    area = np.bincount(qt * nkt + j_lo, weights=np.where(same, hi, k_starts[j_lo + 1]) - lo,
                        minlength=flat)
-    area += np.bincount((qt * nkt + j_hi)[~same], weights=(hi - j_hi * block_n)[~same], minlength=flat)
-    # tiles strictly between carry block_n each: a difference array along the key-tile axis
+    area += np.bincount((qt * nkt + j_hi)[~same], weights=(hi - k_starts[j_hi])[~same],
+                        minlength=flat)
+    # tiles strictly between are covered whole: count the rows crossing each (a difference
+    # array along the key-tile axis), times the tile's width
     inner = j_hi - j_lo >= 2
-    diff = np.bincount((qt * (nkt + 1) + j_lo + 1)[inner], weights=np.full(inner.sum(), block_n),
-                       minlength=nqt * (nkt + 1))
-    diff -= np.bincount((qt * (nkt + 1) + j_hi)[inner], weights=np.full(inner.sum(), block_n),
-                        minlength=nqt * (nkt + 1))
-    area = area.reshape(nqt, nkt) + np.cumsum(diff.reshape(nqt, nkt + 1), axis=1)[:, :nkt]
-    return np.rint(area).astype(np.int64)
+    diff = np.bincount((qt * (nkt + 1) + j_lo + 1)[inner], minlength=nqt * (nkt + 1))
+    diff -= np.bincount((qt * (nkt + 1) + j_hi)[inner], minlength=nqt * (nkt + 1))
+    crossing = np.cumsum(diff.reshape(nqt, nkt + 1), axis=1)[:, :nkt]
+    return np.rint(area).astype(np.int64).reshape(nqt, nkt) + crossing * np.diff(k_starts)
+
+
+def tile_areas(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int,
+               intervals=None) -> np.ndarray:
+    """[num_q_tiles, num_k_tiles] int64: cells of the slice union inside each pair of the
+    ``block_m x block_n`` grid."""
+    intervals = union_row_intervals(bounds, seqlen_k) if intervals is None else intervals
+    return areas_at(intervals, grid_starts(seqlen_q, block_m), grid_starts(seqlen_k, block_n))
 
 
 def _row_table(row: np.ndarray, lo: np.ndarray, hi: np.ndarray, seqlen_q: int,
@@ -242,11 +284,14 @@ def _csr(owner: np.ndarray, n_owners: int) -> np.ndarray:
     return ptr
 
 
-def _slice_tiles(start: np.ndarray, end: np.ndarray, block: int, n_tiles: int):
-    """CSR (ptr, slice index) of the tiles that each half-open range [start, end) meets."""
+def _slice_tiles(start: np.ndarray, end: np.ndarray, starts: np.ndarray):
+    """CSR (ptr, slice index) of the tiles (first indices ``starts``, then the seqlen) that each
+    half-open range [start, end) meets."""
+    n_tiles = len(starts) - 1
     nonempty = end > start
-    first = np.where(nonempty, start // block, 0)
-    count = np.where(nonempty, (end - 1) // block - first + 1, 0)
+    first = np.where(nonempty, np.searchsorted(starts, start, side="right") - 1, 0)
+    last = np.searchsorted(starts, end - 1, side="right") - 1
+    count = np.where(nonempty, last - first + 1, 0)
     which = np.repeat(np.arange(len(start)), count)
     tile = first[which] + (np.arange(int(count.sum())) - (np.cumsum(count) - count)[which])
     order = np.lexsort((which, tile))
@@ -268,20 +313,29 @@ def _i32(a: np.ndarray) -> torch.Tensor:
 
 
 def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int,
-           max_table_intervals: int) -> BlockSparsePlan:
-    nqt, nkt = -(-seqlen_q // block_m), -(-seqlen_k // block_n)
+           max_table_intervals: int, cut_at_slices: bool = False) -> BlockSparsePlan:
     intervals = union_row_intervals(bounds, seqlen_k)
-    area = tile_areas(bounds, seqlen_q, seqlen_k, block_m, block_n, intervals)
+    if cut_at_slices:
+        q_starts = cut_starts(bounds[:, :2].ravel(), seqlen_q, block_m)
+        k_starts = cut_starts(bounds[:, 2:4].ravel(), seqlen_k, block_n)
+    else:
+        q_starts, k_starts = grid_starts(seqlen_q, block_m), grid_starts(seqlen_k, block_n)
+    nqt, nkt = len(q_starts) - 1, len(k_starts) - 1
+    area = areas_at(intervals, q_starts, k_starts)
     row_lo, row_hi, max_row = _row_table(*intervals, seqlen_q, max_table_intervals)
     qt, kt = np.nonzero(area)
-    full = area[qt, kt] == block_m * block_n  # only complete in-bounds tiles can reach this
+    if cut_at_slices:  # a short q tile's rows past its own are the next tile's (module doc)
+        full = ((area[qt, kt] == np.diff(q_starts)[qt] * block_n)
+                & (np.diff(k_starts)[kt] == block_n))
+    else:  # only complete in-bounds tiles can reach this
+        full = area[qt, kt] == block_m * block_n
     q_ptr, q_kt, q_full = _tile_lists(qt, kt, full, nqt)
     k_ptr, k_qt, k_full = _tile_lists(kt, qt, full, nkt)
     nonempty = (bounds[:, 1] > bounds[:, 0]) & (bounds[:, 3] > bounds[:, 2])
     qs_ptr, qs_idx = _slice_tiles(bounds[:, 0], np.where(nonempty, bounds[:, 1], bounds[:, 0]),
-                                  block_m, nqt)
+                                  q_starts)
     ks_ptr, ks_idx = _slice_tiles(bounds[:, 2], np.where(nonempty, bounds[:, 3], bounds[:, 2]),
-                                  block_n, nkt)
+                                  k_starts)
     # work per tile: masked tiles cost a bit more, but the pair count dominates
     q_work = np.diff(q_ptr) * 4 + (np.diff(q_ptr) - q_full)
     k_work = np.diff(k_ptr) * 4 + (np.diff(k_ptr) - k_full)
@@ -296,7 +350,10 @@ def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block
         q_tile_order=_i32(np.argsort(-q_work, kind="stable")),
         k_tile_order=_i32(np.argsort(-k_work, kind="stable")),
         row_lo=_i32(row_lo), row_hi=_i32(row_hi), max_row_intervals=max_row,
+        q_starts=_i32(q_starts), k_starts=_i32(k_starts),
+        q_tile_kcols=_i32(np.stack([k_starts[q_kt], k_starts[q_kt + 1]])),
         area=int(area.sum()), full_pairs=int(full.sum()), k_list_cv=_cv(np.diff(k_ptr)),
+        cut_at_slices=cut_at_slices,
     )
 
 
@@ -304,7 +361,8 @@ _PLANS = LRUCache(PLAN_CACHE_SIZE)
 
 
 def _cached(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int,
-            device, max_table_intervals: int = MAX_TABLE_INTERVALS) -> BlockSparsePlan:
+            device, max_table_intervals: int = MAX_TABLE_INTERVALS,
+            cut_at_slices: bool = False) -> BlockSparsePlan:
     if block_m <= 0 or block_n <= 0:
         raise ValueError(f"tile sizes must be positive, got block_m={block_m}, block_n={block_n}")
     if seqlen_q < 0 or seqlen_k < 0:
@@ -312,30 +370,35 @@ def _cached(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, bloc
     bounds = np.ascontiguousarray(bounds, dtype=np.int64).reshape(-1, 6)
 
     def build() -> BlockSparsePlan:
-        plan = _build(bounds, seqlen_q, seqlen_k, block_m, block_n, max_table_intervals)
+        plan = _build(bounds, seqlen_q, seqlen_k, block_m, block_n, max_table_intervals,
+                      cut_at_slices)
         return plan if device is None else plan.to(device)
 
     key = (bounds.tobytes(), seqlen_q, seqlen_k, block_m, block_n, max_table_intervals,
-           str(device))
+           str(device), cut_at_slices)
     return _PLANS.get_or_build(key, build)
 
 
 def plan_block_sparse(slices: Sequence[AttnSlice], seqlen_q: int, seqlen_k: int,
                       block_m: int, block_n: int, device=None,
-                      max_table_intervals: int = MAX_TABLE_INTERVALS) -> BlockSparsePlan:
+                      max_table_intervals: int = MAX_TABLE_INTERVALS,
+                      cut_at_slices: bool = False) -> BlockSparsePlan:
     """The tile schedule of the union of ``slices`` (cached; see module doc for the layout)."""
     return _cached(slice_bounds_array(slices), seqlen_q, seqlen_k, block_m, block_n, device,
-                   max_table_intervals)
+                   max_table_intervals, cut_at_slices)
 
 
 def plan_for(mask: FlexAttnPlan, block_m: int, block_n: int, device=None,
-             max_table_intervals: int = MAX_TABLE_INTERVALS) -> BlockSparsePlan:
-    """The tile schedule of a FlexAttnPlan's mask at ``block_m x block_n`` on ``device``: built
-    on first use, then kept in the FlexAttnPlan (a lookup per call, no host-device traffic)."""
+             max_table_intervals: int = MAX_TABLE_INTERVALS,
+             cut_at_slices: bool = False) -> BlockSparsePlan:
+    """The tile schedule of a FlexAttnPlan's mask at ``block_m x block_n`` on ``device`` (tiles
+    cut at the slices' bounds where asked: module doc): built on first use, then kept in the
+    FlexAttnPlan (a lookup per call, no host-device traffic)."""
     key = ("block_sparse", block_m, block_n, max_table_intervals,
-           None if device is None else str(torch.device(device)))
+           None if device is None else str(torch.device(device)), cut_at_slices)
     return mask.cached(key, lambda: _cached(mask.bounds, mask.seqlen_q, mask.seqlen_k, block_m,
-                                            block_n, device, max_table_intervals))
+                                            block_n, device, max_table_intervals,
+                                            cut_at_slices))
 
 
 def plan_from_tensors(q_ranges: torch.Tensor, k_ranges: torch.Tensor, attn_type_map: torch.Tensor,

@@ -141,3 +141,65 @@ def test_row_table_is_the_union(seed):
     lo, hi = plan.row_lo.numpy(), plan.row_hi.numpy()
     rebuilt = ((k[None, None, :] >= lo[:, :, None]) & (k[None, None, :] < hi[:, :, None])).any(axis=1)
     assert (rebuilt == dense).all()
+
+
+def check_cut_plan(slices, seqlen_q, seqlen_k, bm, bn):
+    """A plan cut at the slices against the dense mask: tiles of at most bm x bn that start at
+    every slice bound, each kept cell in exactly one visited pair of its own tile's rows and
+    keys, full pairs full over their own rows and bn keys wide, q_tile_kcols the listed tiles'
+    key spans."""
+    plan = plan_block_sparse(slices, seqlen_q, seqlen_k, bm, bn, cut_at_slices=True)
+    assert plan.cut_at_slices
+    dense = to_dense(slices, seqlen_q, seqlen_k).numpy()
+    qs, ks = plan.q_starts.numpy(), plan.k_starts.numpy()
+    assert qs[0] == 0 and qs[-1] == seqlen_q and ks[0] == 0 and ks[-1] == seqlen_k
+    assert (np.diff(qs) > 0).all() and (np.diff(qs) <= bm).all()
+    assert (np.diff(ks) > 0).all() and (np.diff(ks) <= bn).all()
+    nonempty = [s for s in slices if s.area()]
+    assert {s.q_range.start for s in nonempty} <= set(qs.tolist())
+    assert {s.k_range.start for s in nonempty} <= set(ks.tolist())
+    pairs = plan.tile_pairs()
+    covered = np.zeros_like(dense, dtype=np.int64)
+    for (i, j), is_full in pairs.items():
+        tile = dense[qs[i]:qs[i + 1], ks[j]:ks[j + 1]]
+        assert tile.any(), f"visited pair {(i, j)} holds no kept cell"
+        assert is_full == (tile.all() and ks[j + 1] - ks[j] == bn), (i, j)
+        covered[qs[i]:qs[i + 1], ks[j]:ks[j + 1]] += 1
+    assert (covered[dense] == 1).all(), "a kept cell outside every visited pair or in two"
+    assert plan.area == int(dense.sum())
+    kt = plan.q_tile_kt.numpy()
+    assert (plan.q_tile_kcols.numpy() == np.stack([ks[kt], ks[kt + 1]])).all()
+    return plan
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+@pytest.mark.parametrize("tiles", [(16, 16), (32, 16), (16, 64)], ids=lambda t: f"{t[0]}x{t[1]}")
+def test_cut_plans(name, tiles):
+    check_cut_plan(PATTERNS[name](203), 203, 203, *tiles)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_cut_plans_of_random_overlapping_slices(seed):
+    rng = random.Random(seed)
+    sq, sk = rng.randint(40, 300), rng.randint(40, 300)
+    check_cut_plan(random_slices(rng, sq, sk, rng.randint(1, 7)), sq, sk, 32, 16)
+
+
+def test_cut_plan_of_documents_visits_fewer_pairs_and_the_grid_plan_is_its_own():
+    """Documents of a few hundred to a few thousand tokens off the 128 grid: the cut plan's
+    tiles hold no cells of a neighbour, so it visits fewer pairs than the grid plan (762 -> 682
+    full, 406 -> 367 causal) with two more q tiles; a grid plan's starts and key spans are the
+    grid's."""
+    docs = [300, 1000, 700, 2500, 150, 1634]
+    n = sum(docs)
+    for mask_type, pairs in ((AttnMaskType.FULL, (762, 682)), (AttnMaskType.CAUSAL, (406, 367))):
+        slices = documents(docs, mask_type)
+        grid = plan_block_sparse(slices, n, n, 128, 128)
+        cut = plan_block_sparse(slices, n, n, 128, 128, cut_at_slices=True)
+        assert (grid.num_tile_pairs, cut.num_tile_pairs) == pairs
+        assert (grid.num_q_tiles, cut.num_q_tiles) == (50, 52)
+    slices = documents([70, 90, 43], AttnMaskType.FULL)
+    grid = check_plan(slices, 203, 203, 32, 32)
+    assert grid.q_starts.tolist() == [0, 32, 64, 96, 128, 160, 192, 203] and not grid.cut_at_slices
+    kt = grid.q_tile_kt.numpy()
+    assert (grid.q_tile_kcols.numpy() == np.stack([kt * 32, np.minimum(kt * 32 + 32, 203)])).all()
