@@ -393,7 +393,8 @@ class DistAttnRuntime:
                 plan = gluon_fwd_plan(q, k, self.meta.fused.plan, self.softcap)
                 if plan is not None:
                     rows = [(dst, dst + m) for _, dst, m in self.meta.fused_layout.recv_copies]
-                    late = late_tiles(plan.num_k_tiles, plan.block_n, rows)
+                    late = late_tiles(plan.num_k_tiles, plan.block_n, rows,
+                                      plan.k_starts.cpu().numpy())
                     order, n_first = arrival_order(plan, late)
                     arrival = Arrival(new_flag(q.device), torch.from_numpy(late).to(q.device),
                                       torch.from_numpy(order).to(q.device), n_first)

@@ -40,7 +40,8 @@ pairs are visited. Such tiles may be shorter than a block:
 
 - ``q_starts [nqt + 1]``, ``k_starts [nkt + 1]``: each tile's first row (key), then the seqlen (on
   the grid: ``i * block``, clipped);
-- ``q_tile_kcols [2, nnz]``: the first key and the end of each listed key tile (q_tile_kt's order);
+- ``q_tile_klo [nnz]``, ``q_tile_khi [nnz]``: the first key and the end of each listed key tile
+  (q_tile_kt's order);
 - in a cut plan a pair is full when every cell of its q tile's own rows is in the union and its key
   tile is block_n wide; the rows past a short q tile (the next tile's) are computed, not stored.
 """
@@ -92,7 +93,8 @@ class BlockSparsePlan:
     max_row_intervals: int
     q_starts: torch.Tensor
     k_starts: torch.Tensor
-    q_tile_kcols: torch.Tensor
+    q_tile_klo: torch.Tensor
+    q_tile_khi: torch.Tensor
     area: int  # exact number of cells in the union
     full_pairs: int  # tile pairs without a masked cell, counted at build time (no device sync)
     # std / mean of the key tiles' q-tile list lengths, at build time (0: equal lists)
@@ -230,6 +232,15 @@ def cut_starts(cuts: np.ndarray, n: int, block: int) -> np.ndarray:
     return np.append(first + step * block, n)
 
 
+def cuts_off_grid(mask: FlexAttnPlan, block_m: int, block_n: int) -> bool:
+    """Whether tiles cut at the mask's slices differ from the grid's (a slice bound off it)."""
+    b = mask.bounds
+    return not (np.array_equal(cut_starts(b[:, :2].ravel(), mask.seqlen_q, block_m),
+                               grid_starts(mask.seqlen_q, block_m))
+                and np.array_equal(cut_starts(b[:, 2:4].ravel(), mask.seqlen_k, block_n),
+                                   grid_starts(mask.seqlen_k, block_n)))
+
+
 def areas_at(intervals, q_starts: np.ndarray, k_starts: np.ndarray) -> np.ndarray:
     """[num_q_tiles, num_k_tiles] int64: cells of the merged key intervals (row, lo, hi) inside
     each pair of the tiles that start at ``q_starts`` and ``k_starts`` (each ending with its
@@ -351,7 +362,7 @@ def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block
         k_tile_order=_i32(np.argsort(-k_work, kind="stable")),
         row_lo=_i32(row_lo), row_hi=_i32(row_hi), max_row_intervals=max_row,
         q_starts=_i32(q_starts), k_starts=_i32(k_starts),
-        q_tile_kcols=_i32(np.stack([k_starts[q_kt], k_starts[q_kt + 1]])),
+        q_tile_klo=_i32(k_starts[q_kt]), q_tile_khi=_i32(k_starts[q_kt + 1]),
         area=int(area.sum()), full_pairs=int(full.sum()), k_list_cv=_cv(np.diff(k_ptr)),
         cut_at_slices=cut_at_slices,
     )

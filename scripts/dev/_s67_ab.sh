@@ -3,7 +3,8 @@
 # switch is read at compile), ROUNDS rounds, every arm's first round with --check; rows appended
 # to $OUT/s67_<NAME>.csv, median table per arm and each arm's ratio to the first.
 #   bash scripts/dev/_s67_ab.sh DIRECTION NAME ROUNDS "SEQLENS" "MASKS" "ARM1;ARM2;..."
-#   an arm is one or more NAME=INT separated by commas, e.g. "O_BUFFER=0;O_BUFFER=1;NUM_BUF=2"
+#   an arm is one or more NAME=INT separated by commas, e.g. "O_BUFFER=0;O_BUFFER=1;NUM_BUF=2",
+#   or module=NAME: a forward module of magi_attention.kernels.triton in gluon_forward's place
 set -u
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 DIR=$1; NAME=$2; ROUNDS=$3; SEQLENS=$4; MASKS=$5; ARMS=$6
@@ -13,7 +14,10 @@ IFS=';' read -ra ARM_LIST <<< "$ARMS"
 for r in $(seq 1 "$ROUNDS"); do
     for arm in "${ARM_LIST[@]}"; do
         c=""; [ "$r" = 1 ] && c=--check
-        v=(); IFS=',' read -ra sw <<< "$arm"; for s in "${sw[@]}"; do v+=(--variant "$s"); done
+        v=(); IFS=',' read -ra sw <<< "$arm"
+        for s in "${sw[@]}"; do  # module=NAME: that forward module in place of gluon_forward
+            case $s in module=*) v+=(--fwd-module "${s#module=}") ;; *) v+=(--variant "$s") ;; esac
+        done
         echo "== round $r $arm" >> "$LOG"
         timeout 170 python3 scripts/dev/fwd_fa4_probe.py --direction "$DIR" --seqlens $SEQLENS \
             --masks $MASKS --rounds 1 $c "${v[@]}" --label "$SHA $arm" \

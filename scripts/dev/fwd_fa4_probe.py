@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import os
 import sys
 
@@ -62,15 +63,23 @@ def probe_mask(mask_name: str, seqlen: int):
 
 
 def probe_plan(mask, seqlen: int, module):
-    """The mask's plan at ``module``'s tiles (gluon_forward or gluon_backward), on the GPU."""
-    return plan_block_sparse(list(mask.slices), seqlen, seqlen, module.BLOCK_M, module.BLOCK_N,
+    """The mask's plan at ``module``'s tiles (gluon_forward or gluon_backward), on the GPU; the
+    forward's cut at the slices where its pick_plan takes that (what kernels.triton runs)."""
+    slices = list(mask.slices)
+    grid = plan_block_sparse(slices, seqlen, seqlen, module.BLOCK_M, module.BLOCK_N,
                              device="cuda")
+    if not getattr(module, "CUT_AT_SLICES", False):  # (a module from before cut plans)
+        return grid
+    cut = plan_block_sparse(slices, seqlen, seqlen, module.BLOCK_M, module.BLOCK_N,
+                            device="cuda", cut_at_slices=True)
+    return module.pick_plan(grid, cut)
 
 
 def gluon_call(mask, seqlen: int, direction: str):
     """A zero-argument call of the Gluon kernel of ``direction`` on the probe's inputs, and
     what it needs for --check ({"q", "k", "v", "dout", "out", "lse"})."""
     q, k, v, dout = inputs(seqlen)
+    gf = MODULES["fwd"]
     fwd_plan = probe_plan(mask, seqlen, gf)
     if direction == "fwd":
         return (lambda: gf.launch_fwd(q, k, v, fwd_plan, SCALE)), dict(q=q, k=k, v=v)
@@ -171,10 +180,15 @@ def main() -> None:
     p.add_argument("--variant", action="append", default=[],
                    help="NAME=INT: a gluon_forward (fwd) or gluon_backward (bwd) module "
                         "constant set before any launch")
+    p.add_argument("--fwd-module", default=None,
+                   help="another forward module of magi_attention.kernels.triton in place of "
+                        "gluon_forward (an arm of the code before a change, kept as a file)")
     p.add_argument("--label", default="")
     p.add_argument("--check", action="store_true",
                    help="results against the torch reference before timing")
     args = p.parse_args()
+    if args.fwd_module:
+        MODULES["fwd"] = importlib.import_module(f"magi_attention.kernels.triton.{args.fwd_module}")
     module = MODULES[args.direction]
     for item in args.variant:
         name, value = item.split("=")

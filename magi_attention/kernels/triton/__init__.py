@@ -17,7 +17,7 @@ import torch
 
 from ... import env
 from .. import BackendUnavailable
-from ..block_sparse import MAX_TABLE_INTERVALS, mask_intervals, plan_for
+from ..block_sparse import MAX_TABLE_INTERVALS, cuts_off_grid, mask_intervals, plan_for
 from ..plan import FlexAttnPlan
 from .configs import SUPPORTED_HEAD_DIMS, bwd_config, fwd_config, pack_config
 
@@ -88,10 +88,14 @@ def _gluon_reason(q, k, softcap: float, return_max_logits: bool) -> str | None:
 
 
 def _gluon_plan(mask: FlexAttnPlan, device):
-    """The Gluon forward's plan, or None where the Triton forward should run this mask (no row
+    """The Gluon forward's plan (on the grid, or cut at the slices where that costs less:
+    gluon_forward.pick_plan), or None where the Triton forward should run this mask (no row
     interval table, or rows too short: gluon_forward.plan_suits)."""
-    from .gluon_forward import BLOCK_M, BLOCK_N, plan_suits
+    from .gluon_forward import BLOCK_M, BLOCK_N, CUT_AT_SLICES, pick_plan, plan_suits
     plan = plan_for(mask, BLOCK_M, BLOCK_N, device, MAX_TABLE_INTERVALS)
+    if CUT_AT_SLICES and cuts_off_grid(mask, BLOCK_M, BLOCK_N):
+        plan = pick_plan(plan, plan_for(mask, BLOCK_M, BLOCK_N, device, MAX_TABLE_INTERVALS,
+                                        cut_at_slices=True))
     return plan if plan_suits(plan) else None
 
 

@@ -123,12 +123,29 @@ LOG2E = 1.4426950408889634
 # 0.95-1.00; 4.5-6.8: 1.04-1.14; from 7.9: 1.04-1.38. (One program per item on the H200, s21,
 # the cross-over was 6.1-6.8.)
 MIN_TILES_PER_Q_TILE = 4.0
+# Tiles cut at the slices' bounds (block_sparse's cut_at_slices: a document's q and key tiles
+# start at its first token, as FA4's varlen tiles do) where that costs less than the grid, an
+# item's fixed cost counted as ITEM_PAIRS pairs (session 65's stamps: ~3 us an item against
+# ~1.7 us a pair at 16k). The model (scripts/dev/cut_tiles_model.py): the bench's documents at
+# 16k visit 4-6% fewer pairs (full_document 0.884 -> 0.921 of the visited cells kept, FA4's
+# own tiling; causal_document 0.833 -> 0.861) with ~8% more q tiles; 64k 2-3%; sliding window
+# and the dense masks keep the grid. Not yet measured (pick_plan's ``cut``).
+CUT_AT_SLICES = True
+ITEM_PAIRS = 2.0
 
 
 def under_pv_suits(plan: BlockSparsePlan) -> bool:
     """Whether this plan's rows are long enough for the softmax under the PV to pay (tensor
     sizes only: no device sync)."""
     return plan.q_tile_kt.numel() >= UNDER_PV_MIN_TILES * max(plan.num_q_tiles, 1)
+
+
+def pick_plan(grid: BlockSparsePlan, cut: BlockSparsePlan | None) -> BlockSparsePlan:
+    """The plan of the two, the grid's or the one cut at the slices (None: not built), that
+    costs less: visited pairs plus ITEM_PAIRS a q tile (tensor sizes only: no device sync)."""
+    def cost(plan):
+        return plan.q_tile_kt.numel() + ITEM_PAIRS * plan.num_q_tiles
+    return cut if cut is not None and CUT_AT_SLICES and cost(cut) < cost(grid) else grid
 
 
 def plan_suits(plan: BlockSparsePlan) -> bool:
@@ -205,6 +222,23 @@ def _stamp(stamps, at, rows):
 
 
 @gluon.jit
+def _store_o(out, Out, row0, q_col, row_end, num_heads_q):
+    """This consumer's O rows [row0, row_end) at columns q_col.. of Out [Sq, Hq * D], straight
+    from the accumulator's layout (a q tile cut short, whose TMA store would write the next
+    tile's rows)."""
+    layout: gl.constexpr = out.type.layout
+    rows = row0 + gl.arange(0, out.shape[0], layout=gl.SliceLayout(1, layout))
+    cols = q_col + gl.arange(0, out.shape[1], layout=gl.SliceLayout(0, layout))
+    # the stride (heads x HEAD_DIM) multiplied here, in volatile asm: ptxas cannot hoist it to
+    # the kernel's entry, where it held a register across every loop and spilled
+    stride = gl.inline_asm_elementwise(f"mul.lo.s32 $0, $1, {out.shape[1]};", "=r,r",
+                                       [rows * 0 + num_heads_q], dtype=gl.int32, is_pure=False,
+                                       pack=1)
+    offs = gl.expand_dims(rows.to(gl.int64) * stride.to(gl.int64), 1) + gl.expand_dims(cols, 0)
+    gl.store(Out + offs, out, mask=gl.expand_dims(rows < row_end, 1))
+
+
+@gluon.jit
 def _wait_after(x):
     """x unchanged, after a wait for every wgmma group of this warpgroup that ptxas cannot move
     above x's computation: predicated on x (never the one NaN bit pattern tested, so always
@@ -215,39 +249,46 @@ def _wait_after(x):
 
 
 @gluon.jit
-def _masked(s, t, mid, kt, lo1, hi1, q_tile_kt, row_lo, row_hi, rows, seqlen_q,
+def _masked(s, t, mid, key0, key1, lo1, hi1, key_lo, key_hi, row_lo, row_hi, rows, seqlen_q,
             col_s: gl.constexpr, BLOCK_N: gl.constexpr, ROW_INTERVALS: gl.constexpr,
             HOIST: gl.constexpr):
-    """S with the cells outside the union at -inf when list position t is a partial tile.
-    HOIST (HOIST_MASK_LOADS on short rows): ``kt`` is the tile's key tile, loaded already, and
-    with one interval a row ``lo1``, ``hi1`` are the rows' (_row_interval); else both are read
-    here."""
+    """S with the cells outside the union at -inf when list position t is a partial tile, and
+    the keys past the tile's end (a tile cut short at a slice bound: they are the next tile's).
+    HOIST (HOIST_MASK_LOADS on short rows): ``key0``, ``key1`` are the tile's first and end key,
+    loaded already (_key_span), and with one interval a row ``lo1``, ``hi1`` are the rows'
+    (_row_interval); else both are read here."""
     if t >= mid:
         if not HOIST:
-            kt = gl.load(q_tile_kt + t)
-        cols = kt * BLOCK_N + gl.arange(0, BLOCK_N, layout=col_s)
+            key0 = gl.load(key_lo + t)
+            key1 = gl.load(key_hi + t)
+        cols = key0 + gl.arange(0, BLOCK_N, layout=col_s)
         c2 = gl.expand_dims(cols, 0)
         if HOIST and ROW_INTERVALS == 1:
-            keep = (c2 >= gl.expand_dims(lo1, 1)) & (c2 < gl.expand_dims(hi1, 1))
+            hi = gl.minimum(hi1, key1)
+            keep = (c2 >= gl.expand_dims(lo1, 1)) & (c2 < gl.expand_dims(hi, 1))
         else:
             row_ok = rows < seqlen_q
             keep = (c2 < 0) & gl.expand_dims(rows < 0, 1)  # all False, [rows, cols]
             for r in gl.static_range(ROW_INTERVALS):
                 lo = gl.load(row_lo + rows * ROW_INTERVALS + r, mask=row_ok, other=0)
-                hi = gl.load(row_hi + rows * ROW_INTERVALS + r, mask=row_ok, other=0)
+                hi = gl.minimum(gl.load(row_hi + rows * ROW_INTERVALS + r, mask=row_ok, other=0),
+                                key1)
                 keep = keep | ((c2 >= gl.expand_dims(lo, 1)) & (c2 < gl.expand_dims(hi, 1)))
         s = gl.where(keep, s, float("-inf"))
     return s
 
 
 @gluon.jit
-def _key_tile(q_tile_kt, t, HOIST: gl.constexpr):
-    """List entry t's key tile, loaded now (HOIST: before the S wait) or by _masked (0 here)."""
+def _key_span(key_lo, key_hi, t, HOIST: gl.constexpr):
+    """List entry t's first and end key, loaded now (HOIST: before the S wait) or by _masked
+    (0 here)."""
     if HOIST:
-        kt = gl.load(q_tile_kt + t)
+        key0 = gl.load(key_lo + t)
+        key1 = gl.load(key_hi + t)
     else:
-        kt = 0
-    return kt
+        key0 = 0
+        key1 = 0
+    return key0, key1
 
 
 @gluon.jit
@@ -293,14 +334,15 @@ def _turn_give(turn, c: gl.constexpr, x):
 
 
 @gluon.jit
-def _item(i, nqt, n_first, num_heads_q, q_tile_order, q_tile_ptr, q_tile_num_full, group,
-          HALF_M: gl.constexpr, HEAD_DIM: gl.constexpr, LPT: gl.constexpr):
-    """Work item i: its first q row, Q/O column, K/V column and the list span [start, end) of its
-    key tiles (full ones below mid). LPT: by KV head sections (see LPT_ITEMS); else items run q
-    tiles fastest, over the order's first n_first tiles for every head, then over the rest for
-    every head (n_first = nqt: the plan's order, head after head)."""
+def _item(i, nqt, n_first, num_heads_q, q_tile_order, q_starts, q_tile_ptr, q_tile_num_full,
+          group, HEAD_DIM: gl.constexpr, LPT: gl.constexpr):
+    """Work item i: its first q row and the end of its rows (the next q tile's first), Q/O
+    column, K/V column and the list span [start, end) of its key tiles (full ones below mid).
+    LPT: by KV head sections (see LPT_ITEMS); else items run q tiles fastest, over the order's
+    first n_first tiles for every head, then over the rest for every head (n_first = nqt: the
+    plan's order, head after head)."""
     q_tile, head = _item_tile(i, nqt, n_first, num_heads_q, q_tile_order, group, LPT)
-    return _item_span(q_tile, head, q_tile_ptr, q_tile_num_full, group, HALF_M, HEAD_DIM)
+    return _item_span(q_tile, head, q_starts, q_tile_ptr, q_tile_num_full, group, HEAD_DIM)
 
 
 @gluon.jit
@@ -323,13 +365,15 @@ def _item_tile(i, nqt, n_first, num_heads_q, q_tile_order, group, LPT: gl.conste
 
 
 @gluon.jit
-def _item_span(q_tile, head, q_tile_ptr, q_tile_num_full, group, HALF_M: gl.constexpr,
+def _item_span(q_tile, head, q_starts, q_tile_ptr, q_tile_num_full, group,
                HEAD_DIM: gl.constexpr):
-    """An item's rows, columns and list span from its q tile and head (three loads; see _item)."""
+    """An item's rows, columns and list span from its q tile and head (five loads; see _item)."""
     start = gl.load(q_tile_ptr + q_tile)
     end = gl.load(q_tile_ptr + q_tile + 1)
     mid = start + gl.load(q_tile_num_full + q_tile)
-    return q_tile * 2 * HALF_M, head * HEAD_DIM, (head // group) * HEAD_DIM, start, mid, end
+    q_row = gl.load(q_starts + q_tile)
+    row_end = gl.load(q_starts + q_tile + 1)
+    return q_row, row_end, head * HEAD_DIM, (head // group) * HEAD_DIM, start, mid, end
 
 
 @gluon.jit
@@ -395,10 +439,10 @@ def _await_arrival(arrival, late, kt, seen):
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
-              q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
-              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
+def _producer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
+              key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q,
+              qk_scale, group, n_items, nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem,
+              v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
     NUM_BUF: gl.constexpr = k_smem.type.shape[0]
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
@@ -410,15 +454,15 @@ def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
     t = 0  # items done
     i = _fetch(sched, t, DYNAMIC, n_items, LPT)
     while i < n_items:
-        q_row, q_col, kv_col, start, mid, end = _item(i, nqt, n_first, num_heads_q, q_tile_order,
-                                                      q_tile_ptr, q_tile_num_full, group, HALF_M,
-                                                      HEAD_DIM, LPT)
+        q_row, _, q_col, kv_col, start, mid, end = _item(i, nqt, n_first, num_heads_q,
+                                                         q_tile_order, q_starts, q_tile_ptr,
+                                                         q_tile_num_full, group, HEAD_DIM, LPT)
         # the first key tiles go before Q: their slots free up before the last item's
         # epilogue ends, Q's only after it (the consumers stage O in Q's buffer)
         first = gl.minimum(end - start, NUM_BUF)
         for j in range(first):
-            seen = _load_kv(k_desc, v_desc, q_tile_kt, start + j, kv_col, loaded + j, k_smem,
-                            v_smem, k_ready, v_ready, kv_empty, arrival, late, seen, WAIT)
+            seen = _load_kv(k_desc, v_desc, q_tile_kt, key_lo, start + j, kv_col, loaded + j,
+                            k_smem, v_smem, k_ready, v_ready, kv_empty, arrival, late, seen, WAIT)
         if DYNAMIC:
             _put_item(items, t, i)
         for c in gl.static_range(2):
@@ -430,8 +474,8 @@ def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
         # round trip stalls this warp)
         i = _fetch(sched, t + 1, DYNAMIC, n_items, LPT)
         for j in range(first, end - start):
-            seen = _load_kv(k_desc, v_desc, q_tile_kt, start + j, kv_col, loaded + j, k_smem,
-                            v_smem, k_ready, v_ready, kv_empty, arrival, late, seen, WAIT)
+            seen = _load_kv(k_desc, v_desc, q_tile_kt, key_lo, start + j, kv_col, loaded + j,
+                            k_smem, v_smem, k_ready, v_ready, kv_empty, arrival, late, seen, WAIT)
         loaded += end - start
         t += 1
     if DYNAMIC:  # the consumers learn the end from the index: release them without a Q
@@ -442,17 +486,16 @@ def _producer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
 
 
 @gluon.jit
-def _load_kv(k_desc, v_desc, q_tile_kt, t, kv_col, n, k_smem, v_smem, k_ready, v_ready,
+def _load_kv(k_desc, v_desc, q_tile_kt, key_lo, t, kv_col, n, k_smem, v_smem, k_ready, v_ready,
              kv_empty, arrival, late, seen, WAIT: gl.constexpr):
-    """K and V of list entry t into the ring's n-th position (once its slot is released, and
-    with WAIT once keys still in flight have landed). Returns ``seen`` (see _await_arrival)."""
-    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    """K and V of list entry t (BLOCK_N keys from its first) into the ring's n-th position (once
+    its slot is released, and with WAIT once keys still in flight have landed). Returns
+    ``seen`` (see _await_arrival)."""
     NUM_BUF: gl.constexpr = k_smem.type.shape[0]
     slot = n % NUM_BUF
-    kt = gl.load(q_tile_kt + t)
-    k_lo = kt * BLOCK_N
+    k_lo = gl.load(key_lo + t)
     if WAIT:
-        seen = _await_arrival(arrival, late, kt, seen)
+        seen = _await_arrival(arrival, late, gl.load(q_tile_kt + t), seen)
     mbarrier.wait(kv_empty.index(slot), ((n // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
     mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(k_desc, [k_lo, kv_col], k_ready.index(slot),
@@ -464,8 +507,9 @@ def _load_kv(k_desc, v_desc, q_tile_kt, t, kv_col, n, k_smem, v_smem, k_ready, v
 
 
 @gluon.jit
-def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_tile_kt, row_lo,
-                   row_hi, rows, lo1, hi1, seqlen_q, start, mid, n_tiles, base, turns, qk_scale,
+def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, key_lo, key_hi,
+                   row_lo, row_hi, rows, lo1, hi1, seqlen_q, start, mid, n_tiles, base, turns,
+                   qk_scale,
                    m_i, l_i, acc, c: gl.constexpr, s_layout: gl.constexpr, p_layout: gl.constexpr,
                    ROW_INTERVALS: gl.constexpr, UNDER_PV: gl.constexpr, HOIST: gl.constexpr):
     """This consumer's rows over the q tile's n_tiles (>= 1) listed key tiles, which sit at the
@@ -484,10 +528,10 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
     s = warpgroup_mma(q_tile, k_smem.index(base % NUM_BUF).permute((1, 0)), s_zero,
                       use_acc=False, is_async=True)
     rows = _turn_give(turn, c, rows)
-    kt = _key_tile(q_tile_kt, start, HOIST)
+    key0, key1 = _key_span(key_lo, key_hi, start, HOIST)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
-    s = _masked(s, start, mid, kt, lo1, hi1, q_tile_kt, row_lo, row_hi, rows, seqlen_q, col_s,
-                BLOCK_N, ROW_INTERVALS, HOIST)
+    s = _masked(s, start, mid, key0, key1, lo1, hi1, key_lo, key_hi, row_lo, row_hi, rows,
+                seqlen_q, col_s, BLOCK_N, ROW_INTERVALS, HOIST)
     p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
     p = gl.convert_layout(p.to(dtype), p_layout)
 
@@ -502,10 +546,10 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
                           is_async=True)
         acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
         rows = _turn_give(turn, c, rows)
-        kt = _key_tile(q_tile_kt, start + j, HOIST)
+        key0, key1 = _key_span(key_lo, key_hi, start + j, HOIST)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))  # S_j done, PV_{j-1} may run
-        s = _masked(s, start + j, mid, kt, lo1, hi1, q_tile_kt, row_lo, row_hi, rows, seqlen_q,
-                    col_s, BLOCK_N, ROW_INTERVALS, HOIST)
+        s = _masked(s, start + j, mid, key0, key1, lo1, hi1, key_lo, key_hi, row_lo, row_hi,
+                    rows, seqlen_q, col_s, BLOCK_N, ROW_INTERVALS, HOIST)
         p_new, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
         if UNDER_PV:
             l_i = _wait_after(l_i)
@@ -526,10 +570,11 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, q_t
 
 
 @gluon.jit
-def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
-              q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
-              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, c: gl.constexpr):
+def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
+              key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q,
+              qk_scale, group, n_items, nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem,
+              v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items,
+              c: gl.constexpr):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
@@ -559,24 +604,24 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
     HOIST: gl.constexpr = HOIST_MASK_LOADS and not UNDER_PV and ROW_INTERVALS == 1
     PREFETCH: gl.constexpr = PREFETCH_ITEM and not UNDER_PV and not DYNAMIC
     if PREFETCH:  # (an index past the end reads the last item: unused)
-        n_row, n_qcol, n_kvcol, n_start, n_mid, n_end = _item(
-            gl.minimum(i, n_items - 1), nqt, n_first, num_heads_q, q_tile_order, q_tile_ptr,
-            q_tile_num_full, group, HALF_M, HEAD_DIM, LPT)
+        n_row, n_rend, n_qcol, n_kvcol, n_start, n_mid, n_end = _item(
+            gl.minimum(i, n_items - 1), nqt, n_first, num_heads_q, q_tile_order, q_starts,
+            q_tile_ptr, q_tile_num_full, group, HEAD_DIM, LPT)
     while i < n_items:
         if STAMPS:
             _stamp(stamps, (i * 2 + c) * 2, gl.arange(0, HALF_M, layout=row_s))
         if PREFETCH:
-            q_row, q_col, kv_col, start, mid, end = n_row, n_qcol, n_kvcol, n_start, n_mid, n_end
+            q_row, row_end, q_col, kv_col = n_row, n_rend, n_qcol, n_kvcol
+            start, mid, end = n_start, n_mid, n_end
             # the next item's q tile now, its span after this item's loop (the tile has
             # arrived by then): neither load's latency lies between two items
             n_tile, n_head = _item_tile(
                 gl.minimum(_fetched(items, t + 1, q_bars, c, DYNAMIC, LPT), n_items - 1), nqt,
                 n_first, num_heads_q, q_tile_order, group, LPT)
         else:
-            q_row, q_col, kv_col, start, mid, end = _item(i, nqt, n_first, num_heads_q,
-                                                          q_tile_order, q_tile_ptr,
-                                                          q_tile_num_full, group, HALF_M,
-                                                          HEAD_DIM, LPT)
+            q_row, row_end, q_col, kv_col, start, mid, end = _item(
+                i, nqt, n_first, num_heads_q, q_tile_order, q_starts, q_tile_ptr,
+                q_tile_num_full, group, HEAD_DIM, LPT)
         row0 = q_row + c * HALF_M
         rows = row0 + gl.arange(0, HALF_M, layout=row_s)
         m_i = gl.full([HALF_M], float("-inf"), gl.float32, row_s)
@@ -589,27 +634,30 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
             mbarrier.wait(q_bars.index(c), t & 1)
         if end > start:
             acc, m_i, l_i = _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty,
-                                           turn, q_tile_kt, row_lo, row_hi, rows, lo1, hi1,
+                                           turn, key_lo, key_hi, row_lo, row_hi, rows, lo1, hi1,
                                            seqlen_q, start, mid, end - start, loaded, turns,
                                            qk_scale, m_i, l_i, acc, c, s_layout, p_layout,
                                            ROW_INTERVALS, UNDER_PV, HOIST)
             turns += end - start + 1
         loaded += end - start
         if PREFETCH:
-            n_row, n_qcol, n_kvcol, n_start, n_mid, n_end = _item_span(
-                n_tile, n_head, q_tile_ptr, q_tile_num_full, group, HALF_M, HEAD_DIM)
+            n_row, n_rend, n_qcol, n_kvcol, n_start, n_mid, n_end = _item_span(
+                n_tile, n_head, q_starts, q_tile_ptr, q_tile_num_full, group, HEAD_DIM)
 
         has_keys = l_i > 0.0
         l_o = gl.convert_layout(gl.where(has_keys, l_i, 1.0), row_o)
         out = acc / gl.expand_dims(l_o, 1)
-        q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
-        fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)  # clipped at seqlen_q
+        if (row_end >= row0 + HALF_M) | (row_end == seqlen_q):
+            q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
+            fence_async_shared()
+            tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)  # clipped at seqlen_q
+        else:  # a q tile cut short at a slice bound: the rows past its end are another item's
+            _store_o(out.to(dtype), Out, row0, q_col, row_end, num_heads_q)
         lse = gl.where(has_keys,
                        (m_i + gl.log2(gl.where(has_keys, l_i, 1.0))) * 0.6931471805599453,
                        float("-inf"))
         gl.store(Lse + rows.to(gl.int64) * num_heads_q + (q_col // HEAD_DIM), lse,
-                 mask=rows < seqlen_q)
+                 mask=rows < row_end)
         tma.store_wait(pendings=0)
         if STAMPS:
             _stamp(stamps, (i * 2 + c) * 2 + 1, rows)
@@ -623,35 +671,34 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile
 # one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
 # half (c) is fixed by which of the two it runs
 @gluon.jit
-def _consumer0(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
-               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-               nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
-               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
-    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
-              q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
-              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 0)
+def _consumer0(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
+               key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q,
+               qk_scale, group, n_items, nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem,
+               v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
+    _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
+              key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q,
+              qk_scale, group, n_items, nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem,
+              v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 0)
 
 
 @gluon.jit
-def _consumer1(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
-               q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-               nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
-               q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
-    _consumer(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
-              q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-              nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars,
-              q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 1)
+def _consumer1(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
+               key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q,
+               qk_scale, group, n_items, nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem,
+               v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
+    _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
+              key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q,
+              qk_scale, group, n_items, nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem,
+              v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 1)
 
 
 @gluon.jit
-def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
-                q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items,
-                nqt, n_first, sched, arrival, late, stamps, NUM_BUF: gl.constexpr,
-                ROW_INTERVALS: gl.constexpr, DYNAMIC: gl.constexpr, WAIT: gl.constexpr,
-                UNDER_PV: gl.constexpr, STAMPS: gl.constexpr, LPT: gl.constexpr,
-                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-                num_warps: gl.constexpr):
+def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
+                key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q,
+                qk_scale, group, n_items, nqt, n_first, sched, arrival, late, stamps,
+                NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr, DYNAMIC: gl.constexpr,
+                WAIT: gl.constexpr, UNDER_PV: gl.constexpr, STAMPS: gl.constexpr, LPT: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
@@ -686,10 +733,10 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_ti
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=2)  # both consumers release a tile
     fence_async_shared()
-    args = (q_desc, k_desc, v_desc, o_desc, Lse, q_tile_ptr, q_tile_kt, q_tile_num_full,
-            q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group, n_items, nqt,
-            n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem, q_bars, q_empty,
-            k_ready, v_ready, kv_empty, turn, tag, mode, items)
+    args = (q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
+            key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale,
+            group, n_items, nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem,
+            q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
                        [CONSUMER_REGS, PRODUCER_REGS])
 
@@ -741,13 +788,20 @@ class Arrival:
     n_first: int
 
 
-def late_tiles(num_key_tiles: int, block_n: int, rows) -> np.ndarray:
-    """int8 [num_key_tiles]: 1 where a key tile of ``block_n`` meets one of the row ranges
-    ``rows`` [(start, end)], else 0."""
+def late_tiles(num_key_tiles: int, block_n: int, rows, k_starts=None) -> np.ndarray:
+    """int8 [num_key_tiles]: 1 where a key tile of ``block_n`` (or, given a plan's ``k_starts``,
+    the tile [k_starts[j], k_starts[j + 1])) meets one of the row ranges ``rows``
+    [(start, end)], else 0."""
     late = np.zeros(num_key_tiles, dtype=np.int8)
     for start, end in rows:
-        if end > start:
+        if end <= start:
+            continue
+        if k_starts is None:
             late[start // block_n:min(-(-end // block_n), num_key_tiles)] = 1
+        else:
+            first = np.searchsorted(k_starts, start, side="right") - 1
+            last = np.searchsorted(k_starts, end - 1, side="right") - 1
+            late[max(first, 0):min(last + 1, num_key_tiles)] = 1
     return late
 
 
@@ -837,8 +891,9 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
                under_pv, stamps is not None, lpt_items) if q.is_cuda else None
         _launch_fwd_kernel((programs, ), key,
             _descriptor(q, HALF_M), _descriptor(k, plan.block_n), _descriptor(v, plan.block_n),
-            _descriptor(out, HALF_M), lse, plan.q_tile_ptr, plan.q_tile_kt,
-            plan.q_tile_num_full, order, plan.row_lo, plan.row_hi, seqlen_q, num_heads_q,
+            _descriptor(out, HALF_M), out, lse, plan.q_tile_ptr, plan.q_starts, plan.q_tile_kt,
+            plan.q_tile_klo, plan.q_tile_khi, plan.q_tile_num_full, order, plan.row_lo,
+            plan.row_hi, seqlen_q, num_heads_q,
             float(softmax_scale) * LOG2E, num_heads_q // k.shape[1], n_items, plan.num_q_tiles,
             n_first, sched, flag, late, lse if stamps is None else stamps,
             NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], DYNAMIC=dynamic,

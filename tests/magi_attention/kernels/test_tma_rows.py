@@ -64,6 +64,10 @@ def test_arrival_order_puts_the_q_tiles_reading_no_late_key_first():
     assert two.tolist() == [1, 0, 0, 0, 0, 0, 1, 0]
     order, n_first = gf.arrival_order(plan, two)
     assert n_first == 2 and sorted(order[:2]) == [4, 5]
+    # tiles cut at the slices: late where a tile [k_starts[j], k_starts[j + 1]) meets the rows
+    starts = np.array([0, 128, 200, 328, 456, 500])
+    assert gf.late_tiles(5, 128, [(199, 201)], starts).tolist() == [0, 1, 1, 0, 0]
+    assert gf.late_tiles(5, 128, [(456, 500), (0, 1)], starts).tolist() == [1, 0, 0, 0, 1]
 
 
 @pytest.mark.parametrize("lpt", [False, True], ids=["plain", "lpt"])

@@ -345,19 +345,38 @@ def test_gluon_forward_every_mask(name, case):
     check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, dtype, seed, max_logits=False)
 
 
-def _gluon_kernel_case(name, case):
-    """(mask plan, Gluon tile plan, (q, k, v), head_dim) of a case the Gluon kernel runs,
-    skipping where it cannot (no row interval table: the Triton forward runs those masks)."""
-    from magi_attention.kernels.block_sparse import plan_for
+def _gluon_kernel_case(name, case, cut=False):
+    """(mask plan, Gluon tile plan, (q, k, v), head_dim) of a case the Gluon kernel runs (``cut``:
+    the tiles cut at the slices), skipping where it cannot (no row interval table: the Triton
+    forward runs those masks; with ``cut``, every slice bound on the grid: nothing is cut)."""
+    from magi_attention.kernels.block_sparse import cuts_off_grid, plan_for
     from magi_attention.kernels.triton import gluon_forward
     mask = _gluon_mask(name, case)
     seqlen, seed, dtype, (hq, hk, d) = case
     plan = FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen)
-    tiles = plan_for(plan, gluon_forward.BLOCK_M, gluon_forward.BLOCK_N, "cuda")
+    bm, bn = gluon_forward.BLOCK_M, gluon_forward.BLOCK_N
+    if cut and not cuts_off_grid(plan, bm, bn):
+        pytest.skip("every slice bound on the grid: the cut plan is the grid plan")
+    tiles = plan_for(plan, bm, bn, "cuda", cut_at_slices=cut)
     if tiles.row_lo.shape[1] == 0:
         pytest.skip("no row interval table: the Triton forward runs this mask")
     q, k, v, _ = _inputs(seqlen, seqlen, hq, hk, d, dtype, seed)
     return plan, tiles, (q, k, v), d
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["strided", "counter"])
+@pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
+@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+def test_gluon_kernel_on_tiles_cut_at_the_slices(name, case, dynamic):
+    """The Gluon kernel over a plan cut at the slices against the fp32 reference: q tiles
+    shorter than 128 rows store their own rows only (the next tile's rows, computed too, are
+    left to it), key tiles cut short are masked at their end; out and lse, rows without keys
+    give out 0 and lse -inf."""
+    from magi_attention.kernels.triton import gluon_forward
+    plan, tiles, (q, k, v), d = _gluon_kernel_case(name, case, cut=True)
+    assert (tiles.q_starts.diff() < gluon_forward.BLOCK_M).any()  # some q tile cut short
+    out, lse, _ = gluon_forward.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=dynamic)
+    _assert_fwd_matches_reference(q, k, v, plan, out, lse)
 
 
 @pytest.mark.parametrize("persistent", [False, True], ids=["per_item", "persistent"])
@@ -431,25 +450,27 @@ def test_gluon_kernel_both_pv_waits(name, case, under_pv):
     _assert_fwd_matches_reference(q, k, v, plan, out, lse)
 
 
+@pytest.mark.parametrize("cut", [False, True], ids=["grid", "cut"])
 @pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
 @pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
-def test_gluon_dynamic_grid_and_arrival_compute_every_item_as_the_strided_grid(name, case):
+def test_gluon_dynamic_grid_and_arrival_compute_every_item_as_the_strided_grid(name, case, cut):
     """The persistent grid fetching its items from a counter (``dynamic``) computes each item
     as the strided grid does (bit-equal out and lse), twice in a row (the counter resets
-    itself); and with an Arrival whose flag the stream sets only ~20 ms after the launch (the
+    itself), on grid tiles and on tiles cut at the slices; and with an Arrival whose flag the stream sets only ~20 ms after the launch (the
     last third of the keys "in flight"), the same again: the programs that reach those keys
     wait, the others run, and the launch takes at least the delay."""
     import time
 
     from magi_attention.comm.stream_flag import new_flag, write_flag
     from magi_attention.kernels.triton import gluon_forward as gf
-    _, tiles, (q, k, v), d = _gluon_kernel_case(name, case)
+    _, tiles, (q, k, v), d = _gluon_kernel_case(name, case, cut)
     seqlen = q.shape[0]
     strided = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=False)
     for _ in range(2):
         dyn = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=True)
         assert torch.equal(strided[0], dyn[0]) and torch.equal(strided[1], dyn[1])
-    late = gf.late_tiles(tiles.num_k_tiles, tiles.block_n, [(seqlen - seqlen // 3, seqlen)])
+    late = gf.late_tiles(tiles.num_k_tiles, tiles.block_n, [(seqlen - seqlen // 3, seqlen)],
+                         tiles.k_starts.cpu().numpy())
     order, n_first = gf.arrival_order(tiles, late)
     flag = new_flag(q.device)
     arrival = gf.Arrival(flag, torch.from_numpy(late).cuda(), torch.from_numpy(order).cuda(),
