@@ -222,6 +222,15 @@ def _stamp(stamps, at, rows):
 
 
 @gluon.jit
+def _store_o_staged(out, q_tile, o_desc, row0, q_col):
+    """This consumer's O rows [row0, row0 + HALF_M) by TMA, staged in its Q buffer (Q is no
+    longer read; the store is clipped at seqlen_q)."""
+    q_tile.store(out)
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)
+
+
+@gluon.jit
 def _store_o(out, Out, row0, q_col, row_end, num_heads_q):
     """This consumer's O rows [row0, row_end) at columns q_col.. of Out [Sq, Hq * D], straight
     from the accumulator's layout (a q tile cut short, whose TMA store would write the next
@@ -251,43 +260,49 @@ def _wait_after(x):
 @gluon.jit
 def _masked(s, t, mid, key0, key1, lo1, hi1, key_lo, key_hi, row_lo, row_hi, rows, seqlen_q,
             col_s: gl.constexpr, BLOCK_N: gl.constexpr, ROW_INTERVALS: gl.constexpr,
-            HOIST: gl.constexpr):
+            HOIST: gl.constexpr, CUT: gl.constexpr):
     """S with the cells outside the union at -inf when list position t is a partial tile, and
-    the keys past the tile's end (a tile cut short at a slice bound: they are the next tile's).
-    HOIST (HOIST_MASK_LOADS on short rows): ``key0``, ``key1`` are the tile's first and end key,
-    loaded already (_key_span), and with one interval a row ``lo1``, ``hi1`` are the rows'
-    (_row_interval); else both are read here."""
+    (CUT) the keys past the tile's end (a tile cut short at a slice bound: they are the next
+    tile's). ``key_lo``: per list entry the key tile (grid) or its first key (CUT); ``key_hi``
+    (CUT): its end. HOIST (HOIST_MASK_LOADS on short rows): ``key0``, ``key1`` are those of
+    entry t, loaded already (_key_span), and with one interval a row ``lo1``, ``hi1`` are the
+    rows' (_row_interval); else both are read here."""
+    STEP: gl.constexpr = 1 if CUT else BLOCK_N
     if t >= mid:
         if not HOIST:
             key0 = gl.load(key_lo + t)
-            key1 = gl.load(key_hi + t)
-        cols = key0 + gl.arange(0, BLOCK_N, layout=col_s)
+            if CUT:
+                key1 = gl.load(key_hi + t)
+        cols = key0 * STEP + gl.arange(0, BLOCK_N, layout=col_s)
         c2 = gl.expand_dims(cols, 0)
         if HOIST and ROW_INTERVALS == 1:
-            hi = gl.minimum(hi1, key1)
+            hi = hi1
+            if CUT:
+                hi = gl.minimum(hi, key1)
             keep = (c2 >= gl.expand_dims(lo1, 1)) & (c2 < gl.expand_dims(hi, 1))
         else:
             row_ok = rows < seqlen_q
             keep = (c2 < 0) & gl.expand_dims(rows < 0, 1)  # all False, [rows, cols]
             for r in gl.static_range(ROW_INTERVALS):
                 lo = gl.load(row_lo + rows * ROW_INTERVALS + r, mask=row_ok, other=0)
-                hi = gl.minimum(gl.load(row_hi + rows * ROW_INTERVALS + r, mask=row_ok, other=0),
-                                key1)
+                hi = gl.load(row_hi + rows * ROW_INTERVALS + r, mask=row_ok, other=0)
+                if CUT:
+                    hi = gl.minimum(hi, key1)
                 keep = keep | ((c2 >= gl.expand_dims(lo, 1)) & (c2 < gl.expand_dims(hi, 1)))
         s = gl.where(keep, s, float("-inf"))
     return s
 
 
 @gluon.jit
-def _key_span(key_lo, key_hi, t, HOIST: gl.constexpr):
-    """List entry t's first and end key, loaded now (HOIST: before the S wait) or by _masked
-    (0 here)."""
+def _key_span(key_lo, key_hi, t, HOIST: gl.constexpr, CUT: gl.constexpr):
+    """List entry t's key tile (grid) or first key, and (CUT) its end key, loaded now (HOIST:
+    before the S wait) or by _masked (0 here)."""
+    key0 = 0
+    key1 = 0
     if HOIST:
         key0 = gl.load(key_lo + t)
-        key1 = gl.load(key_hi + t)
-    else:
-        key0 = 0
-        key1 = 0
+        if CUT:
+            key1 = gl.load(key_hi + t)
     return key0, key1
 
 
@@ -335,14 +350,16 @@ def _turn_give(turn, c: gl.constexpr, x):
 
 @gluon.jit
 def _item(i, nqt, n_first, num_heads_q, q_tile_order, q_starts, q_tile_ptr, q_tile_num_full,
-          group, HEAD_DIM: gl.constexpr, LPT: gl.constexpr):
+          group, HALF_M: gl.constexpr, HEAD_DIM: gl.constexpr, LPT: gl.constexpr,
+          CUT: gl.constexpr):
     """Work item i: its first q row and the end of its rows (the next q tile's first), Q/O
     column, K/V column and the list span [start, end) of its key tiles (full ones below mid).
     LPT: by KV head sections (see LPT_ITEMS); else items run q tiles fastest, over the order's
     first n_first tiles for every head, then over the rest for every head (n_first = nqt: the
     plan's order, head after head)."""
     q_tile, head = _item_tile(i, nqt, n_first, num_heads_q, q_tile_order, group, LPT)
-    return _item_span(q_tile, head, q_starts, q_tile_ptr, q_tile_num_full, group, HEAD_DIM)
+    return _item_span(q_tile, head, q_starts, q_tile_ptr, q_tile_num_full, group, HALF_M,
+                      HEAD_DIM, CUT)
 
 
 @gluon.jit
@@ -365,14 +382,19 @@ def _item_tile(i, nqt, n_first, num_heads_q, q_tile_order, group, LPT: gl.conste
 
 
 @gluon.jit
-def _item_span(q_tile, head, q_starts, q_tile_ptr, q_tile_num_full, group,
-               HEAD_DIM: gl.constexpr):
-    """An item's rows, columns and list span from its q tile and head (five loads; see _item)."""
+def _item_span(q_tile, head, q_starts, q_tile_ptr, q_tile_num_full, group, HALF_M: gl.constexpr,
+               HEAD_DIM: gl.constexpr, CUT: gl.constexpr):
+    """An item's rows, columns and list span from its q tile and head (three loads, five with
+    CUT: the tile's rows from the plan's q_starts; see _item)."""
     start = gl.load(q_tile_ptr + q_tile)
     end = gl.load(q_tile_ptr + q_tile + 1)
     mid = start + gl.load(q_tile_num_full + q_tile)
-    q_row = gl.load(q_starts + q_tile)
-    row_end = gl.load(q_starts + q_tile + 1)
+    if CUT:
+        q_row = gl.load(q_starts + q_tile)
+        row_end = gl.load(q_starts + q_tile + 1)
+    else:
+        q_row = q_tile * 2 * HALF_M
+        row_end = q_row + 2 * HALF_M  # (unread: the grid's rows end at a tile or seqlen_q)
     return q_row, row_end, head * HEAD_DIM, (head // group) * HEAD_DIM, start, mid, end
 
 
@@ -449,6 +471,7 @@ def _producer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_
     DYNAMIC: gl.constexpr = (mode.type.shape[0] - 1) % 2 == 1
     WAIT: gl.constexpr = (mode.type.shape[0] - 1) // 2 % 2 == 1
     LPT: gl.constexpr = (mode.type.shape[0] - 1) // 16 % 2 == 1
+    CUT: gl.constexpr = (mode.type.shape[0] - 1) // 32 % 2 == 1
     loaded = 0  # K/V tiles loaded by this program so far: the ring's running position
     seen = 0  # the arrival flag observed (WAIT)
     t = 0  # items done
@@ -456,13 +479,15 @@ def _producer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_
     while i < n_items:
         q_row, _, q_col, kv_col, start, mid, end = _item(i, nqt, n_first, num_heads_q,
                                                          q_tile_order, q_starts, q_tile_ptr,
-                                                         q_tile_num_full, group, HEAD_DIM, LPT)
+                                                         q_tile_num_full, group, HALF_M,
+                                                         HEAD_DIM, LPT, CUT)
         # the first key tiles go before Q: their slots free up before the last item's
         # epilogue ends, Q's only after it (the consumers stage O in Q's buffer)
         first = gl.minimum(end - start, NUM_BUF)
         for j in range(first):
             seen = _load_kv(k_desc, v_desc, q_tile_kt, key_lo, start + j, kv_col, loaded + j,
-                            k_smem, v_smem, k_ready, v_ready, kv_empty, arrival, late, seen, WAIT)
+                            k_smem, v_smem, k_ready, v_ready, kv_empty, arrival, late, seen, WAIT,
+                            CUT)
         if DYNAMIC:
             _put_item(items, t, i)
         for c in gl.static_range(2):
@@ -475,7 +500,8 @@ def _producer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_
         i = _fetch(sched, t + 1, DYNAMIC, n_items, LPT)
         for j in range(first, end - start):
             seen = _load_kv(k_desc, v_desc, q_tile_kt, key_lo, start + j, kv_col, loaded + j,
-                            k_smem, v_smem, k_ready, v_ready, kv_empty, arrival, late, seen, WAIT)
+                            k_smem, v_smem, k_ready, v_ready, kv_empty, arrival, late, seen, WAIT,
+                            CUT)
         loaded += end - start
         t += 1
     if DYNAMIC:  # the consumers learn the end from the index: release them without a Q
@@ -487,15 +513,19 @@ def _producer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_
 
 @gluon.jit
 def _load_kv(k_desc, v_desc, q_tile_kt, key_lo, t, kv_col, n, k_smem, v_smem, k_ready, v_ready,
-             kv_empty, arrival, late, seen, WAIT: gl.constexpr):
-    """K and V of list entry t (BLOCK_N keys from its first) into the ring's n-th position (once
-    its slot is released, and with WAIT once keys still in flight have landed). Returns
-    ``seen`` (see _await_arrival)."""
+             kv_empty, arrival, late, seen, WAIT: gl.constexpr, CUT: gl.constexpr):
+    """K and V of list entry t (BLOCK_N keys from its first: ``key_lo``'s entry t, a key tile
+    on the grid, a key with CUT) into the ring's n-th position (once its slot is released, and
+    with WAIT once keys still in flight have landed). Returns ``seen`` (see _await_arrival)."""
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = k_smem.type.shape[0]
     slot = n % NUM_BUF
-    k_lo = gl.load(key_lo + t)
+    kt = gl.load(key_lo + t)
+    k_lo = kt if CUT else kt * BLOCK_N
     if WAIT:
-        seen = _await_arrival(arrival, late, gl.load(q_tile_kt + t), seen)
+        if CUT:
+            kt = gl.load(q_tile_kt + t)
+        seen = _await_arrival(arrival, late, kt, seen)
     mbarrier.wait(kv_empty.index(slot), ((n // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
     mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(k_desc, [k_lo, kv_col], k_ready.index(slot),
@@ -509,9 +539,9 @@ def _load_kv(k_desc, v_desc, q_tile_kt, key_lo, t, kv_col, n, k_smem, v_smem, k_
 @gluon.jit
 def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, key_lo, key_hi,
                    row_lo, row_hi, rows, lo1, hi1, seqlen_q, start, mid, n_tiles, base, turns,
-                   qk_scale,
-                   m_i, l_i, acc, c: gl.constexpr, s_layout: gl.constexpr, p_layout: gl.constexpr,
-                   ROW_INTERVALS: gl.constexpr, UNDER_PV: gl.constexpr, HOIST: gl.constexpr):
+                   qk_scale, m_i, l_i, acc, c: gl.constexpr, s_layout: gl.constexpr,
+                   p_layout: gl.constexpr, ROW_INTERVALS: gl.constexpr, UNDER_PV: gl.constexpr,
+                   HOIST: gl.constexpr, CUT: gl.constexpr):
     """This consumer's rows over the q tile's n_tiles (>= 1) listed key tiles, which sit at the
     ring's running positions base.. ; ``turns``: the turns this consumer has taken so far."""
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
@@ -528,10 +558,10 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, key
     s = warpgroup_mma(q_tile, k_smem.index(base % NUM_BUF).permute((1, 0)), s_zero,
                       use_acc=False, is_async=True)
     rows = _turn_give(turn, c, rows)
-    key0, key1 = _key_span(key_lo, key_hi, start, HOIST)
+    key0, key1 = _key_span(key_lo, key_hi, start, HOIST, CUT)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
     s = _masked(s, start, mid, key0, key1, lo1, hi1, key_lo, key_hi, row_lo, row_hi, rows,
-                seqlen_q, col_s, BLOCK_N, ROW_INTERVALS, HOIST)
+                seqlen_q, col_s, BLOCK_N, ROW_INTERVALS, HOIST, CUT)
     p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
     p = gl.convert_layout(p.to(dtype), p_layout)
 
@@ -546,10 +576,10 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, key
                           is_async=True)
         acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
         rows = _turn_give(turn, c, rows)
-        key0, key1 = _key_span(key_lo, key_hi, start + j, HOIST)
+        key0, key1 = _key_span(key_lo, key_hi, start + j, HOIST, CUT)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))  # S_j done, PV_{j-1} may run
         s = _masked(s, start + j, mid, key0, key1, lo1, hi1, key_lo, key_hi, row_lo, row_hi,
-                    rows, seqlen_q, col_s, BLOCK_N, ROW_INTERVALS, HOIST)
+                    rows, seqlen_q, col_s, BLOCK_N, ROW_INTERVALS, HOIST, CUT)
         p_new, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, row_o)
         if UNDER_PV:
             l_i = _wait_after(l_i)
@@ -584,6 +614,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_
     UNDER_PV: gl.constexpr = (mode.type.shape[0] - 1) // 4 % 2 == 1
     STAMPS: gl.constexpr = (mode.type.shape[0] - 1) // 8 % 2 == 1
     LPT: gl.constexpr = (mode.type.shape[0] - 1) // 16 % 2 == 1
+    CUT: gl.constexpr = (mode.type.shape[0] - 1) // 32 % 2 == 1
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -606,7 +637,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_
     if PREFETCH:  # (an index past the end reads the last item: unused)
         n_row, n_rend, n_qcol, n_kvcol, n_start, n_mid, n_end = _item(
             gl.minimum(i, n_items - 1), nqt, n_first, num_heads_q, q_tile_order, q_starts,
-            q_tile_ptr, q_tile_num_full, group, HEAD_DIM, LPT)
+            q_tile_ptr, q_tile_num_full, group, HALF_M, HEAD_DIM, LPT, CUT)
     while i < n_items:
         if STAMPS:
             _stamp(stamps, (i * 2 + c) * 2, gl.arange(0, HALF_M, layout=row_s))
@@ -621,7 +652,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_
         else:
             q_row, row_end, q_col, kv_col, start, mid, end = _item(
                 i, nqt, n_first, num_heads_q, q_tile_order, q_starts, q_tile_ptr,
-                q_tile_num_full, group, HEAD_DIM, LPT)
+                q_tile_num_full, group, HALF_M, HEAD_DIM, LPT, CUT)
         row0 = q_row + c * HALF_M
         rows = row0 + gl.arange(0, HALF_M, layout=row_s)
         m_i = gl.full([HALF_M], float("-inf"), gl.float32, row_s)
@@ -637,27 +668,29 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_
                                            turn, key_lo, key_hi, row_lo, row_hi, rows, lo1, hi1,
                                            seqlen_q, start, mid, end - start, loaded, turns,
                                            qk_scale, m_i, l_i, acc, c, s_layout, p_layout,
-                                           ROW_INTERVALS, UNDER_PV, HOIST)
+                                           ROW_INTERVALS, UNDER_PV, HOIST, CUT)
             turns += end - start + 1
         loaded += end - start
         if PREFETCH:
             n_row, n_rend, n_qcol, n_kvcol, n_start, n_mid, n_end = _item_span(
-                n_tile, n_head, q_starts, q_tile_ptr, q_tile_num_full, group, HEAD_DIM)
+                n_tile, n_head, q_starts, q_tile_ptr, q_tile_num_full, group, HALF_M, HEAD_DIM,
+                CUT)
 
         has_keys = l_i > 0.0
         l_o = gl.convert_layout(gl.where(has_keys, l_i, 1.0), row_o)
         out = acc / gl.expand_dims(l_o, 1)
-        if (row_end >= row0 + HALF_M) | (row_end == seqlen_q):
-            q_tile.store(out.to(dtype))  # this half's Q is no longer read: it stages O
-            fence_async_shared()
-            tma.async_copy_shared_to_global(o_desc, [row0, q_col], q_tile)  # clipped at seqlen_q
-        else:  # a q tile cut short at a slice bound: the rows past its end are another item's
-            _store_o(out.to(dtype), Out, row0, q_col, row_end, num_heads_q)
+        if CUT:
+            if (row_end >= row0 + HALF_M) | (row_end == seqlen_q):
+                _store_o_staged(out.to(dtype), q_tile, o_desc, row0, q_col)
+            else:  # a q tile cut short at a slice bound: the rows past its end are another's
+                _store_o(out.to(dtype), Out, row0, q_col, row_end, num_heads_q)
+        else:
+            _store_o_staged(out.to(dtype), q_tile, o_desc, row0, q_col)
         lse = gl.where(has_keys,
                        (m_i + gl.log2(gl.where(has_keys, l_i, 1.0))) * 0.6931471805599453,
                        float("-inf"))
         gl.store(Lse + rows.to(gl.int64) * num_heads_q + (q_col // HEAD_DIM), lse,
-                 mask=rows < row_end)
+                 mask=rows < (row_end if CUT else seqlen_q))
         tma.store_wait(pendings=0)
         if STAMPS:
             _stamp(stamps, (i * 2 + c) * 2 + 1, rows)
@@ -698,7 +731,8 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, 
                 qk_scale, group, n_items, nqt, n_first, sched, arrival, late, stamps,
                 NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr, DYNAMIC: gl.constexpr,
                 WAIT: gl.constexpr, UNDER_PV: gl.constexpr, STAMPS: gl.constexpr, LPT: gl.constexpr,
-                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
+                CUT: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                num_warps: gl.constexpr):
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
@@ -717,9 +751,9 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, 
     tag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     # and the switches as this one's: DYNAMIC + 2 * WAIT + 4 * UNDER_PV + 8 * STAMPS + 16 * LPT
-    # + 1 bytes
+    # + 32 * CUT + 1 bytes
     mode = gl.allocate_shared_memory(gl.int8, [1 + DYNAMIC + 2 * WAIT + 4 * UNDER_PV + 8 * STAMPS
-                                               + 16 * LPT],
+                                               + 16 * LPT + 32 * CUT],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     # DYNAMIC: the item index the producer fetched, one slot an item parity
     items = gl.allocate_shared_memory(gl.int32, [2, 32],
@@ -888,17 +922,18 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
         # every integer argument follows from these (cached_launch)
         key = (q.shape, k.shape, q.dtype, plan.block_n, plan.num_q_tiles, plan.row_lo.shape[1],
                num_buf, programs, n_first, dynamic, arrival is not None,
-               under_pv, stamps is not None, lpt_items) if q.is_cuda else None
+               under_pv, stamps is not None, lpt_items, plan.cut_at_slices) if q.is_cuda else None
         _launch_fwd_kernel((programs, ), key,
             _descriptor(q, HALF_M), _descriptor(k, plan.block_n), _descriptor(v, plan.block_n),
             _descriptor(out, HALF_M), out, lse, plan.q_tile_ptr, plan.q_starts, plan.q_tile_kt,
-            plan.q_tile_klo, plan.q_tile_khi, plan.q_tile_num_full, order, plan.row_lo,
-            plan.row_hi, seqlen_q, num_heads_q,
+            # per list entry its first key (cut tiles) or its key tile (the grid's: i * BLOCK_N)
+            plan.q_tile_klo if plan.cut_at_slices else plan.q_tile_kt, plan.q_tile_khi,
+            plan.q_tile_num_full, order, plan.row_lo, plan.row_hi, seqlen_q, num_heads_q,
             float(softmax_scale) * LOG2E, num_heads_q // k.shape[1], n_items, plan.num_q_tiles,
             n_first, sched, flag, late, lse if stamps is None else stamps,
             NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], DYNAMIC=dynamic,
             WAIT=arrival is not None, UNDER_PV=bool(under_pv), STAMPS=stamps is not None,
-            LPT=lpt_items, CONSUMER_REGS=CONSUMER_REGS,
+            LPT=lpt_items, CUT=plan.cut_at_slices, CONSUMER_REGS=CONSUMER_REGS,
             PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
     return out, lse, None
 
