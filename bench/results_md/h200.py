@@ -1396,10 +1396,11 @@ def _arm_s64(label: str) -> str:
     return ", ".join(f"{name} {value}" for name, value in switches)
 
 
-def _arms_table(relpath: str) -> str:
+def _arms_table(relpath: str, arm: Callable[[str], str] = _arm_s64) -> str:
     """Each arm's FFA TFLOPs/s per cell (median, the processes in run order), its change
-    against the cell's first arm, and FA4's median in the same processes."""
-    med = _arm_medians(relpath, _arm_s64).reset_index()
+    against the cell's first arm, and FA4's median in the same processes; ``arm`` names a
+    row's arm from its label."""
+    med = _arm_medians(relpath, arm).reset_index()
     lines = ["| S | mask | arm | ffa TFLOPs/s (median) | the processes | vs first arm | "
              "fa4 (median) |", "|---|---|---|---|---|---|---|"]
     for (seqlen, mask), cell in med.groupby(["seqlen", "mask"], sort=True):
@@ -1615,3 +1616,55 @@ def kernels_s66_goals() -> str:
 def cp1_s66() -> str:
     """magi / single_gpu at cp 1, per local kernel, 16k and 64k, five masks, fwd and bwd."""
     return "; ".join(f"{backend}: {cp1_triton_s21(files)}" for backend, files in CP1_S66.items())
+
+
+# -- session 67: O_BUFFER refuted (the third K/V slot is worth more), the forward's tiles cut at
+# the slices (FA4's varlen tiling, a plan rule picks it per mask), the kernel masks with FFA, FA4
+# and compiled Flex in one run
+PROBES_S67 = "h200/probes_s67/"
+KERNELS_S67 = ("h200/kernels_s67/kernel_masks_16k.csv", "h200/kernels_s67/kernel_masks_64k.csv")
+
+
+def _arm_s67(label: str) -> str:
+    """_arm_s64's names, and 'kernel before cut tiles' for the arm that ran the forward module
+    of fd4f858 (--fwd-module)."""
+    return "kernel before cut tiles" if "module=" in label else _arm_s64(label)
+
+
+def fwd_o_buffer_s67() -> str:
+    return _arms_table(PROBES_S67 + "s67_O_BUFFER.csv")
+
+
+def fwd_cut_first_s67() -> str:
+    return _arms_table(PROBES_S67 + "s67_CUT.csv", _arm_s67)
+
+
+def fwd_cut_s67() -> str:
+    return _arms_table(PROBES_S67 + "s67_CUT2.csv")
+
+
+def fwd_cut_s67_changes() -> str:
+    return _second_arm_changes(PROBES_S67 + "s67_CUT2.csv")
+
+
+def pytest_s67() -> str:
+    return "; ".join(f"{label}: {_pytest_counts(relpath)}" for label, relpath in (
+        ("`-k \"gluon and o_buffer\"` (1d6146f)", "h200/tests/s67_pytest_obuf_1d6146fbe156.log"),
+        ("`-k gluon` (2cbf7e7, cut tiles' first form)",
+         "h200/tests/s67_pytest_gluon_2cbf7e70f1a3.log"),
+        ("`-k gluon` (718233e, cut tiles as a specialisation)",
+         "h200/tests/s67_pytest_gluon_718233e3ce46.log")))
+
+
+def kernels_s67_table() -> str:
+    return triton_s21_table(KERNELS_S67)
+
+
+def kernels_s67_moves() -> str:
+    """FFA and FA4, session 66's run -> this one."""
+    return _kernel_moves(KERNELS_S66, KERNELS_S67, "s66", "s67")
+
+
+def kernels_s67_goals() -> str:
+    """Issue 14's FA4 aims and its FlexAttention cells, in this one run."""
+    return f"{_fa4_aims(KERNELS_S67)}; {flex_goals(_files(KERNELS_S67))}"
