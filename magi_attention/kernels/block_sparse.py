@@ -42,6 +42,9 @@ pairs are visited. Such tiles may be shorter than a block:
   the grid: ``i * block``, clipped);
 - ``q_tile_klo [nnz]``, ``q_tile_khi [nnz]``: the first key and the end of each listed key tile
   (q_tile_kt's order);
+- ``q_slot_rows [nqt * block_m]`` (cut plans; empty on the grid): the row of slot r of q tile t at
+  ``t * block_m + r``, -1 past the tile's end (per-row values laid out by tile, e.g. the
+  backward's lse, padded so that the next tile's rows read as empty);
 - in a cut plan a pair is full when every cell of its q tile's own rows is in the union and its key
   tile is block_n wide; the rows past a short q tile (the next tile's) are computed, not stored.
 """
@@ -95,6 +98,7 @@ class BlockSparsePlan:
     k_starts: torch.Tensor
     q_tile_klo: torch.Tensor
     q_tile_khi: torch.Tensor
+    q_slot_rows: torch.Tensor
     area: int  # exact number of cells in the union
     full_pairs: int  # tile pairs without a masked cell, counted at build time (no device sync)
     # std / mean of the key tiles' q-tile list lengths, at build time (0: equal lists)
@@ -314,6 +318,12 @@ def _tile_lists(major: np.ndarray, minor: np.ndarray, full: np.ndarray, n_major:
     return _csr(major, n_major), minor[order], np.bincount(major[full], minlength=n_major)
 
 
+def _slot_rows(starts: np.ndarray, block: int) -> np.ndarray:
+    """[tiles * block]: slot r of tile t holds row starts[t] + r, or -1 past the tile's end."""
+    slot = starts[:-1, None] + np.arange(block)[None, :]
+    return np.where(slot < starts[1:, None], slot, -1).ravel()
+
+
 def _cv(x: np.ndarray) -> float:
     mean = float(x.mean()) if x.size else 0.0
     return float(x.std()) / mean if mean > 0 else 0.0
@@ -363,6 +373,7 @@ def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block
         row_lo=_i32(row_lo), row_hi=_i32(row_hi), max_row_intervals=max_row,
         q_starts=_i32(q_starts), k_starts=_i32(k_starts),
         q_tile_klo=_i32(k_starts[q_kt]), q_tile_khi=_i32(k_starts[q_kt + 1]),
+        q_slot_rows=_i32(_slot_rows(q_starts, block_m) if cut_at_slices else np.zeros(0)),
         area=int(area.sum()), full_pairs=int(full.sum()), k_list_cv=_cv(np.diff(k_ptr)),
         cut_at_slices=cut_at_slices,
     )

@@ -109,8 +109,12 @@ def _gluon_bwd_plan(mask: FlexAttnPlan, device):
     """(plan, KeyTileBits or None) of the Gluon backward, kept in ``mask``, or None where the
     ordered Triton backward should run this mask (short q-tile lists, or partial tiles it cannot
     mask: gluon_backward.plan_suits). Bitmaps where gluon_backward.bits_suit."""
-    from .gluon_backward import BLOCK_M, BLOCK_N, bits_suit, key_tile_bits, plan_suits
+    from .gluon_backward import (BLOCK_M, BLOCK_N, CUT_AT_SLICES, bits_suit, key_tile_bits,
+                                 pick_plan, plan_suits)
     plan = plan_for(mask, BLOCK_M, BLOCK_N, device, MAX_TABLE_INTERVALS)
+    if CUT_AT_SLICES and cuts_off_grid(mask, BLOCK_M, BLOCK_N):
+        plan = pick_plan(plan, plan_for(mask, BLOCK_M, BLOCK_N, device, MAX_TABLE_INTERVALS,
+                                        cut_at_slices=True))
     if not plan_suits(plan):
         return None
     if not bits_suit(plan):

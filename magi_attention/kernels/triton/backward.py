@@ -35,21 +35,29 @@ PREPROCESS_BLOCK = 64  # rows per preprocess program: a [64, D] tile of O and dO
 
 
 @triton.jit
-def _preprocess_kernel(Out, DOut, Lse, Delta, Lse2, stride_om, stride_oh, stride_dm, stride_dh,
-                       stride_lm, seqlen_q, seqlen_out, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+def _preprocess_kernel(Out, DOut, Lse, Delta, Lse2, RowMap, stride_om, stride_oh, stride_dm,
+                       stride_dh, stride_lm, seqlen_q, seqlen_out, HEAD_DIM: tl.constexpr,
+                       BLOCK: tl.constexpr, MAPPED: tl.constexpr):
     """Delta and Lse2 are [Hq, seqlen_out] (seqlen_out >= seqlen_q: rows past seqlen_q get
-    delta 0 and lse2 +inf, i.e. P = 0, so a kernel may read them without a mask)."""
+    delta 0 and lse2 +inf, i.e. P = 0, so a kernel may read them without a mask). MAPPED: slot
+    p holds row RowMap[p] instead of row p, -1 none (delta 0, lse2 +inf): a plan's q_slot_rows,
+    whose q tiles cut at the slices then read their own rows and no one else's."""
     head = tl.program_id(1)
     offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     offs_d = tl.arange(0, HEAD_DIM)
-    row_ok = offs_m < seqlen_q
-    rows = offs_m[:, None].to(tl.int64)
+    out_ok = offs_m < seqlen_out
+    if MAPPED:
+        src = tl.load(RowMap + offs_m, mask=out_ok, other=-1)
+        row_ok = (src >= 0) & (src < seqlen_q)
+    else:
+        src = offs_m
+        row_ok = offs_m < seqlen_q
+    rows = src[:, None].to(tl.int64)
     o = tl.load(Out + head * stride_oh + rows * stride_om + offs_d[None, :], mask=row_ok[:, None], other=0.0)
     do = tl.load(DOut + head * stride_dh + rows * stride_dm + offs_d[None, :], mask=row_ok[:, None], other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
-    lse = tl.load(Lse + offs_m.to(tl.int64) * stride_lm + head, mask=row_ok, other=float("-inf"))
+    lse = tl.load(Lse + src.to(tl.int64) * stride_lm + head, mask=row_ok, other=float("-inf"))
     lse2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2E)
-    out_ok = offs_m < seqlen_out
     tl.store(Delta + head.to(tl.int64) * seqlen_out + offs_m, delta, mask=out_ok)
     tl.store(Lse2 + head.to(tl.int64) * seqlen_out + offs_m, lse2, mask=out_ok)
 
@@ -414,9 +422,9 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
             plan_kv.row_lo.shape[1], plan_q and (plan_q.num_q_tiles, plan_q.row_lo.shape[1]))
            if q.is_cuda else None)
     launch_preprocess((triton.cdiv(seqlen_q, PREPROCESS_BLOCK), num_heads_q), key,
-                      out, dout, lse, delta, lse2, out.stride(0), out.stride(1), dout.stride(0),
-                      dout.stride(1), lse.stride(0), seqlen_q, seqlen_q, HEAD_DIM=head_dim,
-                      BLOCK=PREPROCESS_BLOCK)
+                      out, dout, lse, delta, lse2, delta, out.stride(0), out.stride(1),
+                      dout.stride(0), dout.stride(1), lse.stride(0), seqlen_q, seqlen_q,
+                      HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK, MAPPED=False)
     if deterministic and config.fused_launch:
         _launch_fused(q, k, v, dout, dk, dv, dq, lse2, delta, descs[:4], plan_kv, plan_q, config,
                       group, softmax_scale, cap, softcap > 0, key)

@@ -125,6 +125,16 @@ EARLY_EMPTY_MIN_Q_TILES = 64.0
 # at a 32-byte swizzle, conflict-free STS.64 but 8 TMA reduce messages a tile where 128 bytes
 # has 2, measured 0.89-0.97x with either arm: removed, in git at ee0727f as DQ_SWIZZLE_32.)
 KV_VIEWS_PER_STEP = gl.constexpr(True)
+# Plans cut at the slices (block_sparse's cut_at_slices, as the forward's since session 67): a
+# key tile's keys and a step's q rows from the plan's tables, a short q tile's slots past its end
+# reading lse +inf (q_slot_rows: its box's other rows add nothing), a short key tile's keys
+# masked at its end. The bench's documents at 16k visit 3.5-7% fewer 64 x 128 pairs and a third
+# of the partial ones (scripts/dev/cut_tiles_model.py counts the forward's). The grid plans'
+# kernels are instruction for instruction the ones before (CPU SASS); the cut kernel spills
+# 4 bytes (row TMA: in the producer) to 20 (the table: two reloads a step). Prepared on the CPU
+# in session 67, not yet run on a GPU: off (pick_plan's ``cut``).
+CUT_AT_SLICES = False
+ITEM_PAIRS = 2.0  # a key tile's fixed cost in pairs, as the forward's (a guess, not measured)
 
 
 @builtin
@@ -144,6 +154,17 @@ def plan_suits(plan: BlockSparsePlan) -> bool:
             and plan.k_tile_qt.numel() >= MIN_Q_TILES_PER_KEY_TILE * max(plan.num_k_tiles, 1))
 
 
+def pick_plan(grid: BlockSparsePlan, cut: BlockSparsePlan | None) -> BlockSparsePlan:
+    """The plan of the two, the grid's or the one cut at the slices (None: not built), that
+    costs less (visited pairs plus ITEM_PAIRS a key tile), of those plan_suits takes (cutting
+    may shorten the key tiles' lists under MIN_Q_TILES_PER_KEY_TILE). Tensor sizes only."""
+    def cost(plan):
+        return plan.k_tile_qt.numel() + ITEM_PAIRS * plan.num_k_tiles
+    better = (cut is not None and CUT_AT_SLICES and plan_suits(cut)
+              and (cost(cut) < cost(grid) or not plan_suits(grid)))
+    return cut if better else grid
+
+
 def early_empty_suits(plan: BlockSparsePlan) -> bool:
     """Whether this plan's key tiles list enough q tiles for the early release of a step's
     Q / dO slot to pay (tensor sizes only: no device sync)."""
@@ -157,7 +178,8 @@ def bits_suit(plan: BlockSparsePlan) -> bool:
     (host-side counts only)."""
     pairs = plan.num_tile_pairs
     partial = pairs - plan.num_full_pairs
-    return (plan.row_lo.shape[1] != 1 and 0 < partial <= MAX_PARTIAL_FOR_BITS * pairs
+    return (plan.row_lo.shape[1] != 1 and not plan.cut_at_slices
+            and 0 < partial <= MAX_PARTIAL_FOR_BITS * pairs
             and partial * BITS_BYTES_PER_PAIR <= MAX_BITS_BYTES)
 
 
@@ -260,17 +282,29 @@ def _step(j, n_list, n_full, start, shift, chunk, heads, k_tile_qt):
 
 
 @gluon.jit
+def _q_row(q_starts, q_tile, BLOCK_M: gl.constexpr, CUT: gl.constexpr):
+    """A q tile's first row: the plan's q_starts entry where its tiles are cut at the slices
+    (CUT), else the grid's."""
+    if CUT:
+        q_lo = gl.load(q_starts + q_tile)
+    else:
+        q_lo = q_tile * BLOCK_M
+    return q_lo
+
+
+@gluon.jit
 def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
-              num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
-              do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
-              ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
+              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, seqlen_q,
+              seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
+              v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
+              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = q_smem.type.shape[0]
     ROW_TMA: gl.constexpr = lo_smem.type.shape[1] == BLOCK_M
     BITS: gl.constexpr = bits_smem.type.shape[1] == BLOCK_M
+    CUT: gl.constexpr = (mtag.type.shape[0] - 1) // 8 % 2 == 1
     WORDS: gl.constexpr = 2 * HALF_N // 32
     NBYTES: gl.constexpr = (q_desc.block_type.nbytes + do_desc.block_type.nbytes
                             + lse_desc.block_type.nbytes + delta_desc.block_type.nbytes)
@@ -292,6 +326,7 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, heads,
                                 k_tile_qt)
         mbarrier.wait(empty.index(slot), ((j // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
+        q_lo = _q_row(q_starts, q_tile, BLOCK_M, CUT)
         if BITS:
             if t >= mid:
                 mbarrier.expect(ready.index(slot), NBYTES + WORDS * bits_desc.block_type.nbytes)
@@ -305,17 +340,17 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         elif ROW_TMA:
             if t >= mid:  # a partial tile: its rows' kept-key intervals come along
                 mbarrier.expect(ready.index(slot), NBYTES + 2 * lo_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(lo_desc, [q_tile * BLOCK_M], ready.index(slot),
+                tma.async_copy_global_to_shared(lo_desc, [q_lo], ready.index(slot),
                                                 lo_smem.index(slot))
-                tma.async_copy_global_to_shared(hi_desc, [q_tile * BLOCK_M], ready.index(slot),
+                tma.async_copy_global_to_shared(hi_desc, [q_lo], ready.index(slot),
                                                 hi_smem.index(slot))
             else:
                 mbarrier.expect(ready.index(slot), NBYTES)
         else:
             mbarrier.expect(ready.index(slot), NBYTES)
-        tma.async_copy_global_to_shared(q_desc, [q_tile * BLOCK_M, head * HEAD_DIM],
+        tma.async_copy_global_to_shared(q_desc, [q_lo, head * HEAD_DIM],
                                         ready.index(slot), q_smem.index(slot))
-        tma.async_copy_global_to_shared(do_desc, [q_tile * BLOCK_M, head * HEAD_DIM],
+        tma.async_copy_global_to_shared(do_desc, [q_lo, head * HEAD_DIM],
                                         ready.index(slot), do_smem.index(slot))
         # the rows' lse2 and delta ride along: loaded by the consumers from global memory, their
         # latency was exposed twice per step (s23 ncu: a seventh of the consumers' stalls)
@@ -326,7 +361,8 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
 
 
 @gluon.jit
-def _keep_t(keys, cols, row_lo, row_hi, seqlen_q, ROW_INTERVALS: gl.constexpr):
+def _keep_t(keys, cols, row_lo, row_hi, seqlen_q, k_end, ROW_INTERVALS: gl.constexpr,
+            CUT: gl.constexpr):
     """[keys, q cols]: cell kept by the q row's interval table (transposed tile). A loop over
     integer offsets: unrolled (static_range), every bound was loaded up front and the consumer
     spilled 1416 bytes at 5 intervals a row (qk_sparse), and with the pointers summed inside
@@ -339,6 +375,8 @@ def _keep_t(keys, cols, row_lo, row_hi, seqlen_q, ROW_INTERVALS: gl.constexpr):
         at = cols * ROW_INTERVALS + r
         lo = gl.load(row_lo + at, mask=col_ok, other=0)
         hi = gl.load(row_hi + at, mask=col_ok, other=0)
+        if CUT:  # (CUT: keys past a key tile cut short are the next tile's)
+            hi = gl.minimum(hi, k_end)
         keep = keep | ((k2 >= gl.expand_dims(lo, 0)) & (k2 < gl.expand_dims(hi, 0)))
     return keep
 
@@ -363,17 +401,18 @@ def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE
 
 @gluon.jit
 def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
-              num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
-              do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
-              ready, empty, ds_ready, ds_free, rtag, mtag, ctag, c: gl.constexpr):
+              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, seqlen_q,
+              seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
+              v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
+              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag, c: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = q_smem.type.shape[0]
     ROW_INTERVALS: gl.constexpr = rtag.type.shape[0] - 1
     DQ_MODE: gl.constexpr = (mtag.type.shape[0] - 1) % 4
-    EARLY_EMPTY: gl.constexpr = (mtag.type.shape[0] - 1) // 4 == 1
+    EARLY_EMPTY: gl.constexpr = (mtag.type.shape[0] - 1) // 4 % 2 == 1
+    CUT: gl.constexpr = (mtag.type.shape[0] - 1) // 8 % 2 == 1
     ROW_TMA: gl.constexpr = lo_smem.type.shape[1] == BLOCK_M
     BITS: gl.constexpr = bits_smem.type.shape[1] == BLOCK_M
     WORDS: gl.constexpr = 2 * HALF_N // 32
@@ -416,7 +455,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
             v_c = v_smem.index(at)
         head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, heads,
                                 k_tile_qt)
-        q_lo = q_tile * BLOCK_M
+        q_lo = q_tile * BLOCK_M  # (CUT: from the plan's q_starts where read, below)
         q_i = q_smem.index(slot)
         do_i = do_smem.index(slot)
         cols = q_lo + gl.arange(0, BLOCK_M, layout=col_s)
@@ -438,10 +477,16 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
                 # one bound at a time (both live at once spilled 28 more bytes)
                 k2 = gl.expand_dims(keys, 1)
                 pt = gl.where(k2 >= gl.expand_dims(lo_smem.index(slot).load(col_s), 0), pt, 0.0)
-                pt = gl.where(k2 < gl.expand_dims(hi_smem.index(slot).load(col_s), 0), pt, 0.0)
+                hi = hi_smem.index(slot).load(col_s)
+                if CUT:  # the keys past a key tile cut short are the next tile's
+                    hi = gl.minimum(hi, k_end)
+                pt = gl.where(k2 < gl.expand_dims(hi, 0), pt, 0.0)
             else:
-                pt = gl.where(_keep_t(keys, cols, row_lo, row_hi, seqlen_q, ROW_INTERVALS), pt,
-                              0.0)
+                if CUT:
+                    cols = _q_row(q_starts, q_tile, BLOCK_M, CUT) + gl.arange(0, BLOCK_M,
+                                                                              layout=col_s)
+                pt = gl.where(_keep_t(keys, cols, row_lo, row_hi, seqlen_q, k_end, ROW_INTERVALS,
+                                      CUT), pt, 0.0)
         dv = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_i, dv, is_async=True)
         delta = delta_smem.index(slot).load(col_s)
         dpt, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dpt, dv))
@@ -479,6 +524,9 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
             if SPLIT:
                 col += c * DQ_COLS
             if DQ_MODE != 3 or seqlen_q < 0:  # DQ_NO_ADD: never at run time, MMAs kept
+                if CUT:  # the q tile's first row read here and for the mask, not held across
+                    # the step (held, the cut tiles' kernel spilled 192 bytes)
+                    q_lo = _q_row(q_starts, q_tile, BLOCK_M, CUT)
                 _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, seqlen_q,
                         num_heads_q * HEAD_DIM, DQ_MODE)
         if DQ_MODE == 0 or not EARLY_EMPTY:
@@ -490,22 +538,23 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     num_heads_kv = num_heads_q // (heads * HEAD_CHUNKS)
     # head chunks add their share into one zeroed fp32 dK/dV (a partial per chunk cost
     # chunks x the memory and a summing pass)
-    _store_rows(dk * sm_scale, DK, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout,
+    _store_rows(dk * sm_scale, DK, keys, kv_head, num_heads_kv, k_end, HEAD_DIM, acc_layout,
                 HEAD_CHUNKS > 1)
-    _store_rows(dv, DV, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM, acc_layout,
+    _store_rows(dv, DV, keys, kv_head, num_heads_kv, k_end, HEAD_DIM, acc_layout,
                 HEAD_CHUNKS > 1)
 
 
 @gluon.jit
-def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.constexpr,
+def _store_rows(x, X, keys, kv_head, num_heads_kv, k_end, HEAD_DIM: gl.constexpr,
                 layout: gl.constexpr, ADD: gl.constexpr):
-    """This consumer's key rows of dK or dV ([Sk, Hkv, D], rows past seqlen_k dropped), stored
-    or (ADD, an fp32 X) added by atomics."""
+    """This consumer's key rows of dK or dV ([Sk, Hkv, D], rows from the key tile's end on
+    dropped: seqlen_k, or a tile cut short at a slice bound), stored or (ADD, an fp32 X) added
+    by atomics."""
     rows = gl.convert_layout(keys, gl.SliceLayout(1, layout))
     cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
     offs = (gl.expand_dims(rows, 1).to(gl.int64) * num_heads_kv + kv_head) * HEAD_DIM \
         + gl.expand_dims(cols, 0)
-    keep = gl.expand_dims(rows < seqlen_k, 1)
+    keep = gl.expand_dims(rows < k_end, 1)
     if ADD:
         gl.atomic_add(X + offs, x, mask=keep, sem="relaxed")
     else:
@@ -516,37 +565,38 @@ def _store_rows(x, X, keys, kv_head, num_heads_kv, seqlen_k, HEAD_DIM: gl.conste
 # key half (c) is fixed by which of the two it runs
 @gluon.jit
 def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
-               num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
-               do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
-               ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
+               hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, seqlen_q,
+               seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
+               v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
+               dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
-              num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
-              do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
-              ready, empty, ds_ready, ds_free, rtag, mtag, ctag, 0)
+              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, seqlen_q,
+              seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
+              v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
+              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag, 0)
 
 
 @gluon.jit
 def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-               hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
-               num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
-               do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
-               ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
+               hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, seqlen_q,
+               seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
+               v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
+               dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
-              num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
-              do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
-              ready, empty, ds_ready, ds_free, rtag, mtag, ctag, 1)
+              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, seqlen_q,
+              seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
+              v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
+              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag, 1)
 
 
 @gluon.jit
 def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-                hi_desc, bits_desc, k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, row_lo,
-                row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, heads, sm_scale,
-                NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr, DQ_MODE: gl.constexpr,
-                ROW_TMA: gl.constexpr, BITS: gl.constexpr, HEAD_CHUNKS: gl.constexpr,
-                EARLY_EMPTY: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                hi_desc, bits_desc, k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, q_starts,
+                k_starts, row_lo, row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, heads,
+                sm_scale, NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr,
+                DQ_MODE: gl.constexpr, ROW_TMA: gl.constexpr, BITS: gl.constexpr,
+                HEAD_CHUNKS: gl.constexpr, EARLY_EMPTY: gl.constexpr, CUT: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr,
                 PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
@@ -563,7 +613,12 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     # full_document 16k +4.3% and full -3.3%, causal_document 64k -10.4%: the L2 the chunk
     # order keeps is worth more (session 66; in git at cb268ef as KV_SECTIONS)
     chunk = gl.program_id(1) * HEAD_CHUNKS + gl.program_id(2)
-    k_row = k_tile * 2 * HALF_N
+    if CUT:  # the key tile's keys from the plan's k_starts (tiles cut at the slices)
+        k_row = gl.load(k_starts + k_tile)
+        k_end = gl.load(k_starts + k_tile + 1)
+    else:
+        k_row = k_tile * 2 * HALF_N
+        k_end = seqlen_k
     start = gl.load(k_tile_ptr + k_tile)
     end = gl.load(k_tile_ptr + k_tile + 1)
     mid = start + gl.load(k_tile_num_full + k_tile)
@@ -595,7 +650,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     # buffers' types
     rtag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    mtag = gl.allocate_shared_memory(gl.int8, [DQ_MODE + 1 + 4 * EARLY_EMPTY],
+    mtag = gl.allocate_shared_memory(gl.int8, [DQ_MODE + 1 + 4 * EARLY_EMPTY + 8 * CUT],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     ctag = gl.allocate_shared_memory(gl.int8, [HEAD_CHUNKS],
                                      gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
@@ -608,10 +663,10 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
         mbarrier.init(ds_free.index(i), count=2)
     fence_async_shared()
     args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-            hi_desc, bits_desc, k_tile_qt, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
-            num_heads_q, heads, sm_scale, k_row, chunk, start, mid, end, k_smem, v_smem, q_smem,
-            do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar,
-            ready, empty, ds_ready, ds_free, rtag, mtag, ctag)
+            hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
+            num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem, v_smem,
+            q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem,
+            kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
                        [CONSUMER_REGS, PRODUCER_REGS])
 
@@ -667,6 +722,9 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         raise ValueError("the Gluon backward masks partial tiles from the row interval table or "
                          "from bitmaps; this plan has no table (too many intervals per row) and "
                          "no bitmaps were given (key_tile_bits)")
+    if bits is not None and plan.cut_at_slices:
+        raise ValueError("bitmaps are of grid tiles; a plan cut at the slices masks from its "
+                         "row interval table")
     if bits is not None and bits.base.numel() != plan.num_k_tiles:
         raise ValueError(f"bits are of a plan of {bits.base.numel()} key tiles, this plan has "
                          f"{plan.num_k_tiles}")
@@ -674,16 +732,21 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     dout, q, out = (t.contiguous() for t in (dout, q, out))
     k, v = tma_rows(k), tma_rows(v)  # read by TMA alone: strided views in place
     lse = lse.float().contiguous()
-    # [Hq, Sq rounded up to BLOCK_M]: every step's TMA box lies inside its head's row
-    padded = triton.cdiv(seqlen_q, BLOCK_M) * BLOCK_M
+    # [Hq, Sq rounded up to BLOCK_M]: every step's TMA box lies inside its head's row. Tiles cut
+    # at the slices: [Hq, q tiles x BLOCK_M], each tile's rows in its own box (q_slot_rows), the
+    # slots past a short tile's end empty (lse2 +inf: P = 0 for the next tile's rows it loads)
+    padded = (plan.q_slot_rows.numel() if plan.cut_at_slices
+              else triton.cdiv(seqlen_q, BLOCK_M) * BLOCK_M)
     delta = torch.empty(num_heads_q, padded, dtype=torch.float32, device=q.device)
     lse2 = torch.empty_like(delta)
     # every integer argument of the kernels follows from the shapes (cached_launch)
     key = (q.shape, k.shape, q.dtype) if q.is_cuda else None
     launch_preprocess((triton.cdiv(padded, PREPROCESS_BLOCK), num_heads_q),
-                      key and ("gluon", key), out, dout, lse, delta, lse2, out.stride(0),
+                      key and ("gluon", key, padded), out, dout, lse, delta, lse2,
+                      plan.q_slot_rows if plan.cut_at_slices else delta, out.stride(0),
                       out.stride(1), dout.stride(0), dout.stride(1), lse.stride(0), seqlen_q,
-                      padded, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK)
+                      padded, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK,
+                      MAPPED=plan.cut_at_slices)
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     if head_chunks == 1:
         dk, dv = (torch.empty(k.shape, dtype=k.dtype, device=k.device) for _ in range(2))
@@ -707,12 +770,14 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
         _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2_desc, delta_desc,
         lo_desc, hi_desc, bits_desc,
-        plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.row_lo,
-        plan.row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, group // head_chunks,
+        plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.q_starts,
+        plan.k_starts, plan.row_lo, plan.row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q,
+        group // head_chunks,
         float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
         DQ_MODE=dq_mode, ROW_TMA=row_tma, BITS=bits is not None, HEAD_CHUNKS=head_chunks,
         EARLY_EMPTY=early_empty_suits(plan) if early_empty is None else bool(early_empty),
-        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+        CUT=plan.cut_at_slices, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS,
+        num_warps=4, maxnreg=MAXNREG)
     if head_chunks > 1:
         dk, dv = dk.to(k.dtype), dv.to(v.dtype)
     return dq.to(q.dtype), dk, dv

@@ -169,6 +169,10 @@ def check_cut_plan(slices, seqlen_q, seqlen_k, bm, bn):
     assert plan.area == int(dense.sum())
     kt = plan.q_tile_kt.numpy()
     assert (plan.q_tile_klo.numpy() == ks[kt]).all() and (plan.q_tile_khi.numpy() == ks[kt + 1]).all()
+    slots = plan.q_slot_rows.numpy().reshape(-1, bm)
+    for t in range(plan.num_q_tiles):
+        own = np.arange(qs[t], qs[t + 1])
+        assert (slots[t, :len(own)] == own).all() and (slots[t, len(own):] == -1).all()
     return plan
 
 
@@ -204,3 +208,4 @@ def test_cut_plan_of_documents_visits_fewer_pairs_and_the_grid_plan_is_its_own()
     kt = grid.q_tile_kt.numpy()
     assert (grid.q_tile_klo.numpy() == kt * 32).all()
     assert (grid.q_tile_khi.numpy() == np.minimum(kt * 32 + 32, 203)).all()
+    assert grid.q_slot_rows.numel() == 0

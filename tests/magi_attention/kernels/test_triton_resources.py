@@ -122,6 +122,33 @@ def test_the_gluon_forward_on_cut_tiles_compiles_without_spills(tool):
         assert stores[False] == 0 and stores[True] > 0, (name, stores)
 
 
+def test_the_gluon_backward_on_cut_tiles_compiles_with_few_spills(tool):
+    """gluon_backward over a plan cut at the slices (prepared, off: CUT_AT_SLICES) builds for
+    sm90, its partial tiles masked by the row table and by row TMA: at most 20 bytes of spills
+    (session 67: 20 with the table, two reloads a step; 4 with row TMA, in the producer), where
+    the grid plan of the same mask spills none."""
+    import torch
+    from magi_attention.common import AttnSlice
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.triton import gluon_backward as gb
+    slices, start = [], 0
+    for n in (700, 831, 517):
+        slices.append(AttnSlice.make(start, start + n, start, start + n, 1))
+        start += n
+    q, k, v, _ = tool._inputs(2048, hq=8, hk=2, d=128)
+    out, lse, dout = torch.empty_like(q), torch.zeros(2048, 8), torch.empty_like(q)
+    for row_tma in (False, True):
+        spills = {}
+        for cut in (False, True):
+            plan = plan_block_sparse(slices, 2048, 2048, gb.BLOCK_M, gb.BLOCK_N,
+                                     cut_at_slices=cut)
+            with tool.CompileRecorder() as rec:
+                gb.launch_bwd(dout, q, k, v, out, lse, plan, 128 ** -0.5, row_tma=row_tma)
+            kernel = [kk for name, kk in rec.compiled if name == "_bwd_kernel"][0]
+            spills[cut] = tool.resources(kernel)["spill_stores"]
+        assert spills[False] == 0 and spills[True] <= 20, (row_tma, spills)
+
+
 def test_the_gluon_forward_that_waits_for_arriving_keys_compiles_for_sm90(tool):
     """gluon_forward with an Arrival (items fetched from a counter, the producer spinning on
     the flag before keys in flight) builds for sm90 with the strided grid's resources: 12 warps,
