@@ -12,11 +12,14 @@ order, heaviest q tiles first, head after head), in three partitions:
   O += P_{j-1} V_{j-1}, hands the turn over, then runs the softmax of S_j while its own PV and
   the other consumer's MMAs run. Partial tiles are masked from the plan's per-row interval
   table.
+A plan's tiles sit on the 128 grid, or are cut at the slices' bounds (each document's tiles start
+at its first token, as FA4's varlen tiles) where that visits fewer pairs (pick_plan; the cut code
+is its own specialisation, CUT, so grid plans run the kernel they ran before).
 Registers move from the producer (24) to the consumers (240) with setmaxnreg.
 
-Measured (H200, GQA 64:8, d128, bf16): 0.96-0.97x FA4 on full and 0.97-0.98x on causal at 16k
-and 64k, 1.45-1.63x compiled FlexAttention on the six kernel masks (RESULTS.md, session 66, one
-run); 1.05-1.25x the Triton forward from 8k on (session 21). Used by kernels.triton.fwd
+Measured (H200, GQA 64:8, d128, bf16): 0.96-0.98x FA4 on full and causal at 16k and 64k,
+0.91-0.98x on full_document and causal_document, 1.46-1.72x compiled FlexAttention on the six
+kernel masks (RESULTS.md, session 67, one run); 1.05-1.25x the Triton forward from 8k on (session 21). Used by kernels.triton.fwd
 on sm90 where the inputs allow (unsupported_reason) and the rows are long enough (plan_suits);
 otherwise the Triton forward runs.
 """
