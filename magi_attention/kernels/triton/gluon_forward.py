@@ -19,9 +19,9 @@ Registers move from the producer (24) to the consumers (240) with setmaxnreg.
 
 Measured (H200, GQA 64:8, d128, bf16): 0.96-0.98x FA4 on full and causal at 16k and 64k,
 0.91-0.98x on full_document and causal_document, 1.46-1.72x compiled FlexAttention on the six
-kernel masks (RESULTS.md, session 67, one run); 1.05-1.25x the Triton forward from 8k on (session 21). Used by kernels.triton.fwd
-on sm90 where the inputs allow (unsupported_reason) and the rows are long enough (plan_suits);
-otherwise the Triton forward runs.
+kernel masks (RESULTS.md, session 67, one run); 1.05-1.25x the Triton forward from 8k on
+(session 21). Used by kernels.triton.fwd on sm90 where the inputs allow (unsupported_reason) and
+the rows are long enough (plan_suits); otherwise the Triton forward runs.
 """
 from __future__ import annotations
 
