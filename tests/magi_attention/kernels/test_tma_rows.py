@@ -92,3 +92,31 @@ def test_item_schedule_walks_every_item_once_and_lpt_balances_causal(lpt):
     tiles = np.bincount(s["program"], weights=cost[s["q_tile"]], minlength=132)
     over = tiles.max() / tiles.mean()
     assert (over < 1.01) if lpt else (over == pytest.approx(4220 / tiles.mean()) and over > 1.05)
+
+
+def test_pick_plan_cuts_long_documents_and_keeps_the_grid_for_short_ones(monkeypatch):
+    """gluon_forward.pick_plan: documents of a few hundred to a few thousand tokens off the grid
+    take the plan cut at the slices (fewer visited pairs, two more q tiles); a hundred documents
+    of 10 tokens keep the grid (a q tile each would cost more than their straddling pairs). The
+    backward's pick_plan keeps the grid while its switch is off, and cuts with it on."""
+    from magi_attention.common import AttnSlice
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.triton import gluon_backward as gb
+    from magi_attention.kernels.triton import gluon_forward as gf
+
+    def plans(lens, block_m, block_n):
+        slices, start = [], 0
+        for n in lens:
+            slices.append(AttnSlice.make(start, start + n, start, start + n, 0))
+            start += n
+        return tuple(plan_block_sparse(slices, start, start, block_m, block_n, cut_at_slices=c)
+                     for c in (False, True))
+
+    grid, cut = plans([300, 1000, 700, 2500, 150, 1634], gf.BLOCK_M, gf.BLOCK_N)
+    assert gf.pick_plan(grid, cut) is cut and gf.pick_plan(grid, None) is grid
+    grid, cut = plans([10] * 100, gf.BLOCK_M, gf.BLOCK_N)
+    assert gf.pick_plan(grid, cut) is grid
+    grid, cut = plans([3000, 2500, 4000], gb.BLOCK_M, gb.BLOCK_N)
+    assert gb.pick_plan(grid, cut) is grid  # off (not yet run on a GPU)
+    monkeypatch.setattr(gb, "CUT_AT_SLICES", True)
+    assert gb.plan_suits(cut) and gb.pick_plan(grid, cut) is cut
