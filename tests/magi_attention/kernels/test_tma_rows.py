@@ -120,3 +120,22 @@ def test_pick_plan_cuts_long_documents_and_keeps_the_grid_for_short_ones(monkeyp
     assert gb.pick_plan(grid, cut) is grid  # off (not yet run on a GPU)
     monkeypatch.setattr(gb, "CUT_AT_SLICES", True)
     assert gb.plan_suits(cut) and gb.pick_plan(grid, cut) is cut
+
+
+def test_the_gluon_forward_plan_of_a_mask_is_cut_where_pick_plan_says():
+    """kernels.triton's Gluon forward plan (what fwd and magi's local forwards run): cut at the
+    slices for documents off the grid, the grid plan itself for a causal mask (nothing to cut);
+    both kept in the mask, so a second call builds nothing."""
+    from magi_attention.common import AttnSlice
+    from magi_attention.kernels.plan import FlexAttnPlan
+    from magi_attention.kernels.triton import _gluon_plan
+
+    slices, start = [], 0
+    for n in (300, 1000, 700, 2500, 150, 1634):
+        slices.append(AttnSlice.make(start, start + n, start, start + n, 0))
+        start += n
+    docs = FlexAttnPlan.from_slices(slices, start, start)
+    plan = _gluon_plan(docs, "cpu")
+    assert plan.cut_at_slices and _gluon_plan(docs, "cpu") is plan
+    causal = FlexAttnPlan.from_slices([AttnSlice.make(0, 4096, 0, 4096, 1)], 4096, 4096)
+    assert not _gluon_plan(causal, "cpu").cut_at_slices
