@@ -15,6 +15,8 @@ backward through autograd (pre- and postprocess included). Other kernel masks (-
 causal_document sliding_window_causal ...) time the Gluon kernel alone.
 ``--variant NAME=VALUE`` sets a module constant of gluon_forward (fwd) or gluon_backward (bwd)
 first (an A/B without edits; each arm its own process: a constant is read at compile);
+``--fwd-module NAME`` runs magi_attention.kernels.triton.NAME in gluon_forward's place (an arm of
+the forward before a change, its file copied in for the run: session 67's cut tiles);
 ``--check`` compares the Gluon kernel's results (out and lse; dq, dk and dv) with the torch
 reference first (an arm that is fast but wrong stops there).
 """
