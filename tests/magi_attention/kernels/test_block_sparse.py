@@ -11,15 +11,7 @@ from magi_attention.common import (AttnMaskType, AttnSlice, region_to_slices, sl
                                    to_dense, union_area)
 from magi_attention.kernels.block_sparse import (clear_plan_cache, plan_block_sparse,
                                                  plan_from_tensors)
-from magi_attention.testing import random_slices
-
-
-def documents(lens, mask_type):
-    out, start = [], 0
-    for n in lens:
-        out.append(AttnSlice.make(start, start + n, start, start + n, mask_type))
-        start += n
-    return out
+from magi_attention.testing import document_slices, random_slices
 
 
 PATTERNS = {
@@ -27,8 +19,8 @@ PATTERNS = {
     "causal": lambda s: [AttnSlice.make(0, s, 0, s, AttnMaskType.CAUSAL)],
     "sliding_window": lambda s: region_to_slices(0, s, 0, s, -37, 37),
     "sliding_window_causal": lambda s: region_to_slices(0, s, 0, s, -50, 0),
-    "causal_document": lambda s: documents([s // 3, s // 5, s - s // 3 - s // 5], AttnMaskType.CAUSAL),
-    "full_document": lambda s: documents([s // 2 + 7, s - s // 2 - 7], AttnMaskType.FULL),
+    "causal_document": lambda s: document_slices([s // 3, s // 5, s - s // 3 - s // 5], AttnMaskType.CAUSAL),
+    "full_document": lambda s: document_slices([s // 2 + 7, s - s // 2 - 7], AttnMaskType.FULL),
     "global_plus_window": lambda s: [AttnSlice.make(0, 16, 0, s), AttnSlice.make(0, s, 0, 16)]
     + region_to_slices(0, s, 0, s, -20, 20),
 }
@@ -117,7 +109,7 @@ def test_64k_plans_fast():
     keep = int((np.cumsum(lens) < seqlen).sum())
     lens = lens[:keep] + [seqlen - sum(lens[:keep])]
     for slices in (PATTERNS["full"](seqlen), PATTERNS["causal"](seqlen),
-                   documents(lens, AttnMaskType.CAUSAL), PATTERNS["sliding_window_causal"](seqlen)):
+                   document_slices(lens, AttnMaskType.CAUSAL), PATTERNS["sliding_window_causal"](seqlen)):
         clear_plan_cache()
         t0 = time.perf_counter()
         plan = plan_block_sparse(slices, seqlen, seqlen, 128, 128)
@@ -197,12 +189,12 @@ def test_cut_plan_of_documents_visits_fewer_pairs_and_the_grid_plan_is_its_own()
     docs = [300, 1000, 700, 2500, 150, 1634]
     n = sum(docs)
     for mask_type, pairs in ((AttnMaskType.FULL, (762, 682)), (AttnMaskType.CAUSAL, (406, 367))):
-        slices = documents(docs, mask_type)
+        slices = document_slices(docs, mask_type)
         grid = plan_block_sparse(slices, n, n, 128, 128)
         cut = plan_block_sparse(slices, n, n, 128, 128, cut_at_slices=True)
         assert (grid.num_tile_pairs, cut.num_tile_pairs) == pairs
         assert (grid.num_q_tiles, cut.num_q_tiles) == (50, 52)
-    slices = documents([70, 90, 43], AttnMaskType.FULL)
+    slices = document_slices([70, 90, 43], AttnMaskType.FULL)
     grid = check_plan(slices, 203, 203, 32, 32)
     assert grid.q_starts.tolist() == [0, 32, 64, 96, 128, 160, 192, 203] and not grid.cut_at_slices
     kt = grid.q_tile_kt.numpy()

@@ -17,18 +17,10 @@ import torch
 
 from magi_attention.common import AttnMaskType, AttnSlice, region_to_slices, to_dense
 from magi_attention.kernels.block_sparse import plan_block_sparse
-from magi_attention.testing import random_slices
+from magi_attention.testing import document_slices, random_slices
 
 D = 8
 SCALE = D ** -0.5
-
-
-def _documents(lens, mask_type):
-    out, start = [], 0
-    for n in lens:
-        out.append(AttnSlice.make(start, start + n, start, start + n, mask_type))
-        start += n
-    return out
 
 
 def _inputs(seqlen: int, seed: int):
@@ -119,8 +111,8 @@ def _dense(slices, seqlen, q, k, v, dout):
 
 
 PATTERNS = {
-    "full_document": lambda s: _documents([70, 90, s - 160], AttnMaskType.FULL),
-    "causal_document": lambda s: _documents([s // 3, s // 5, s - s // 3 - s // 5],
+    "full_document": lambda s: document_slices([70, 90, s - 160], AttnMaskType.FULL),
+    "causal_document": lambda s: document_slices([s // 3, s // 5, s - s // 3 - s // 5],
                                             AttnMaskType.CAUSAL),
     "window_in_documents": lambda s: region_to_slices(0, 101, 0, 101, -20, 0)
     + region_to_slices(101, s, 101, s, -33, 5),
@@ -157,7 +149,7 @@ def test_cut_tile_walks_of_random_overlapping_slices(seed):
 def test_a_walk_that_ignores_the_next_tiles_rows_would_count_them_twice():
     """The walk is not vacuous: with lse read by row instead of by slot (no +inf past a short
     tile's end), the backward counts the next tile's rows twice and misses the reference."""
-    slices = _documents([70, 90, 43], AttnMaskType.FULL)
+    slices = document_slices([70, 90, 43], AttnMaskType.FULL)
     q, k, v, dout = _inputs(203, 0)
     ref_out, ref_lse, *ref_grads = _dense(slices, 203, q, k, v, dout)
     plan = plan_block_sparse(slices, 203, 203, 16, 32, cut_at_slices=True)

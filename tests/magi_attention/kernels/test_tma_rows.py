@@ -99,18 +99,15 @@ def test_pick_plan_cuts_long_documents_and_keeps_the_grid_for_short_ones(monkeyp
     take the plan cut at the slices (fewer visited pairs, two more q tiles); a hundred documents
     of 10 tokens keep the grid (a q tile each would cost more than their straddling pairs). The
     backward's pick_plan keeps the grid while its switch is off, and cuts with it on."""
-    from magi_attention.common import AttnSlice
     from magi_attention.kernels.block_sparse import plan_block_sparse
     from magi_attention.kernels.triton import gluon_backward as gb
     from magi_attention.kernels.triton import gluon_forward as gf
+    from magi_attention.testing import document_slices
 
     def plans(lens, block_m, block_n):
-        slices, start = [], 0
-        for n in lens:
-            slices.append(AttnSlice.make(start, start + n, start, start + n, 0))
-            start += n
-        return tuple(plan_block_sparse(slices, start, start, block_m, block_n, cut_at_slices=c)
-                     for c in (False, True))
+        n = sum(lens)
+        return tuple(plan_block_sparse(document_slices(lens), n, n, block_m, block_n,
+                                       cut_at_slices=c) for c in (False, True))
 
     grid, cut = plans([300, 1000, 700, 2500, 150, 1634], gf.BLOCK_M, gf.BLOCK_N)
     assert gf.pick_plan(grid, cut) is cut and gf.pick_plan(grid, None) is grid
@@ -129,12 +126,10 @@ def test_the_gluon_forward_plan_of_a_mask_is_cut_where_pick_plan_says():
     from magi_attention.common import AttnSlice
     from magi_attention.kernels.plan import FlexAttnPlan
     from magi_attention.kernels.triton import _gluon_plan
+    from magi_attention.testing import document_slices
 
-    slices, start = [], 0
-    for n in (300, 1000, 700, 2500, 150, 1634):
-        slices.append(AttnSlice.make(start, start + n, start, start + n, 0))
-        start += n
-    docs = FlexAttnPlan.from_slices(slices, start, start)
+    lens = (300, 1000, 700, 2500, 150, 1634)
+    docs = FlexAttnPlan.from_slices(document_slices(lens), sum(lens), sum(lens))
     plan = _gluon_plan(docs, "cpu")
     assert plan.cut_at_slices and _gluon_plan(docs, "cpu") is plan
     causal = FlexAttnPlan.from_slices([AttnSlice.make(0, 4096, 0, 4096, 1)], 4096, 4096)

@@ -8,21 +8,18 @@ torch = pytest.importorskip("torch")
 import numpy as np  # noqa: E402
 
 from bench.masks import build_mask  # noqa: E402
-from magi_attention.common import AttnSlice  # noqa: E402
+from magi_attention.common import AttnMaskType, AttnSlice  # noqa: E402
 from magi_attention.kernels.block_sparse import plan_block_sparse  # noqa: E402
 from magi_attention.kernels.plan import FlexAttnPlan  # noqa: E402
 from magi_attention.kernels.triton import plan_tiles_per_q_tile  # noqa: E402
 from magi_attention.kernels.triton.configs import SHORT_ROW_TILES, fwd_config  # noqa: E402
+from magi_attention.testing import document_slices  # noqa: E402
 
 S = 16384
 
 
 def _docs(lens, causal):
-    slices, start = [], 0
-    for n in lens:
-        slices.append(AttnSlice.make(start, start + n, start, start + n, 1 if causal else 0))
-        start += n
-    return slices
+    return document_slices(lens, AttnMaskType.CAUSAL if causal else AttnMaskType.FULL)
 
 
 @pytest.mark.parametrize("name, slices, short", [

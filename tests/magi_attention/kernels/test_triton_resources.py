@@ -97,16 +97,15 @@ def test_the_gluon_forward_on_cut_tiles_compiles_without_spills(tool):
     (the short-row kernel, its mask loads hoisted), two (not hoisted) and long rows (the
     softmax under the PV); it stores a short q tile's rows by plain 16-bit stores, which the
     grid plan's kernel of the same mask does not have (its SASS is the one before cut tiles)."""
-    from magi_attention.common import AttnSlice
+    from magi_attention.common import AttnMaskType, AttnSlice
     from magi_attention.kernels.block_sparse import plan_block_sparse
     from magi_attention.kernels.triton import gluon_forward as gf
-    docs = lambda lens, t: [AttnSlice.make(a, a + n, a, a + n, t)  # noqa: E731
-                            for a, n in zip([sum(lens[:i]) for i in range(len(lens))], lens)]
-    cases = {"one interval": (docs([700, 831], 1), 1531),
+    from magi_attention.testing import document_slices
+    cases = {"one interval": (document_slices([700, 831], AttnMaskType.CAUSAL), 1531),
              "two intervals": ([AttnSlice.make(0, 700, 0, 700, 1),
                                 AttnSlice.make(700, 1531, 700, 1531, 1),
                                 AttnSlice.make(700, 1531, 0, 100, 0)], 1531),
-             "long rows": (docs([1000, 2100], 0), 3100)}
+             "long rows": (document_slices([1000, 2100]), 3100)}
     for name, (slices, seqlen) in cases.items():
         q, k, v, _ = tool._inputs(seqlen, hq=8, hk=2, d=128)
         stores = {}
@@ -128,13 +127,11 @@ def test_the_gluon_backward_on_cut_tiles_compiles_with_few_spills(tool):
     (session 67: 20 with the table, two reloads a step; 4 with row TMA, in the producer), where
     the grid plan of the same mask spills none."""
     import torch
-    from magi_attention.common import AttnSlice
+    from magi_attention.common import AttnMaskType
     from magi_attention.kernels.block_sparse import plan_block_sparse
     from magi_attention.kernels.triton import gluon_backward as gb
-    slices, start = [], 0
-    for n in (700, 831, 517):
-        slices.append(AttnSlice.make(start, start + n, start, start + n, 1))
-        start += n
+    from magi_attention.testing import document_slices
+    slices = document_slices([700, 831, 517], AttnMaskType.CAUSAL)
     q, k, v, _ = tool._inputs(2048, hq=8, hk=2, d=128)
     out, lse, dout = torch.empty_like(q), torch.zeros(2048, 8), torch.empty_like(q)
     for row_tma in (False, True):
