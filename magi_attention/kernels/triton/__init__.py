@@ -87,16 +87,23 @@ def _gluon_reason(q, k, softcap: float, return_max_logits: bool) -> str | None:
                               q, k, softcap, return_max_logits)
 
 
+def _grid_or_cut_plan(mask: FlexAttnPlan, kernel, device):
+    """A Gluon kernel module's tile plan of ``mask``: on the grid, or cut at the slices where
+    the module's switch is on, some slice bound is off the grid and its pick_plan takes it."""
+    plan = plan_for(mask, kernel.BLOCK_M, kernel.BLOCK_N, device, MAX_TABLE_INTERVALS)
+    if kernel.CUT_AT_SLICES and cuts_off_grid(mask, kernel.BLOCK_M, kernel.BLOCK_N):
+        plan = kernel.pick_plan(plan, plan_for(mask, kernel.BLOCK_M, kernel.BLOCK_N, device,
+                                               MAX_TABLE_INTERVALS, cut_at_slices=True))
+    return plan
+
+
 def _gluon_plan(mask: FlexAttnPlan, device):
     """The Gluon forward's plan (on the grid, or cut at the slices where that costs less:
     gluon_forward.pick_plan), or None where the Triton forward should run this mask (no row
     interval table, or rows too short: gluon_forward.plan_suits)."""
-    from .gluon_forward import BLOCK_M, BLOCK_N, CUT_AT_SLICES, pick_plan, plan_suits
-    plan = plan_for(mask, BLOCK_M, BLOCK_N, device, MAX_TABLE_INTERVALS)
-    if CUT_AT_SLICES and cuts_off_grid(mask, BLOCK_M, BLOCK_N):
-        plan = pick_plan(plan, plan_for(mask, BLOCK_M, BLOCK_N, device, MAX_TABLE_INTERVALS,
-                                        cut_at_slices=True))
-    return plan if plan_suits(plan) else None
+    from . import gluon_forward
+    plan = _grid_or_cut_plan(mask, gluon_forward, device)
+    return plan if gluon_forward.plan_suits(plan) else None
 
 
 def _gluon_bwd_reason(q, k, softcap: float, deterministic: bool) -> str | None:
@@ -109,12 +116,9 @@ def _gluon_bwd_plan(mask: FlexAttnPlan, device):
     """(plan, KeyTileBits or None) of the Gluon backward, kept in ``mask``, or None where the
     ordered Triton backward should run this mask (short q-tile lists, or partial tiles it cannot
     mask: gluon_backward.plan_suits). Bitmaps where gluon_backward.bits_suit."""
-    from .gluon_backward import (BLOCK_M, BLOCK_N, CUT_AT_SLICES, bits_suit, key_tile_bits,
-                                 pick_plan, plan_suits)
-    plan = plan_for(mask, BLOCK_M, BLOCK_N, device, MAX_TABLE_INTERVALS)
-    if CUT_AT_SLICES and cuts_off_grid(mask, BLOCK_M, BLOCK_N):
-        plan = pick_plan(plan, plan_for(mask, BLOCK_M, BLOCK_N, device, MAX_TABLE_INTERVALS,
-                                        cut_at_slices=True))
+    from . import gluon_backward
+    from .gluon_backward import bits_suit, key_tile_bits, plan_suits
+    plan = _grid_or_cut_plan(mask, gluon_backward, device)
     if not plan_suits(plan):
         return None
     if not bits_suit(plan):
