@@ -829,13 +829,11 @@ def late_tiles(num_key_tiles: int, block_n: int, rows, k_starts=None) -> np.ndar
     """int8 [num_key_tiles]: 1 where a key tile of ``block_n`` (or, given a plan's ``k_starts``,
     the tile [k_starts[j], k_starts[j + 1])) meets one of the row ranges ``rows``
     [(start, end)], else 0."""
+    if k_starts is None:
+        k_starts = np.arange(num_key_tiles + 1) * block_n
     late = np.zeros(num_key_tiles, dtype=np.int8)
     for start, end in rows:
-        if end <= start:
-            continue
-        if k_starts is None:
-            late[start // block_n:min(-(-end // block_n), num_key_tiles)] = 1
-        else:
+        if end > start:
             first = np.searchsorted(k_starts, start, side="right") - 1
             last = np.searchsorted(k_starts, end - 1, side="right") - 1
             late[max(first, 0):min(last + 1, num_key_tiles)] = 1
