@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Session 68: an A/B/C of Gluon module switches, arms alternating, each arm its own process (a
 # switch is read at compile), ROUNDS rounds, every arm's first round with --check; rows appended
-# to $OUT/s67_<NAME>.csv, median table per arm and each arm's ratio to the first.
+# to $OUT/s68_<NAME>.csv, median table per arm and each arm's ratio to the first.
 #   bash scripts/dev/_s68_ab.sh DIRECTION NAME ROUNDS "SEQLENS" "MASKS" "ARM1;ARM2;..."
 #   an arm is one or more NAME=INT separated by commas, e.g. "O_BUFFER=0;O_BUFFER=1;NUM_BUF=2",
-#   or module=NAME: a forward module of magi_attention.kernels.triton in gluon_forward's place
+#   or module=NAME: a forward module of magi_attention.kernels.triton in gluon_forward's place,
+#   or plan=grid|cut|pick: the probed direction's tile plan (fwd_fa4_probe.py --plan)
 set -u
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 DIR=$1; NAME=$2; ROUNDS=$3; SEQLENS=$4; MASKS=$5; ARMS=$6
@@ -16,7 +17,11 @@ for r in $(seq 1 "$ROUNDS"); do
         c=""; [ "$r" = 1 ] && c=--check
         v=(); IFS=',' read -ra sw <<< "$arm"
         for s in "${sw[@]}"; do  # module=NAME: that forward module in place of gluon_forward
-            case $s in module=*) v+=(--fwd-module "${s#module=}") ;; *) v+=(--variant "$s") ;; esac
+            case $s in
+                module=*) v+=(--fwd-module "${s#module=}") ;;
+                plan=*) v+=(--plan "${s#plan=}") ;;
+                *) v+=(--variant "$s") ;;
+            esac
         done
         echo "== round $r $arm" >> "$LOG"
         timeout 170 python3 scripts/dev/fwd_fa4_probe.py --direction "$DIR" --seqlens $SEQLENS \

@@ -64,17 +64,21 @@ def probe_mask(mask_name: str, seqlen: int):
     return build_mask(mask_name, seqlen, doc_lens=doc_lens)
 
 
-def probe_plan(mask, seqlen: int, module):
-    """The mask's plan at ``module``'s tiles (gluon_forward or gluon_backward), on the GPU; the
-    forward's cut at the slices where its pick_plan takes that (what kernels.triton runs)."""
+PLAN = {"fwd": "pick", "bwd": "pick"}  # --plan sets the probed direction's
+
+
+def probe_plan(mask, seqlen: int, module, plan: str = "pick"):
+    """The mask's plan at ``module``'s tiles (gluon_forward or gluon_backward), on the GPU; cut
+    at the slices where the module's pick_plan takes that (what kernels.triton runs), or the
+    grid's or the cut one whatever pick_plan would say (``plan``: pick, grid, cut)."""
     slices = list(mask.slices)
     grid = plan_block_sparse(slices, seqlen, seqlen, module.BLOCK_M, module.BLOCK_N,
                              device="cuda")
-    if not getattr(module, "CUT_AT_SLICES", False):  # (a module from before cut plans)
-        return grid
+    if plan == "grid" or (plan == "pick" and not getattr(module, "CUT_AT_SLICES", False)):
+        return grid  # (a module from before cut plans has no switch)
     cut = plan_block_sparse(slices, seqlen, seqlen, module.BLOCK_M, module.BLOCK_N,
                             device="cuda", cut_at_slices=True)
-    return module.pick_plan(grid, cut)
+    return cut if plan == "cut" else module.pick_plan(grid, cut)
 
 
 def gluon_call(mask, seqlen: int, direction: str):
@@ -82,11 +86,11 @@ def gluon_call(mask, seqlen: int, direction: str):
     what it needs for --check ({"q", "k", "v", "dout", "out", "lse"})."""
     q, k, v, dout = inputs(seqlen)
     gf = MODULES["fwd"]
-    fwd_plan = probe_plan(mask, seqlen, gf)
+    fwd_plan = probe_plan(mask, seqlen, gf, PLAN["fwd"])
     if direction == "fwd":
         return (lambda: gf.launch_fwd(q, k, v, fwd_plan, SCALE)), dict(q=q, k=k, v=v)
     out, lse, _ = gf.launch_fwd(q, k, v, fwd_plan, SCALE)
-    bwd_plan = probe_plan(mask, seqlen, gb)
+    bwd_plan = probe_plan(mask, seqlen, gb, PLAN["bwd"])
     call = lambda: gb.launch_bwd(dout, q, k, v, out, lse, bwd_plan, SCALE)  # noqa: E731
     return call, dict(q=q, k=k, v=v, dout=dout, out=out, lse=lse)
 
@@ -185,6 +189,10 @@ def main() -> None:
     p.add_argument("--fwd-module", default=None,
                    help="another forward module of magi_attention.kernels.triton in place of "
                         "gluon_forward (an arm of the code before a change, kept as a file)")
+    p.add_argument("--plan", choices=["pick", "grid", "cut"], default="pick",
+                   help="the probed direction's tile plan: as kernels.triton picks it, on the "
+                        "grid, or cut at the slices (a cut kernel on grid tiles where no slice "
+                        "bound is off the grid)")
     p.add_argument("--label", default="")
     p.add_argument("--check", action="store_true",
                    help="results against the torch reference before timing")
@@ -192,6 +200,7 @@ def main() -> None:
     if args.fwd_module:
         MODULES["fwd"] = importlib.import_module(f"magi_attention.kernels.triton.{args.fwd_module}")
     module = MODULES[args.direction]
+    PLAN[args.direction] = args.plan
     for item in args.variant:
         name, value = item.split("=")
         set_switch(module, name, int(value))

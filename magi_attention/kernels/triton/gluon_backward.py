@@ -125,6 +125,7 @@ EARLY_EMPTY_MIN_Q_TILES = 64.0
 # at a 32-byte swizzle, conflict-free STS.64 but 8 TMA reduce messages a tile where 128 bytes
 # has 2, measured 0.89-0.97x with either arm: removed, in git at ee0727f as DQ_SWIZZLE_32.)
 KV_VIEWS_PER_STEP = gl.constexpr(True)
+CUT_ROW_UNDER_MMA = gl.constexpr(True)  # session 68 A/B: temporary
 # Plans cut at the slices (block_sparse's cut_at_slices, as the forward's since session 67): a
 # key tile's keys and a step's q rows from the plan's tables, a short q tile's slots past its end
 # reading lse +inf (q_slot_rows: its box's other rows add nothing), a short key tile's keys
@@ -203,7 +204,7 @@ def row_tma_suits(plan: BlockSparsePlan) -> bool:
     """Whether partial tiles should read their row intervals by TMA (one interval per row, and
     enough partial tiles; host-side counts only)."""
     pairs = plan.num_tile_pairs
-    return (plan.row_lo.shape[1] == 1 and pairs > 0
+    return (plan.row_lo.shape[1] == 1 and pairs > 0 and not plan.cut_at_slices
             and pairs - plan.num_full_pairs >= MIN_PARTIAL_FOR_ROW_TMA * pairs)
 
 
@@ -515,6 +516,9 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
             else:
                 dq = warpgroup_mma(ds_c.permute((1, 0)), k_c, dq_zero, use_acc=False,
                                    is_async=True)
+            if CUT and CUT_ROW_UNDER_MMA:  # the q tile's first row, its latency under the
+                # MMAs' (session 68 A/B)
+                q_lo = _q_row(q_starts, q_tile, BLOCK_M, CUT)
             dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
             if SPLIT:
                 mbarrier.arrive(ds_free.index(b), count=1)
@@ -524,8 +528,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
             if SPLIT:
                 col += c * DQ_COLS
             if DQ_MODE != 3 or seqlen_q < 0:  # DQ_NO_ADD: never at run time, MMAs kept
-                if CUT:  # the q tile's first row read here and for the mask, not held across
-                    # the step (held, the cut tiles' kernel spilled 192 bytes)
+                if CUT and not CUT_ROW_UNDER_MMA:
                     q_lo = _q_row(q_starts, q_tile, BLOCK_M, CUT)
                 _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, seqlen_q,
                         num_heads_q * HEAD_DIM, DQ_MODE)
@@ -725,6 +728,10 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     if bits is not None and plan.cut_at_slices:
         raise ValueError("bitmaps are of grid tiles; a plan cut at the slices masks from its "
                          "row interval table")
+    if row_tma and plan.cut_at_slices:  # (session 68: an illegal instruction on the GPU in
+        # every case, not understood; suspect: a short tile's 1-D box starts off 16 bytes)
+        raise ValueError("row_tma reads row intervals of grid tiles; a plan cut at the slices "
+                         "masks from its row interval table")
     if bits is not None and bits.base.numel() != plan.num_k_tiles:
         raise ValueError(f"bits are of a plan of {bits.base.numel()} key tiles, this plan has "
                          f"{plan.num_k_tiles}")

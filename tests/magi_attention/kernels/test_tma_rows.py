@@ -119,6 +119,26 @@ def test_pick_plan_cuts_long_documents_and_keeps_the_grid_for_short_ones(monkeyp
     assert gb.plan_suits(cut) and gb.pick_plan(grid, cut) is cut
 
 
+def test_the_gluon_backward_masks_cut_plans_from_the_table_not_by_row_tma():
+    """Row TMA (a partial tile's row intervals loaded with its Q) ran into an illegal instruction
+    on plans cut at the slices (session 68, every GPU case): the rule never picks it there, where
+    it does pick it for the grid plan of the same mask, and asking for it is a clear error before
+    any launch."""
+    from magi_attention.kernels.block_sparse import plan_block_sparse
+    from magi_attention.kernels.triton import gluon_backward as gb
+    from magi_attention.testing import document_slices
+
+    lens = [200, 90, 310, 150, 274]  # short documents: most visited pairs partial
+    n = sum(lens)
+    grid, cut = (plan_block_sparse(document_slices(lens), n, n, gb.BLOCK_M, gb.BLOCK_N,
+                                   cut_at_slices=c) for c in (False, True))
+    assert gb.row_tma_suits(grid) and not gb.row_tma_suits(cut)
+    q = torch.zeros(n, 2, 128, dtype=torch.bfloat16)
+    lse = torch.zeros(n, 2)
+    with pytest.raises(ValueError, match="row_tma"):
+        gb.launch_bwd(q, q, q, q, q, lse, cut, 0.1, row_tma=True)
+
+
 def test_the_gluon_forward_plan_of_a_mask_is_cut_where_pick_plan_says():
     """kernels.triton's Gluon forward plan (what fwd and magi's local forwards run): cut at the
     slices for documents off the grid, the grid plan itself for a causal mask (nothing to cut);
