@@ -45,6 +45,10 @@ pairs are visited. Such tiles may be shorter than a block:
 - ``q_slot_rows [nqt * block_m]`` (cut plans; empty on the grid): the row of slot r of q tile t at
   ``t * block_m + r``, -1 past the tile's end (per-row values laid out by tile, e.g. the
   backward's lse, padded so that the next tile's rows read as empty);
+- ``slot_row_lo, slot_row_hi [nqt * block_m, R]`` and ``row_slots [seqlen_q]`` (cut plans; empty
+  on the grid): the row table laid out by slot as q_slot_rows does (empty intervals past a tile's
+  end), and each row's slot, so that a kernel can address a short tile's rows from
+  ``t * block_m`` alone (the Gluon backward's dQ rows and partial-tile masks);
 - in a cut plan a pair is full when every cell of its q tile's own rows is in the union and its key
   tile is block_n wide; the rows past a short q tile (the next tile's) are computed, not stored.
 """
@@ -99,6 +103,9 @@ class BlockSparsePlan:
     q_tile_klo: torch.Tensor
     q_tile_khi: torch.Tensor
     q_slot_rows: torch.Tensor
+    slot_row_lo: torch.Tensor
+    slot_row_hi: torch.Tensor
+    row_slots: torch.Tensor
     area: int  # exact number of cells in the union
     full_pairs: int  # tile pairs without a masked cell, counted at build time (no device sync)
     # std / mean of the key tiles' q-tile list lengths, at build time (0: equal lists)
@@ -324,6 +331,17 @@ def _slot_rows(starts: np.ndarray, block: int) -> np.ndarray:
     return np.where(slot < starts[1:, None], slot, -1).ravel()
 
 
+def _by_slot(row_lo: np.ndarray, row_hi: np.ndarray, slot_rows: np.ndarray, seqlen_q: int):
+    """(slot_row_lo, slot_row_hi, row_slots) of a cut plan (module doc): the row table at each
+    slot's row, [0, 0) past a tile's end, and the slot of each row."""
+    kept = slot_rows >= 0
+    rows = np.maximum(slot_rows, 0)
+    lo, hi = (np.where(kept[:, None], table[rows], 0) for table in (row_lo, row_hi))
+    row_slots = np.zeros(seqlen_q, dtype=np.int64)
+    row_slots[slot_rows[kept]] = np.nonzero(kept)[0]
+    return lo, hi, row_slots
+
+
 def _cv(x: np.ndarray) -> float:
     mean = float(x.mean()) if x.size else 0.0
     return float(x.std()) / mean if mean > 0 else 0.0
@@ -350,6 +368,9 @@ def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block
                 & (np.diff(k_starts)[kt] == block_n))
     else:  # only complete in-bounds tiles can reach this
         full = area[qt, kt] == block_m * block_n
+    slot_rows = _slot_rows(q_starts, block_m) if cut_at_slices else np.zeros(0, dtype=np.int64)
+    slot_lo, slot_hi, row_slots = (_by_slot(row_lo, row_hi, slot_rows, seqlen_q) if cut_at_slices
+                                   else (row_lo[:0], row_hi[:0], np.zeros(0)))
     q_ptr, q_kt, q_full = _tile_lists(qt, kt, full, nqt)
     k_ptr, k_qt, k_full = _tile_lists(kt, qt, full, nkt)
     nonempty = (bounds[:, 1] > bounds[:, 0]) & (bounds[:, 3] > bounds[:, 2])
@@ -373,7 +394,8 @@ def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block
         row_lo=_i32(row_lo), row_hi=_i32(row_hi), max_row_intervals=max_row,
         q_starts=_i32(q_starts), k_starts=_i32(k_starts),
         q_tile_klo=_i32(k_starts[q_kt]), q_tile_khi=_i32(k_starts[q_kt + 1]),
-        q_slot_rows=_i32(_slot_rows(q_starts, block_m) if cut_at_slices else np.zeros(0)),
+        q_slot_rows=_i32(slot_rows), slot_row_lo=_i32(slot_lo), slot_row_hi=_i32(slot_hi),
+        row_slots=_i32(row_slots),
         area=int(area.sum()), full_pairs=int(full.sum()), k_list_cv=_cv(np.diff(k_ptr)),
         cut_at_slices=cut_at_slices,
     )

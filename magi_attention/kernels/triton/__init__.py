@@ -119,7 +119,7 @@ def _gluon_bwd_plan(mask: FlexAttnPlan, device):
     from . import gluon_backward
     from .gluon_backward import bits_suit, key_tile_bits, plan_suits
     plan = _grid_or_cut_plan(mask, gluon_backward, device)
-    if not plan_suits(plan):
+    if not (plan.cut_at_slices or plan_suits(plan)):  # (pick_plan cuts only where Gluon runs)
         return None
     if not bits_suit(plan):
         return plan, None

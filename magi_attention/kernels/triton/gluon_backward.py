@@ -125,16 +125,17 @@ EARLY_EMPTY_MIN_Q_TILES = 64.0
 # at a 32-byte swizzle, conflict-free STS.64 but 8 TMA reduce messages a tile where 128 bytes
 # has 2, measured 0.89-0.97x with either arm: removed, in git at ee0727f as DQ_SWIZZLE_32.)
 KV_VIEWS_PER_STEP = gl.constexpr(True)
-CUT_ROW_UNDER_MMA = gl.constexpr(True)  # session 68 A/B: temporary
 # Plans cut at the slices (block_sparse's cut_at_slices, as the forward's since session 67): a
-# key tile's keys and a step's q rows from the plan's tables, a short q tile's slots past its end
-# reading lse +inf (q_slot_rows: its box's other rows add nothing), a short key tile's keys
-# masked at its end. The bench's documents at 16k visit 3.5-7% fewer 64 x 128 pairs and a third
-# of the partial ones (scripts/dev/cut_tiles_model.py counts the forward's). The grid plans'
-# kernels are instruction for instruction the ones before (CPU SASS); the cut kernel spills
-# 4 bytes (row TMA: in the producer) to 20 (the table: two reloads a step). Prepared on the CPU
-# in session 67, not yet run on a GPU: off (pick_plan's ``cut``).
-CUT_AT_SLICES = False
+# key tile's keys and the producer's Q / dO rows from the plan's tables, a short q tile's slots
+# past its end reading lse +inf (q_slot_rows: its box's other rows add nothing), a short key
+# tile's keys masked at its end. The consumers address q tile t's rows at slot t * BLOCK_M, as
+# on the grid: dQ is added into a buffer laid out by slot (gathered back by row_slots after the
+# kernel) and partial tiles read the row table laid out by slot. Session 67's form read each
+# step's first row from q_starts in the consumers too: spills (16-28 bytes, LDLs in the step
+# loop) and a rescheduled softmax, 0.91x the grid kernel on the full mask's grid tiles (session
+# 68, results/h200/probes_s68/); without those reads the consumers' full steps are the grid's,
+# instruction for instruction (CPU SASS), and nothing spills.
+CUT_AT_SLICES = True
 ITEM_PAIRS = 2.0  # a key tile's fixed cost in pairs, as the forward's (a guess, not measured)
 
 
@@ -151,19 +152,27 @@ def plan_suits(plan: BlockSparsePlan) -> bool:
     """Whether this plan's key tiles list enough q tiles for the Gluon backward to beat the
     ordered Triton one, and its partial tiles can be masked (a row table, or bitmaps:
     bits_suit) (tensor sizes only: no device sync)."""
-    return ((plan.row_lo.shape[1] > 0 or bits_suit(plan))
+    return (_maskable(plan)
             and plan.k_tile_qt.numel() >= MIN_Q_TILES_PER_KEY_TILE * max(plan.num_k_tiles, 1))
 
 
+def _maskable(plan: BlockSparsePlan) -> bool:
+    """Whether the Gluon backward can mask this plan's partial tiles (a row table, or bitmaps)."""
+    return plan.row_lo.shape[1] > 0 or bits_suit(plan)
+
+
 def pick_plan(grid: BlockSparsePlan, cut: BlockSparsePlan | None) -> BlockSparsePlan:
-    """The plan of the two, the grid's or the one cut at the slices (None: not built), that
-    costs less (visited pairs plus ITEM_PAIRS a key tile), of those plan_suits takes (cutting
-    may shorten the key tiles' lists under MIN_Q_TILES_PER_KEY_TILE). Tensor sizes only."""
-    def cost(plan):
-        return plan.k_tile_qt.numel() + ITEM_PAIRS * plan.num_k_tiles
-    better = (cut is not None and CUT_AT_SLICES and plan_suits(cut)
-              and (cost(cut) < cost(grid) or not plan_suits(grid)))
-    return cut if better else grid
+    """The grid's plan or the one cut at the slices (None: not built): where the Gluon backward
+    runs the grid's (plan_suits), the cut one if it costs less (visited pairs plus ITEM_PAIRS a
+    key tile), however short its lists (cut at 16k, causal_document's averaged 14.7 q tiles a key
+    tile and ran 1.09x its grid plan, session 68); else the cut one where it suits itself. So a
+    cut plan it returns is one the Gluon backward should run. Tensor sizes only."""
+    if cut is None or not CUT_AT_SLICES or not _maskable(cut):
+        return grid
+    if plan_suits(grid):
+        cost = lambda plan: plan.k_tile_qt.numel() + ITEM_PAIRS * plan.num_k_tiles  # noqa: E731
+        return cut if cost(cut) < cost(grid) else grid
+    return cut if plan_suits(cut) else grid
 
 
 def early_empty_suits(plan: BlockSparsePlan) -> bool:
@@ -339,11 +348,12 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
             else:
                 mbarrier.expect(ready.index(slot), NBYTES)
         elif ROW_TMA:
-            if t >= mid:  # a partial tile: its rows' kept-key intervals come along
+            if t >= mid:  # a partial tile: its rows' kept-key intervals come along (by slot:
+                # CUT's tables are laid out by slot)
                 mbarrier.expect(ready.index(slot), NBYTES + 2 * lo_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(lo_desc, [q_lo], ready.index(slot),
+                tma.async_copy_global_to_shared(lo_desc, [q_tile * BLOCK_M], ready.index(slot),
                                                 lo_smem.index(slot))
-                tma.async_copy_global_to_shared(hi_desc, [q_lo], ready.index(slot),
+                tma.async_copy_global_to_shared(hi_desc, [q_tile * BLOCK_M], ready.index(slot),
                                                 hi_smem.index(slot))
             else:
                 mbarrier.expect(ready.index(slot), NBYTES)
@@ -456,7 +466,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
             v_c = v_smem.index(at)
         head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, heads,
                                 k_tile_qt)
-        q_lo = q_tile * BLOCK_M  # (CUT: from the plan's q_starts where read, below)
+        q_lo = q_tile * BLOCK_M  # the q tile's slot (CUT: dQ and the row table are by slot)
         q_i = q_smem.index(slot)
         do_i = do_smem.index(slot)
         cols = q_lo + gl.arange(0, BLOCK_M, layout=col_s)
@@ -483,9 +493,6 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
                     hi = gl.minimum(hi, k_end)
                 pt = gl.where(k2 < gl.expand_dims(hi, 0), pt, 0.0)
             else:
-                if CUT:
-                    cols = _q_row(q_starts, q_tile, BLOCK_M, CUT) + gl.arange(0, BLOCK_M,
-                                                                              layout=col_s)
                 pt = gl.where(_keep_t(keys, cols, row_lo, row_hi, seqlen_q, k_end, ROW_INTERVALS,
                                       CUT), pt, 0.0)
         dv = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_i, dv, is_async=True)
@@ -516,9 +523,6 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
             else:
                 dq = warpgroup_mma(ds_c.permute((1, 0)), k_c, dq_zero, use_acc=False,
                                    is_async=True)
-            if CUT and CUT_ROW_UNDER_MMA:  # the q tile's first row, its latency under the
-                # MMAs' (session 68 A/B)
-                q_lo = _q_row(q_starts, q_tile, BLOCK_M, CUT)
             dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
             if SPLIT:
                 mbarrier.arrive(ds_free.index(b), count=1)
@@ -528,8 +532,6 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
             if SPLIT:
                 col += c * DQ_COLS
             if DQ_MODE != 3 or seqlen_q < 0:  # DQ_NO_ADD: never at run time, MMAs kept
-                if CUT and not CUT_ROW_UNDER_MMA:
-                    q_lo = _q_row(q_starts, q_tile, BLOCK_M, CUT)
                 _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, seqlen_q,
                         num_heads_q * HEAD_DIM, DQ_MODE)
         if DQ_MODE == 0 or not EARLY_EMPTY:
@@ -728,10 +730,6 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     if bits is not None and plan.cut_at_slices:
         raise ValueError("bitmaps are of grid tiles; a plan cut at the slices masks from its "
                          "row interval table")
-    if row_tma and plan.cut_at_slices:  # (session 68: an illegal instruction on the GPU in
-        # every case, not understood; suspect: a short tile's 1-D box starts off 16 bytes)
-        raise ValueError("row_tma reads row intervals of grid tiles; a plan cut at the slices "
-                         "masks from its row interval table")
     if bits is not None and bits.base.numel() != plan.num_k_tiles:
         raise ValueError(f"bits are of a plan of {bits.base.numel()} key tiles, this plan has "
                          f"{plan.num_k_tiles}")
@@ -754,7 +752,12 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
                       out.stride(1), dout.stride(0), dout.stride(1), lse.stride(0), seqlen_q,
                       padded, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK,
                       MAPPED=plan.cut_at_slices)
-    dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    # dQ rows by slot on a cut plan (the consumers add q tile t's at t * BLOCK_M), by row else;
+    # the kernel's seqlen_q bounds them
+    dq_rows = padded if plan.cut_at_slices else seqlen_q
+    dq = torch.zeros(dq_rows, num_heads_q, head_dim, dtype=torch.float32, device=q.device)
+    row_lo, row_hi = ((plan.slot_row_lo, plan.slot_row_hi) if plan.cut_at_slices
+                      else (plan.row_lo, plan.row_hi))
     if head_chunks == 1:
         dk, dv = (torch.empty(k.shape, dtype=k.dtype, device=k.device) for _ in range(2))
     else:
@@ -769,16 +772,17 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     if row_tma and plan.row_lo.shape[1] != 1:
         raise ValueError(f"row_tma needs one interval per row, the plan has {plan.row_lo.shape[1]}")
     lse2_desc, delta_desc = _row_descriptor(lse2), _row_descriptor(delta)
-    lo_desc, hi_desc = ((_row_descriptor(plan.row_lo), _row_descriptor(plan.row_hi)) if row_tma
+    lo_desc, hi_desc = ((_row_descriptor(row_lo), _row_descriptor(row_hi)) if row_tma
                         else (lse2_desc, delta_desc))  # placeholders, never read
     bits_desc, bits_base = ((_row_descriptor(bits.words), bits.base) if bits is not None
                             else (lse2_desc, plan.k_tile_num_full))  # placeholders too
-    _launch_bwd_kernel((plan.num_k_tiles, num_heads_kv, head_chunks), key and (key, dq_cols),
+    _launch_bwd_kernel((plan.num_k_tiles, num_heads_kv, head_chunks),
+        key and (key, dq_cols, dq_rows),
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
         _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2_desc, delta_desc,
         lo_desc, hi_desc, bits_desc,
         plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.q_starts,
-        plan.k_starts, plan.row_lo, plan.row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q,
+        plan.k_starts, row_lo, row_hi, bits_base, dq_rows, seqlen_k, num_heads_q,
         group // head_chunks,
         float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
         DQ_MODE=dq_mode, ROW_TMA=row_tma, BITS=bits is not None, HEAD_CHUNKS=head_chunks,
@@ -787,4 +791,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         num_warps=4, maxnreg=MAXNREG)
     if head_chunks > 1:
         dk, dv = dk.to(k.dtype), dv.to(v.dtype)
-    return dq.to(q.dtype), dk, dv
+    dq = dq.to(q.dtype)  # (then gathered: half the bytes a slot row)
+    if plan.cut_at_slices:
+        dq = dq.index_select(0, plan.row_slots)
+    return dq, dk, dv

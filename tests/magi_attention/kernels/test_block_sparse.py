@@ -162,9 +162,18 @@ def check_cut_plan(slices, seqlen_q, seqlen_k, bm, bn):
     kt = plan.q_tile_kt.numpy()
     assert (plan.q_tile_klo.numpy() == ks[kt]).all() and (plan.q_tile_khi.numpy() == ks[kt + 1]).all()
     slots = plan.q_slot_rows.numpy().reshape(-1, bm)
+    width = plan.row_lo.shape[1]
+    slot_lo, slot_hi = (x.numpy().reshape(-1, bm, width) for x in (plan.slot_row_lo,
+                                                                   plan.slot_row_hi))
+    row_slots = plan.row_slots.numpy()
     for t in range(plan.num_q_tiles):
         own = np.arange(qs[t], qs[t + 1])
         assert (slots[t, :len(own)] == own).all() and (slots[t, len(own):] == -1).all()
+        # the row table by slot: each own row's intervals, none past the end; rows find it back
+        assert (slot_lo[t, :len(own)] == plan.row_lo.numpy()[own]).all()
+        assert (slot_hi[t, :len(own)] == plan.row_hi.numpy()[own]).all()
+        assert (slot_lo[t, len(own):] == 0).all() and (slot_hi[t, len(own):] == 0).all()
+        assert (row_slots[own] == t * bm + np.arange(len(own))).all()
     return plan
 
 
@@ -200,4 +209,5 @@ def test_cut_plan_of_documents_visits_fewer_pairs_and_the_grid_plan_is_its_own()
     kt = grid.q_tile_kt.numpy()
     assert (grid.q_tile_klo.numpy() == kt * 32).all()
     assert (grid.q_tile_khi.numpy() == np.minimum(kt * 32 + 32, 203)).all()
-    assert grid.q_slot_rows.numel() == 0
+    assert grid.q_slot_rows.numel() == 0 and grid.row_slots.numel() == 0
+    assert grid.slot_row_lo.numel() == 0 and grid.slot_row_hi.numel() == 0

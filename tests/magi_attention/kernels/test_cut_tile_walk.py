@@ -7,8 +7,9 @@ what the kernel keeps. This checks the plan's contract with both kernels on the 
 - forward: a short q tile's rows past its end are computed and not stored; a partial pair masks
   the rows' intervals and the keys past a short key tile;
 - backward: lse and delta by q tile slot (q_slot_rows: +inf and 0 past a tile's end), so the
-  next tile's rows in a box add nothing even on a full pair; a partial pair clamps the rows'
-  interval end at its key tile's end; dK/dV kept up to the key tile's end.
+  next tile's rows in a box add nothing even on a full pair; dQ added by slot and gathered back
+  by row_slots, a partial pair masked from the row table by slot (slot_row_lo / slot_row_hi),
+  its rows' interval ends clamped at its key tile's end; dK/dV kept up to the key tile's end.
 """
 import random
 
@@ -28,9 +29,11 @@ def _inputs(seqlen: int, seed: int):
     return [torch.randn(seqlen, D, generator=g, dtype=torch.float64) for _ in range(4)]
 
 
-def _interval_keep(plan, rows: torch.Tensor, keys: torch.Tensor, key_end: int) -> torch.Tensor:
-    """[rows, keys] cells kept by the rows' interval table, interval ends clamped at key_end."""
-    lo, hi = plan.row_lo[rows].long(), plan.row_hi[rows].long().clamp(max=key_end)
+def _interval_keep(row_lo, row_hi, rows: torch.Tensor, keys: torch.Tensor,
+                   key_end: int) -> torch.Tensor:
+    """[rows, keys] cells kept by an interval table's ``rows`` (rows, or slots of a table laid
+    out by slot), interval ends clamped at key_end."""
+    lo, hi = row_lo[rows].long(), row_hi[rows].long().clamp(max=key_end)
     k = keys[None, :, None]
     return ((k >= lo[:, None, :]) & (k < hi[:, None, :])).any(-1)
 
@@ -53,7 +56,8 @@ def forward_walk(plan, q, k, v):
             keys = _box(int(klo[t]), plan.block_n, seqlen)
             s = q[rows] @ k[keys].T * SCALE
             if t - ptr[i] >= nfull[i]:  # partial
-                s = s.masked_fill(~_interval_keep(plan, rows, keys, int(khi[t])), float("-inf"))
+                keep = _interval_keep(plan.row_lo, plan.row_hi, rows, keys, int(khi[t]))
+                s = s.masked_fill(~keep, float("-inf"))
             scores.append((s, keys))
         if not scores:
             continue
@@ -70,9 +74,10 @@ def forward_walk(plan, q, k, v):
 def backward_walk(plan, q, k, v, dout, out, lse):
     """dq, dk, dv as the Gluon backward computes them over ``plan`` (key-major lists)."""
     seqlen, bm = q.shape[0], plan.block_m
-    dq, dk, dv = (torch.zeros_like(x) for x in (q, k, v))
+    dk, dv = (torch.zeros_like(x) for x in (k, v))
     delta = (out * dout).sum(1)
     slots = plan.q_slot_rows.long()  # row of each q tile slot, -1 past a tile's end
+    dq_slot = torch.zeros(len(slots), D, dtype=q.dtype)
     used = slots >= 0
     lse_slot = torch.full(slots.shape, float("inf"), dtype=q.dtype)
     delta_slot = torch.zeros(slots.shape, dtype=q.dtype)
@@ -89,15 +94,16 @@ def backward_walk(plan, q, k, v, dout, out, lse):
             at = i * bm + torch.arange(len(rows))
             p = torch.exp(q[rows] @ k[keys].T * SCALE - lse_slot[at][:, None])
             if t - ptr[j] >= nfull[j]:  # partial
-                p = p * _interval_keep(plan, rows, keys, int(ks[j + 1]))
+                p = p * _interval_keep(plan.slot_row_lo, plan.slot_row_hi, at, keys,
+                                       int(ks[j + 1]))
             dp = dout[rows] @ v[keys].T
             ds = p * (dp - delta_slot[at][:, None])
             dv_j += p.T @ dout[rows]
             dk_j += ds.T @ q[rows] * SCALE
-            dq[rows] += ds @ k[keys] * SCALE  # the next tile's rows add zeros
+            dq_slot[at] += ds @ k[keys] * SCALE  # the next tile's rows add zeros
         own = keys < ks[j + 1]
         dk[keys[own]], dv[keys[own]] = dk_j[own], dv_j[own]
-    return dq, dk, dv
+    return dq_slot[plan.row_slots.long()], dk, dv
 
 
 def _dense(slices, seqlen, q, k, v, dout):
@@ -169,6 +175,6 @@ def test_a_walk_without_the_key_end_clamp_would_count_keys_twice(monkeypatch):
     the clamp they are counted in both tiles."""
     unclamped = _interval_keep
     monkeypatch.setitem(globals(), "_interval_keep",
-                        lambda plan, rows, keys, key_end: unclamped(plan, rows, keys, 1 << 30))
+                        lambda lo, hi, rows, keys, key_end: unclamped(lo, hi, rows, keys, 1 << 30))
     with pytest.raises(AssertionError):
         _check(PATTERNS["blocks_of_documents"](203), 203, 0)

@@ -98,7 +98,10 @@ def test_pick_plan_cuts_long_documents_and_keeps_the_grid_for_short_ones(monkeyp
     """gluon_forward.pick_plan: documents of a few hundred to a few thousand tokens off the grid
     take the plan cut at the slices (fewer visited pairs, two more q tiles); a hundred documents
     of 10 tokens keep the grid (a q tile each would cost more than their straddling pairs). The
-    backward's pick_plan keeps the grid while its switch is off, and cuts with it on."""
+    backward's pick_plan cuts the long documents too, and keeps the grid with its switch off;
+    where the grid plan's lists are long enough for the Gluon backward, it takes a cheaper cut
+    plan however short its lists, and where neither plan's are, the grid (the Triton backward's)."""
+    from magi_attention.common import AttnMaskType
     from magi_attention.kernels.block_sparse import plan_block_sparse
     from magi_attention.kernels.triton import gluon_backward as gb
     from magi_attention.kernels.triton import gluon_forward as gf
@@ -114,16 +117,24 @@ def test_pick_plan_cuts_long_documents_and_keeps_the_grid_for_short_ones(monkeyp
     grid, cut = plans([10] * 100, gf.BLOCK_M, gf.BLOCK_N)
     assert gf.pick_plan(grid, cut) is grid
     grid, cut = plans([3000, 2500, 4000], gb.BLOCK_M, gb.BLOCK_N)
-    assert gb.pick_plan(grid, cut) is grid  # off (not yet run on a GPU)
-    monkeypatch.setattr(gb, "CUT_AT_SLICES", True)
     assert gb.plan_suits(cut) and gb.pick_plan(grid, cut) is cut
+    lens = [1900, 2000, 2100, 100, 150]  # causal documents: cut lists 15.8 long, the grid's 17.1
+    grid, cut = (plan_block_sparse(document_slices(lens, AttnMaskType.CAUSAL), sum(lens),
+                                   sum(lens), gb.BLOCK_M, gb.BLOCK_N, cut_at_slices=c)
+                 for c in (False, True))
+    assert gb.plan_suits(grid) and not gb.plan_suits(cut) and gb.pick_plan(grid, cut) is cut
+    monkeypatch.setattr(gb, "MIN_Q_TILES_PER_KEY_TILE", 1e9)  # no plan's lists long enough
+    assert gb.pick_plan(grid, cut) is grid
+    monkeypatch.undo()
+    monkeypatch.setattr(gb, "CUT_AT_SLICES", False)
+    assert gb.pick_plan(grid, cut) is grid
 
 
-def test_the_gluon_backward_masks_cut_plans_from_the_table_not_by_row_tma():
+def test_the_gluon_backward_rule_keeps_row_tma_for_grid_plans():
     """Row TMA (a partial tile's row intervals loaded with its Q) ran into an illegal instruction
-    on plans cut at the slices (session 68, every GPU case): the rule never picks it there, where
-    it does pick it for the grid plan of the same mask, and asking for it is a clear error before
-    any launch."""
+    on plans cut at the slices in session 68's first run, when its box started at a short tile's
+    first row; it now reads the row table laid out by slot, but until that has run on a GPU the
+    rule picks it for grid plans only (here the grid plan of the same mask takes it)."""
     from magi_attention.kernels.block_sparse import plan_block_sparse
     from magi_attention.kernels.triton import gluon_backward as gb
     from magi_attention.testing import document_slices
@@ -133,10 +144,6 @@ def test_the_gluon_backward_masks_cut_plans_from_the_table_not_by_row_tma():
     grid, cut = (plan_block_sparse(document_slices(lens), n, n, gb.BLOCK_M, gb.BLOCK_N,
                                    cut_at_slices=c) for c in (False, True))
     assert gb.row_tma_suits(grid) and not gb.row_tma_suits(cut)
-    q = torch.zeros(n, 2, 128, dtype=torch.bfloat16)
-    lse = torch.zeros(n, 2)
-    with pytest.raises(ValueError, match="row_tma"):
-        gb.launch_bwd(q, q, q, q, q, lse, cut, 0.1, row_tma=True)
 
 
 def test_the_gluon_forward_plan_of_a_mask_is_cut_where_pick_plan_says():

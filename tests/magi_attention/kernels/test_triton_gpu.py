@@ -567,13 +567,15 @@ def test_gluon_backward_every_mask(name, case, dq_mode, early_empty):
 
 
 @pytest.mark.parametrize("head_chunks", [1, 2])
+@pytest.mark.parametrize("row_tma", [False, True], ids=["table", "row_tma"])
 @pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
 @pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
-def test_gluon_backward_on_tiles_cut_at_the_slices(name, case, head_chunks):
+def test_gluon_backward_on_tiles_cut_at_the_slices(name, case, row_tma, head_chunks):
     """The Gluon backward over a plan cut at the slices against the fp32 reference: a short q
     tile's slots past its end read lse +inf (the preprocess's q_slot_rows), so the next tile's
-    rows its Q box holds add nothing; a short key tile's keys past its end are masked and its
-    dK/dV rows stored up to its end. dq, dk, dv within 2e-2 relative L2 and 5e-2 of the largest
+    rows its Q box holds add nothing; dQ added by slot and gathered back by row; partial tiles
+    masked from the row table by slot (from global memory, or by row TMA); a short key tile's
+    keys past its end are masked and its dK/dV rows stored up to its end. dq, dk, dv within 2e-2 relative L2 and 5e-2 of the largest
     value cell by cell (a row counted twice would be off by its own size)."""
     from magi_attention.kernels.block_sparse import cuts_off_grid, plan_for
     from magi_attention.kernels.triton import gluon_backward as gb
@@ -581,6 +583,8 @@ def test_gluon_backward_on_tiles_cut_at_the_slices(name, case, head_chunks):
     if not cuts_off_grid(plan, gb.BLOCK_M, gb.BLOCK_N):
         pytest.skip("every slice bound on the grid: the cut plan is the grid plan")
     tiles = plan_for(plan, gb.BLOCK_M, gb.BLOCK_N, "cuda", cut_at_slices=True)
+    if row_tma and tiles.row_lo.shape[1] != 1:
+        pytest.skip("row_tma needs one interval a row")
     seqlen, seed, dtype, (hq, hk, d) = case
     if (hq // hk) % head_chunks:
         pytest.skip("head_chunks must divide the group")
@@ -588,7 +592,8 @@ def test_gluon_backward_on_tiles_cut_at_the_slices(name, case, head_chunks):
     scale = d ** -0.5
     ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), plan, scale)
     ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, plan, scale)
-    got = gb.launch_bwd(dout, q, k, v, ro.to(dtype), rl, tiles, scale, head_chunks=head_chunks)
+    got = gb.launch_bwd(dout, q, k, v, ro.to(dtype), rl, tiles, scale, row_tma=row_tma,
+                        head_chunks=head_chunks)
     for which, a, b in zip(("dq", "dk", "dv"), got, ref):
         assert not torch.isnan(a).any(), f"{which} has NaN"
         rel = ((a.float() - b).norm() / b.norm().clamp_min(1e-30)).item()
