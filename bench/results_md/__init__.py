@@ -140,6 +140,9 @@ from .h200 import (bwd_kv_sections_s66, bwd_kv_sections_s66_changes, cp1_s66,
                    kernels_s66_table, pytest_s66)
 from .h200 import (fwd_cut_first_s67, fwd_cut_s67, fwd_cut_s67_changes, fwd_o_buffer_s67,
                    kernels_s67_goals, kernels_s67_moves, kernels_s67_table, pytest_s67)
+from .h200 import (bwd_cut_cost_s68, bwd_cut_first_s68, bwd_cut_slot_s68,
+                   bwd_cut_slot_s68_changes, kernels_s68_goals, kernels_s68_moves,
+                   kernels_s68_table, pytest_s68)
 from .h200x2 import cp_ab_s63_table
 from .h200x2 import CP2_S48_SPANS, cut_causal_s48, early_ab_s48_table, early_key_s48
 from .h200x2 import pytest_timed_s58, timed_s58_summary, timed_s58_table
@@ -290,6 +293,14 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.kernels_s67_table": kernels_s67_table,
     "h200.kernels_s67_moves": kernels_s67_moves,
     "h200.kernels_s67_goals": kernels_s67_goals,
+    "h200.bwd_cut_first_s68": bwd_cut_first_s68,
+    "h200.bwd_cut_cost_s68": bwd_cut_cost_s68,
+    "h200.bwd_cut_slot_s68": bwd_cut_slot_s68,
+    "h200.bwd_cut_slot_s68_changes": bwd_cut_slot_s68_changes,
+    "h200.pytest_s68": pytest_s68,
+    "h200.kernels_s68_table": kernels_s68_table,
+    "h200.kernels_s68_moves": kernels_s68_moves,
+    "h200.kernels_s68_goals": kernels_s68_goals,
     "h200x2.key_clock_s60_table": key_clock_s60_table,
     "h200x2.key_clock_s60_moves": key_clock_s60_moves,
     "h200x4.key_clock_cp4_s60": key_clock_cp4_s60,

@@ -1569,10 +1569,10 @@ def fwd_lpt_dynamic_s66() -> str:
     return _arms_table(PROBES_S66 + "s66_LPT_DYNAMIC.csv")
 
 
-def _second_arm_changes(relpath: str) -> str:
+def _second_arm_changes(relpath: str, arm: Callable[[str], str] = _arm_s64) -> str:
     """The second arm's median against the first's, per cell: '16k full -3.0%, ...' (a two-arm
-    A/B file of fwd_fa4_probe.py rows)."""
-    med = _arm_medians(relpath, _arm_s64).ffa.unstack("arm")
+    A/B file of fwd_fa4_probe.py rows; ``arm`` names a row's arm from its label)."""
+    med = _arm_medians(relpath, arm).ffa.unstack("arm")
     first, second = med.columns[:2]
     return ", ".join(f"{_k(seqlen)} {mask} {r[second] / r[first] - 1:+.1%}"
                      for (seqlen, mask), r in med.sort_index().iterrows())
@@ -1668,3 +1668,55 @@ def kernels_s67_moves() -> str:
 def kernels_s67_goals() -> str:
     """Issue 14's FA4 aims and its FlexAttention cells, in this one run."""
     return f"{_fa4_aims(KERNELS_S67)}; {flex_goals(_files(KERNELS_S67))}"
+
+
+# -- session 68: the backward on tiles cut at the slices, measured: session 67's kernel (row TMA's
+# illegal instruction, a loss at 64k), its cost on the full mask's grid tiles, the consumers by
+# slot; the kernel masks with FFA, FA4 and compiled Flex in one run
+PROBES_S68 = "h200/probes_s68/"
+KERNELS_S68 = ("h200/kernels_s68/kernel_masks_16k.csv", "h200/kernels_s68/kernel_masks_64k.csv")
+
+
+def _arm_s68(label: str) -> str:
+    """'<sha> plan=cut,CUT_ROW_UNDER_MMA=0' -> 'plan cut, CUT_ROW_UNDER_MMA 0'."""
+    return ", ".join(f"{name} {value}" for name, value in re.findall(r"(\w+)=(\w+)", label))
+
+
+def bwd_cut_first_s68() -> str:
+    return _arms_table(PROBES_S68 + "s68_CUTB.csv", _arm_s68)
+
+
+def bwd_cut_cost_s68() -> str:
+    return _arms_table(PROBES_S68 + "s68_CUTROW.csv", _arm_s68)
+
+
+def bwd_cut_slot_s68() -> str:
+    return _arms_table(PROBES_S68 + "s68_CUTSLOT.csv", _arm_s68)
+
+
+def bwd_cut_slot_s68_changes() -> str:
+    return _second_arm_changes(PROBES_S68 + "s68_CUTSLOT.csv", _arm_s68)
+
+
+def pytest_s68() -> str:
+    return "; ".join(f"{label}: {_pytest_counts(relpath)}" for label, relpath in (
+        ("call 1, `-k cut_at_the_slices` (session 67's cut backward)",
+         "h200/tests/s68_call1_cut_tests.log"),
+        ("call 2, the same without row TMA on cut plans", "h200/tests/s68_call2_cut_tests.log"),
+        ("call 3 (by slot), the cut tests without row TMA, test_every_mask at 8k and the bwd "
+         "route", "h200/tests/s68_call3_cut_tests.log"),
+        ("call 3, the cut tests with row TMA", "h200/tests/s68_call3_cut_row_tma.log")))
+
+
+def kernels_s68_table() -> str:
+    return triton_s21_table(KERNELS_S68)
+
+
+def kernels_s68_moves() -> str:
+    """FFA and FA4, session 67's run -> this one."""
+    return _kernel_moves(KERNELS_S67, KERNELS_S68, "s67", "s68")
+
+
+def kernels_s68_goals() -> str:
+    """Issue 14's FA4 aims and its FlexAttention cells, in this one run."""
+    return f"{_fa4_aims(KERNELS_S68)}; {flex_goals(_files(KERNELS_S68))}"

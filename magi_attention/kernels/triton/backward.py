@@ -32,6 +32,34 @@ from ._tma import descriptor_2d
 from .configs import BwdConfig, launch_options
 
 PREPROCESS_BLOCK = 64  # rows per preprocess program: a [64, D] tile of O and dO
+GATHER_BLOCK = 1024  # elements per gather_cast program (a [Hq * D] row of 8192 takes 8)
+
+
+@triton.jit
+def _gather_cast_kernel(Src, Dst, RowSlots, row_len, BLOCK: tl.constexpr):
+    """Dst row r = Src row RowSlots[r], cast to Dst's dtype (rows of row_len elements)."""
+    row = tl.program_id(0)
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < row_len
+    slot = tl.load(RowSlots + row).to(tl.int64)
+    x = tl.load(Src + slot * row_len + offs, mask=ok)
+    tl.store(Dst + row.to(tl.int64) * row_len + offs, x.to(Dst.dtype.element_ty), mask=ok)
+
+
+_launch_gather_cast = cached_launch(_gather_cast_kernel)
+
+
+def gather_cast(src: torch.Tensor, row_slots: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[len(row_slots), *src.shape[1:]] in ``dtype``, row r being src's row row_slots[r]: in one
+    pass, where a cast and then index_select take two (a cut plan's dQ, added by slot, back to
+    rows). ``src`` contiguous."""
+    out = torch.empty((row_slots.numel(), *src.shape[1:]), dtype=dtype, device=src.device)
+    row_len = src[0].numel() if src.shape[0] else 0
+    if out.numel():
+        key = (src.shape, src.dtype, out.shape, dtype) if src.is_cuda else None
+        _launch_gather_cast((out.shape[0], triton.cdiv(row_len, GATHER_BLOCK)), key, src, out,
+                            row_slots, row_len, BLOCK=GATHER_BLOCK)
+    return out
 
 
 @triton.jit

@@ -134,8 +134,16 @@ KV_VIEWS_PER_STEP = gl.constexpr(True)
 # step's first row from q_starts in the consumers too: spills (16-28 bytes, LDLs in the step
 # loop) and a rescheduled softmax, 0.91x the grid kernel on the full mask's grid tiles (session
 # 68, results/h200/probes_s68/); without those reads the consumers' full steps are the grid's,
-# instruction for instruction (CPU SASS), and nothing spills.
+# instruction for instruction (CPU SASS), and nothing spills. Session 68, H200, GQA 64:8, d128,
+# cut against grid, two rounds (probes_s68/s68_CUTSLOT.csv): the full mask's grid tiles 0.976x
+# (16k) and 0.982x (64k) (the dQ gather and the producer's q_starts read are left of the 0.91x);
+# 16k causal_document 1.058x, block_causal_document 1.033x, full_document 1.014x; 64k 1.019x,
+# 0.998x, 1.003x. On: pick_plan takes cut plans for the documents.
 CUT_AT_SLICES = True
+# A cut plan's dQ back from slots to rows in the fp32 -> bf16 cast's own pass (backward.gather_cast)
+# instead of a cast then an index_select (a second pass over the rows, 2 bytes an element each
+# way: about 0.2 ms at 16k, 3-5% of the document masks' 4-6 ms backward). Session 68 A/B.
+FUSED_DQ_GATHER = True
 ITEM_PAIRS = 2.0  # a key tile's fixed cost in pairs, as the forward's (a guess, not measured)
 
 
@@ -165,7 +173,7 @@ def pick_plan(grid: BlockSparsePlan, cut: BlockSparsePlan | None) -> BlockSparse
     """The grid's plan or the one cut at the slices (None: not built): where the Gluon backward
     runs the grid's (plan_suits), the cut one if it costs less (visited pairs plus ITEM_PAIRS a
     key tile), however short its lists (cut at 16k, causal_document's averaged 14.7 q tiles a key
-    tile and ran 1.09x its grid plan, session 68); else the cut one where it suits itself. So a
+    tile and ran 1.06x its grid plan, session 68); else the cut one where it suits itself. So a
     cut plan it returns is one the Gluon backward should run. Tensor sizes only."""
     if cut is None or not CUT_AT_SLICES or not _maskable(cut):
         return grid
@@ -211,7 +219,9 @@ def head_chunks_for(plan: BlockSparsePlan, group: int) -> int:
 
 def row_tma_suits(plan: BlockSparsePlan) -> bool:
     """Whether partial tiles should read their row intervals by TMA (one interval per row, and
-    enough partial tiles; host-side counts only)."""
+    enough partial tiles; host-side counts only). Grid plans only: on a cut plan it passes its
+    GPU tests since it reads the table by slot (session 68; read at a short tile's first row it
+    raised an illegal instruction), but its speed there is not measured."""
     pairs = plan.num_tile_pairs
     return (plan.row_lo.shape[1] == 1 and pairs > 0 and not plan.cut_at_slices
             and pairs - plan.num_full_pairs >= MIN_PARTIAL_FOR_ROW_TMA * pairs)
@@ -711,7 +721,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     shares into one fp32 buffer each. ``early_empty`` (None: early_empty_suits) releases a
     step's Q / dO slot before its dQ add. ``num_buf`` (None: NUM_BUF, read at the call, as
     the forward's): Q / dO ring slots."""
-    from .backward import PREPROCESS_BLOCK, launch_preprocess
+    from .backward import PREPROCESS_BLOCK, gather_cast, launch_preprocess
 
     seqlen_q, num_heads_q, head_dim = q.shape
     seqlen_k, num_heads_kv, _ = k.shape
@@ -791,7 +801,8 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         num_warps=4, maxnreg=MAXNREG)
     if head_chunks > 1:
         dk, dv = dk.to(k.dtype), dv.to(v.dtype)
-    dq = dq.to(q.dtype)  # (then gathered: half the bytes a slot row)
-    if plan.cut_at_slices:
-        dq = dq.index_select(0, plan.row_slots)
-    return dq, dk, dv
+    if not plan.cut_at_slices:
+        return dq.to(q.dtype), dk, dv
+    if FUSED_DQ_GATHER:  # slots back to rows in the cast's pass
+        return gather_cast(dq, plan.row_slots, q.dtype), dk, dv
+    return dq.to(q.dtype).index_select(0, plan.row_slots), dk, dv
