@@ -140,7 +140,7 @@ from .h200 import (bwd_kv_sections_s66, bwd_kv_sections_s66_changes, cp1_s66,
                    kernels_s66_table, pytest_s66)
 from .h200 import (fwd_cut_first_s67, fwd_cut_s67, fwd_cut_s67_changes, fwd_o_buffer_s67,
                    kernels_s67_goals, kernels_s67_moves, kernels_s67_table, pytest_s67)
-from .h200 import (bwd_cut_cost_s68, bwd_cut_first_s68, bwd_cut_slot_s68,
+from .h200 import (bwd_cut_cost_s68, bwd_cut_first_s68, bwd_cut_slot_s68, bwd_gather_s68,
                    bwd_cut_slot_s68_changes, kernels_s68_goals, kernels_s68_moves,
                    kernels_s68_table, pytest_s68)
 from .h200x2 import cp_ab_s63_table
@@ -297,6 +297,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.bwd_cut_cost_s68": bwd_cut_cost_s68,
     "h200.bwd_cut_slot_s68": bwd_cut_slot_s68,
     "h200.bwd_cut_slot_s68_changes": bwd_cut_slot_s68_changes,
+    "h200.bwd_gather_s68": bwd_gather_s68,
     "h200.pytest_s68": pytest_s68,
     "h200.kernels_s68_table": kernels_s68_table,
     "h200.kernels_s68_moves": kernels_s68_moves,

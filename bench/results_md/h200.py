@@ -1698,6 +1698,10 @@ def bwd_cut_slot_s68_changes() -> str:
     return _second_arm_changes(PROBES_S68 + "s68_CUTSLOT.csv", _arm_s68)
 
 
+def bwd_gather_s68() -> str:
+    return _arms_table(PROBES_S68 + "s68_GATHER.csv", _arm_s68)
+
+
 def pytest_s68() -> str:
     return "; ".join(f"{label}: {_pytest_counts(relpath)}" for label, relpath in (
         ("call 1, `-k cut_at_the_slices` (session 67's cut backward)",
@@ -1705,7 +1709,9 @@ def pytest_s68() -> str:
         ("call 2, the same without row TMA on cut plans", "h200/tests/s68_call2_cut_tests.log"),
         ("call 3 (by slot), the cut tests without row TMA, test_every_mask at 8k and the bwd "
          "route", "h200/tests/s68_call3_cut_tests.log"),
-        ("call 3, the cut tests with row TMA", "h200/tests/s68_call3_cut_row_tma.log")))
+        ("call 3, the cut tests with row TMA", "h200/tests/s68_call3_cut_row_tma.log"),
+        ("call 4 (the fused gather), the backward's cut tests by table",
+         "h200/tests/s68_call4_gather_tests.log")))
 
 
 def kernels_s68_table() -> str:

@@ -36,8 +36,8 @@ def probe(load_script, monkeypatch):
         return dq, dk + state["wrong"], dv
 
     monkeypatch.setattr(module, "inputs", inputs)
-    monkeypatch.setattr(module, "probe_plan", lambda mask, seqlen, m: plan_block_sparse(
-        list(mask.slices), seqlen, seqlen, m.BLOCK_M, m.BLOCK_N))
+    monkeypatch.setattr(module, "probe_plan", lambda mask, seqlen, m, plan="pick":
+                        plan_block_sparse(list(mask.slices), seqlen, seqlen, m.BLOCK_M, m.BLOCK_N))
     monkeypatch.setattr(module.gf, "launch_fwd", fwd)
     monkeypatch.setattr(module.gb, "launch_bwd", bwd)
     return module, state

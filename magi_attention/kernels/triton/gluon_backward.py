@@ -142,7 +142,9 @@ KV_VIEWS_PER_STEP = gl.constexpr(True)
 CUT_AT_SLICES = True
 # A cut plan's dQ back from slots to rows in the fp32 -> bf16 cast's own pass (backward.gather_cast)
 # instead of a cast then an index_select (a second pass over the rows, 2 bytes an element each
-# way: about 0.2 ms at 16k, 3-5% of the document masks' 4-6 ms backward). Session 68 A/B.
+# way: about 0.2 ms at 16k, against the document masks' 4-6 ms backward). Session 68, H200,
+# cut plans, 16k, two rounds (results/h200/probes_s68/s68_GATHER.csv): block_causal_document
+# +2.7%, causal_document +2.4%, full_document +2.1%.
 FUSED_DQ_GATHER = True
 ITEM_PAIRS = 2.0  # a key tile's fixed cost in pairs, as the forward's (a guess, not measured)
 
