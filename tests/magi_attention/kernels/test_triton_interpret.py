@@ -191,6 +191,15 @@ def test_interpreted_forward_in_key_parts_matches_reference():
     assert err <= 1e-2 * scale + 2e-3 and res["lse"] <= 1e-3, res
 
 
+def _interpreted(script: str) -> dict:
+    """The JSON a script prints last, run in a fresh interpreter from the checkout's root."""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+    if proc.returncode != 0:
+        pytest.fail(f"interpreter run failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 # head_dim 256 with the tiles the backend takes for it (configs.FWD_WIDE / BWD_WIDE) and the
 # ordered backward it runs: edge tiles in q and k, GQA, rows without keys
 WIDE_SCRIPT = textwrap.dedent('''
@@ -232,11 +241,7 @@ WIDE_SCRIPT = textwrap.dedent('''
 
 
 def test_interpreted_head_dim_256_matches_reference():
-    proc = subprocess.run([sys.executable, "-c", WIDE_SCRIPT], capture_output=True, text=True,
-                          timeout=600, cwd=ROOT)
-    if proc.returncode != 0:
-        pytest.fail(f"interpreter run failed:\n{proc.stderr[-3000:]}")
-    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    res = _interpreted(WIDE_SCRIPT)
     assert res.pop("empty_rows"), "rows without keys must give lse -inf, out 0, dq 0"
     for key, (err, scale) in res.items():
         assert err <= 1e-2 * scale + 2e-3, f"{key}: max err {err:.3e} (max |ref| {scale:.3e})"
@@ -270,11 +275,7 @@ GATHER_SCRIPT = textwrap.dedent('''
 
 
 def test_interpreted_gather_cast_puts_each_slot_back_at_its_row():
-    proc = subprocess.run([sys.executable, "-c", GATHER_SCRIPT], capture_output=True, text=True,
-                          timeout=600, cwd=ROOT)
-    if proc.returncode != 0:
-        pytest.fail(f"interpreter run failed:\n{proc.stderr[-3000:]}")
-    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    res = _interpreted(GATHER_SCRIPT)
     assert res.pop("moved"), "the plan's slots must differ from its rows, or the test is idle"
     assert res.pop("empty") == [0, 3, 40]
     # fp16 bit-equal to torch's index_select and cast; bf16 within one bf16 step (numpy has no
