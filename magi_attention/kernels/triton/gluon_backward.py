@@ -316,7 +316,7 @@ def _q_row(q_starts, q_tile, BLOCK_M: gl.constexpr, CUT: gl.constexpr):
 
 @gluon.jit
 def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, seqlen_q,
+              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows,
               seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
               v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
               dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
@@ -384,14 +384,14 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
 
 
 @gluon.jit
-def _keep_t(keys, cols, row_lo, row_hi, seqlen_q, k_end, ROW_INTERVALS: gl.constexpr,
+def _keep_t(keys, cols, row_lo, row_hi, q_rows, k_end, ROW_INTERVALS: gl.constexpr,
             CUT: gl.constexpr):
     """[keys, q cols]: cell kept by the q row's interval table (transposed tile). A loop over
     integer offsets: unrolled (static_range), every bound was loaded up front and the consumer
     spilled 1416 bytes at 5 intervals a row (qk_sparse), and with the pointers summed inside
     the loop 788; this form spills 64, as at one interval (sm90 compile, session 40), and ran
     qk_sparse's backward 1.09x."""
-    col_ok = cols < seqlen_q
+    col_ok = cols < q_rows
     k2 = gl.expand_dims(keys, 1)
     keep = (k2 < 0) & gl.expand_dims(cols < 0, 0)  # all False
     for r in range(ROW_INTERVALS):
@@ -405,7 +405,7 @@ def _keep_t(keys, cols, row_lo, row_hi, seqlen_q, k_end, ROW_INTERVALS: gl.const
 
 
 @gluon.jit
-def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE: gl.constexpr):
+def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, q_rows, row_stride, DQ_MODE: gl.constexpr):
     """dq (fp32, already scaled) into the dQ buffer's [q_lo:, col:] block."""
     if DQ_MODE == 2:
         tma.store_wait(pendings=0)  # the last reduce-add has read this staging buffer
@@ -413,18 +413,18 @@ def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, seqlen_q, row_stride, DQ_MODE
         dq_smem_c.store(dq)
         fence_async_shared()
         gl.thread_barrier()
-        _tma_reduce_add(dq_desc, [q_lo, col], dq_smem_c)  # rows past seqlen_q are clipped
+        _tma_reduce_add(dq_desc, [q_lo, col], dq_smem_c)  # rows past q_rows are clipped
     elif DQ_MODE == 1:
         layout: gl.constexpr = dq.type.layout
         rows = q_lo + gl.arange(0, dq.type.shape[0], layout=gl.SliceLayout(1, layout))
         cols = col + gl.arange(0, dq.type.shape[1], layout=gl.SliceLayout(0, layout))
         ptr = DQ + gl.expand_dims(rows, 1).to(gl.int64) * row_stride + gl.expand_dims(cols, 0)
-        gl.atomic_add(ptr, dq, mask=gl.expand_dims(rows < seqlen_q, 1), sem="relaxed")
+        gl.atomic_add(ptr, dq, mask=gl.expand_dims(rows < q_rows, 1), sem="relaxed")
 
 
 @gluon.jit
 def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, seqlen_q,
+              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows,
               seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
               v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
               dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag, c: gl.constexpr):
@@ -485,7 +485,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         mbarrier.wait(ready.index(slot), (j // NUM_BUF) & 1)
         st = warpgroup_mma(k_c, q_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
         dpt = warpgroup_mma(v_c, do_i.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        lse2 = lse_smem.index(slot).load(col_s)  # +inf past seqlen_q: P = 0
+        lse2 = lse_smem.index(slot).load(col_s)  # +inf past the tile's rows: P = 0
         st = warpgroup_mma_wait(num_outstanding=1, deps=(st, ))
         pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
         if t >= mid:  # a partial tile: cells outside the union get P = 0
@@ -496,7 +496,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
                     word = gl.expand_dims(bits_smem.index(slot * WORDS + 2 * c + h).load(col_s), 0)
                     keep = ((word >> (kl & 31)) & 1) != 0
                     pt = gl.where(keep | ((kl >> 5) != h), pt, 0.0)
-            elif ROW_TMA:  # one interval per row, in shared memory (rows past seqlen_q: [0, 0)),
+            elif ROW_TMA:  # one interval per row, in shared memory (rows past q_rows: [0, 0)),
                 # one bound at a time (both live at once spilled 28 more bytes)
                 k2 = gl.expand_dims(keys, 1)
                 pt = gl.where(k2 >= gl.expand_dims(lo_smem.index(slot).load(col_s), 0), pt, 0.0)
@@ -505,7 +505,7 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
                     hi = gl.minimum(hi, k_end)
                 pt = gl.where(k2 < gl.expand_dims(hi, 0), pt, 0.0)
             else:
-                pt = gl.where(_keep_t(keys, cols, row_lo, row_hi, seqlen_q, k_end, ROW_INTERVALS,
+                pt = gl.where(_keep_t(keys, cols, row_lo, row_hi, q_rows, k_end, ROW_INTERVALS,
                                       CUT), pt, 0.0)
         dv = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_i, dv, is_async=True)
         delta = delta_smem.index(slot).load(col_s)
@@ -543,8 +543,8 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
             col = head * HEAD_DIM
             if SPLIT:
                 col += c * DQ_COLS
-            if DQ_MODE != 3 or seqlen_q < 0:  # DQ_NO_ADD: never at run time, MMAs kept
-                _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, seqlen_q,
+            if DQ_MODE != 3 or q_rows < 0:  # DQ_NO_ADD: never at run time, MMAs kept
+                _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, q_rows,
                         num_heads_q * HEAD_DIM, DQ_MODE)
         if DQ_MODE == 0 or not EARLY_EMPTY:
             mbarrier.arrive(empty.index(slot), count=1)
@@ -582,12 +582,12 @@ def _store_rows(x, X, keys, kv_head, num_heads_kv, k_end, HEAD_DIM: gl.constexpr
 # key half (c) is fixed by which of the two it runs
 @gluon.jit
 def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-               hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, seqlen_q,
+               hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows,
                seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
                v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
                dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, seqlen_q,
+              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows,
               seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
               v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
               dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag, 0)
@@ -595,12 +595,12 @@ def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, d
 
 @gluon.jit
 def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-               hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, seqlen_q,
+               hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows,
                seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
                v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
                dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
     _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, seqlen_q,
+              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows,
               seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
               v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
               dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag, 1)
@@ -609,7 +609,7 @@ def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, d
 @gluon.jit
 def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
                 hi_desc, bits_desc, k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, q_starts,
-                k_starts, row_lo, row_hi, bits_base, seqlen_q, seqlen_k, num_heads_q, heads,
+                k_starts, row_lo, row_hi, bits_base, q_rows, seqlen_k, num_heads_q, heads,
                 sm_scale, NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr,
                 DQ_MODE: gl.constexpr, ROW_TMA: gl.constexpr, BITS: gl.constexpr,
                 HEAD_CHUNKS: gl.constexpr, EARLY_EMPTY: gl.constexpr, CUT: gl.constexpr,
@@ -620,6 +620,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     DQ_COLS: gl.constexpr = dq_desc.block_type.shape[1]
     dtype: gl.constexpr = k_desc.dtype
+    # q_rows: the rows of dQ and of the row table, seqlen_q on the grid and a cut plan's slots
     k_tile = gl.load(k_tile_order + gl.program_id(0))  # heaviest key tiles first
     # a kv head's q heads may be split into HEAD_CHUNKS programs a key tile, the grid's slowest
     # dimension: the programs that run together then drift over fewer q heads, whose dq rows
@@ -680,7 +681,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
         mbarrier.init(ds_free.index(i), count=2)
     fence_async_shared()
     args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-            hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, seqlen_q, seqlen_k,
+            hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows, seqlen_k,
             num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem, v_smem,
             q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem,
             kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag)
@@ -765,7 +766,7 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
                       padded, HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK,
                       MAPPED=plan.cut_at_slices)
     # dQ rows by slot on a cut plan (the consumers add q tile t's at t * BLOCK_M), by row else;
-    # the kernel's seqlen_q bounds them
+    # the kernel's q_rows bounds them
     dq_rows = padded if plan.cut_at_slices else seqlen_q
     dq = torch.zeros(dq_rows, num_heads_q, head_dim, dtype=torch.float32, device=q.device)
     row_lo, row_hi = ((plan.slot_row_lo, plan.slot_row_hi) if plan.cut_at_slices
