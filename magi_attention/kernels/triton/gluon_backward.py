@@ -177,10 +177,11 @@ def pick_plan(grid: BlockSparsePlan, cut: BlockSparsePlan | None) -> BlockSparse
     key tile), however short its lists (cut at 16k, causal_document's averaged 14.7 q tiles a key
     tile and ran 1.06x its grid plan, session 68); else the cut one where it suits itself. So a
     cut plan it returns is one the Gluon backward should run. Tensor sizes only."""
+    def cost(plan):
+        return plan.k_tile_qt.numel() + ITEM_PAIRS * plan.num_k_tiles
     if cut is None or not CUT_AT_SLICES or not _maskable(cut):
         return grid
     if plan_suits(grid):
-        cost = lambda plan: plan.k_tile_qt.numel() + ITEM_PAIRS * plan.num_k_tiles  # noqa: E731
         return cut if cost(cut) < cost(grid) else grid
     return cut if plan_suits(cut) else grid
 
