@@ -368,9 +368,12 @@ def _build(bounds: np.ndarray, seqlen_q: int, seqlen_k: int, block_m: int, block
                 & (np.diff(k_starts)[kt] == block_n))
     else:  # only complete in-bounds tiles can reach this
         full = area[qt, kt] == block_m * block_n
-    slot_rows = _slot_rows(q_starts, block_m) if cut_at_slices else np.zeros(0, dtype=np.int64)
-    slot_lo, slot_hi, row_slots = (_by_slot(row_lo, row_hi, slot_rows, seqlen_q) if cut_at_slices
-                                   else (row_lo[:0], row_hi[:0], np.zeros(0)))
+    if cut_at_slices:
+        slot_rows = _slot_rows(q_starts, block_m)
+        slot_lo, slot_hi, row_slots = _by_slot(row_lo, row_hi, slot_rows, seqlen_q)
+    else:  # (empty on the grid: module doc)
+        slot_rows = row_slots = np.zeros(0, dtype=np.int64)
+        slot_lo, slot_hi = row_lo[:0], row_hi[:0]
     q_ptr, q_kt, q_full = _tile_lists(qt, kt, full, nqt)
     k_ptr, k_qt, k_full = _tile_lists(kt, qt, full, nkt)
     nonempty = (bounds[:, 1] > bounds[:, 0]) & (bounds[:, 3] > bounds[:, 2])

@@ -21,6 +21,8 @@ key set's share of dq and its exact dk, dv.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import triton
 import triton.language as tl
@@ -54,7 +56,7 @@ def gather_cast(src: torch.Tensor, row_slots: torch.Tensor, dtype: torch.dtype) 
     pass, where a cast and then index_select take two (a cut plan's dQ, added by slot, back to
     rows). ``src`` contiguous."""
     out = torch.empty((row_slots.numel(), *src.shape[1:]), dtype=dtype, device=src.device)
-    row_len = src[0].numel() if src.shape[0] else 0
+    row_len = math.prod(src.shape[1:])
     if out.numel():
         key = (src.shape, src.dtype, out.shape, dtype) if src.is_cuda else None
         _launch_gather_cast((out.shape[0], triton.cdiv(row_len, GATHER_BLOCK)), key, src, out,

@@ -138,14 +138,13 @@ KV_VIEWS_PER_STEP = gl.constexpr(True)
 # cut against grid, two rounds (probes_s68/s68_CUTSLOT.csv): the full mask's grid tiles 0.976x
 # (16k) and 0.982x (64k) (the dQ gather and the producer's q_starts read are left of the 0.91x);
 # 16k causal_document 1.058x, block_causal_document 1.033x, full_document 1.014x; 64k 1.019x,
-# 0.998x, 1.003x. On: pick_plan takes cut plans for the documents.
-CUT_AT_SLICES = True
-# A cut plan's dQ back from slots to rows in the fp32 -> bf16 cast's own pass (backward.gather_cast)
-# instead of a cast then an index_select (a second pass over the rows, 2 bytes an element each
-# way: about 0.2 ms at 16k, against the document masks' 4-6 ms backward). Session 68, H200,
-# cut plans, 16k, two rounds (results/h200/probes_s68/s68_GATHER.csv): block_causal_document
+# 0.998x, 1.003x. On: pick_plan takes cut plans for the documents. A cut plan's dQ goes back
+# from slots to rows in the fp32 -> bf16 cast's own pass (backward.gather_cast), where a cast
+# then an index_select made a second pass over the rows (2 bytes an element each way, about
+# 0.2 ms at 16k against the document masks' 4-6 ms backward): session 68, cut plans, 16k, two
+# rounds (s68_GATHER.csv, FUSED_DQ_GATHER, a switch removed after it) block_causal_document
 # +2.7%, causal_document +2.4%, full_document +2.1%.
-FUSED_DQ_GATHER = True
+CUT_AT_SLICES = True
 ITEM_PAIRS = 2.0  # a key tile's fixed cost in pairs, as the forward's (a guess, not measured)
 
 
@@ -805,8 +804,6 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         num_warps=4, maxnreg=MAXNREG)
     if head_chunks > 1:
         dk, dv = dk.to(k.dtype), dv.to(v.dtype)
-    if not plan.cut_at_slices:
-        return dq.to(q.dtype), dk, dv
-    if FUSED_DQ_GATHER:  # slots back to rows in the cast's pass
+    if plan.cut_at_slices:  # slots back to rows in the cast's pass
         return gather_cast(dq, plan.row_slots, q.dtype), dk, dv
-    return dq.to(q.dtype).index_select(0, plan.row_slots), dk, dv
+    return dq.to(q.dtype), dk, dv
