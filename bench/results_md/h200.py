@@ -1726,3 +1726,38 @@ def kernels_s68_moves() -> str:
 def kernels_s68_goals() -> str:
     """Issue 14's FA4 aims and its FlexAttention cells, in this one run."""
     return f"{_fa4_aims(KERNELS_S68)}; {flex_goals(_files(KERNELS_S68))}"
+
+
+# -- session 69: the backward's producer reading a cut plan's q row before its empty wait, the
+# forward's cut kernel on the full mask's grid tiles; the kernel masks with FFA, FA4 and
+# compiled Flex in one run (the dQ gather fused into the cast, session 68, first in a bench row)
+PROBES_S69 = "h200/probes_s69/"
+KERNELS_S69 = ("h200/kernels_s69/kernel_masks_16k.csv", "h200/kernels_s69/kernel_masks_64k.csv")
+
+
+def bwd_q_row_s69() -> str:
+    return _arms_table(PROBES_S69 + "s69_QROW.csv", _arm_s68)
+
+
+def fwd_cut_cost_s69() -> str:
+    return _arms_table(PROBES_S69 + "s69_FWDCUT.csv", _arm_s68)
+
+
+def pytest_s69() -> str:
+    return "; ".join(f"{label}: {_pytest_counts(relpath)}" for label, relpath in (
+        ("call 1, `-k gluon_backward_on_tiles_cut` (the q row before the wait)",
+         "h200/tests/s69_call1_cut_tests.log"),))
+
+
+def kernels_s69_table() -> str:
+    return triton_s21_table(KERNELS_S69)
+
+
+def kernels_s69_moves() -> str:
+    """FFA and FA4, session 68's run -> this one."""
+    return _kernel_moves(KERNELS_S68, KERNELS_S69, "s68", "s69")
+
+
+def kernels_s69_goals() -> str:
+    """Issue 14's FA4 aims and its FlexAttention cells, in this one run."""
+    return f"{_fa4_aims(KERNELS_S69)}; {flex_goals(_files(KERNELS_S69))}"
