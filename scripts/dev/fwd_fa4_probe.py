@@ -65,12 +65,14 @@ def probe_mask(mask_name: str, seqlen: int):
 
 
 PLAN = {"fwd": "pick", "bwd": "pick"}  # --plan sets the probed direction's
+_KEPT = []  # plans built and not run (--plan grid_both), held so that no later tensor takes their memory
 
 
 def probe_plan(mask, seqlen: int, module, plan: str = "pick"):
     """The mask's plan at ``module``'s tiles (gluon_forward or gluon_backward), on the GPU; cut
     at the slices where the module's pick_plan takes that (what kernels.triton runs), or the
-    grid's or the cut one whatever pick_plan would say (``plan``: pick, grid, cut)."""
+    grid's or the cut one whatever pick_plan would say (``plan``: pick, grid, cut; grid_both: the
+    grid's with the cut one built too, so that only the kernel differs from the cut arm)."""
     slices = list(mask.slices)
     grid = plan_block_sparse(slices, seqlen, seqlen, module.BLOCK_M, module.BLOCK_N,
                              device="cuda")
@@ -78,6 +80,9 @@ def probe_plan(mask, seqlen: int, module, plan: str = "pick"):
         return grid  # (a module from before cut plans has no switch)
     cut = plan_block_sparse(slices, seqlen, seqlen, module.BLOCK_M, module.BLOCK_N,
                             device="cuda", cut_at_slices=True)
+    if plan == "grid_both":  # the cut arm's allocations (none freed for reuse), the grid's kernel
+        _KEPT.append(cut)
+        return grid
     return cut if plan == "cut" else module.pick_plan(grid, cut)
 
 
@@ -182,17 +187,19 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", default=None)
     p.add_argument("--one", choices=["ffa", "fa4"], default=None,
-                   help="two calls of one kernel (for ncu), on --masks[0] at --seqlens[0]")
+                   help="--calls calls of one kernel (for ncu), on --masks[0] at --seqlens[0]")
+    p.add_argument("--calls", type=int, default=2,
+                   help="--one's calls (ncu: --launch-skip the first, the compile's)")
     p.add_argument("--variant", action="append", default=[],
                    help="NAME=INT: a gluon_forward (fwd) or gluon_backward (bwd) module "
                         "constant set before any launch")
     p.add_argument("--fwd-module", default=None,
                    help="another forward module of magi_attention.kernels.triton in place of "
                         "gluon_forward (an arm of the code before a change, kept as a file)")
-    p.add_argument("--plan", choices=["pick", "grid", "cut"], default="pick",
+    p.add_argument("--plan", choices=["pick", "grid", "cut", "grid_both"], default="pick",
                    help="the probed direction's tile plan: as kernels.triton picks it, on the "
                         "grid, or cut at the slices (a cut kernel on grid tiles where no slice "
-                        "bound is off the grid)")
+                        "bound is off the grid); grid_both: the grid's, the cut one built too")
     p.add_argument("--label", default="")
     p.add_argument("--check", action="store_true",
                    help="results against the torch reference before timing")
@@ -206,7 +213,8 @@ def main() -> None:
         set_switch(module, name, int(value))
     if args.one:
         fn = runners(args.masks[0], args.seqlens[0], args.direction)[0][args.one]
-        fn(), fn()
+        for _ in range(args.calls):
+            fn()
         torch.cuda.synchronize()
         return
     for s in args.seqlens:
