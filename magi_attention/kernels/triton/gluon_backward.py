@@ -145,7 +145,6 @@ KV_VIEWS_PER_STEP = gl.constexpr(True)
 # rounds (s68_GATHER.csv, FUSED_DQ_GATHER, a switch removed after it) block_causal_document
 # +2.7%, causal_document +2.4%, full_document +2.1%.
 CUT_AT_SLICES = True
-Q_ROW_EARLY = gl.constexpr(True)  # session 69's A/B arm (the producer's q_starts read before the wait)
 ITEM_PAIRS = 2.0  # a key tile's fixed cost in pairs, as the forward's (a guess, not measured)
 
 
@@ -348,12 +347,11 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         slot = j % NUM_BUF
         head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, heads,
                                 k_tile_qt)
-        # (CUT: the row's load is issued before the wait, whose time then hides its latency)
-        if Q_ROW_EARLY:
-            q_lo = _q_row(q_starts, q_tile, BLOCK_M, CUT)
+        # CUT: the row's load issued before the wait, whose time then hides its latency
+        # (session 69, cut plans, against after the wait: the full mask's grid tiles +0.5% at
+        # 16k, +2.8% at 64k; the documents -0.7% to +1.3%; probes_s69/s69_QROW.csv)
+        q_lo = _q_row(q_starts, q_tile, BLOCK_M, CUT)
         mbarrier.wait(empty.index(slot), ((j // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
-        if not Q_ROW_EARLY:
-            q_lo = _q_row(q_starts, q_tile, BLOCK_M, CUT)
         if BITS:
             if t >= mid:
                 mbarrier.expect(ready.index(slot), NBYTES + WORDS * bits_desc.block_type.nbytes)
