@@ -10,7 +10,7 @@ wc -l < /tmp/ids
 split -n r/4 -d /tmp/ids /tmp/part.
 for p in /tmp/part.0?; do
     mapfile -t ids < "$p"
-    timeout 330 python3 -m pytest -m gpu -p no:cacheprovider -q -rfE "${ids[@]}" > "$p.log" 2>&1 &
+    timeout 270 python3 -m pytest -m gpu -p no:cacheprovider -q -rfE "${ids[@]}" > "$p.log" 2>&1 &
 done
 wait
 for p in /tmp/part.0?.log; do echo "=== $p"; cat "$p"; done > "$OUT/s69_call4_gluon_backward_tests.log"
