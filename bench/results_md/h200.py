@@ -1761,3 +1761,81 @@ def kernels_s69_moves() -> str:
 def kernels_s69_goals() -> str:
     """Issue 14's FA4 aims and its FlexAttention cells, in this one run."""
     return f"{_fa4_aims(KERNELS_S69)}; {flex_goals(_files(KERNELS_S69))}"
+
+
+def fwd_cut_clocks_s69() -> str:
+    return _arms_table(PROBES_S69 + "s69_FWDCUT_CLK.csv", _arm_s68)
+
+
+def fwd_cut_clock_table_s69() -> str:
+    """Each arm process's SM clock and board power (nvidia-smi every 100 ms, the samples above
+    300 W) in call 3's A/B."""
+    rows = pd.read_csv(RESULTS / PROBES_S69 / "s69_FWDCUT_CLK_clocks.csv")
+    lines = ["| round | arm | SM clock, MHz (median) | power, W (median) | samples |",
+             "|---|---|---|---|---|"]
+    for _, r in rows.iterrows():
+        lines.append(f"| {r['round']} | {_arm_s68(r.arm)} | {r.sm_mhz_median:.0f} | "
+                     f"{r.power_w_median:.0f} | {r.busy_samples} |")
+    return "\n".join(lines)
+
+
+def _ncu_csv(relpath: str) -> pd.DataFrame:
+    """An ncu --csv metrics or --page raw export (warning lines before the header dropped):
+    one row a profiled launch, a column a metric (numbers without their thousands commas)."""
+    import csv
+    import gzip
+    path = RESULTS / relpath
+    opener = gzip.open if relpath.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        rows = [r for r in csv.reader(line for line in f if line.startswith('"'))]
+    if "Metric Name" in rows[0]:  # --metrics --csv: a row a (launch, metric)
+        head = rows[0]
+        idx, name, value = head.index("ID"), head.index("Metric Name"), head.index("Metric Value")
+        frame = pd.DataFrame([(r[idx], r[name], r[value]) for r in rows[1:]],
+                             columns=["launch", "metric", "value"])
+        frame = frame.pivot(index="launch", columns="metric", values="value")
+    else:  # --page raw: the header, the units, then a row a launch
+        frame = pd.DataFrame(rows[2:], columns=rows[0])
+    return frame.apply(lambda col: pd.to_numeric(col.str.replace(",", ""), errors="coerce"))
+
+
+def fwd_cut_ncu_s69() -> str:
+    """The forward's grid and cut kernels on the full mask's grid tiles (16k), under ncu at the
+    GPU's own clocks (three launches each, medians) and at base clocks (--set full, one
+    launch): time, cycles and the L2's sectors, which the L2 request coalescer (LRC) merges
+    before they reach it."""
+    lines = ["| arm | ms at own clocks | SM cycles at own clocks (M) | L2 sectors at own clocks "
+             "(G) | SM cycles at base (M) | L2 sectors at base (G) | L2 requests at base (M) |",
+             "|---|---|---|---|---|---|---|"]
+    for arm in ("grid", "cut", "grid_both"):
+        boost = _ncu_csv(PROBES_S69 + f"ncu/boost_{arm}.csv").median()
+        base = "| - | - | - |"
+        if arm != "grid_both":
+            raw = _ncu_csv(PROBES_S69 + f"ncu/fwd_full16k_{arm}_raw.csv.gz").iloc[0]
+            base = (f"| {raw['sm__cycles_elapsed.max'] / 1e6:.2f} | "
+                    f"{raw['lts__t_sectors.sum'] / 1e9:.3f} | "
+                    f"{raw['lts__t_requests.sum'] / 1e6:.0f} |")
+        lines.append(f"| {arm} | {boost['gpu__time_duration.sum'] / 1e6:.2f} | "
+                     f"{boost['sm__cycles_elapsed.max'] / 1e6:.2f} | "
+                     f"{boost['lts__t_sectors.sum'] / 1e9:.3f} {base}")
+    return "\n".join(lines)
+
+
+def bwd_cut_ncu_s69() -> str:
+    """ncu --set full (base clocks) of both directions' grid and cut kernels on the full mask's
+    grid tiles, 16k: elapsed cycles and instructions executed."""
+    lines = ["| direction | arm | elapsed cycles (M) | instructions executed (G) |",
+             "|---|---|---|---|"]
+    for direction in ("fwd", "bwd"):
+        for arm in ("grid", "cut"):
+            rows = pd.read_csv(RESULTS / PROBES_S69 / f"ncu/{direction}_{arm}_details.csv",
+                               thousands=",")
+            value = rows.set_index("Metric Name")["Metric Value"]
+            cycles = float(str(value["Elapsed Cycles"]).replace(",", ""))
+            inst = float(str(value["Executed Instructions"]).replace(",", ""))
+            lines.append(f"| {direction} | {arm} | {cycles / 1e6:.2f} | {inst / 1e9:.3f} |")
+    return "\n".join(lines)
+
+
+def pytest_s69_call4() -> str:
+    return _summed_counts("h200/tests/s69_call4_gluon_backward_tests.log")
