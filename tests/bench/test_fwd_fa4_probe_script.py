@@ -53,3 +53,21 @@ def test_the_probe_check_passes_the_reference_and_stops_a_wrong_kernel(probe, di
     state["wrong"] = 1.0
     with pytest.raises(SystemExit, match="check failed"):
         module.check(mask, S, direction)
+
+
+@pytest.mark.parametrize("which", ["grid", "cut", "grid_both", "pick"])
+def test_the_probe_plan_builds_the_arm_it_names(load_script, monkeypatch, which):
+    """--plan: the grid's plan, the one cut at the slices, the grid's with the cut one built and
+    held (so that no later tensor takes its memory: only the kernel differs from the cut arm),
+    or what the module's pick_plan takes (the backward's on a 16k document mask: cut)."""
+    from magi_attention.kernels import block_sparse
+    module = load_script("scripts/dev/fwd_fa4_probe.py")
+    real = block_sparse.plan_block_sparse
+    monkeypatch.setattr(module, "plan_block_sparse",
+                        lambda *a, device=None, **kw: real(*a, device="cpu", **kw))
+    module._KEPT.clear()
+    seqlen = 16384
+    mask = module.probe_mask("causal_document", seqlen)
+    plan = module.probe_plan(mask, seqlen, module.gb, which)
+    assert plan.cut_at_slices == (which in ("cut", "pick"))
+    assert [p.cut_at_slices for p in module._KEPT] == ([True] if which == "grid_both" else [])
