@@ -146,6 +146,8 @@ from .h200 import (bwd_cut_cost_s68, bwd_cut_first_s68, bwd_cut_slot_s68, bwd_ga
 from .h200 import (bwd_cut_ncu_s69, bwd_q_row_s69, fwd_cut_clock_table_s69, fwd_cut_clocks_s69,
                    fwd_cut_cost_s69, fwd_cut_ncu_s69, kernels_s69_goals, kernels_s69_moves,
                    kernels_s69_table, pytest_s69, pytest_s69_call4)
+from .h200 import (bwd_q_row_s69_changes, bwd_q_row_s69_full_vs_grid, fwd_cut_clocks_s69_changes,
+                   fwd_cut_cost_s69_changes, fwd_cut_ncu_s69_summary)
 from .h200x2 import cp_ab_s63_table
 from .h200x2 import CP2_S48_SPANS, cut_causal_s48, early_ab_s48_table, early_key_s48
 from .h200x2 import pytest_timed_s58, timed_s58_summary, timed_s58_table
@@ -316,6 +318,11 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "h200.fwd_cut_clock_table_s69": fwd_cut_clock_table_s69,
     "h200.fwd_cut_ncu_s69": fwd_cut_ncu_s69,
     "h200.pytest_s69_call4": pytest_s69_call4,
+    "h200.bwd_q_row_s69_changes": bwd_q_row_s69_changes,
+    "h200.bwd_q_row_s69_full_vs_grid": bwd_q_row_s69_full_vs_grid,
+    "h200.fwd_cut_cost_s69_changes": fwd_cut_cost_s69_changes,
+    "h200.fwd_cut_ncu_s69_summary": fwd_cut_ncu_s69_summary,
+    "h200.fwd_cut_clocks_s69_changes": fwd_cut_clocks_s69_changes,
     "h200x2.key_clock_s60_table": key_clock_s60_table,
     "h200x2.key_clock_s60_moves": key_clock_s60_moves,
     "h200x4.key_clock_cp4_s60": key_clock_cp4_s60,

@@ -1839,3 +1839,59 @@ def bwd_cut_ncu_s69() -> str:
 
 def pytest_s69_call4() -> str:
     return _summed_counts("h200/tests/s69_call4_gluon_backward_tests.log")
+
+
+def _arm_vs_arm(relpath: str, arm: str, base: str, ratio: bool = False,
+                name: Callable[[str], str] = _arm_s68) -> str:
+    """Arm ``arm``'s median against arm ``base``'s, per cell where both ran: '16k full +0.5%'
+    (or the ratio, '0.979x'; arms as ``name`` names them from the labels)."""
+    med = _arm_medians(relpath, name).ffa.unstack("arm")
+    med = med[[arm, base]].dropna()
+    return ", ".join(
+        f"{_k(seqlen)} {mask} " + (f"{r[arm] / r[base]:.3f}x" if ratio
+                                   else f"{r[arm] / r[base] - 1:+.1%}")
+        for (seqlen, mask), r in med.sort_index().iterrows())
+
+
+def bwd_q_row_s69_changes() -> str:
+    """The q row read before the wait against after it, cut plans."""
+    return _arm_vs_arm(PROBES_S69 + "s69_QROW.csv", "plan cut", "plan cut, Q_ROW_EARLY 0")
+
+
+def bwd_q_row_s69_full_vs_grid() -> str:
+    """The full mask's cut arm over the grid arm, with the read before the wait and after."""
+    full = lambda arm: ", ".join(  # noqa: E731
+        part for part in _arm_vs_arm(PROBES_S69 + "s69_QROW.csv", arm, "plan grid",
+                                     ratio=True).split(", ") if " full " in f" {part} ")
+    return f"before the wait {full('plan cut')}; after it {full('plan cut, Q_ROW_EARLY 0')}"
+
+
+def fwd_cut_cost_s69_changes() -> str:
+    return _second_arm_changes(PROBES_S69 + "s69_FWDCUT.csv", _arm_s68)
+
+
+def fwd_cut_ncu_s69_summary() -> str:
+    """Call 4's ncu at the GPU's own clocks, cut against grid: time, cycles, the L2's sectors
+    and, at base clocks, the LRC's fan-out (sectors delivered to GPCs per sector read from L2)."""
+    boost = {arm: _ncu_csv(PROBES_S69 + f"ncu/boost_{arm}.csv").median()
+             for arm in ("grid", "cut")}
+    raw = {arm: _ncu_csv(PROBES_S69 + f"ncu/fwd_full16k_{arm}_raw.csv.gz").iloc[0]
+           for arm in ("grid", "cut")}
+    g, c = boost["grid"], boost["cut"]
+    fan = {arm: raw[arm]["lrc__xbar2gpc_sectors_op_read.sum"]
+           / raw[arm]["lrc__lts2lrc_sectors_op_read.sum"] for arm in raw}
+    loaded = raw["cut"]["l1tex__m_xbar2l1tex_read_sectors_mem_global_op_tma_ld.sum"]
+    return (f"time {c['gpu__time_duration.sum'] / g['gpu__time_duration.sum'] - 1:+.1%}, "
+            f"SM cycles {c['sm__cycles_elapsed.max'] / g['sm__cycles_elapsed.max'] - 1:+.1%}, "
+            f"L2 sectors {c['lts__t_sectors.sum'] / 1e9:.2f} G against "
+            f"{g['lts__t_sectors.sum'] / 1e9:.2f} G; the SMs' TMA reads "
+            f"{loaded / 1e9:.2f} G sectors in both, of which the L2 read "
+            f"{raw['cut']['lts__t_sectors.sum'] / loaded:.0%} (cut) and "
+            f"{raw['grid']['lts__t_sectors.sum'] / loaded:.0%} (grid); the LRC's fan-out "
+            f"{fan['cut']:.2f} (cut) against {fan['grid']:.2f} (grid)")
+
+
+def fwd_cut_clocks_s69_changes() -> str:
+    return ", ".join(
+        f"{a} {_arm_vs_arm(PROBES_S69 + 's69_FWDCUT_CLK.csv', f'plan {a}', 'plan grid')}"
+        for a in ("cut", "grid_both"))
