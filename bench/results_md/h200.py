@@ -1569,13 +1569,21 @@ def fwd_lpt_dynamic_s66() -> str:
     return _arms_table(PROBES_S66 + "s66_LPT_DYNAMIC.csv")
 
 
+def _cell_changes(med: pd.DataFrame, arm: str, base: str, ratio: bool = False) -> str:
+    """Per (seqlen, mask) row of arm medians: column ``arm`` against column ``base``,
+    '16k full -3.0%' (or the ratio, '0.979x')."""
+    return ", ".join(
+        f"{_k(seqlen)} {mask} " + (f"{r[arm] / r[base]:.3f}x" if ratio
+                                   else f"{r[arm] / r[base] - 1:+.1%}")
+        for (seqlen, mask), r in med.sort_index().iterrows())
+
+
 def _second_arm_changes(relpath: str, arm: Callable[[str], str] = _arm_s64) -> str:
     """The second arm's median against the first's, per cell: '16k full -3.0%, ...' (a two-arm
     A/B file of fwd_fa4_probe.py rows; ``arm`` names a row's arm from its label)."""
     med = _arm_medians(relpath, arm).ffa.unstack("arm")
     first, second = med.columns[:2]
-    return ", ".join(f"{_k(seqlen)} {mask} {r[second] / r[first] - 1:+.1%}"
-                     for (seqlen, mask), r in med.sort_index().iterrows())
+    return _cell_changes(med, second, first)
 
 
 def fwd_o_direct_s66_changes() -> str:
@@ -1828,12 +1836,9 @@ def bwd_cut_ncu_s69() -> str:
              "|---|---|---|---|"]
     for direction in ("fwd", "bwd"):
         for arm in ("grid", "cut"):
-            rows = pd.read_csv(RESULTS / PROBES_S69 / f"ncu/{direction}_{arm}_details.csv",
-                               thousands=",")
-            value = rows.set_index("Metric Name")["Metric Value"]
-            cycles = float(str(value["Elapsed Cycles"]).replace(",", ""))
-            inst = float(str(value["Executed Instructions"]).replace(",", ""))
-            lines.append(f"| {direction} | {arm} | {cycles / 1e6:.2f} | {inst / 1e9:.3f} |")
+            m = _ncu_details(PROBES_S69 + f"ncu/{direction}_{arm}_details.csv")
+            lines.append(f"| {direction} | {arm} | {m['Elapsed Cycles'] / 1e6:.2f} | "
+                         f"{m['Executed Instructions'] / 1e9:.3f} |")
     return "\n".join(lines)
 
 
@@ -1842,15 +1847,15 @@ def pytest_s69_call4() -> str:
 
 
 def _arm_vs_arm(relpath: str, arm: str, base: str, ratio: bool = False,
+                masks: tuple[str, ...] | None = None,
                 name: Callable[[str], str] = _arm_s68) -> str:
-    """Arm ``arm``'s median against arm ``base``'s, per cell where both ran: '16k full +0.5%'
-    (or the ratio, '0.979x'; arms as ``name`` names them from the labels)."""
-    med = _arm_medians(relpath, name).ffa.unstack("arm")
-    med = med[[arm, base]].dropna()
-    return ", ".join(
-        f"{_k(seqlen)} {mask} " + (f"{r[arm] / r[base]:.3f}x" if ratio
-                                   else f"{r[arm] / r[base] - 1:+.1%}")
-        for (seqlen, mask), r in med.sort_index().iterrows())
+    """Arm ``arm``'s median against arm ``base``'s, per cell where both ran (of ``masks``, None:
+    every mask): '16k full +0.5%' (or the ratio, '0.979x'; arms as ``name`` names them from the
+    labels)."""
+    med = _arm_medians(relpath, name).ffa.unstack("arm")[[arm, base]].dropna()
+    if masks is not None:
+        med = med[med.index.get_level_values("mask").isin(masks)]
+    return _cell_changes(med, arm, base, ratio)
 
 
 def bwd_q_row_s69_changes() -> str:
@@ -1860,9 +1865,8 @@ def bwd_q_row_s69_changes() -> str:
 
 def bwd_q_row_s69_full_vs_grid() -> str:
     """The full mask's cut arm over the grid arm, with the read before the wait and after."""
-    full = lambda arm: ", ".join(  # noqa: E731
-        part for part in _arm_vs_arm(PROBES_S69 + "s69_QROW.csv", arm, "plan grid",
-                                     ratio=True).split(", ") if " full " in f" {part} ")
+    full = lambda arm: _arm_vs_arm(PROBES_S69 + "s69_QROW.csv", arm, "plan grid",  # noqa: E731
+                                   ratio=True, masks=("full",))
     return f"before the wait {full('plan cut')}; after it {full('plan cut, Q_ROW_EARLY 0')}"
 
 
