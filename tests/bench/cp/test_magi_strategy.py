@@ -23,16 +23,11 @@ from bench.data import sample_doc_lens
 from bench.masks import MASK_NAMES, build_mask
 from magi_attention.common import to_dense
 
+from ._small_masks import SMALL_MASK_PARAMS as MASK_PARAMS
+
 SEQLEN = 256
 PROBLEM = Problem(seqlen=SEQLEN, num_heads_q=4, num_heads_kv=2, head_dim=16,
                   doc_lens=tuple(sample_doc_lens(SEQLEN, seed=8, cap_ratio=0.5)))
-MASK_PARAMS = {
-    "sliding_window": {"window": 24}, "sliding_window_causal": {"window": 24},
-    "global_sliding_window": {"window": 24, "num_global": 8},
-    "block_causal_document": {"block_size": 16}, "hash_sparse": {"run_len": 8, "num_buckets": 4},
-    "block_sparse": {"block_q": 32, "block_k": 32},
-    "var_block_sparse": {"min_block": 16, "max_block": 64},
-}
 CP4_MASKS = ("full", "causal", "causal_document", "sliding_window_causal", "share_question")
 KNOBS = {2: [{}, {"chunk_size": 16, "num_stages": 2, "dispatch_alg": "sequential"}],
          4: [{"chunk_size": 8, "head_dim": 16, "dtype": "float32"}]}

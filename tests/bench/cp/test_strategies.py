@@ -20,17 +20,11 @@ from bench.cp.verify import Cell, Problem, gloo_entry, strategy_label
 from bench.data import sample_doc_lens
 from bench.masks import MASK_NAMES, build_mask
 
+from ._small_masks import SMALL_MASK_PARAMS as MASK_PARAMS
+
 PROBLEM = Problem(seqlen=250, num_heads_q=4, num_heads_kv=2, head_dim=16,
                   doc_lens=tuple(sample_doc_lens(250, seed=8, cap_ratio=0.5)))
 
-# small-S versions of the MASKS.md defaults, so windows, blocks and buckets bite at S = 250
-MASK_PARAMS = {
-    "sliding_window": {"window": 24}, "sliding_window_causal": {"window": 24},
-    "global_sliding_window": {"window": 24, "num_global": 8},
-    "block_causal_document": {"block_size": 16}, "hash_sparse": {"run_len": 8, "num_buckets": 4},
-    "block_sparse": {"block_q": 32, "block_k": 32},
-    "var_block_sparse": {"min_block": 16, "max_block": 64},
-}
 PER_HEAD = {"block_q": 32, "block_k": 32, "num_heads_kv": PROBLEM.num_heads_kv}
 
 CONFIGS = {
