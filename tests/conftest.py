@@ -57,3 +57,16 @@ def leftover_garbage():
         if enabled:
             gc.enable()
         gc.collect()
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """Ctrl-C raises KeyboardInterrupt in this process, as in a terminal, even where the test
+    run inherited SIGINT ignored (a job started in the background by a non-interactive shell);
+    the fixture's value is for subprocess.Popen(preexec_fn=...), so a child starts the same."""
+    import signal
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+    finally:
+        signal.signal(signal.SIGINT, previous)

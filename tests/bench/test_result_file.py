@@ -114,7 +114,8 @@ def test_tables_written_by_the_report_are_not_results_and_not_warned_about(tmp_p
     assert caplog.text == ""
 
 
-def test_ctrl_c_while_a_row_is_written_lands_after_it_is_counted(tmp_path, monkeypatch):
+def test_ctrl_c_while_a_row_is_written_lands_after_it_is_counted(tmp_path, monkeypatch,
+                                                                   ctrl_c_raises):
     """The race behind a flaky 'interrupted: wrote N rows' line: Ctrl-C between the file write
     and the in-memory count. record_row takes the interrupt after both."""
     import os

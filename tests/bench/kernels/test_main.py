@@ -42,12 +42,13 @@ def test_unimportable_target_is_named_on_the_terminal(tmp_path):
     assert "{'missing': 2}" in result.stdout  # bench.status: a package that does not import
 
 
-def test_ctrl_c_ends_with_one_line_and_the_rerun_resumes(tmp_path):
+def test_ctrl_c_ends_with_one_line_and_the_rerun_resumes(tmp_path, ctrl_c_raises):
     overrides = ["kernel=[naive,sdpa_math]", "mask=[causal,full]", "seqlens=[64,128,256,512]",
                  "hardware.repeat=20", f"out_dir={tmp_path}/out", "progress=false",
                  "report=false", f"hydra.run.dir={tmp_path}/hydra"]
     proc = subprocess.Popen([sys.executable, "-m", "bench.kernels", *overrides], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_raises)
     out_file = tmp_path / "out" / "kernels"
     deadline = time.monotonic() + 240
     while not list(out_file.glob("*.csv")) and time.monotonic() < deadline:
