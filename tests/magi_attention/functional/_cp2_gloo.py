@@ -6,6 +6,7 @@ import sys
 import tempfile
 import traceback
 import warnings
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -53,16 +54,17 @@ def bitwise_diffs(what: str, got, want) -> list[str]:
             if a.dtype != torch.bfloat16 or not torch.equal(a, b)]
 
 
-def _worker(rank, check, init_file, out_file):
+def _worker(rank, check, init_file, outs):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     try:
         errors = check(rank)
     except Exception:
         errors = [traceback.format_exc()]
-    with open(f"{out_file}.{rank}.part", "w") as f:
+    part = f"{outs[rank]}.part"
+    with open(part, "w") as f:
         f.write("\n".join(errors))
-    os.replace(f"{out_file}.{rank}.part", f"{out_file}.{rank}")  # whole or absent
+    os.replace(part, outs[rank])  # whole or absent
     # a check's reference cycles (a runtime whose methods it wrapped) hold the group: freed
     # here, the group goes down in destroy_process_group below, not in the interpreter's teardown
     gc.collect()
@@ -85,15 +87,9 @@ def run_on_two_ranks(check) -> str:
     with tempfile.TemporaryDirectory() as d:
         outs = [os.path.join(d, f"out.{r}") for r in range(2)]
         try:
-            mp.spawn(_worker, args=(check, os.path.join(d, "store"), os.path.join(d, "out")),
-                     nprocs=2)
+            mp.spawn(_worker, args=(check, os.path.join(d, "store"), outs), nprocs=2)
         except mp.ProcessExitedException as e:
             if e.signal_name is None or not all(os.path.exists(o) for o in outs):
                 raise
             warnings.warn(f"a gloo rank died in teardown, after the check: {e}")
-        return "\n".join(_read(o) for o in outs).strip()
-
-
-def _read(path: str) -> str:
-    with open(path) as f:
-        return f.read()
+        return "\n".join(Path(o).read_text() for o in outs).strip()
