@@ -3,8 +3,6 @@
 #   results/<hw>/kernels/*.csv -> results/<hw>/tables/ and plots/<hw>/<mask>/<fwd|bwd>/flops_report.png
 #   results/<hw>/cp/*.csv      -> results/<hw>/cp_tables/ and plots/<hw>/cp/<mask>/<fwd|bwd>/
 #                                 (TFLOPs/s/GPU against cp_size, plus magi ratio tables)
-#   results/                   -> the numbers quoted in RESULTS.md (bench.results_md)
-#   (the dispatch solver)      -> plots/dispatch/: chunk owners and group_cast vs ring volume per
 #                                 mask and cp size (bench.cp.dispatch_plot; no result file needed)
 # Usage: bash scripts/regenerate.sh [results/<hw> ...]   (default: every folder under results/)
 set -euo pipefail
@@ -26,4 +24,3 @@ for folder in "${folders[@]}"; do
     fi
 done
 "$PY" -m bench.cp.dispatch_plot --out plots/dispatch
-"$PY" -m bench.results_md  # last: it quotes plots/dispatch/comm_volume.csv too

@@ -19,7 +19,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def load_script():
-    """``load_script("scripts/dev/x.py")``: a repository script (not a package module) loaded
+    """``load_script("tools/x.py")``: a repository script (not a package module) loaded
     as a module, for tests of its CPU parts."""
     def load(relpath: str):
         path = ROOT / relpath

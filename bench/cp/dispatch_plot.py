@@ -6,7 +6,7 @@ rank against a ring's; plus one summary of group_cast / ring against cp size for
 
 writes ``<out>/<mask>/dispatch_cp<N>.png``, ``<out>/comm_volume.png`` and ``comm_volume.csv``.
 Computed by the solver on CPU (no GPU, no result file); documents come from ``bench.data`` with
-seed 0, as in ``scripts/magi_comm_volume.py``. A ring moves every other rank's whole shard to
+seed 0. A ring moves every other rank's whole shard to
 each rank, (cp_size - 1) * S / cp_size tokens; group_cast moves only the remote key ranges that
 some local query row touches (forward; the backward's group_reduce moves as much back).
 """

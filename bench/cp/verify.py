@@ -4,7 +4,7 @@ Every rank builds the same mask and the same global q, k, v, dout (fixed seed); 
 shards them, runs attention forward and backward, and unshards out, dq, dk, dv, which are
 compared with the oracle on the global tensors by the benchmark's gate (``bench.gate.compare``:
 relative L2 error, bound per dtype) on every row. Used by tests/bench/cp (gloo, fp32, dense
-fp64 oracle) and scripts/device/cp_gpu_check.py (NCCL, bf16, fp32 reference-kernel oracle).
+fp64 oracle) and tools/device/cp_gpu_check.py (NCCL, bf16, fp32 reference-kernel oracle).
 """
 from __future__ import annotations
 

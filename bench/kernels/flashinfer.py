@@ -12,7 +12,7 @@ Three routes, the first that fits the mask:
    mask offsets), i.e. up to 32k at batch 1.
 
 FlashInfer compiles each kernel configuration with nvcc at its first use (minutes); its JIT
-cache lives under ``$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer`` (scripts/device/peers_install.sh
+cache lives under ``$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer`` (tools/device/peers_install.sh
 sets it to a folder that survives between calls on one machine).
 """
 from __future__ import annotations

@@ -130,7 +130,7 @@ _COMMIT_ID = r"^[0-9a-f]{7,12}(-dirty|-inferred)?$"
 
 def test_every_committed_row_names_a_commit():
     """No committed result row says 'unknown': new rows carry the recorded commit, rows measured
-    before provenance existed carry the inferred one, marked (scripts/backfill_provenance.py)."""
+    before provenance existed carry the inferred one, marked "-inferred"."""
     import pandas as pd
     files = sorted((ROOT / "results").rglob("*.csv"))
     checked = 0
@@ -142,36 +142,3 @@ def test_every_committed_row_names_a_commit():
         assert bad.empty, f"{path.relative_to(ROOT)}: git_sha {sorted(set(bad))[:3]}"
         checked += len(frame)
     assert checked > 1000  # the check read the result files, not nothing
-
-
-def _load_backfill():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import backfill_provenance
-    finally:
-        sys.path.pop(0)
-    return backfill_provenance
-
-
-def test_backfill_changes_only_unknown_shas_and_keeps_line_endings():
-    backfill = _load_backfill()
-    text = ("run_id,time,git_sha,message\r\n"
-            "a,2026-11-21T08:00:22+00:00,unknown,\"x, y\"\r\n"
-            "a,2026-11-21T07:58:00+00:00,unknown,\r\n"
-            "b,2026-11-22T01:00:00+00:00,0123456789ab,\r\n")
-    seen = []
-    new, n, label = backfill.backfill_text(text, lambda t: seen.append(t) or "fedcba987654")
-    assert (n, label) == (2, "fedcba987654-inferred")
-    assert seen[0].isoformat() == "2026-11-21T07:58:00+00:00"  # the run's first row
-    assert new == text.replace("unknown", label)
-    assert backfill.backfill_text(new, lambda t: 1 / 0) == (new, 0, "")  # nothing left to do
-
-
-def test_backfill_picks_the_newest_commit_before_the_run(checkout):
-    from datetime import datetime, timedelta, timezone
-    backfill = _load_backfill()
-    sha = _git(checkout, "rev-parse", "HEAD")
-    later = datetime.now(timezone.utc) + timedelta(minutes=1)
-    assert backfill.commit_at(later, checkout) == sha[:12]
-    with pytest.raises(LookupError):
-        backfill.commit_at(later - timedelta(days=3650), checkout)

@@ -1,4 +1,4 @@
-"""On a GPU, with the peers installed (scripts/device/peers_install.sh): every mask a peer is
+"""On a GPU, with the peers installed (tools/device/peers_install.sh): every mask a peer is
 meant to run passes the correctness gate against FFA's reference (bf16, GQA 4:1, batch 2, so
 packed documents cross batch rows), and declines nothing it should run. A peer whose package is
 missing is skipped with the import error. Run: pytest -m gpu tests/bench/kernels -k peer"""

@@ -23,7 +23,7 @@ from magi_attention.testing.staircase import random_staircase
 
 ERR_FACTOR = 2.0
 needs_fa4 = pytest.mark.skipif(not fa4.is_available(),
-                               reason="needs flash-attn-4 and an SM90 GPU (scripts/device/fa4_install.sh)")
+                               reason="needs flash-attn-4 and an SM90 GPU (tools/device/fa4_install.sh)")
 
 
 def _tiny(device="cpu", dtype=torch.bfloat16):

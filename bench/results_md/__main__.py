@@ -1,5 +1,0 @@
-"""python -m bench.results_md"""
-from . import main
-
-
-main()
