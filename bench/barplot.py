@@ -161,14 +161,15 @@ def series_colors(names: Iterable[str], known: Iterable[str] = ()) -> dict[str, 
 def bar_figure(rows: pd.DataFrame, value: str = "tflops_per_s", x: str = "seqlen",
                series: str = "kernel", title: str = "", ylabel: str | None = None,
                xs: Iterable | None = None, names: Iterable[str] | None = None,
-               colors: dict[str, tuple] | None = None) -> Figure:
+               colors: dict[str, tuple] | None = None, footer: str = "") -> Figure:
     """The grouped bar figure of ``value`` by ``x`` (groups) and ``series`` (bars).
 
     ``rows`` holds at most one row per (x, series), with ``status`` and ``message``. ``xs`` and
     ``names`` add x values and series that the experiment had, so that a cell without a row is
     drawn ``not measured`` (by default the cells are those of ``rows``). ``colors``: a colour per
     series name (from :func:`series_colors`, shared by a set of figures); by default the
-    palette in bar order.
+    palette in bar order. ``footer``: a line under the axes naming where the rows come from
+    (the results file, its commit, a stale mark); a line with "STALE" or "MIXED" is red.
     """
     rows = with_missing(rows)
     xs = sorted(set(rows[x]) | set(xs or ()))
@@ -197,11 +198,36 @@ def bar_figure(rows: pd.DataFrame, value: str = "tflops_per_s", x: str = "seqlen
     fig.legend(handles=handles, loc="outside right upper", fontsize=8,
                ncol=1 if len(handles) <= 26 else 2)
     title_text = ax.set_title(title, fontsize=11)
+    if footer:
+        _add_footer(fig, footer)
     fig.canvas.draw()  # lays the figure out, so widths below are the final ones
     _fit_title(fig, title_text, ax.bbox.width)
     bar_px = ax.transData.transform((width, 0))[0] - ax.transData.transform((0, 0))[0]
     _upright_if_wider_than_bar(fig, labels, bar_px)
     return fig
+
+
+FOOTER_FONTSIZE = 7
+FOOTER_LINE = 0.03  # of the figure's height per footer line, kept free of the axes
+ALERTS = ("STALE", "MIXED", "DIRTY", "INFERRED")
+
+
+def _add_footer(fig: Figure, footer: str) -> None:
+    """``footer`` in the figure's bottom strip, which the constrained layout leaves free: the
+    source on one line, an alert (stale, mixed) on the next, in red; shrunk to the width."""
+    lines = footer.split(" | ", 3)
+    head = " | ".join(p for p in lines if not p.startswith(ALERTS))
+    alert = " | ".join(p for p in lines if p.startswith(ALERTS))
+    texts = [t for t in (head, alert) if t]
+    strip = FOOTER_LINE * len(texts) + 0.01
+    fig.get_layout_engine().set(rect=(0, strip, 1, 1 - strip))
+    for i, text in enumerate(reversed(texts)):
+        artist = fig.text(0.005, 0.005 + i * FOOTER_LINE, text, fontsize=FOOTER_FONTSIZE,
+                          ha="left", va="bottom",
+                          color="firebrick" if text.startswith(ALERTS) else "dimgray")
+        width = artist.get_window_extent(fig.canvas.get_renderer()).width
+        if width > fig.bbox.width * 0.99:
+            artist.set_fontsize(FOOTER_FONTSIZE * fig.bbox.width * 0.98 / width)
 
 
 def palette_png(image: Image.Image) -> Image.Image:

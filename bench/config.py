@@ -470,12 +470,18 @@ def resolve_hardware(hardware: Mapping[str, Any], configs_dir: Path = CONFIGS_DI
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.=,+-]")
 _NOT_IN_KEY = ("force", "report", "progress", "out_dir", "plots_dir", "experiment")
+# the hardware preset already names the folder (runs/<hardware>/, results/<hardware>/)
+_FOLDER_KEYS = ("hardware",)
 
 
 def job_key(experiment_name: str, overrides: list[str]) -> str:
     """A results file stem for one job: the experiment name plus its task overrides, so
-    parallel multirun jobs write distinct files and a rerun appends to its own."""
-    kept = [o for o in overrides if not o.lstrip("+~").split("=")[0].startswith(_NOT_IN_KEY)]
+    parallel multirun jobs write distinct files and a rerun appends to its own. The preset
+    (``hardware=h200``) names the folder, not the file: ``experiment=kernel_masks
+    hardware=h200 out_dir=results/h200`` writes ``results/h200/kernels/kernel_masks.csv``."""
+    kept = [o for o in overrides
+            if not o.lstrip("+~").split("=")[0].startswith(_NOT_IN_KEY)
+            and o.lstrip("+~").split("=")[0] not in _FOLDER_KEYS]
     key = "__".join([experiment_name] + [_SAFE.sub("_", o) for o in sorted(kept)])
     if len(key) > 120:
         key = f"{experiment_name}__{hashlib.sha1(key.encode()).hexdigest()[:12]}"

@@ -33,9 +33,10 @@ def kernel_title(mask: str, direction: str, hardware: str, shapes) -> str:
 def plot_results(results: str | os.PathLike | Iterable, out_dir: str | os.PathLike,
                  x: str = "seqlen", series: str = "kernel",
                  values: Iterable[str] = ("tflops_per_s", "peak_mem_gb"),
-                 kind: str | None = "kernels") -> list[Path]:
+                 kind: str | None = "kernels", footer: str = "") -> list[Path]:
     """One figure per (mask, direction) and value; returns the written paths. A hardware folder
-    in ``results`` is narrowed to its ``<kind>/`` subfolder when it has one (None: read all)."""
+    in ``results`` is narrowed to its ``<kind>/`` subfolder when it has one (None: read all).
+    ``footer``: the source line under each figure (see ``bench.barplot.bar_figure``)."""
     frame = latest_rows(read_results(kind_sources(results, kind) if kind else results))
     if frame.empty:
         return []
@@ -57,7 +58,7 @@ def plot_results(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
             filename, ylabel = FIGURES.get(value, (f"{value}.png", value))
             written.append(plot_bars(rows, folder / filename, value=value, x=x, series=series,
                                      title=title, ylabel=ylabel, xs=xs, names=names,
-                                     colors=colors))
+                                     colors=colors, footer=footer))
     return written
 
 

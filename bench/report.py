@@ -4,6 +4,7 @@ metric, with seqlen (or another x column) as rows and kernels as columns; Markdo
     python -m bench.report --results runs/cpu --out runs/cpu/tables/default   # one experiment
     python -m bench.report --results runs/cpu --experiment default --out t    # one of several
     python -m bench.report --results results/h200/kernels/*.csv --out results/h200/tables
+    python -m bench.report docs [--check]   # docs/results.md from results/ (bench.results_page)
 
 A folder gives the job files of one experiment (``<experiment>[__<overrides>].csv``, see
 ``bench.results.experiment_files``), never every CSV it holds, so an ad-hoc run does not land
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -140,6 +142,10 @@ def write_tables(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["docs"]:  # the reference results page: bench.results_page
+        from bench.results_page import main as docs_main
+        sys.exit(docs_main(argv[1:]))
     parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--results", nargs="+", required=True,
                         help="result CSV files (merged as given) or folders (a hardware folder "

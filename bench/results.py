@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 from filelock import FileLock
 
-from bench import provenance
+from bench import machine, provenance
 from bench.result_file import describe_torn, repair, scan
 
 __all__ = ["STATUSES", "FINAL_STATUSES", "CELL_KEY", "RESUME_KEY", "ENV_COLUMNS", "ResultRow",
@@ -90,6 +90,10 @@ class ResultRow:
     # What defines the measured function beyond its label (bench.spec.measured_spec): adapter
     # or strategy name, options / knobs, an import target and its source hash.
     spec: str = ""
+    # The machine beyond its GPU name (bench.machine): clock and power limits; driver, CUDA and
+    # library versions. Empty in rows written before these columns existed.
+    gpu_clocks: str = ""
+    versions: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -119,6 +123,8 @@ class RunMeta:
     gpu_name: str
     torch_version: str
     env: str
+    gpu_clocks: str = ""
+    versions: str = ""
 
 
 @functools.lru_cache(maxsize=1)
@@ -150,14 +156,16 @@ def job_log_of(env: str) -> str | None:
 
 
 def run_meta() -> RunMeta:
-    """Run id, git commit, GPU name ('cpu' without CUDA), torch version and the ENV_COLUMNS set."""
+    """Run id, git commit, GPU name ('cpu' without CUDA), torch version, the ENV_COLUMNS set and
+    the machine's clocks and versions (bench.machine)."""
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     env = ";".join(f"{k}={os.environ[k]}" for k in ENV_COLUMNS if k in os.environ)
     log = job_log_path()
     if log is not None:
         env = ";".join(filter(None, [env, f"job_log={log}"]))
     return RunMeta(run_id=uuid.uuid4().hex[:12], git_sha=_git_sha(), gpu_name=gpu,
-                   torch_version=torch.__version__, env=env)
+                   torch_version=torch.__version__, env=env, gpu_clocks=machine.gpu_clocks(),
+                   versions=machine.versions())
 
 
 def now_iso() -> str:

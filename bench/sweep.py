@@ -116,4 +116,4 @@ class RowSource:
             tflops_per_s=(tflops_per_s(flops, runtime_ms, cp_size)
                           if runtime_ms and flops else None),
             peak_mem_gb=peak_mem_gb, build_ms=build_ms, status=status, message=message,
-            env=self.env, spec=spec)
+            env=self.env, spec=spec, gpu_clocks=m.gpu_clocks, versions=m.versions)

@@ -106,9 +106,11 @@ def write_ratios(results, out_dir: str | os.PathLike, reference: str = "magi") -
 
 
 def plot_cp_results(results: str | os.PathLike | Iterable, out_dir: str | os.PathLike,
-                    values: Iterable[str] = ("tflops_per_s", "peak_mem_gb")) -> list[Path]:
+                    values: Iterable[str] = ("tflops_per_s", "peak_mem_gb"),
+                    footer: str = "") -> list[Path]:
     """One figure per (hardware, seqlen per GPU, mask, direction) and value, from the rows with
-    cp_size set (CP rows); returns the written paths."""
+    cp_size set (CP rows); returns the written paths. ``footer``: the source line under each
+    figure (see ``bench.barplot.bar_figure``)."""
     frame = _cp_rows(results)
     if frame.empty:
         return []
@@ -137,7 +139,8 @@ def plot_cp_results(results: str | os.PathLike | Iterable, out_dir: str | os.Pat
             ylabel = "TFLOPs/s/GPU" if value == "tflops_per_s" else f"{ylabel} (max over ranks)"
             written.append(plot_bars(rows, folder / f"{stem}_{tail}.{suffix}",
                                      value=value, x="cp_size", series="kernel", title=title,
-                                     ylabel=ylabel, xs=xs, names=names, colors=colors))
+                                     ylabel=ylabel, xs=xs, names=names, colors=colors,
+                                     footer=footer))
     return written
 
 

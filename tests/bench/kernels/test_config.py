@@ -93,6 +93,14 @@ def test_job_key_ignores_force_and_stays_short():
     assert len(job_key("x", [f"kernel.k{i}.options.a={i}" for i in range(40)])) < 40
 
 
+def test_job_key_leaves_the_preset_to_the_folder():
+    """``hardware=h200`` names results/h200/, so the published file is <experiment>.csv; a
+    preset's own setting still names the file."""
+    assert job_key("kernel_masks", ["hardware=h200"]) == "kernel_masks"
+    assert job_key("kernel_masks", ["hardware=h200", "hardware.repeat=3"]) == \
+        "kernel_masks__hardware.repeat=3"
+
+
 def test_cli_unknown_kernel_exits_with_hydra_error(tmp_path):
     result = subprocess.run([sys.executable, "-m", "bench.kernels", "kernel=no_such_kernel"],
                             cwd=REPO, capture_output=True, text=True, timeout=300)
