@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import mdgen
+from bench.barplot import label_x
 from bench.machine import parse_pairs
 from bench.published import ROOT, RunInfo, published_files, run_info
 from bench.results import LOCAL_KERNEL, latest_rows, read_results, seqlen_per_gpu
@@ -46,7 +47,8 @@ def ratio_text(ratio: float) -> str:
     """``1.23x``; ``tie (1.02x)`` within TIE of 1.0."""
     if pd.isna(ratio):
         return "-"
-    return f"tie ({ratio:.2f}x)" if abs(ratio - 1.0) <= TIE else f"{ratio:.2f}x"
+    # judged on the value shown, so that "0.97x" is a tie as the text says
+    return f"tie ({ratio:.2f}x)" if abs(round(ratio, 2) - 1.0) <= TIE + 1e-9 else f"{ratio:.2f}x"
 
 
 def _cell(row) -> str:
@@ -63,8 +65,15 @@ def _markdown(header: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _rel(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(ROOT).as_posix()
+    except ValueError:  # a file outside the checkout (tests)
+        return str(path)
+
+
 def _link(path: Path) -> str:
-    return Path("..", path.relative_to(ROOT)).as_posix()
+    return f"../{_rel(path)}"
 
 
 def _release() -> str:
@@ -102,7 +111,7 @@ def _state_line(info: RunInfo) -> str:
 
 def _remeasure(info: RunInfo, rows: pd.DataFrame) -> str:
     preset = str(rows["hardware"].iloc[0]) if not rows.empty else info.hardware
-    rel = info.path.relative_to(ROOT).as_posix()
+    rel = _rel(info.path)
     if info.kind == "kernels":
         run = (f"python -m bench.kernels experiment={info.experiment} hardware={preset} "
                f"out_dir=results/{info.hardware}")
@@ -174,7 +183,7 @@ def _cp_tables(info: RunInfo, rows: pd.DataFrame, plots: Path) -> list[str]:
                 line.append(f"{ratio_text(magi['tflops_per_s'] / best[0])} vs {best[1]}")
             body.append(line)
         local_text = f", local {local}" if local else ""
-        out.append(f"#### {mask} {direction}, {per_gpu // 1024}k tokens/GPU{local_text}\n")
+        out.append(f"#### {mask} {direction}, {label_x(int(per_gpu))} tokens/GPU{local_text}\n")
         out.append(_markdown(["cp_size", *strategies, "magi / best baseline"], body) + "\n")
     return out
 
@@ -184,7 +193,7 @@ def _plots_dir(info: RunInfo) -> Path:
 
 
 def _experiment_section(info: RunInfo, rows: pd.DataFrame) -> list[str]:
-    rel = info.path.relative_to(ROOT).as_posix()
+    rel = _rel(info.path)
     out = [f"### {info.hardware} · {info.kind} · {info.experiment}\n",
            f"File: [`{rel}`]({_link(info.path)}), {len(rows)} rows."]
     if not info.one_run:

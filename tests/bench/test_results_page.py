@@ -1,0 +1,75 @@
+"""docs/results.md and the README headline: generated from results/, current in the tree, ties
+named, a mixed experiment listed but not tabulated."""
+from dataclasses import replace
+
+from bench import results_page
+from bench.published import RunInfo
+from bench.results import ResultRow, append_row, read_results
+
+BASE = ResultRow(run_id="r", time="2026-01-01T00:00:00+00:00", git_sha="abc1234", hardware="cpu",
+                 gpu_name="cpu", torch_version="2", kernel_version="v", kernel="naive",
+                 mask="causal", seqlen=64, batch=1, num_heads_q=2, num_heads_kv=1, head_dim=16,
+                 dtype="float32", direction="fwd", cp_size=1, mask_area=2080.0, flops=1e6,
+                 runtime_ms=1.0, tflops_per_s=0.001, peak_mem_gb=None, build_ms=None,
+                 status="ok", message="", env="")
+
+
+def test_the_committed_page_and_headline_are_what_the_results_give(capsys):
+    """What CI checks: `python -m bench.report docs --check` (a change to results/ or to the
+    measured code must come with the regenerated page)."""
+    assert results_page.main(["--check"]) == 0, capsys.readouterr().out
+
+
+def test_ratio_text_names_ties_within_three_percent():
+    assert results_page.ratio_text(1.02) == "tie (1.02x)"
+    assert results_page.ratio_text(0.97) == "tie (0.97x)"
+    assert results_page.ratio_text(0.96) == "0.96x"
+    assert results_page.ratio_text(1.5) == "1.50x"
+    assert results_page.ratio_text(float("nan")) == "-"
+
+
+def _info(path, commits, stale=()):
+    return RunInfo(path, "kernels", "cpu", path.stem, commits, "2026-01-01T00:00:00",
+                   "2026-01-01T00:00:00", stale)
+
+
+def test_kernel_tables_hold_values_and_ratios_to_the_peers(tmp_path):
+    rows = [replace(BASE, kernel="ffa", tflops_per_s=600.0),
+            replace(BASE, kernel="fa4", tflops_per_s=610.0),
+            replace(BASE, kernel="flex", tflops_per_s=400.0),
+            replace(BASE, kernel="fa3", status="unsupported", tflops_per_s=None,
+                    message="no mask")]
+    path = tmp_path / "x.csv"
+    for row in rows:
+        append_row(path, row)
+    frame = read_results([path])
+    text = "\n".join(results_page._experiment_section(_info(path, (("abc1234", 4),)), frame))
+    assert "| 64 | 600 | 610 | 400 | X (unsupported) |" in text
+    # ffa / fa4 = 0.98 (a tie), ffa / flex = 1.50
+    assert "| 64 | tie (0.98x) / 1.50x | tie (1.00x) / 1.52x | 0.66x / tie (1.00x) | - / - |" in text
+    assert "State: **current**" in text
+
+
+def test_a_mixed_experiment_is_listed_with_its_commits_not_tabulated(tmp_path):
+    path = tmp_path / "mixed.csv"
+    append_row(path, BASE)
+    append_row(path, replace(BASE, seqlen=128, git_sha="def5678"))
+    frame = read_results([path])
+    text = "\n".join(results_page._experiment_section(
+        _info(path, (("def5678", 1), ("abc1234", 1)), None), frame))
+    assert "**Not one run**" in text and "`def5678` (1 rows); `abc1234` (1 rows)" in text
+    assert "TFLOPs/s" not in text
+    assert "python -m bench.kernels experiment=mixed hardware=cpu out_dir=results/cpu" in text
+
+
+def test_cp_tables_give_magi_against_the_best_baseline(tmp_path):
+    path = tmp_path / "cp.csv"
+    cp = replace(BASE, cp_size=2, seqlen=128, kernel_version="bench.cp.x local=triton")
+    for kernel, value in (("magi", 110.0), ("ulysses", 100.0), ("ring_p2p", 80.0),
+                          ("magi_timed", 130.0), ("single_gpu", 200.0)):
+        append_row(path, replace(cp, kernel=kernel, tflops_per_s=value))
+    frame = read_results([path])
+    info = replace(_info(path, (("abc1234", 5),)), kind="cp")
+    text = "\n".join(results_page._experiment_section(info, frame))
+    assert "#### causal fwd, 64 tokens/GPU, local triton" in text
+    assert "1.10x vs ulysses" in text  # magi's variants and single_gpu are no baselines
