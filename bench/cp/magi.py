@@ -102,9 +102,9 @@ class MagiAttention(CPStrategy):
             the launch's (the key's own timings, cut and balance, run before the launch is
             planned, so with it off: both arms' keys time the same layout alike).
         dynamic_grid: the Triton forwards that run beside a collective in flight fetch their
-            items from a counter (``OverlapConfig.dynamic_grid``; on by default, off in
-            configs/cp/magi_static.yaml); the key's cut timing runs them so, and the row's
-            note says ``dynamic_grid=on`` where the local kernel is Triton's.
+            items from a counter (``OverlapConfig.dynamic_grid``; on by default; off in a
+            labelled override, see configs/cp/magi.yaml); the key's cut timing runs them so,
+            and the row's note says ``dynamic_grid=on`` where the local kernel is Triton's.
 
     The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
     no counterpart in the key and is ignored.

@@ -29,18 +29,25 @@ def test_gpu_recipe_on_cpu_needs_hardware_cpu():
     assert config.seqlen_per_gpu == (16384,) and config.cp_sizes == (1, 4)
 
 
-def test_the_capped_hybrid_cp_is_a_labelled_variant_of_hybrid_cp():
-    config = cp_bench_config(_compose("cp=[hybrid_cp,hybrid_cp_capped]"))
+def test_a_labelled_variant_is_one_override():
+    """configs/cp/ holds the strategies; a variant (its label is the rows' kernel column) is a
+    dict merged into ``cp`` on the command line, or a ``cp:`` entry of an experiment recipe."""
+    config = cp_bench_config(_compose(
+        "cp=[hybrid_cp,magi]", "+cp={hybrid_cp_capped:{name:hybrid_cp,knobs:{token_capacity:1.0}},"
+        "magi_whole:{name:magi,knobs:{cut:none}}}"))
     labels = {s.label: (s.name, dict(s.knobs)) for s in config.strategies}
-    assert labels == {"hybrid_cp": ("hybrid_cp", {}),
-                      "hybrid_cp_capped": ("hybrid_cp", {"token_capacity": 1.0})}
+    assert labels["hybrid_cp"] == ("hybrid_cp", {})
+    assert labels["hybrid_cp_capped"] == ("hybrid_cp", {"token_capacity": 1.0})
+    assert labels["magi_whole"] == ("magi", {"cut": "none"})
+    assert labels["magi"][1]["cut"] == "auto"
 
 
-def test_the_fixed_cut_arms_are_labelled_variants_of_magi():
-    config = cp_bench_config(_compose("cp=[magi,magi_whole,magi_cut_fwd,magi_cut_bwd]"))
-    labels = {s.label: (s.name, s.knobs.get("cut")) for s in config.strategies}
-    assert labels == {"magi": ("magi", "auto"), "magi_whole": ("magi", "none"),
-                      "magi_cut_fwd": ("magi", "fwd"), "magi_cut_bwd": ("magi", "bwd")}
+def test_the_cp_recipes_define_magis_opt_in_dispatches_as_variants():
+    config = cp_bench_config(_compose("experiment=cp_h200x4", "hardware=cpu"))
+    labels = {s.label: (s.name, s.knobs.get("dispatch_alg")) for s in config.strategies}
+    assert labels["magi_timed"] == ("magi", "timed")
+    assert labels["magi_unequal"] == ("magi", "unequal_runs")
+    assert labels["magi"] == ("magi", "auto")
 
 
 def test_warmup_ms_is_zero_unless_asked_and_the_cp_experiments_ask():
