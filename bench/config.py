@@ -249,7 +249,7 @@ class HardwareConfig:
     # CP runner: > 1 builds and gates every strategy of a (mask, seqlen, cp_size) first, then
     # times them in turn, round after round, each row the median of its rounds; 1 times each
     # strategy once, right after its build (strategies timed seconds apart: at 16k tokens a GPU
-    # identical work landed up to 8% apart, RESULTS.md sessions 31-33). The kernel runner
+    # identical work landed up to 8% apart, docs/design/timing_method.md). The kernel runner
     # ignores it
     rounds: int = 1
 

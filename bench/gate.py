@@ -17,8 +17,8 @@ dk, dv of every key, which the kernel must reproduce. At ``seqlen <= full_max_se
 row; above, R is ``NUM_ROW_BLOCKS`` blocks of query rows, the last one ending at the sequence end.
 The timed backward does not run with the restricted ``dout``: attention kernels do the same
 work whatever the values, but not at the same clocks. Multiplying mostly zeros draws less power,
-and a power-limited GPU clocks higher: on 2 H200s (session 30, MagiAttention on Triton, causal,
-64k tokens a GPU) the backward ran in 651 ms on the restricted dout and 764 ms on the whole one.
+and a power-limited GPU clocks higher: on 2 H200s (MagiAttention on Triton, causal, 64k tokens
+a GPU) the backward ran in 651 ms on the restricted dout and 764 ms on the whole one.
 So the runners gate on the restricted copy and time with the whole dout
 (``bench.problem.make_dout``, ``bench.kernels.base.Prepared.set_dout``).
 

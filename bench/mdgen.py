@@ -11,8 +11,7 @@ A span is opened and closed by HTML comments, which Markdown does not show:
 
 :func:`render` replaces the text of every span with ``sections[name]()``, the prose around them
 stays as written. A span on one line takes a one-line value; a block span keeps its content on
-the lines between the comments. ``bench.results_md`` is the RESULTS.md instance (its sections,
-CLI and check).
+the lines between the comments. ``bench.results_page`` fills the README's headline span.
 """
 from __future__ import annotations
 

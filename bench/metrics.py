@@ -150,9 +150,9 @@ def time_cuda_ms(fn: Callable[[], Any], warmup: int, repeat: int, warmup_ms: flo
             match on every rank.
         collect: settle first (``magi_attention.timing.settle``: a garbage
             collection, then on CUDA at least 100 ms idle): 2 x H200, magi's forward timed
-            right after another magi key's backward ran 5-20% longer without it. Session 50
-            credited the collection; session 52 found no garbage and the same cure in a 100 ms
-            pause alone, so it is the idle that counts (notes/magi_cp.md).
+            right after another magi key's backward ran 5-20% longer without it; with no
+            garbage to free, a 100 ms pause alone cured it, so it is the idle that counts
+            (docs/design/timing_method.md).
 
     Returns:
         The median of the ``repeat`` timings, in ms.

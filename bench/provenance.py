@@ -115,7 +115,7 @@ def current(root: Path = ROOT) -> Provenance:
     """The recorded file when the code is exactly what it recorded (a copied tree may carry a
     stale ``.git`` of an older commit: the device machines' copies do), else git when it knows
     the recorded commit (a checkout that moved on since the record), else the file (dirty: the
-    code changed since; session 16's rows took the stale .git's sha here), else unknown (with
+    code changed since; a stale .git's sha would misname the rows), else unknown (with
     a warning: rows will not name their code)."""
     recorded = _from_file(root)
     if recorded is not None and not recorded.dirty:

@@ -1,6 +1,6 @@
 """Wall time of building a MagiAttention key's meta (dispatch + comm meta) on one rank.
 
-    python scripts/magi_solver_cost.py [--seqlen 1048576] [--cp-size 64] [--chunk-size 2048]
+    python tools/magi_solver_cost.py [--seqlen 1048576] [--cp-size 64] [--chunk-size 2048]
 
 No process group: the solve is what every rank runs before its first collective (the whole
 group's transfer table plus this rank's stage slices), timed for rank 0 and the slowest rank.

@@ -108,9 +108,9 @@ CP_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISAB
 
 # The hardware work queues of a CUDA context, read when the context is made. One, as the Slurm
 # launcher sets it (slurm/env.sh): kernels then reach the GPU in launch order across streams, so
-# a collective launched before a copy starts before it (with eight, session 45's traces showed
-# MagiAttention's cast queued behind the own KV's copy), and a run started by plain torchrun
-# measures what a Slurm job measures (the queue count moved baselines by up to ~12%, session 45).
+# a collective launched before a copy starts before it (with eight, traces showed MagiAttention's
+# cast queued behind the own KV's copy), and a run started by plain torchrun measures what a
+# Slurm job measures (the queue count moved baselines by up to ~12%; docs/design/timing_method.md).
 # A value already in the environment wins; the rows' env column records it.
 CUDA_CONNECTIONS = "1"
 

@@ -46,7 +46,7 @@ class Prepared:
             one ``bwd`` reads (same shape and dtype), or None where the adapter cannot. The
             runner gates the backward with dout zero off the gate's rows and then times it with
             the whole dout: the values change the GPU's power draw and so its clocks (an H200
-            ran the backward 15-21% faster on the restricted dout; RESULTS.md, session 30).
+            ran the backward 15-21% faster on the restricted dout; docs/design/timing_method.md).
     """
 
     fwd: Callable[[], torch.Tensor]

@@ -17,7 +17,7 @@ from .base import Inputs, KernelAdapter, Prepared, Shapes
 
 MODULE = "transformer_engine.pytorch"
 BACKEND_ENV = {"NVTE_FLASH_ATTN": "0", "NVTE_FUSED_ATTN": "1"}
-# Checked against the registry on 2026-11-23 (notes/peers.md): why the rows are X on the device.
+# Why the rows are X on the device (PyPI as checked; docs/design/peers.md):
 OUT_OF_REACH = ("transformer-engine-torch 2.20.2 is a source distribution only (its torch "
                 "extension must be compiled against torch 2.11) and the transformer-engine-cu13 "
                 "core wheel is ~276 MB, over what one device call carries (64 MiB); cuDNN with "

@@ -38,7 +38,7 @@ def _to_torch(t) -> torch.Tensor:
     return torch.utils.dlpack.from_dlpack(paddle.utils.dlpack.to_dlpack(t))
 
 
-# Checked against the registry on 2026-11-23 (notes/peers.md): why the rows are X on the device.
+# Why the rows are X on the device (PyPI as checked; docs/design/peers.md):
 OUT_OF_REACH = ("the newest paddlepaddle-gpu on PyPI is 2.6.2 (2024-09), which predates "
                 "paddle.nn.functional.flashmask_attention (Paddle 3.x, whose GPU wheels are on "
                 "Paddle's own index only, unreachable from the device)")

@@ -114,8 +114,8 @@ def test_copy_with_a_stale_git_trusts_the_recorded_file(checkout, tmp_path):
 
 
 def test_copy_with_a_stale_git_and_an_edit_names_the_recorded_commit_dirty(checkout, tmp_path):
-    """Session 16: a script edited after the record made the code hash differ, and the stale
-    .git's older HEAD was taken; the recorded commit (marked dirty) is the truth."""
+    """A script edited after the record makes the code hash differ; the stale .git's older HEAD
+    must not be taken: the recorded commit (marked dirty) is the truth."""
     copy, _, new = _stale_copy(checkout, tmp_path, "b.py")
     assert current(copy).label == f"{new}-dirty"
     # in the checkout itself git knows the recorded commit and still decides

@@ -2,7 +2,7 @@
 # Install flash-attn-4 (FA4, module flash_attn.cute) on a device machine that has no network.
 #
 # The wheels (about 100 MB) exceed one device call's 64 MiB carry limit, so they travel in two
-# calls to the same warm machine (notes/fa4.md has the exact `run` calls):
+# calls to the same warm machine (tools/README.md has the exact `run` calls):
 #   here:            bash tools/device/fa4_install.sh download   # fills .fa4/a and .fa4/b
 #   device, call 1:  bash tools/device/fa4_install.sh stage      # carry [".fa4/a"]
 #   device, call 2:  source tools/device/fa4_install.sh install  # carry [".fa4/b"]

@@ -109,7 +109,6 @@ run_and_copy_rows() {
     [ -z "$smi" ] || kill "$smi" 2>/dev/null
     echo "$name: exit $rc"; tail -15 "$RUNS/$name.log"
     # a run cut by SWEEP_TIMEOUT (124) or failed: its whole log comes back, to say how far it got
-    # (session 51: a 64k run cut before its first row left only a torchrun trace)
     [ "$rc" -eq 0 ] || cp "$RUNS/$name.log" "$OUT/${name}.log"
     copy_rows "$name"
     summarise_rows "$name"

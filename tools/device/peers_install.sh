@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the peer kernels that the device image lacks (cuDNN frontend, FA3 forward, FlashInfer)
-# on a device machine that has no network (notes/peers.md has the exact `run` calls).
+# on a device machine that has no network (tools/README.md has the exact `run` calls).
 #
 # The wheels (~105 MB) exceed one device call's 64 MiB carry limit, so they travel in three
 # calls to the same warm machine (it stays warm ~30 s between calls):

@@ -18,12 +18,11 @@ STAGE_PREFIX=${STAGE_PREFIX:-/root/site}
 STAGE_WHEELS=${STAGE_WHEELS:-/root/stage_wh}
 STAGE_ENV=/root/stage_env.sh
 
-# A call carries the tracked repo too (the limit is 64 MiB in all, and the tree counts by its
-# disk use: ~43 MB in session 32, when a 28 MB batch was refused; ~53 MB in session 51, when
-# 17 MB batches were refused and 16 MB passed; ~56 MB in session 54, when 14 MB batches were
-# refused and passed with plots/ moved out of the tree; ~41 MB in session 55, once plots/ was
-# written as palette PNGs), so a batch is at most STAGE_MB MB: every wheel joined, cut into parts
-# of that size, packed in order. By default STAGE_MB is what the tree leaves of ~68 MB, at most 24.
+# A call carries the working tree too (64 MiB in all, the tree counted by its disk use: batches
+# that left less than ~4 MB of headroom were refused), so a batch is at most STAGE_MB MB: every
+# wheel joined, cut into parts of that size, packed in order. By default STAGE_MB is what the
+# tree leaves of ~68 MB, at most 24; moving plots/ out of the tree for the staging calls (it is
+# not needed on the device) leaves room for larger batches (STAGE_MB=40).
 tree_mb() {
     git ls-files -co --exclude-standard -z | du -c -k --files0-from=- 2>/dev/null \
         | tail -1 | awk '{print int($1 / 1024) + 1}'
