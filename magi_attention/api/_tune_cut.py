@@ -84,7 +84,9 @@ def shard_inputs(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype):
     g = torch.Generator(device=device).manual_seed(0)
     make = lambda n, h: torch.randn(n, h, head_dim,  # noqa: E731
                                     device=device, dtype=dtype, generator=g)
-    n_q, n_kv = runtime.meta.shard_seqlen, runtime.meta.shard_seqlen_kv
+    n_q = runtime.meta.shard_seqlen
+    # a cross-attention key's k, v shards have their own length (a meta without one: q's)
+    n_kv = getattr(runtime.meta, "shard_seqlen_kv", n_q)
     return make(n_q, num_heads_q), make(n_kv, num_heads_kv), make(n_kv, num_heads_kv), \
         make(n_q, num_heads_q)
 
