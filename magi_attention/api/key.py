@@ -215,7 +215,6 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int | No
         _check_cross_options(dispatch_alg, overlap)
         dispatch_alg = "min_heap" if dispatch_alg == "auto" else dispatch_alg
     slices = _slices_from_args(q_ranges, k_ranges, attn_type_map, seqlen_q, seqlen_k)
-    total_seqlen = seqlen_q
     groups = resolve_cp_groups(cp_group_or_mesh, hierarchical)
     overlap = overlap or OverlapConfig()
     if num_stages is not None:
@@ -234,15 +233,15 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int | No
         """The timed choices' cache key: everything a timing depends on, alike on every rank
         (the shapes too: balanced_runs' timed balance was kept by mask alone before session
         58)."""
-        return (digest, total_seqlen, seqlen_k, chunk, alg, overlap, groups.cp_size, kernel,
+        return (digest, seqlen_q, seqlen_k, chunk, alg, overlap, groups.cp_size, kernel,
                 softmax_scale, softcap, groups.hierarchical, shape, str(dtype), deterministic)
 
     build = lambda alg, chunk: _build_key(  # noqa: E731
-        slices, total_seqlen, chunk, alg, overlap, groups, shape, kernel, softmax_scale,
+        slices, seqlen_q, chunk, alg, overlap, groups, shape, kernel, softmax_scale,
         softcap, backend, dtype, torch.device(device), signature(chunk, alg), seqlen_k,
         deterministic)
     if dispatch_alg == "timed":
-        return resolve_dispatch(build, chunk_size, groups.cp_size, total_seqlen,
+        return resolve_dispatch(build, chunk_size, groups.cp_size, seqlen_q,
                                 groups.cp_group, torch.device(device), shape, dtype,
                                 signature(chunk_size, dispatch_alg))
     return build(dispatch_alg, chunk_size)
