@@ -82,9 +82,13 @@ ROUNDS = 3
 def shard_inputs(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype):
     """Random q, k, v, dout of ``runtime``'s shard (seeded: every timing sees the same)."""
     g = torch.Generator(device=device).manual_seed(0)
-    make = lambda h: torch.randn(runtime.meta.shard_seqlen, h, head_dim,  # noqa: E731
-                                 device=device, dtype=dtype, generator=g)
-    return make(num_heads_q), make(num_heads_kv), make(num_heads_kv), make(num_heads_q)
+    make = lambda n, h: torch.randn(n, h, head_dim,  # noqa: E731
+                                    device=device, dtype=dtype, generator=g)
+    n_q = runtime.meta.shard_seqlen
+    # a cross-attention key's k, v shards have their own length (a meta without one: q's)
+    n_kv = getattr(runtime.meta, "shard_seqlen_kv", n_q)
+    return make(n_q, num_heads_q), make(n_kv, num_heads_kv), make(n_kv, num_heads_kv), \
+        make(n_q, num_heads_q)
 
 
 def _timed_cut(runtime, device, num_heads_q, num_heads_kv, head_dim, dtype, iters):

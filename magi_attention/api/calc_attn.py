@@ -12,9 +12,11 @@ def calc_attn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key: DistAttnKe
               ) -> tuple[torch.Tensor, AttnForwardMeta]:
     """Attention of the local q shard over the group's whole k, v under the key's mask.
 
-    q: [shard_seqlen, num_heads_q, head_dim], k/v: [shard_seqlen, num_heads_kv, head_dim], all
-    from ``dispatch``. Returns (out [shard_seqlen, num_heads_q, head_dim], AttnForwardMeta with
-    the local lse [shard_seqlen, num_heads_q]); undispatch(out, key) gives the global output.
+    q: [shard_seqlen_q, num_heads_q, head_dim] (``dispatch(q, key)``), k/v: [shard_seqlen_kv,
+    num_heads_kv, head_dim] (``dispatch(x, key, side="kv")``; under self-attention
+    shard_seqlen_kv = shard_seqlen_q). Returns (out [shard_seqlen_q, num_heads_q, head_dim],
+    AttnForwardMeta with the local lse [shard_seqlen_q, num_heads_q]); undispatch(out, key)
+    gives the global output.
     Collective: every rank of the group calls it. Differentiable in q, k, v.
     """
     out, lse = dist_attn_func(q, k, v, key.runtime)

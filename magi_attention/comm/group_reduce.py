@@ -13,8 +13,8 @@ from .work import WorkHandle
 
 def group_reduce(partial: torch.Tensor,
                  out: torch.Tensor | Sequence[torch.Tensor] | Callable[[], Any],
-                 args: GroupCollectiveArgs, group=None, stream=None, range_backend: str = "auto"
-                 ) -> WorkHandle:
+                 args: GroupCollectiveArgs, group=None, stream=None, range_backend: str = "auto",
+                 deterministic: bool = False) -> WorkHandle:
     """The transpose of ``group_cast(x, args)``: owners receive every partial and add it in place.
 
     partial: [args.recv_seqlen, *row_shape], laid out like group_cast's received buffer.
@@ -26,6 +26,12 @@ def group_reduce(partial: torch.Tensor,
     partials) and returns ``out``. ``out`` may also be a function returning either, called at
     ``wait()``: the partial can then be sent before the accumulator exists (the cut backward
     sends the received keys' dK/dV while the own keys' kernel makes dk, dv).
+
+    ``deterministic``: a row that several ranks return is summed in source-rank order, the same
+    order every run (``ordered_scatter_add_``), instead of by one scatter-add whose CUDA atomics
+    add in arrival order. It costs one launch per source rank instead of one, and only where
+    some token went to several ranks: else each row receives one partial and the single
+    scatter-add is already repeatable.
     """
     if not callable(out):
         _check_out(out, args)
@@ -42,7 +48,11 @@ def group_reduce(partial: torch.Tensor,
             acc = out()
             _check_out(acc, args)
         if isinstance(acc, torch.Tensor):
-            return range_scatter_add_(acc, args.send_index(acc.device), recv, range_backend)
+            index = args.send_index(acc.device)
+            if deterministic and not args.sends_each_token_once:
+                return ordered_scatter_add_(acc, index, recv, args.send_split_sizes,
+                                            range_backend)
+            return range_scatter_add_(acc, index, recv, range_backend)
         outs = tuple(acc)
         index, at = args.send_index(outs[0].device), 0
         for o in outs:
@@ -51,6 +61,19 @@ def group_reduce(partial: torch.Tensor,
         return outs
 
     return WorkHandle(None, finish, handle.comm_bytes, "group_reduce")
+
+
+def ordered_scatter_add_(out: torch.Tensor, index: torch.Tensor, src: torch.Tensor,
+                         sizes: Sequence[int], range_backend: str = "auto") -> torch.Tensor:
+    """out[index[i]] += src[i], one block of ``sizes`` (one source rank's rows, distinct within
+    the block) after the other: a row in several blocks is summed in block order, each block
+    a plain read-add-write (no atomics). Returns out."""
+    at = 0
+    for n in sizes:
+        if n:
+            range_add_(out, index[at:at + n], src[at:at + n], range_backend)
+        at += n
+    return out
 
 
 def _check_out(out, args: GroupCollectiveArgs) -> None:

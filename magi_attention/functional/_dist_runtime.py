@@ -70,7 +70,9 @@ class DistAttnRuntime:
                  softcap: float = 0.0, backend: str = "auto", deterministic: bool = False,
                  hier_stages: tuple | None = None, hier_groups: tuple | None = None) -> None:
         """hier_stages (HierCastArgs per stage) and hier_groups (inter, intra) switch the
-        group collectives to the two-hop ones of a 2D mesh; results are identical."""
+        group collectives to the two-hop ones of a 2D mesh; results are identical.
+        deterministic: the backward kernels' ordered mode and group_reduce's source-rank-order
+        sum, so forward and backward are bitwise repeatable from run to run."""
         if (hier_stages is None) != (hier_groups is None):
             raise ValueError("hier_stages and hier_groups go together")
         if hier_stages is not None and len(hier_stages) != meta.num_stages:
@@ -181,9 +183,10 @@ class DistAttnRuntime:
         (dk, dv) where the plain group_reduce can add into them (``reduces_in_place``)."""
         if self.hier_stages is not None:
             return hier_group_reduce(partial, out, self.hier_stages[stage], *self.hier_groups,
-                                     self._stream(out.device))
+                                     self._stream(out.device),
+                                     deterministic=self.deterministic)
         return group_reduce(partial, out, self.meta.stages[stage].cast, self.group,
-                            self._stream(partial.device))
+                            self._stream(partial.device), deterministic=self.deterministic)
 
     @property
     def reduces_in_place(self) -> bool:
@@ -606,10 +609,11 @@ class DistAttnRuntime:
         return lambda: rounded(handle.wait())
 
     def _check(self, q, k, v) -> None:
-        n = self.meta.shard_seqlen
-        for name, t in (("q", q), ("k", k), ("v", v)):
+        n_q, n_kv = self.meta.shard_seqlen, self.meta.shard_seqlen_kv
+        for name, t, n in (("q", q, n_q), ("k", k, n_kv), ("v", v, n_kv)):
             if t.dim() != 3 or t.shape[0] != n:
-                raise ValueError(f"{name} must be the local shard [shard_seqlen={n}, heads, "
+                side = "shard_seqlen" if name == "q" else "shard_seqlen_kv"
+                raise ValueError(f"{name} must be the local shard [{side}={n}, heads, "
                                  f"head_dim] (dispatch it first), got {tuple(t.shape)}")
         if k.shape != v.shape:
             raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have one shape")

@@ -5,6 +5,9 @@ k-extent of every slice piece inside the rank's q chunks, merged, minus the keys
 Each needed range is cut where its owner changes and the ranges of one destination are split into
 ``num_stages`` stages of about equal token count (in global order). The result, one table for the
 whole group, is computed identically on every rank, so senders know what receivers expect.
+The functions that place keys (``remote_ranges``, ``build_transfer_table``, ``cast_args``,
+``to_local``) take the keys' DispatchMeta: q's under self-attention, the kv sequence's own
+under cross-attention; ``row_pieces`` takes q's.
 """
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Rank r's local shard is the concatenation of its chunks in increasing global order, for q, k and
 v alike (self-attention: the same permutation applies to all three). Shards hold S / cp tokens
 each, except under an algorithm without ``equal_counts`` (unequal_runs), where
-``shard_seqlen_of(rank)`` differs by rank.
+``shard_seqlen_of(rank)`` differs by rank. Cross-attention dispatches k and v on their own
+sequence (``contiguous_dispatch``): one DispatchMeta for q, one for kv.
 """
 from __future__ import annotations
 
@@ -72,14 +73,16 @@ class DispatchMeta:
         return np.concatenate([np.asarray(b, dtype=np.int64) for b in self.solution.buckets])
 
 
-def check_dispatch_args(total_seqlen: int, cp_size: int, chunk_size: int) -> None:
+def check_dispatch_args(total_seqlen: int, cp_size: int, chunk_size: int,
+                        name: str = "total_seqlen") -> None:
+    """``name``: the argument ``total_seqlen`` came from, for the message."""
     if cp_size < 1:
         raise ValueError(f"cp_size must be >= 1, got {cp_size}")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     if total_seqlen % (cp_size * chunk_size):
         raise ValueError(
-            f"total_seqlen={total_seqlen} must be a multiple of cp_size * chunk_size = "
+            f"{name}={total_seqlen} must be a multiple of cp_size * chunk_size = "
             f"{cp_size} * {chunk_size} = {cp_size * chunk_size}; pad the sequence (and leave the "
             f"padding out of every slice) or pick another chunk_size")
 
@@ -105,3 +108,26 @@ def dispatch_meta(areas: np.ndarray, total_seqlen: int, cp_size: int, chunk_size
     for bucket in solution.buckets:
         local_offset[list(bucket)] = np.arange(len(bucket)) * chunk_size
     return DispatchMeta(total_seqlen, chunk_size, cp_size, solution, areas, owner, local_offset)
+
+
+def contiguous_dispatch(slices: SliceArray, total_seqlen: int, cp_size: int) -> DispatchMeta:
+    """The keys' dispatch of a cross-attention key: rank r holds the one contiguous run
+    ``[r * S_k / cp, (r + 1) * S_k / cp)`` (one chunk a rank; ``chunk_areas``: the cells whose
+    key lies in each run).
+
+    Where the keys sit moves no compute (a rank computes the rows of its q chunks, whichever
+    rank holds their keys), only communication; and a cross-attention's q rows commonly read
+    every key (a text or image context), so no placement spares a transfer there. Contiguous
+    shares keep each rank's keys one run (one key segment in the fused buffer, a varlen
+    document whole where it fits in one share), the same memory on every rank, and need only
+    S_k to be a multiple of cp_size.
+    """
+    if total_seqlen < cp_size or total_seqlen % cp_size:
+        raise ValueError(f"total_seqlen_k={total_seqlen} must be a positive multiple of "
+                         f"cp_size={cp_size} "
+                         f"(each rank holds S_k / cp_size keys); pad the keys and leave the "
+                         f"padding out of every slice")
+    chunk = total_seqlen // cp_size
+    areas = chunk_areas(slices.transpose(), total_seqlen, chunk)  # columns as rows
+    solution = DispatchSolution(tuple((r,) for r in range(cp_size)))
+    return dispatch_meta(areas, total_seqlen, cp_size, chunk, solution)

@@ -116,6 +116,11 @@ class DistAttnRuntimeMeta:
     fused: StageAttnArgs | None = None
     fused_layout: FusedLayout | None = None
     fused_split: FusedSplit | None = None
+    shard_seqlen_kv: int | None = None  # the local k, v rows (None given: shard_seqlen's)
+
+    def __post_init__(self) -> None:
+        if self.shard_seqlen_kv is None:  # self-attention: k and v are dispatched as q is
+            object.__setattr__(self, "shard_seqlen_kv", self.shard_seqlen)
 
     @property
     def num_stages(self) -> int:
@@ -124,17 +129,20 @@ class DistAttnRuntimeMeta:
 
 def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferTable, rank: int,
                        fused: bool = False, split: bool = False, align: int = 1,
-                       recv_in_place: bool = False) -> DistAttnRuntimeMeta:
+                       recv_in_place: bool = False, kv_dispatch: DispatchMeta | None = None
+                       ) -> DistAttnRuntimeMeta:
     """``split``: cut the fused stage by rows where that pays (``fused_split``); ``align``: the
     fused buffer's key tile grid for own runs, ``recv_in_place``: the cast landing in one region
-    where it can (both ``plan_fused_layout``)."""
+    where it can (both ``plan_fused_layout``); ``kv_dispatch``: the keys' dispatch of a
+    cross-attention (None: the keys follow q's ``dispatch``)."""
+    kv = dispatch if kv_dispatch is None else kv_dispatch
     pieces = local_row_pieces(rows, dispatch, rank)
     n = dispatch.shard_seqlen_of(rank)
-    own = host_runs(dispatch, rank)
-    host = StageAttnArgs(merge_adjacent(map_keys(pieces, own)), n, n)
+    own = host_runs(kv, rank)
+    host = StageAttnArgs(merge_adjacent(map_keys(pieces, own)), n, kv.shard_seqlen_of(rank))
     stages, recv = [], []
     for stage in range(table.num_stages):
-        args, recv_runs = cast_args(table, dispatch, rank, stage)
+        args, recv_runs = cast_args(table, kv, rank, stage)
         attn = StageAttnArgs(merge_adjacent(map_keys(pieces, recv_runs)), n, args.recv_seqlen)
         stages.append(RemoteStage(args, attn))
         recv.append(recv_runs)
@@ -149,7 +157,7 @@ def build_runtime_meta(rows: RowPieces, dispatch: DispatchMeta, table: TransferT
         if split:
             cut = _fused_split(both, layout, n)
     return DistAttnRuntimeMeta(rank, dispatch.cp_size, n, host, tuple(stages),
-                               both, layout, cut)
+                               both, layout, cut, kv.shard_seqlen_of(rank))
 
 
 def _fused_split(both: StageAttnArgs, layout: FusedLayout, n: int) -> FusedSplit | None:

@@ -1,16 +1,7 @@
 """What the 2-rank gloo tests of the fused backward share: the inputs (bf16, the reference
 kernel's sizes), a key per mask, the gradients of one step, and the spawn of the two ranks."""
-import gc
-import os
-import sys
-import tempfile
-import traceback
-import warnings
-from pathlib import Path
-
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 SEQLEN = 256
 HEADS = (4, 2)
@@ -54,42 +45,7 @@ def bitwise_diffs(what: str, got, want) -> list[str]:
             if a.dtype != torch.bfloat16 or not torch.equal(a, b)]
 
 
-def _worker(rank, check, init_file, outs):
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
-    try:
-        errors = check(rank)
-    except Exception:
-        errors = [traceback.format_exc()]
-    part = f"{outs[rank]}.part"
-    with open(part, "w") as f:
-        f.write("\n".join(errors))
-    os.replace(part, outs[rank])  # whole or absent
-    # a check's reference cycles (a runtime whose methods it wrapped) hold the group: freed
-    # here, the group goes down in destroy_process_group below, not in the interpreter's teardown
-    gc.collect()
-    # a rank whose last collective only received must not tear the group down while its peer's
-    # send is still completing (gloo aborts that process)
-    dist.barrier()
-    dist.destroy_process_group()
-    # what this rank found is on disk: leave without the interpreter's teardown, where a gloo
-    # rank aborted once in 20-50 runs (SIGABRT "terminate called without an active exception",
-    # or SIGBUS, with no Python frame left on the main thread)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
 def run_on_two_ranks(check) -> str:
-    """``check(rank) -> [error lines]`` on 2 gloo ranks; every rank's errors, joined. A rank that
-    dies by a signal after both ranks wrote their findings died in teardown, after the check:
-    that is a warning, not a failure (the findings are read as usual)."""
-    with tempfile.TemporaryDirectory() as d:
-        outs = [os.path.join(d, f"out.{r}") for r in range(2)]
-        try:
-            mp.spawn(_worker, args=(check, os.path.join(d, "store"), outs), nprocs=2)
-        except mp.ProcessExitedException as e:
-            if e.signal_name is None or not all(os.path.exists(o) for o in outs):
-                raise
-            warnings.warn(f"a gloo rank died in teardown, after the check: {e}")
-        return "\n".join(Path(o).read_text() for o in outs).strip()
+    """``check(rank) -> [error lines]`` on 2 gloo ranks (``testing.gloo.run_on_ranks``)."""
+    from magi_attention.testing.gloo import run_on_ranks
+    return run_on_ranks(check, 2)
