@@ -1,5 +1,6 @@
 """What the 2-rank gloo tests of the fused backward share: the inputs (bf16, the reference
-kernel's sizes), a key per mask, the gradients of one step, and the spawn of the two ranks."""
+kernel's sizes), a key per mask, the gradients of one step, and the spawn of the two ranks
+(``run_on_ranks``: of any number of ranks)."""
 import gc
 import os
 import sys
@@ -56,7 +57,8 @@ def bitwise_diffs(what: str, got, want) -> list[str]:
 
 def _worker(rank, check, init_file, outs):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                            world_size=len(outs))
     try:
         errors = check(rank)
     except Exception:
@@ -84,10 +86,15 @@ def run_on_two_ranks(check) -> str:
     """``check(rank) -> [error lines]`` on 2 gloo ranks; every rank's errors, joined. A rank that
     dies by a signal after both ranks wrote their findings died in teardown, after the check:
     that is a warning, not a failure (the findings are read as usual)."""
+    return run_on_ranks(check, 2)
+
+
+def run_on_ranks(check, world_size: int) -> str:
+    """``run_on_two_ranks`` on ``world_size`` gloo ranks."""
     with tempfile.TemporaryDirectory() as d:
-        outs = [os.path.join(d, f"out.{r}") for r in range(2)]
+        outs = [os.path.join(d, f"out.{r}") for r in range(world_size)]
         try:
-            mp.spawn(_worker, args=(check, os.path.join(d, "store"), outs), nprocs=2)
+            mp.spawn(_worker, args=(check, os.path.join(d, "store"), outs), nprocs=world_size)
         except mp.ProcessExitedException as e:
             if e.signal_name is None or not all(os.path.exists(o) for o in outs):
                 raise
