@@ -109,3 +109,20 @@ def test_bad_sinks_raise_clear_errors(sink, error, match):
     with pytest.raises(error, match=match):
         flex_flash_attn_func(q, k, v, *slices_to_tensors([AttnSlice.make(0, 16, 0, 16)]),
                              sink=sink)
+
+
+def test_the_gpu_tests_rule_passes_the_reference_and_catches_a_wrong_mask():
+    """magi_attention.testing.lowp (the GPU tests' oracle check), here on CPU in fp32."""
+    from magi_attention.testing.lowp import dense_errors, lowp_inputs
+    slices = random_slices(random.Random(5), 40, 56, 4)
+    q, k, v, dout, sink = lowp_inputs(40, 56, (4, 2), 16, 0, 2, torch.float32, "cpu")
+
+    def attend(mask):
+        def call(q, k, v, sink):
+            out, meta = flex_flash_attn_func(q, k, v, *slices_to_tensors(mask), sink=sink)
+            return out, meta.lse
+        return call
+
+    assert dense_errors(attend(slices), q, k, v, dout, slices, sink) == []
+    wrong = slices[:-1] + [AttnSlice.make(0, 40, 0, 56)]
+    assert dense_errors(attend(wrong), q, k, v, dout, slices, sink)
