@@ -20,6 +20,15 @@ Semantics match the other backends: q [seqlen_q, num_heads_q, head_dim], k/v [se
 num_heads_kv, head_dim]; overlapping q_ranges count each cell once; rows with no key get out 0,
 lse -inf and zero gradients; ``bwd`` accepts a global (merged) out and lse.
 
+Attention sinks do not come through here: ``flex_flash_attn_func`` applies them to this
+backend's (out, lse) as to every backend's (``functional._sink``). FA4's own
+``learnable_sink`` would save that one elementwise pass over out, but not simply: a sink must be
+counted once per row, so the CP runtime, which merges several calls' partials by lse, can only
+add it after the merge; the paths of this backend that run no FA4 kernel (an empty mask, the
+deterministic block-sparse backward on Triton) would each need their own; and a sink would be
+another compiled variant of every FA4 kernel this backend runs. The post-processing is exact on
+every path and costs O(S H D) beside the kernel's O(S^2 H D).
+
 Not supported here (BackendUnavailable / NotImplementedError): fp32 inputs, head_dim not a
 multiple of 8 or above 128 other than 256 (``tile_shape``), GPUs other than SM90,
 ``return_max_logits``. ``deterministic=True`` on a
