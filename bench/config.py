@@ -53,6 +53,8 @@ RUNS_DIR = Path("runs")
 CPU_AUTO_MAX_SEQLEN = 4096
 # seqlen_per_gpu of a CP sweep when the config leaves it unset, by hardware device
 DEFAULT_SEQLEN_PER_GPU = {"cpu": (256,), "cuda": (8192,)}
+# sink=true: attention-sink logits per q head (one, as gpt-oss and FA4's learnable_sink have)
+SINK_LOGITS = 1
 
 
 # ----------------------------------------------------------------------------- Hydra schemas
@@ -126,6 +128,8 @@ class SweepSchema:
 class KernelBenchSchema(SweepSchema):
     kernel: Dict[str, KernelSchema] = field(default_factory=dict)
     seqlens: Optional[List[int]] = None  # None: the hardware preset's
+    sink: bool = False                   # attention sinks (KernelBenchConfig.num_sink)
+    compile: bool = False                # time the FFA adapters' torch.compile'd call
 
 
 @dataclass
@@ -359,11 +363,16 @@ class SweepConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class KernelBenchConfig(SweepConfig):
-    """Everything one kernel sweep needs; built by :func:`kernel_bench_config` or by hand."""
+    """Everything one kernel sweep needs; built by :func:`kernel_bench_config` or by hand.
+
+    ``num_sink``: attention-sink logits per q head in every cell (``sink=true``: SINK_LOGITS);
+    the gate's reference has them, so every kernel must be asked for them (option sink=True:
+    the ones without sinks then give unsupported rows)."""
 
     kernels: tuple[KernelChoice, ...]
     seqlens: tuple[int, ...]
     out_file: Path = Path("results/cpu/kernels/default.csv")
+    num_sink: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -371,10 +380,16 @@ class KernelBenchConfig(SweepConfig):
             raise ValueError("kernels must not be empty")
         check_seqlens("seqlens", self.seqlens)
         _check_labels("kernel", self.kernels)
+        odd = [k.label for k in self.kernels
+               if bool(k.options.get("sink")) != bool(self.num_sink)]
+        if odd:
+            raise ValueError(f"num_sink={self.num_sink} but kernels {odd} have option "
+                             f"sink={not self.num_sink}: a sink is the whole sweep's or none's")
 
     def shapes(self, seqlen: int) -> Shapes:
         hw = self.hardware
-        return Shapes(hw.batch, seqlen, hw.num_heads_q, hw.num_heads_kv, hw.head_dim, hw.dtype)
+        return Shapes(hw.batch, seqlen, hw.num_heads_q, hw.num_heads_kv, hw.head_dim, hw.dtype,
+                      self.num_sink)
 
     def seqlens_for(self, mask: MaskChoice) -> tuple[int, ...]:
         return mask.seqlens or self.seqlens
@@ -525,16 +540,20 @@ def kernel_bench_config(cfg: DictConfig, overrides: list[str] | None = None) -> 
     """
     hardware = resolve_hardware(OmegaConf.to_container(cfg.hardware, resolve=True))
     kernel_cfg = OmegaConf.to_container(cfg.kernel, resolve=True)
+    sink, compile_ = bool(cfg.get("sink", False)), bool(cfg.get("compile", False))
     if kernel_cfg:
-        kernels = tuple(KernelChoice(label, k["name"], _freeze(_kernel_options(k)))
+        kernels = tuple(KernelChoice(label, k["name"], _freeze(
+                            _with_run_options(k["name"], _kernel_options(k), sink, compile_)))
                         for label, k in kernel_cfg.items())
     else:
-        kernels = tuple(KernelChoice(n, n, _freeze(_default_kernel_options(n)))
+        kernels = tuple(KernelChoice(n, n, _freeze(
+                            _with_run_options(n, _default_kernel_options(n), sink, compile_)))
                         for n in hardware.kernels)
     seqlens = tuple(cfg.seqlens) if cfg.seqlens is not None else hardware.seqlens
     key = job_key(cfg.experiment_name, list(overrides or []))
     out_dir, plots_dir = default_dirs(cfg, hardware, key)
     config = KernelBenchConfig(hardware=hardware, kernels=kernels, seqlens=seqlens,
+                               num_sink=SINK_LOGITS if sink else 0,
                                **_common(cfg, out_dir, plots_dir, "kernels", key))
     largest = max(s for m in config.masks for s in config.seqlens_for(m))
     _check_cpu_sized(cfg, hardware, largest, "default")
@@ -563,6 +582,21 @@ def cp_bench_config(cfg: DictConfig, overrides: list[str] | None = None) -> CPBe
                          cp_sizes=tuple(cfg.cp_sizes), local_kernel=cfg.local_kernel,
                          time_limit_s=cfg.time_limit_s,
                          **_common(cfg, out_dir, plots_dir, "cp", key))
+
+
+def _with_run_options(name: str, options: dict[str, Any], sink: bool, compile_: bool
+                      ) -> dict[str, Any]:
+    """A kernel's options plus the sweep's ``sink`` / ``compile``, which thereby enter its
+    ``spec`` (bench.spec: the resume key), so rows with and without are different cells. Every
+    kernel gets ``sink`` (one without sinks gives unsupported rows: bench.kernels.load_adapter);
+    ``compile`` only those whose class takes it (the FFA adapters): the others run as they
+    always do and keep their spec, and so their rows (flex keeps its own ``compile`` option)."""
+    from bench.kernels import adapter_class
+    if sink:
+        options["sink"] = True
+    if compile_ and "compile" in adapter_class(name).RUN_OPTIONS:
+        options["compile"] = True
+    return options
 
 
 def _kernel_options(k: Mapping[str, Any]) -> dict[str, Any]:

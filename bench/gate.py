@@ -185,7 +185,9 @@ def reference(mask: Mask, shapes: Shapes, inputs: Inputs, rows: torch.Tensor,
 
     Args:
         mask: the cell's mask (shared, or one slice list per KV head).
-        shapes: the cell's sizes; inputs: its q, k, v, dout ``[batch, seqlen, heads, head_dim]``.
+        shapes: the cell's sizes; inputs: its q, k, v, dout ``[batch, seqlen, heads, head_dim]``
+            and sink logits (with a sink, each row's softmax has them: rows stay independent,
+            so the gate's rows alone still give exact references).
         rows: sorted int64 query rows, from :func:`gate_rows`.
     """
     device = inputs.q.device
@@ -200,7 +202,9 @@ def reference(mask: Mask, shapes: Shapes, inputs: Inputs, rows: torch.Tensor,
         for b in range(shapes.batch):
             o, _ = flex_flash_attn_func(q[b, :, q_heads], k[b, :, kv_heads], v[b, :, kv_heads],
                                         q_ranges, k_ranges, types,
-                                        softmax_scale=shapes.softmax_scale, backend="reference")
+                                        softmax_scale=shapes.softmax_scale, backend="reference",
+                                        sink=None if inputs.sink is None
+                                        else inputs.sink[:, q_heads].contiguous())
             out[b, :, q_heads] = o
     dq = dk = dv = None
     if grads:

@@ -15,7 +15,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 @dataclass(frozen=True)
 class Shapes:
-    """Problem sizes of one cell. ``seqlen`` is seqlen_q == seqlen_k."""
+    """Problem sizes of one cell. ``seqlen`` is seqlen_q == seqlen_k. ``num_sink``: attention-
+    sink logits per q head (0: none; the kernel sweep's ``sink=true``)."""
 
     batch: int
     seqlen: int
@@ -23,12 +24,15 @@ class Shapes:
     num_heads_kv: int
     head_dim: int
     dtype: str
+    num_sink: int = 0
 
     def __post_init__(self) -> None:
         for name in ("batch", "seqlen", "num_heads_q", "num_heads_kv", "head_dim"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not isinstance(self.num_sink, int) or self.num_sink < 0:
+            raise ValueError(f"num_sink must be an int >= 0, got {self.num_sink!r}")
         if self.num_heads_q % self.num_heads_kv:
             raise ValueError(f"num_heads_q={self.num_heads_q} must be a multiple of "
                              f"num_heads_kv={self.num_heads_kv}")
@@ -52,12 +56,14 @@ class Shapes:
 @dataclass
 class Inputs:
     """q: [batch, seqlen, num_heads_q, head_dim]; k, v: [batch, seqlen, num_heads_kv, head_dim];
-    dout: like q. Plain tensors (no grad); adapters copy or view them into their layout."""
+    dout: like q; sink: fp32 [num_sink, num_heads_q] attention-sink logits (every batch row's),
+    None without. Plain tensors (no grad); adapters copy or view them into their layout."""
 
     q: torch.Tensor
     k: torch.Tensor
     v: torch.Tensor
     dout: torch.Tensor
+    sink: torch.Tensor | None = None
 
 
 def _draws(shapes: Shapes, device: torch.device | str, seed: int):
@@ -72,8 +78,14 @@ def _draws(shapes: Shapes, device: torch.device | str, seed: int):
 
 
 def make_inputs(shapes: Shapes, device: torch.device | str, seed: int = 0) -> Inputs:
-    """Standard-normal q, k, v, dout from ``seed``."""
-    return Inputs(*_draws(shapes, device, seed))
+    """Standard-normal q, k, v, dout from ``seed``; with ``shapes.num_sink``, the sink logits
+    too (from a generator of their own: q, k, v, dout are the same with or without)."""
+    inputs = Inputs(*_draws(shapes, device, seed))
+    if shapes.num_sink:
+        gen = torch.Generator(device=device).manual_seed(seed + 1)
+        inputs.sink = torch.randn(shapes.num_sink, shapes.num_heads_q, generator=gen,
+                                  device=device)
+    return inputs
 
 
 def make_dout(shapes: Shapes, device: torch.device | str, seed: int = 0) -> torch.Tensor:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .base import Inputs, KernelAdapter, Prepared, Shapes, make_inputs
+from .base import Inputs, KernelAdapter, Prepared, Refused, Shapes, make_inputs
 
-__all__ = ["KERNELS", "KERNEL_NAMES", "Inputs", "KernelAdapter", "Prepared", "Shapes",
-           "load_adapter", "make_inputs"]
+__all__ = ["KERNELS", "KERNEL_NAMES", "Inputs", "KernelAdapter", "Prepared", "Refused", "Shapes",
+           "adapter_class", "load_adapter", "make_inputs"]
 
 KERNELS: dict[str, str] = {
     "naive": "bench.kernels.naive:Naive",
@@ -40,15 +40,25 @@ KERNEL_NAMES: tuple[str, ...] = tuple(KERNELS)
 _TESTING_KERNELS: dict[str, str] = {"testing_faulty": "bench.kernels._testing:FaultyKernel"}
 
 
-def load_adapter(name: str, **options: Any) -> KernelAdapter:
-    """Instantiate adapter ``name`` with its options (keyword arguments of its class).
-
-    Raises:
-        ValueError: unknown name; TypeError: an option the adapter does not take.
-    """
+def adapter_class(name: str) -> type[KernelAdapter]:
+    """The adapter class registered as ``name`` (its module imported; ValueError if unknown)."""
     path = KERNELS.get(name) or _TESTING_KERNELS.get(name)
     if path is None:
         raise ValueError(f"unknown kernel {name!r}; known kernels: {', '.join(KERNEL_NAMES)}")
     module_name, _, class_name = path.partition(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def load_adapter(name: str, **options: Any) -> KernelAdapter:
+    """Instantiate adapter ``name`` with its options (keyword arguments of its class). A sink
+    asked of an adapter whose class does not run sinks gives a ``Refused`` adapter (every cell
+    unsupported, "no attention sink").
+
+    Raises:
+        ValueError: unknown name; TypeError: an option the adapter does not take.
+    """
+    cls = adapter_class(name)
+    if options.get("sink") and "sink" not in cls.RUN_OPTIONS:
+        options.pop("sink")
+        return Refused(cls(**options), "no attention sink")
     return cls(**options)

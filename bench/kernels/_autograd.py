@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 import torch
 
-from .base import Inputs, Prepared
+from .base import Inputs, Prepared, Shapes
 
 # bshd: [batch, seqlen, heads, head_dim] (flash-attn, FA4); bhsd: [batch, heads, seqlen,
 # head_dim] (SDPA, FlexAttention); thd: [batch * seqlen, heads, head_dim] (varlen, FFA).
@@ -86,3 +86,11 @@ def half_dtype(dtype: str) -> str | None:
 def repeat_kv(t: torch.Tensor, group: int, heads_axis: int) -> torch.Tensor:
     """GQA by copying each KV head ``group`` times along the heads axis (for kernels without GQA)."""
     return t if group == 1 else t.repeat_interleave(group, dim=heads_axis)
+
+
+def sink_reason(sink: bool, shapes: Shapes) -> str | None:
+    """Why an adapter asked for a sink cannot run the cell: the cell has no sink logits
+    (``Shapes.num_sink`` is set by the sweep's ``sink=true``)."""
+    if sink and not shapes.num_sink:
+        return "sink=True, but the cell has no sink logits (Shapes.num_sink 0; set sink=true)"
+    return None

@@ -3,7 +3,11 @@ into the packed sequence (each batch row's slices shifted by row * seqlen). The 
 FlexAttnPlan in ``prepare`` (validation, tile plans, FA4 tensors: untimed, reported as
 build_ms), so a timed call only launches kernels, as in a training loop. A per-KV-head mask
 (block_sparse, var_block_sparse) runs through flex_flash_attn_per_kv_head: one plan per KV head,
-the heads' kernels on side streams, one out and one set of gradients (no slice and cat)."""
+the heads' kernels on side streams, one out and one set of gradients (no slice and cat).
+
+Run-level options: ``sink`` passes the cell's sink logits (``Inputs.sink``) to every call;
+``compile`` times ``torch.compile(fullgraph=True)`` of the call (FFA is one custom op under
+compile), compiled and warmed up in ``prepare``. Neither applies to per-KV-head masks."""
 from __future__ import annotations
 
 import time
@@ -14,7 +18,7 @@ from bench.masks import Mask, convert
 from magi_attention.functional import (BackendUnavailable, FlexAttnPlan, flex_flash_attn_func,
                                       flex_flash_attn_per_kv_head, load_backend)
 
-from ._autograd import autograd_prepared
+from ._autograd import autograd_prepared, sink_reason
 from .base import Inputs, Prepared, Shapes
 
 
@@ -29,11 +33,16 @@ def backend_reason(backend: str) -> str | None:
     return None
 
 
-def mask_reason(mask: Mask, shapes: Shapes) -> str | None:
+def mask_reason(mask: Mask, shapes: Shapes, sink: bool = False, compile: bool = False
+                ) -> str | None:
     if mask.head_slices is not None and mask.num_mask_heads != shapes.num_heads_kv:
         return (f"{mask.name} has {mask.num_mask_heads} per-head masks for "
                 f"{shapes.num_heads_kv} KV heads")
-    return None
+    if mask.head_slices is not None and sink:
+        return "no attention sink on per-KV-head masks (flex_flash_attn_per_kv_head)"
+    if mask.head_slices is not None and compile:
+        return "compile=true: per-KV-head masks run one call a head on side streams, no custom op"
+    return sink_reason(sink, shapes)
 
 
 def _slices_tensors(mask: Mask, shapes: Shapes, device: torch.device, head: int | None):
@@ -49,8 +58,8 @@ def _slices_tensors(mask: Mask, shapes: Shapes, device: torch.device, head: int 
     return q_ranges, k_ranges, types
 
 
-def ffa_prepared(mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs, backend: str
-                 ) -> Prepared:
+def ffa_prepared(mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs, backend: str,
+                 sink: bool = False, compile: bool = False) -> Prepared:
     """Raises BackendUnavailable (the runner records unsupported) when the backend cannot run."""
     scale = shapes.softmax_scale
     total = shapes.batch * shapes.seqlen
@@ -66,6 +75,8 @@ def ffa_prepared(mask: Mask, shapes: Shapes, device: torch.device, inputs: Input
         plans.append(plan)
     build_ms = (time.perf_counter() - start) * 1e3
 
+    sink_logits = inputs.sink if sink else None
+
     def attention(q, k, v):
         # no lse unless the backward needs it: the peers' inference calls write none either
         if per_head:
@@ -73,11 +84,20 @@ def ffa_prepared(mask: Mask, shapes: Shapes, device: torch.device, inputs: Input
                                                  backend=backend, return_lse=False)
         else:
             out, _ = flex_flash_attn_func(q, k, v, plans[0], softmax_scale=scale,
-                                          backend=backend, return_lse=False)
+                                          backend=backend, return_lse=False, sink=sink_logits)
         return out
 
     extra = {"backend": backend, "num_slices": str(len(mask.slices))}
     if per_head:
         streams = ", side streams" if device.type == "cuda" else ""
         extra["calls"] = f"{len(plans)} (one a KV head{streams})"
-    return autograd_prepared(attention, inputs, "thd", build_ms=build_ms, extra=extra)
+    if sink:
+        extra["sink"] = f"{inputs.sink.shape[0]} a head"
+    if compile:
+        extra["compiled"] = "torch.compile(fullgraph=True)"
+        attention = torch.compile(attention, fullgraph=True)
+    prepared = autograd_prepared(attention, inputs, "thd", build_ms=build_ms, extra=extra)
+    if compile:  # both graphs compiled here, untimed (the inference one and the training one)
+        prepared.fwd()
+        prepared.bwd()
+    return prepared

@@ -14,6 +14,7 @@ from .naive import Naive
 
 class FaultyKernel(Naive):
     name = "testing_faulty"
+    RUN_OPTIONS = frozenset()
 
     def __init__(self, error_cells: tuple[str, ...] = (), oom_cells: tuple[str, ...] = (),
                  wrong_grad_cells: tuple[str, ...] = ()) -> None:

@@ -10,6 +10,12 @@ An adapter is a class with
   ``bench.masks.convert``), lays the inputs out as the kernel wants, compiles and warms up.
   Nothing of it is timed. It may still raise ``UnsupportedMask`` for a reason found only then.
 
+Run-level options (``sink=true``, ``compile=true`` in configs/kernels.yaml) reach an adapter
+as keyword options only where its class lists them in ``RUN_OPTIONS``: ``load_adapter`` turns
+a sink asked of an adapter without one into ``Refused`` ("no attention sink": an unsupported
+row), and ``bench.config`` gives ``compile`` only to the adapters that take it (the others run
+as they always do, in the same cells).
+
 The runner builds the inputs once per cell (``Inputs``, layout ``[batch, seqlen, heads,
 head_dim]``) so every kernel sees the same numbers; the correctness gate compares outputs and
 gradients in that layout.
@@ -26,7 +32,7 @@ from bench.masks import Mask
 # the problem types live in bench.problem (CP uses them too); adapters import them from here
 from bench.problem import DTYPES, Inputs, Shapes, make_inputs
 
-__all__ = ["Shapes", "Inputs", "Prepared", "KernelAdapter", "DTYPES", "make_inputs"]
+__all__ = ["Shapes", "Inputs", "Prepared", "KernelAdapter", "Refused", "DTYPES", "make_inputs"]
 
 
 @dataclass
@@ -62,6 +68,9 @@ class KernelAdapter:
     """Base class of the adapters; subclasses set ``name`` and implement the three methods."""
 
     name: ClassVar[str] = ""
+    # the run-level options its __init__ takes ("sink": runs Inputs.sink; "compile": times the
+    # torch.compile'd call)
+    RUN_OPTIONS: ClassVar[frozenset[str]] = frozenset()
 
     def version(self) -> str:
         raise NotImplementedError
@@ -71,3 +80,20 @@ class KernelAdapter:
 
     def prepare(self, mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs) -> Prepared:
         raise NotImplementedError
+
+
+class Refused(KernelAdapter):
+    """``adapter`` asked for what it cannot do: every cell is unsupported with ``reason``."""
+
+    def __init__(self, adapter: KernelAdapter, reason: str) -> None:
+        self.adapter, self.reason = adapter, reason
+        self.name = adapter.name
+
+    def version(self) -> str:
+        return self.adapter.version()
+
+    def supports(self, mask: Mask, shapes: Shapes, device: torch.device) -> str | None:
+        return self.reason
+
+    def prepare(self, mask: Mask, shapes: Shapes, device: torch.device, inputs: Inputs) -> Prepared:
+        raise RuntimeError(f"{self.name}: {self.reason}")

@@ -18,6 +18,7 @@ import torch
 from ..comm import (group_cast, group_reduce, hier_group_cast, hier_group_reduce,
                     range_copy_stacked_, ranges_to_index)
 from ..comm.stream_flag import new_flag, stream_flag_reason, write_flag
+from ..common import handles
 from ..meta import DistAttnRuntimeMeta, StageAttnArgs
 from ._backends import backend_for, load_backend
 from .merge import merge_out_lse
@@ -117,6 +118,7 @@ class DistAttnRuntime:
         self._arrivals: dict = {}
         self._own_index: dict = {}
         self._streams: dict = {}
+        handles.register(self)  # the custom ops (torch.compile) reach it by id(runtime)
 
     def resolved_backend(self, q: torch.Tensor, k: torch.Tensor | None = None) -> str:
         """The FFA backend this runtime runs for inputs like ``q`` (the one policy of

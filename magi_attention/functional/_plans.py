@@ -1,8 +1,9 @@
 """The FlexAttnPlan behind a call that passes range tensors instead of a plan.
 
 A training loop passes the same range tensors every step, so plans are found by the tensors'
-identity (and version counter, which any in-place write bumps) without reading them: no
-device-to-host copy after the first call. New tensor objects with a known content (ranges
+identity (and version counter, which in-place tensor ops such as ``copy_`` and ``t[i] = x``
+bump) without reading them: no device-to-host copy after the first call. Writes that bypass the
+version counter (through ``t.data`` or ``t.numpy()``) are not seen: the old plan is served. New tensor objects with a known content (ranges
 rebuilt every step) fall back to a content lookup, which reads them to the host (one sync) but
 skips the planning.
 """
@@ -39,8 +40,11 @@ def _by_content(q_ranges, k_ranges, attn_type_map, seqlen_q: int, seqlen_k: int)
 
     def build() -> FlexAttnPlan:
         plan = FlexAttnPlan.from_tensors(*host, seqlen_q, seqlen_k)
+        # the plan's device copy is its own (a plan is a snapshot of the ranges it was built
+        # from); cloned on the device, so no second copy to the host
         plan.cached(("tensors", str(q_ranges.device)),
-                    lambda: (q_ranges, k_ranges, attn_type_map))
+                    lambda: tuple(t.clone(memory_format=torch.contiguous_format)
+                                  for t in (q_ranges, k_ranges, attn_type_map)))
         return plan
 
     return _BY_CONTENT.get_or_build(key, build)

@@ -1,7 +1,6 @@
 """flex_flash_attn_func: attention over an AttnSlice mask, with autograd, on a chosen backend."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -9,9 +8,10 @@ import torch
 from ..common.slice import AttnSlice
 from ..common.slice_array import SliceArray
 from ..kernels.plan import FlexAttnPlan
-from ._backends import backend_for, backend_for_mask, load_backend
-from ._plans import plan_for_tensors
-from ._validate import validate_qkv, validate_range_tensors
+from ._backends import load_backend
+from ._ffa_op import compiled_call
+from ._resolve import resolve_call
+from ._sink import apply_sink, check_sink, sink_grad
 
 
 @dataclass
@@ -24,12 +24,17 @@ class AttnForwardMeta:
 
 
 class FlexFlashAttnFunc(torch.autograd.Function):
+    """The eager path's autograd node. With a sink, the saved out and lse are the sinked ones:
+    the kernel backward then gives exact dq, dk, dv (``_sink``)."""
+
     @staticmethod
-    def forward(ctx, q, k, v, plan, softmax_scale, softcap, backend, deterministic,
+    def forward(ctx, q, k, v, sink, plan, softmax_scale, softcap, backend, deterministic,
                 return_max_logits):
         kernel = load_backend(backend)
         out, lse, max_logits = kernel.fwd(q, k, v, plan, softmax_scale, softcap, return_max_logits)
-        ctx.save_for_backward(q, k, v, out, lse)
+        if sink is not None:
+            out, lse = apply_sink(out, lse, sink)
+        ctx.save_for_backward(q, k, v, out, lse, sink)
         ctx.args = (plan, softmax_scale, softcap, backend, deterministic)
         ctx.mark_non_differentiable(lse)
         if max_logits is not None:
@@ -38,11 +43,12 @@ class FlexFlashAttnFunc(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout, _dlse, _dmax):
-        q, k, v, out, lse = ctx.saved_tensors
+        q, k, v, out, lse, sink = ctx.saved_tensors
         plan, softmax_scale, softcap, backend, deterministic = ctx.args
         dq, dk, dv = load_backend(backend).bwd(dout.contiguous(), q, k, v, out, lse, plan,
                                                softmax_scale, softcap, deterministic)
-        return dq, dk, dv, None, None, None, None, None, None
+        dsink = sink_grad(sink, out, lse, dout) if ctx.needs_input_grad[3] else None
+        return dq, dk, dv, dsink, None, None, None, None, None, None
 
 
 def flex_attn_plan(q_ranges, k_ranges=None, attn_type_map=None, seqlen_q: int | None = None,
@@ -59,7 +65,9 @@ def flex_attn_plan(q_ranges, k_ranges=None, attn_type_map=None, seqlen_q: int | 
 
     Returns:
         FlexAttnPlan, to pass as ``flex_flash_attn_func(q, k, v, plan)``; one plan serves any
-        heads, head_dim, dtype and device.
+        heads, head_dim, dtype and device. The plan is a snapshot of the ranges: it keeps its
+        own copies, so editing the tensors it was built from afterwards changes nothing
+        (build a new plan for a new mask). Empty lists give the empty mask (out 0, lse -inf).
 
     Raises:
         ValueError / TypeError naming the bad range or argument.
@@ -89,19 +97,25 @@ def flex_flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          attn_type_map: torch.Tensor | None = None,
                          softmax_scale: float | None = None, softcap: float = 0.0,
                          backend: str = "auto", deterministic: bool = False,
-                         return_max_logits: bool = False, return_lse: bool = True
+                         return_max_logits: bool = False, return_lse: bool = True,
+                         sink: torch.Tensor | None = None
                          ) -> tuple[torch.Tensor, AttnForwardMeta]:
     """Attention of packed q over packed k, v under the mask given by AttnSlices.
 
     Args:
         q: [seqlen_q, num_heads_q, head_dim]; k, v: [seqlen_k, num_heads_kv, head_dim]
-            (batch folded into seqlen); bf16 or fp16 (fp32 on the reference backend).
+            (batch folded into seqlen); bf16 or fp16 (fp32 on the reference backend). Strided
+            views work (``qkv.unbind(1)`` of a fused [S, 3, H, D] projection, a [H, S, D]
+            tensor transposed, a slice of the last dim); the gradients come back in their
+            layout. Backends read them in place where their loads allow and copy otherwise.
         q_ranges: a FlexAttnPlan (``flex_attn_plan``: the mask prepared once; then k_ranges and
             attn_type_map are left out), or int32 [num_slices, 2] half-open ranges: slice i
             covers q_ranges[i] x k_ranges[i]. q_ranges may overlap: a row gathers keys from all
             slices covering it (the union is the mask). Range tensors get a plan cached by their
-            identity: the first call reads them to the host, later calls with the same tensor
-            objects do not.
+            identity and version counter: the first call reads them to the host, later calls
+            with the same tensor objects do not. In-place edits (``copy_``, ``t[i] = x``) bump
+            the version and are seen; writes through ``t.data`` or ``t.numpy()`` do not, and the
+            old mask is silently kept: pass new tensors (or a new plan) instead.
         k_ranges: int32 [num_slices, 2]; attn_type_map: int32 [num_slices], AttnMaskType
             values (FULL, CAUSAL, INVCAUSAL, BICAUSAL).
         softmax_scale: defaults to 1 / sqrt(head_dim).
@@ -115,10 +129,15 @@ def flex_flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         return_lse: False lets an inference call (nothing needs gradients) skip writing lse,
             as FA4 and FA3 do without it; meta.lse is then None. A call that records autograd
             computes lse anyway (the backward needs it) and returns it.
+        sink: fp32 [num_sink, num_heads_q] learnable logits (attention sinks), or None. Each
+            row's softmax denominator gets ``sum_s exp(sink[s, h])`` (not scaled by
+            softmax_scale, not softcapped), its output nothing from them; differentiable.
+            meta.lse includes them. Every backend runs them (``functional._sink``).
 
     Returns:
         (out [seqlen_q, num_heads_q, head_dim] in q's dtype, AttnForwardMeta). Rows covered by
-        no slice get out = 0, lse = -inf and zero gradients.
+        no slice get out = 0, lse = -inf (with a sink: its logsumexp) and zero gradients.
+        Under torch.compile the call is one custom op, forward and backward (no graph break).
 
     Raises:
         ValueError / TypeError naming the bad argument (shapes, dtypes, ranges out of bounds,
@@ -129,35 +148,29 @@ def flex_flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         >>> plan = flex_attn_plan([AttnSlice.make(0, 128, 0, 128, "causal")], seqlen_q=128)
         >>> out, meta = flex_flash_attn_func(q, k, v, plan)
     """
-    plan, kernel, scale = _prepare(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale,
-                                   backend, return_max_logits)
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+    if sink is not None:
+        check_sink(sink, q.shape[1], q.device)
+    records = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad
+                                           or (sink is not None and sink.requires_grad))
+    if torch.compiler.is_compiling():  # one custom op, traced without a graph break
+        out, lse, max_logits = compiled_call(q, k, v, q_ranges, k_ranges, attn_type_map, sink,
+                                             softmax_scale, softcap, backend, deterministic,
+                                             return_max_logits)
+        return out, AttnForwardMeta(lse=lse if return_lse or records else None,
+                                    max_logits=max_logits)
+    plan, kernel, scale = resolve_call(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale,
+                                       backend, return_max_logits)
+    if records:
         out, lse, max_logits = FlexFlashAttnFunc.apply(
-            q, k, v, plan, scale, float(softcap), kernel, deterministic, return_max_logits)
+            q, k, v, sink, plan, scale, float(softcap), kernel, deterministic, return_max_logits)
     else:  # inference: no autograd node (its overhead shows on sub-millisecond calls)
-        out, lse, max_logits = load_backend(kernel).fwd(q, k, v, plan, scale, float(softcap),
-                                                        return_max_logits, return_lse=return_lse)
+        out, lse, max_logits = load_backend(kernel).fwd(
+            q, k, v, plan, scale, float(softcap), return_max_logits,
+            return_lse=return_lse or sink is not None)
+        if sink is not None:
+            out, lse = apply_sink(out, lse, sink)
         lse = lse if return_lse else None
     return out, AttnForwardMeta(lse=lse, max_logits=max_logits)
-
-
-def _prepare(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale, backend,
-             return_max_logits=False):
-    """(plan, resolved backend name, scale) after the per-call checks (host metadata only)."""
-    validate_qkv(q, k, v)
-    if isinstance(q_ranges, FlexAttnPlan):
-        if k_ranges is not None or attn_type_map is not None:
-            raise ValueError("pass either a FlexAttnPlan or (q_ranges, k_ranges, attn_type_map)")
-        plan = q_ranges
-        plan.check_shapes(q.shape[0], k.shape[0])
-    else:
-        validate_range_tensors(q, q_ranges, k_ranges, attn_type_map)
-        plan = plan_for_tensors(q_ranges, k_ranges, attn_type_map, q.shape[0], k.shape[0])
-    # "auto": the fastest backend for these inputs, then for this mask (decided once, kept in plan)
-    name = backend_for(backend, q, k, v, return_max_logits)
-    name = backend_for_mask(backend, name, plan, q, k, v)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else float(softmax_scale)
-    return plan, name, scale
 
 
 def flex_flash_attn_fwd(q, k, v, q_ranges, k_ranges=None, attn_type_map=None, softmax_scale=None,
@@ -165,7 +178,8 @@ def flex_flash_attn_fwd(q, k, v, q_ranges, k_ranges=None, attn_type_map=None, so
                         ) -> tuple[torch.Tensor, torch.Tensor]:
     """Forward only, no autograd: (out [Sq, Hq, D], lse [Sq, Hq] fp32). For CP runtimes that
     merge partial results by lse; same arguments as flex_flash_attn_func (a plan or tensors)."""
-    plan, name, scale = _prepare(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale, backend)
+    plan, name, scale = resolve_call(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale,
+                                     backend)
     out, lse, _ = load_backend(name).fwd(q, k, v, plan, scale, float(softcap), False)
     return out, lse
 
@@ -175,6 +189,7 @@ def flex_flash_attn_bwd(dout, q, k, v, out, lse, q_ranges, k_ranges=None, attn_t
                         deterministic: bool = False):
     """Backward only: (dq, dk, dv). ``out`` and ``lse`` may be the global (merged) ones, which
     gives this key set's share of dq and its exact dk, dv (the ring / CP decomposition)."""
-    plan, name, scale = _prepare(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale, backend)
+    plan, name, scale = resolve_call(q, k, v, q_ranges, k_ranges, attn_type_map, softmax_scale,
+                                     backend)
     return load_backend(name).bwd(dout.contiguous(), q, k, v, out, lse, plan, scale,
                                   float(softcap), deterministic)

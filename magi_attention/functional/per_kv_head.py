@@ -14,7 +14,8 @@ import torch
 
 from ..kernels.plan import FlexAttnPlan
 from ._backends import load_backend
-from .flex_flash_attn import AttnForwardMeta, _prepare
+from ._resolve import resolve_call
+from .flex_flash_attn import AttnForwardMeta
 
 # Side streams the heads' calls are spread over (a KV head's backward grid holds one program
 # per key tile; four of them together fill the SMs that one leaves idle).
@@ -114,7 +115,7 @@ def flex_flash_attn_per_kv_head(q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
         raise ValueError(f"plans must be FlexAttnPlan, one per KV head, got {len(plans)}: "
                          f"{sorted({type(p).__name__ for p in plans})}")
     # q, k, v, the first plan's shapes, the backend and the scale, as flex_flash_attn_func's
-    _, kernel, scale = _prepare(q, k, v, plans[0], None, None, softmax_scale, backend)
+    _, kernel, scale = resolve_call(q, k, v, plans[0], None, None, softmax_scale, backend)
     if len(plans) != k.shape[1]:
         raise ValueError(f"plans must be one per KV head: {k.shape[1]}, got {len(plans)}")
     for plan in plans[1:]:

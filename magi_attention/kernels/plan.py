@@ -18,6 +18,7 @@ from typing import Callable, Hashable, Sequence, TypeVar
 import numpy as np
 import torch
 
+from ..common import handles
 from ..common.mask_type import AttnMaskType
 from ..common.slice import AttnSlice
 from ..common.slice_array import SliceArray
@@ -50,6 +51,7 @@ class FlexAttnPlan:
         self.seqlen_k = int(seqlen_k)
         self._state: dict[Hashable, object] = {}
         self._bounds: np.ndarray | None = None
+        handles.register(self)  # the custom ops (torch.compile) reach it by id(plan)
 
     # -- constructors ------------------------------------------------------------------------
     @classmethod
@@ -63,8 +65,10 @@ class FlexAttnPlan:
     def from_tensors(cls, q_ranges, k_ranges, attn_type_map, seqlen_q: int,
                      seqlen_k: int | None = None) -> "FlexAttnPlan":
         """From the range tensors of the FFA API (int32 ``[n, 2]``, ``[n, 2]``, ``[n]``; numpy
-        arrays and nested lists work too). CUDA tensors are read back once, here, and kept as
-        the plan's device copy."""
+        arrays and nested lists work too; empty lists are the empty mask). CUDA tensors are
+        read back once, here. The plan is a snapshot: it keeps copies of the ranges (a clone of
+        int32 tensors as its device copy), so editing the caller's tensors afterwards changes
+        neither the mask it computes nor what ``tensors()`` returns."""
         q = _as_array(q_ranges, "q_ranges", (-1, 2))
         k = _as_array(k_ranges, "k_ranges", (-1, 2))
         t = _as_array(attn_type_map, "attn_type_map", (-1,))
@@ -76,7 +80,7 @@ class FlexAttnPlan:
         tensors = (q_ranges, k_ranges, attn_type_map)
         if all(isinstance(x, torch.Tensor) and x.dtype == torch.int32 and x.is_contiguous()
                for x in tensors):
-            plan._state[("tensors", str(q_ranges.device))] = tensors
+            plan._state[("tensors", str(q_ranges.device))] = tuple(x.clone() for x in tensors)
         return plan
 
     # -- what kernels read -------------------------------------------------------------------
@@ -135,8 +139,8 @@ def _as_array(x, name: str, shape: tuple[int, ...]) -> np.ndarray:
             raise TypeError(f"{name} must be an integer tensor, got {x.dtype}")
         x = x.detach().cpu().numpy()
     arr = np.asarray(x)
-    if arr.size == 0:
-        arr = arr.reshape(0, *shape[1:])
+    if arr.size == 0:  # an empty list is float64 to numpy, and still the empty mask
+        arr = arr.reshape(0, *shape[1:]).astype(np.int64)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"{name} must hold integers, got {arr.dtype}")
     if arr.ndim != len(shape) or (len(shape) == 2 and arr.shape[1] != shape[1]):

@@ -5,10 +5,12 @@ import torch
 
 
 def dense_attention(q, k, v, mask: torch.Tensor, softmax_scale: float | None = None,
-                    softcap: float = 0.0, compute_dtype=torch.float64):
+                    softcap: float = 0.0, compute_dtype=torch.float64, sink=None):
     """softmax(q k^T * scale, masked) v with autograd. q: [Sq, Hq, D], k/v: [Sk, Hkv, D],
     mask: bool [Sq, Sk] or [Hkv, Sq, Sk]. Returns (out [Sq, Hq, D] compute_dtype, lse [Sq, Hq]).
-    Rows without keys give out 0 and lse -inf (and no NaN gradients)."""
+    Rows without keys give out 0 and lse -inf (and no NaN gradients). ``sink`` [num_sink, Hq]:
+    one more score column per sink logit, as it is (not scaled, not softcapped), whose
+    probability multiplies no value (attention sinks)."""
     seqlen_q, num_heads_q, head_dim = q.shape
     num_heads_kv = k.shape[1]
     group = num_heads_q // num_heads_kv
@@ -22,6 +24,14 @@ def dense_attention(q, k, v, mask: torch.Tensor, softmax_scale: float | None = N
     m = mask if mask.dim() == 3 else mask[None]
     m = m.repeat_interleave(group, dim=0) if m.shape[0] > 1 else m
     s = s.masked_fill(~m, float("-inf"))
+    if sink is not None:  # the sink columns, kept by every row
+        num_sink = sink.shape[0]
+        columns = sink.to(compute_dtype).t()[:, None, :].expand(num_heads_q, seqlen_q, num_sink)
+        s = torch.cat([s, columns], dim=-1)
+        m = torch.cat([m.expand(num_heads_q, -1, -1),
+                       torch.ones(num_heads_q, seqlen_q, num_sink, dtype=torch.bool,
+                                  device=m.device)], dim=-1)
+        vc = torch.cat([vc, vc.new_zeros(num_sink, *vc.shape[1:])])
     lse = torch.logsumexp(s, dim=-1)
     has_keys = m.any(dim=-1).expand_as(lse)
     p = torch.exp(s - torch.where(has_keys, lse, torch.zeros_like(lse))[..., None])

@@ -20,8 +20,18 @@ Semantics match the other backends: q [seqlen_q, num_heads_q, head_dim], k/v [se
 num_heads_kv, head_dim]; overlapping q_ranges count each cell once; rows with no key get out 0,
 lse -inf and zero gradients; ``bwd`` accepts a global (merged) out and lse.
 
-Not supported here (BackendUnavailable / NotImplementedError): fp32 inputs, head_dim > 128 or
-not a multiple of 8, GPUs other than SM90, ``return_max_logits``. ``deterministic=True`` on a
+Attention sinks do not come through here: ``flex_flash_attn_func`` applies them to this
+backend's (out, lse) as to every backend's (``functional._sink``). FA4's own
+``learnable_sink`` would save that one elementwise pass over out, but not simply: a sink must be
+counted once per row, so the CP runtime, which merges several calls' partials by lse, can only
+add it after the merge; the paths of this backend that run no FA4 kernel (an empty mask, the
+deterministic block-sparse backward on Triton) would each need their own; and a sink would be
+another compiled variant of every FA4 kernel this backend runs. The post-processing is exact on
+every path and costs O(S H D) beside the kernel's O(S^2 H D).
+
+Not supported here (BackendUnavailable / NotImplementedError): fp32 inputs, head_dim not a
+multiple of 8 or above 128 other than 256 (``tile_shape``), GPUs other than SM90,
+``return_max_logits``. ``deterministic=True`` on a
 mask that needs the block-sparse path runs the backward on the Triton backend (FA4 has no
 deterministic block-sparse backward on SM90).
 """
@@ -45,10 +55,19 @@ __all__ = ["INSTALL_HINT", "bwd", "check_supported", "fwd", "is_available", "pre
 INSTALL_HINT = ("pip install flash-attn-4 'nvidia-cutlass-dsl[cu13]' (or the cu12 flavour "
                 "matching your CUDA); see notes/fa4.md for offline installs")
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
-# FA4's SM90 kernels take 8 <= head_dim <= 256 in steps of 8; above 128 the backward key tile
-# (96 or 64) differs from the forward one, which one block-sparse plan cannot serve.
-MAX_HEAD_DIM = 128
+# FA4's SM90 kernels take 8 <= head_dim <= 256 in steps of 8 (4.0.0b36,
+# interface._validate_head_dims), but the block-sparse path needs one plan whose tiles both
+# directions read (tile_shape): head_dim <= 128, and 256.
+MAX_HEAD_DIM = 256
 HEAD_DIM_MULTIPLE = 8
+# head_dim 256 on SM90, as FA4 4.0.0b36 tiles it with block sparsity: the backward's
+# _tile_size_bwd_sm90 keeps 64 x 64 tiles ("Block sparsity derives its KV block size from
+# n_block_size; keep it at 64"), reading 128-row sparse blocks as two 64-row tiles
+# (q_subtile_factor 2); the forward's 128 x 80 tile shrinks to the sparse block's 64 keys
+# (_fit_sm90_fwd_tile_to_block_sparsity). Between 128 and 256 the backward's key tile is 96
+# (head_dim <= 192) or its 64 x 64 config is unproven for head_dims not a multiple of 64: refused.
+WIDE_HEAD_DIM = 256
+WIDE_TILE = (128, 64)
 
 
 def _import_error() -> str | None:
@@ -76,10 +95,14 @@ def tile_shape(head_dim: int) -> tuple[int, int]:
 
     The forward runs 128 x 128 tiles for head_dim <= 128 (``_tile_size_fwd_sm90`` with a 128-row
     sparse block); the backward runs 64- or 128-row x 128-key tiles and reads the same 128 x 128
-    lists (q_subtile_factor 2 or 1).
+    lists (q_subtile_factor 2 or 1). At head_dim 256 both read 128 x 64 lists (WIDE_TILE).
     """
-    if head_dim > MAX_HEAD_DIM:
-        raise BackendUnavailable(f"fa4 backend supports head_dim <= {MAX_HEAD_DIM}, got {head_dim}")
+    if head_dim == WIDE_HEAD_DIM:
+        return WIDE_TILE
+    if head_dim > 128:
+        raise BackendUnavailable(f"fa4 backend supports head_dim <= 128 or {WIDE_HEAD_DIM} (one "
+                                 f"block-sparse plan for FA4's forward and backward tiles), got "
+                                 f"{head_dim}")
     return 128, 128
 
 
@@ -273,7 +296,7 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
 def _fwd_groups(interface, q, k, v, mask, conv, softmax_scale, softcap, return_lse):
     """One native FA4 call per row group, each writing its rows of ``out`` in place; the lse of
     the groups (FA4: [Hq, rows]) concatenated along the rows."""
-    out = torch.empty_like(q)
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # packed, whatever q's strides
     lses = []
     for g, args in _group_args(mask, conv, q.device):
         rows, keys = slice(g.q_start, g.q_end), slice(g.k_start, g.k_end)
@@ -294,8 +317,8 @@ def _bwd_groups(interface, dout, q, k, v, out, lse, mask, conv, softmax_scale, s
     its key span added (groups of a rank's two causal runs share keys), in group order."""
     out, dout = out.to(q.dtype), dout.to(q.dtype)
     lse_fa4 = lse.float().transpose(0, 1)
-    dq = torch.empty_like(q)
-    dk, dv = torch.zeros_like(k), torch.zeros_like(v)
+    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    dk, dv = (torch.zeros(t.shape, dtype=t.dtype, device=t.device) for t in (k, v))
     for g, args in _group_args(mask, conv, q.device):
         rows, keys = slice(g.q_start, g.q_end), slice(g.k_start, g.k_end)
         b = lambda t: _batched(t, g.form)  # noqa: E731

@@ -60,3 +60,27 @@ def test_set_dout_swaps_the_dout_the_backward_reads(kernel):
     direct.bwd()
     for got, want in zip(swapped.grads_bshd(), direct.grads_bshd()):
         torch.testing.assert_close(got.float(), want.float(), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("mask_name", ["causal", "causal_document"])
+@pytest.mark.parametrize("kernel, options", [
+    ("ffa", {"sink": True}), ("ffa_fa4", {"sink": True}), ("fa4", {"sink": True}),
+    ("naive", {"sink": True}), ("ffa", {"compile": True}), ("ffa_fa4", {"compile": True}),
+    ("ffa", {"sink": True, "compile": True})],
+    ids=lambda x: x if isinstance(x, str) else "+".join(sorted(x)))
+def test_gpu_run_options_pass_the_gate_or_decline(kernel, options, mask_name):
+    """sink=true (the gate's reference with the cell's sink logits) and compile=true."""
+    from dataclasses import replace
+    device = torch.device("cuda")
+    shapes = replace(SHAPES, num_sink=1 if options.get("sink") else 0)
+    mask = build_mask(mask_name, shapes.seqlen, doc_lens=DOC_LENS)
+    adapter = load_adapter(kernel, **options)
+    reason = adapter.supports(mask, shapes, device)
+    if reason is not None:
+        pytest.skip(f"{kernel} {options} on {mask_name}: {reason}")
+    inputs = make_inputs(shapes, device, seed=1)
+    rows = gate_rows(shapes.seqlen, rows=256, full_max_seqlen=shapes.seqlen, seed=0)
+    restrict_dout(inputs, rows)
+    ref = reference(mask, shapes, inputs, rows)
+    result = check_prepared(adapter.prepare(mask, shapes, device, inputs), ref, shapes.dtype, True)
+    assert not result.failed, result.message("bwd")

@@ -132,3 +132,35 @@ def test_inference_call_without_lse_keeps_the_output():
     out_grad, meta_grad = flex_flash_attn_func(q, k, v, plan, return_lse=False)
     assert meta_grad.lse is not None and meta_grad.lse.shape == (40, 4)
     torch.testing.assert_close(out_grad.detach(), out)
+
+
+@pytest.mark.parametrize("edit", ["copy_", "setitem"])
+def test_a_plan_is_a_snapshot_of_the_tensors_it_was_built_from(edit):
+    """Editing the source range tensors after planning changes neither what the plan computes
+    nor what it reports: tensors() and host_lists() agree with the mask it was built for."""
+    before = [AttnSlice.make(0, 32, 0, 32, AttnMaskType.CAUSAL)]
+    q_ranges, k_ranges, types = slices_to_tensors(before)
+    plan = flex_attn_plan(q_ranges, k_ranges, types, seqlen_q=32, seqlen_k=32)
+    q, k, v = random_qkv(32, 32, 2, 1, 8, requires_grad=False)
+    first, _ = flex_flash_attn_func(q, k, v, plan)
+    if edit == "copy_":
+        q_ranges.copy_(torch.tensor([[8, 16]], dtype=torch.int32))
+    else:
+        types[0] = int(AttnMaskType.FULL)
+    again, _ = flex_flash_attn_func(q, k, v, plan)
+    assert torch.equal(again, first)
+    torch.testing.assert_close(again.double(), _dense_out(q, k, v, before), atol=1e-4, rtol=1e-4)
+    host = plan.host_lists()
+    assert [t.tolist() for t in plan.tensors("cpu")] == [host[0], host[1], host[2]]
+    assert host == ([[0, 32]], [[0, 32]], [int(AttnMaskType.CAUSAL)])
+
+
+def test_empty_python_lists_are_the_empty_mask():
+    plan = flex_attn_plan([], [], [], seqlen_q=16, seqlen_k=16)
+    assert plan.num_slices == 0 and plan.host_lists() == ([], [], [])
+    q, k, v = random_qkv(16, 16, 2, 1, 8)
+    out, meta = flex_flash_attn_func(q, k, v, plan)
+    assert not out.any() and torch.isinf(meta.lse).all() and (meta.lse < 0).all()
+    grads = torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
+    assert not any(g.any() for g in grads)
+    assert flex_attn_plan([], [], seqlen_q=4).num_slices == 0  # attn_type_map left out

@@ -86,3 +86,10 @@ def test_zero_query_rows_forward_and_backward():
     dq, dk, dv = torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
     assert dq.shape == (0, 2, 16)
     assert dk.shape == dv.shape == (16, 2, 16) and not dk.any() and not dv.any()
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_head_dim_256(seed):
+    rng = random.Random(10 + seed)
+    slices = random_slices(rng, 40, 56, rng.randint(1, 4))
+    check_against_dense(slices, 40, 56, heads=(4, 2), head_dim=256, seed=seed)
