@@ -90,9 +90,8 @@ EOF
 # Runs a benchmark command in the background, copying its rows to $OUT every 15 s, so a call
 # cut by its limit still brings back every row measured; SWEEP_TIMEOUT stops it before that.
 # Beside it, every GPU's SM clock, power and temperature once a second ($OUT/clocks__NAME.csv,
-# named apart from the rows' NAME__N.csv; GPU_CLOCKS=0: none): a cell far off its peers (session
-# 31: one USP cell 20% below the rest) can then be matched, by the rows' `time`, against a clock
-# drop during it.
+# named apart from the rows' NAME__N.csv; GPU_CLOCKS=0: none): a cell far off its peers can then
+# be matched, by the rows' `time`, against a clock drop during it.
 run_and_copy_rows() {
     local name=$1 pid rc smi=
     shift
