@@ -1,16 +1,17 @@
 """What a cell that did not run is called, in rows, tables and figures.
 
 ``unsupported`` is a real limit of a kernel or strategy (a mask it cannot express, a dtype, no
-GPU); ``missing`` is a peer whose package is not installed here, a limit of the machine, not of
-the kernel. A cell of a sweep with no row at all (the sweep stopped early) is ``not measured``;
-that is never a row status, only what tables and figures show in its place.
+GPU); ``missing`` is a peer whose package (or a custom kernel's module) cannot be imported here,
+a limit of the machine, not of the kernel. A cell with no row at all (a sweep that stopped
+early, or a cell a job asked for that no results file holds) is ``not measured``; that is never
+a status a runner writes, only what tables and figures show in its place.
 """
 from __future__ import annotations
 
 import pandas as pd
 
 __all__ = ["MISSING", "NOT_MEASURED", "UNSUPPORTED", "experiment_cells", "missing_package",
-           "unsupported_status", "with_missing"]
+           "not_recorded", "unsupported_status", "with_missing"]
 
 UNSUPPORTED = "unsupported"
 MISSING = "missing"
@@ -61,3 +62,15 @@ def experiment_cells(frame: pd.DataFrame, keys: list[str], x: str,
     return {(key if isinstance(key, tuple) else (key,)):
             (set(rows[x]), list(dict.fromkeys(rows[series])))
             for key, rows in frame.groupby(keys, sort=True)}
+
+
+def not_recorded(rows: pd.DataFrame, metric: str) -> str | None:
+    """Why no measured row of ``rows`` has ``metric`` (None when some do, or none was measured):
+    the note a table prints in place of its values, and the reason a figure is not drawn."""
+    ok = rows[rows["status"] == "ok"]
+    if ok.empty or ok[metric].notna().any():
+        return None
+    if metric == "peak_mem_gb" and (ok["gpu_name"].astype(str) == "cpu").all():
+        return ("not recorded: these rows ran on the CPU, where torch keeps no peak-allocation "
+                "counter (bench.metrics.peak_mem_gb measures CUDA memory only)")
+    return "not recorded in these rows"
