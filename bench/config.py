@@ -168,7 +168,11 @@ def _freeze(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class KernelChoice:
-    label: str                                   # the results' ``kernel`` column
+    """One kernel of a sweep. ``label`` is the results' ``kernel`` column; a custom kernel's
+    bare label ``custom`` becomes ``custom:<target>``, as rows so labelled read back
+    (``bench.results.read_results``), so two targets never share a column."""
+
+    label: str
     name: str
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -180,6 +184,9 @@ class KernelChoice:
         target = self.options.get("target")
         if target is not None or self.name == "custom":
             check_target(f"kernel.{self.label}.target", target)
+        if self.name == "custom" and self.label == "custom":
+            from bench.results import custom_label
+            object.__setattr__(self, "label", custom_label(target))  # frozen: set once, here
 
 
 def check_target(name: str, target: Any) -> None:

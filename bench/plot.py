@@ -28,7 +28,7 @@ from bench.report import source_lines
 from bench.results import kind_sources, latest_rows, read_results
 from bench.status import experiment_cells, not_recorded
 
-__all__ = ["plot_results", "kernel_title", "main"]
+__all__ = ["plot_results", "kernel_title", "write_figure", "main"]
 
 
 def kernel_title(mask: str, direction: str, hardware: str, shapes) -> str:
@@ -48,6 +48,15 @@ def _add_note(fig: Figure, lines: list[str]) -> None:
     width = max(40, int(fig.get_figwidth() / NOTE_CHAR_IN) - 4)
     text = "\n".join(textwrap.fill(line, width, subsequent_indent="    ") for line in lines)
     fig.supxlabel(text, x=0.01, ha="left", fontsize=NOTE_FONTSIZE, color="dimgray")
+
+
+def write_figure(rows: pd.DataFrame, path: str | os.PathLike, note: list[str], **kwargs) -> Path:
+    """``bench.barplot.bar_figure(rows, **kwargs)`` with the ``note`` lines under its axes,
+    written to ``path``."""
+    fig = bar_figure(rows, **kwargs)
+    if note:
+        _add_note(fig, note)
+    return save_figure(fig, path)
 
 
 def plot_results(results: str | os.PathLike | Iterable | pd.DataFrame,
@@ -86,11 +95,9 @@ def plot_results(results: str | os.PathLike | Iterable | pd.DataFrame,
             if not_recorded(rows, value):
                 (folder / filename).unlink(missing_ok=True)
                 continue
-            fig = bar_figure(rows, value=value, x=x, series=series, title=title, ylabel=ylabel,
-                             xs=xs, names=names, colors=colors)
-            if note:
-                _add_note(fig, note)
-            written.append(save_figure(fig, folder / filename))
+            written.append(write_figure(rows, folder / filename, note, value=value, x=x,
+                                        series=series, title=title, ylabel=ylabel, xs=xs,
+                                        names=names, colors=colors))
     return written
 
 

@@ -44,11 +44,11 @@ def target_warnings(config: KernelBenchConfig) -> list[str]:
         module = str(target).partition(":")[0]
         try:
             found = importlib.util.find_spec(module) is not None
-            reason = f"no module named {module!r}"
+            reason = f"No module named {module!r}"
         except ImportError as e:  # a parent package that is absent
             found, reason = False, str(e)
         if not found:
-            lines.append(f"warning: kernel {kernel.label}: target {target} cannot be imported "
+            lines.append(f"warning: custom kernel target {target} cannot be imported "
                          f"({reason}); its cells are recorded missing; check the module name "
                          f"and that its folder is on PYTHONPATH")
     return lines
