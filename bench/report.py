@@ -109,8 +109,9 @@ def _target(spec) -> str:
 
 
 def shared_columns(rows: pd.DataFrame, series: str = "kernel") -> list[str]:
-    """One line per column of ``series`` whose rows measured several import targets (a custom
-    ``label=`` given to two targets): its cells show whichever target ran last."""
+    """One line per column of ``series`` whose rows (all of them, not only each cell's newest)
+    measured several import targets (a custom ``label=`` given to two targets): its cells show
+    whichever target ran last."""
     if "spec" not in rows.columns or rows.empty:
         return []
     targets = rows.assign(target=rows["spec"].map(_target))
@@ -143,8 +144,9 @@ def write_tables(results: str | os.PathLike | Iterable | pd.DataFrame, out_dir: 
     Raises:
         ValueError: a folder holding several experiments and no ``experiment`` chosen.
     """
-    frame = with_missing(latest_rows(_frame(results, experiment, kind)))
+    frame = _frame(results, experiment, kind)
     warnings = "".join(f"Warning: {line}\n\n" for line in shared_columns(frame, series))
+    frame = with_missing(latest_rows(frame))
     if x == "cp_size" and {"seqlen", "cp_size"} <= set(frame.columns):
         frame["seqlen_per_gpu"] = seqlen_per_gpu(frame)
     out_dir = Path(out_dir)
@@ -199,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     except (ValueError, FileNotFoundError) as e:
         parser.error(str(e))
     frame = read_results(files)
-    for line in shared_columns(latest_rows(frame), args.series):
+    for line in shared_columns(frame, args.series):
         print(f"warning: {line}")
     paths = write_tables(frame, args.out, x=args.x, series=args.series)
     print(f"wrote {len(paths)} files to {args.out} from {len(files)} result file(s)")

@@ -471,13 +471,14 @@ def seqlen_per_gpu(frame: pd.DataFrame) -> pd.Series:
 
 
 def latest_rows(frame: pd.DataFrame, key: Iterable[str] = TABLE_KEY) -> pd.DataFrame:
-    """The newest row of each cell (by ``time``, file order breaking ties); the default key is
-    the cell and, for CP rows, the local kernel (TABLE_KEY)."""
+    """The newest row of each cell (by ``time``, file order breaking ties), in the order of
+    ``frame``; the default key is the cell and, for CP rows, the local kernel (TABLE_KEY)."""
     if frame.empty:
         return frame
     key = [k for k in key if k in frame.columns]
     ordered = frame.reset_index(drop=True).reset_index().sort_values(["time", "index"], kind="stable")
-    return ordered.drop_duplicates(key, keep="last").drop(columns="index").reset_index(drop=True)
+    newest = ordered.drop_duplicates(key, keep="last").sort_values("index")
+    return newest.drop(columns="index").reset_index(drop=True)
 
 
 def cell_key(values: Mapping[str, Any], key: Iterable[str] = CELL_KEY) -> tuple:
@@ -501,19 +502,21 @@ def rows_of_cells(sources: Iterable[str | os.PathLike] | str | os.PathLike,
         frame = read_results(sources, with_source=True)
     except FileNotFoundError:
         frame = pd.DataFrame(columns=list(COLUMNS) + [SOURCE])
+    order = {key: i for i, key in enumerate(cells)}
     if not frame.empty:
         keys = [resume_key(r) for r in frame.to_dict("records")]
-        frame = latest_rows(frame[[k in cells for k in keys]], RESUME_KEY)
-    found = {resume_key(r) for r in frame.to_dict("records")}
+        frame = frame.assign(_cell=[order.get(k, -1) for k in keys])
+        frame = latest_rows(frame[frame["_cell"] >= 0], RESUME_KEY)
+    found = set(frame["_cell"]) if not frame.empty else set()
     # time "" sorts before any real row's, so a re-read keeps a measured row over this one
-    absent = [{**columns, "time": "", "status": NOT_MEASURED, "message": "", SOURCE: ""}
-              for key, columns in cells.items() if key not in found]
-    if not absent:
-        return frame.reset_index(drop=True)
-    placeholders = pd.DataFrame(absent)
-    if frame.empty:
-        return placeholders
-    return pd.concat([frame, placeholders], ignore_index=True)
+    absent = [{**columns, "time": "", "status": NOT_MEASURED, "message": "", SOURCE: "",
+               "_cell": order[key]} for key, columns in cells.items() if order[key] not in found]
+    parts = [p for p in (frame, pd.DataFrame(absent)) if not p.empty]
+    if not parts:
+        return frame
+    # in the order the job asked for its cells, so its kernels keep their order in the tables
+    joined = pd.concat(parts, ignore_index=True).sort_values("_cell", kind="stable")
+    return joined.drop(columns="_cell").reset_index(drop=True)
 
 
 def done_cells(sources: Iterable[str | os.PathLike] | str | os.PathLike,

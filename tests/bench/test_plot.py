@@ -209,3 +209,25 @@ def test_ratios_mark_baselines_whose_ranks_held_unequal_token_counts(tmp_path):
     text = md.read_text()
     assert "| causal_document | 2 | 0.83* | 1.25 |" in text
     assert "tokens_per_rank 1024-3072" in text
+
+
+def test_a_note_naming_the_source_files_stays_on_the_canvas(tmp_path, monkeypatch):
+    """A job's figure names the files its rows came from under the axes: long paths are
+    wrapped and the layout makes room, so no text is clipped."""
+    import pandas as pd
+
+    rows = pd.DataFrame({"seqlen": [256, 512, 256, 512],
+                         "kernel": ["sdpa_math", "sdpa_math", "custom:my_kernels:good",
+                                    "custom:my_kernels:good"],
+                         "tflops_per_s": [1.0, 2.0, 1.5, 2.5], "status": ["ok"] * 4,
+                         "message": [""] * 4})
+    source = "/home/user/project/runs/cpu/kernels/" + "default__kernel=_sdpa_math,custom_" * 3
+    note = [f"rows from {source}.csv: sdpa_math (seqlen 256); custom:my_kernels:good (seqlen 256)"]
+    figures = []
+    monkeypatch.setattr(plot, "save_figure", lambda fig, path: figures.append(fig) or path)
+    plot.write_figure(rows, tmp_path / "f.png", note, title="causal fwd")
+    (fig,) = figures
+    texts = [t for t, _ in barplot.text_boxes(fig)]
+    drawn = " ".join(t.get_text().replace("\n", " ").replace("     ", " ") for t in texts)
+    assert "default__kernel=_sdpa_math,custom_" in drawn and "(seqlen 256)" in drawn
+    assert barplot.texts_outside_canvas(fig) == []
