@@ -5,7 +5,7 @@ run (unsupported, missing, oom, error, wrong, not measured). Drawing is ``bench.
     python -m bench.plot --results results/h200 --out plots/h200
 
 writes ``<out>/<mask>/<fwd|bwd>/flops_report.png`` (and ``mem_report.png`` where some row
-recorded peak memory: none does on the CPU, and the tables say why); with rows of several
+recorded peak memory: none does on the CPU, where the tables say why); with rows of several
 hardware names, ``<out>/<hardware>/<mask>/...``. A figure of rows read from several files (a
 job's report, whose skipped cells were measured by another job) names the files under its
 axes. ``--kind cp`` draws the CP figures instead (``bench.cp.plot``).
@@ -26,7 +26,7 @@ from bench.cp.plot import plot_cp_results, write_ratios
 from bench.kernels import KERNEL_NAMES
 from bench.report import source_lines
 from bench.results import kind_sources, latest_rows, read_results
-from bench.status import experiment_cells, not_recorded
+from bench.status import experiment_cells
 
 __all__ = ["plot_results", "kernel_title", "write_figure", "main"]
 
@@ -66,9 +66,9 @@ def plot_results(results: str | os.PathLike | Iterable | pd.DataFrame,
     """One figure per (mask, direction) and value; returns the written paths. ``results``: rows
     already read (a DataFrame: rows of status ``not measured`` stand for cells without a row,
     a SOURCE column names each row's file), or result files and folders, a hardware folder
-    narrowed to its ``<kind>/`` subfolder when it has one (None: read all). A value that no
-    measured row of a figure recorded (peak memory on the CPU) gets no figure; one left at its
-    path by an earlier call is removed."""
+    narrowed to its ``<kind>/`` subfolder when it has one (None: read all). A value after the
+    first that no row of a figure recorded (peak memory on the CPU) gets no figure; one left at
+    its path by an earlier call is removed."""
     if isinstance(results, pd.DataFrame):
         frame = latest_rows(results)
     else:
@@ -90,9 +90,11 @@ def plot_results(results: str | os.PathLike | Iterable | pd.DataFrame,
         folder = (out_dir / str(hardware) if several else out_dir) / str(mask) / str(direction)
         title = kernel_title(mask, direction, hardware, rows.iloc[0])
         note = [f"rows from {line}" for line in source_lines(rows, x, series)]
-        for value in values:
+        for i, value in enumerate(values):
             filename, ylabel = FIGURES.get(value, (f"{value}.png", value))
-            if not_recorded(rows, value):
+            # the first value's figure carries the marks of the cells that did not run; another
+            # value's figure would only repeat them where no row recorded it (memory on a CPU)
+            if i > 0 and not rows[value].notna().any():
                 (folder / filename).unlink(missing_ok=True)
                 continue
             written.append(write_figure(rows, folder / filename, note, value=value, x=x,

@@ -28,7 +28,7 @@ import pandas as pd
 
 from bench.results import (LOCAL_KERNEL, SOURCE, experiment_files, job_log_of, latest_rows,
                            read_results, seqlen_per_gpu)
-from bench.status import NOT_MEASURED, experiment_cells, not_recorded, with_missing
+from bench.status import NOT_MEASURED, experiment_cells, with_missing
 
 __all__ = ["METRICS", "pivot", "write_tables", "shared_columns", "source_lines", "main"]
 
@@ -78,6 +78,17 @@ def _log_note(row: dict) -> str:
     """Where a failed cell's traceback is, for rows measured in a Slurm job."""
     log = job_log_of(row.get("env", ""))
     return f" [job log: {log}]" if log and row["status"] == "error" else ""
+
+
+def _not_recorded(rows: pd.DataFrame, metric: str) -> str | None:
+    """Why no measured row has ``metric`` (None when some do, or none was measured)."""
+    ok = rows[rows["status"] == "ok"]
+    if ok.empty or ok[metric].notna().any():
+        return None
+    if metric == "peak_mem_gb" and (ok["gpu_name"].astype(str) == "cpu").all():
+        return ("not recorded: these rows ran on the CPU, where torch keeps no peak-allocation "
+                "counter (bench.metrics.peak_mem_gb measures CUDA memory only)")
+    return "not recorded in these rows"
 
 
 def _reasons(rows: pd.DataFrame, series: str) -> list[str]:
@@ -167,7 +178,7 @@ def write_tables(results: str | os.PathLike | Iterable | pd.DataFrame, out_dir: 
         for metric in metrics:
             stem = _slug(metric, *key)
             _numeric(rows, metric, x, series).to_csv(out_dir / f"{stem}.csv")
-            why_not = not_recorded(rows, metric)
+            why_not = _not_recorded(rows, metric)
             md = why_not or to_markdown(pivot(rows, metric, x, series, xs, names))
             text = f"## {METRICS.get(metric, metric)}: {title}\n\n{md}\n"
             if reasons:

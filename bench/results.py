@@ -9,7 +9,13 @@ file each; a file lock guards the rare case of two writers on one file.
 
 A crash can tear the last line of a file; the next append repairs it first (whole rows kept,
 the torn text set aside and named; ``bench.result_file``). Readers skip torn lines and empty or
-damaged files with a warning that names them, so a damaged file never blocks a run.
+damaged files with a warning that names them, so a damaged file never blocks a run. A row that
+cannot be written at all raises ``RowsNotWritten``; ``check_writable`` finds that out before a
+sweep's first cell.
+
+A job's report reads its cells wherever they were measured: ``rows_of_cells`` gives, per resume
+key the job asked for, the newest row in any file of the folder (its file in column SOURCE),
+and a ``not measured`` row for a cell no file holds.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 __all__ = ["MISSING", "NOT_MEASURED", "UNSUPPORTED", "experiment_cells", "missing_package",
-           "not_recorded", "unsupported_status", "with_missing"]
+           "unsupported_status", "with_missing"]
 
 UNSUPPORTED = "unsupported"
 MISSING = "missing"
@@ -62,15 +62,3 @@ def experiment_cells(frame: pd.DataFrame, keys: list[str], x: str,
     return {(key if isinstance(key, tuple) else (key,)):
             (set(rows[x]), list(dict.fromkeys(rows[series])))
             for key, rows in frame.groupby(keys, sort=True)}
-
-
-def not_recorded(rows: pd.DataFrame, metric: str) -> str | None:
-    """Why no measured row of ``rows`` has ``metric`` (None when some do, or none was measured):
-    the note a table prints in place of its values, and the reason a figure is not drawn."""
-    ok = rows[rows["status"] == "ok"]
-    if ok.empty or ok[metric].notna().any():
-        return None
-    if metric == "peak_mem_gb" and (ok["gpu_name"].astype(str) == "cpu").all():
-        return ("not recorded: these rows ran on the CPU, where torch keeps no peak-allocation "
-                "counter (bench.metrics.peak_mem_gb measures CUDA memory only)")
-    return "not recorded in these rows"

@@ -231,3 +231,17 @@ def test_a_note_naming_the_source_files_stays_on_the_canvas(tmp_path, monkeypatc
     drawn = " ".join(t.get_text().replace("\n", " ").replace("     ", " ") for t in texts)
     assert "default__kernel=_sdpa_math,custom_" in drawn and "(seqlen 256)" in drawn
     assert barplot.texts_outside_canvas(fig) == []
+
+
+def test_no_memory_figure_where_every_cell_failed(tmp_path):
+    """A figure group whose cells all failed (FlexAttention's backward on the CPU): the TFLOPs/s
+    figure carries the marks; a memory figure would only repeat them."""
+    import pandas as pd
+
+    rows = pd.DataFrame({"hardware": "cpu", "gpu_name": "cpu", "mask": "causal", "direction": "bwd",
+                         "cp_size": 1, "seqlen": [64, 128], "kernel": "flex", "dtype": "float32",
+                         "num_heads_q": 2, "num_heads_kv": 1, "head_dim": 16,
+                         "tflops_per_s": None, "peak_mem_gb": None, "time": "t",
+                         "status": "unsupported", "message": "no backward on the CPU"})
+    paths = plot.plot_results(rows, tmp_path / "p")
+    assert paths == [tmp_path / "p" / "causal" / "bwd" / "flops_report.png"]
