@@ -6,9 +6,8 @@ run (unsupported, missing, oom, error, wrong, not measured). Drawing is ``bench.
 
 writes ``<out>/<mask>/<fwd|bwd>/flops_report.png`` (and ``mem_report.png`` where some row
 recorded peak memory: none does on the CPU, where the tables say why); with rows of several
-hardware names, ``<out>/<hardware>/<mask>/...``. A figure of rows read from several files (a
-job's report, whose skipped cells were measured by another job) names the files under its
-axes. ``--kind cp`` draws the CP figures instead (``bench.cp.plot``).
+hardware names, ``<out>/<hardware>/<mask>/...``. A figure of a job's report (rows that carry
+their file, some of them measured by other jobs) names the files under its axes. ``--kind cp`` draws the CP figures instead (``bench.cp.plot``).
 """
 from __future__ import annotations
 
