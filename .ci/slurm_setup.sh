@@ -44,6 +44,8 @@ fi
 cleanup() { if [ "$CREATED_POLICY" -eq 1 ]; then rm -f "$POLICY"; fi; }
 trap cleanup EXIT
 
+echo "slurm_setup: installing ${PACKAGES[*]} system-wide with apt-get, for the Slurm tests (marker slurm; missing: $(missing))"
+echo "slurm_setup: (no daemon is started; run scripts/test.sh as a non-root user to skip the Slurm tests instead)"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq || fail "apt-get update failed (no network or no package mirror?)"
 apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >/tmp/slurm_setup_apt.log 2>&1 || {

@@ -13,7 +13,9 @@ mixes with the committed reference rows under ``results/``); a job's rows in
 Groups (``configs/<group>/<name>.yaml``; file name == registry name):
     kernel/     one adapter each; several may be selected: ``kernel=[ffa,flex]``. Unset, the
                 hardware preset's ``kernels`` list runs. Each file is stored under
-                ``kernel.<label>`` (label == file name), so options are ``kernel.flex.options.*``.
+                ``kernel.<name>`` (name == file name), so options are ``kernel.flex.options.*``.
+                The results' ``kernel`` column is the name, a custom kernel's ``custom:<target>``,
+                or ``kernel.<name>.label`` where set.
     mask/       one pattern each (``mask.<label>.params``); several may be selected.
     data/       document-length sampling (distribution, cap_ratio, seed).
     hardware/   presets (device, seqlens, heads, head_dim, dtype, kernels, warmup, repeat);
@@ -42,7 +44,7 @@ __all__ = ["CONFIGS_DIR", "RUNS_DIR", "DEFAULT_SEQLEN_PER_GPU", "KernelChoice", 
            "StrategyChoice", "DataConfig", "HardwareConfig", "GateConfig", "SweepConfig",
            "KernelBenchConfig", "CPBenchConfig", "kernel_bench_config", "cp_bench_config",
            "resolve_hardware", "register_schemas", "job_key", "default_dirs", "check_cpu_sized",
-           "check_seqlens", "check_target"]
+           "check_seqlens", "check_target", "kernel_label", "check_group_choices"]
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 HARDWARE_PRESETS = ("cpu", "h100", "h200", "b200")
@@ -62,6 +64,7 @@ SINK_LOGITS = 1
 class KernelSchema:
     name: str = MISSING                     # registry name (bench.kernels.KERNELS)
     target: Optional[str] = None            # custom only: "pkg.module:function"
+    label: Optional[str] = None             # results column; None: name, custom:<target>
     options: Dict[str, Any] = field(default_factory=dict)
 
 
@@ -169,7 +172,11 @@ def _freeze(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class KernelChoice:
-    label: str                                   # the results' ``kernel`` column
+    """One kernel of a sweep. ``label`` is the results' ``kernel`` column; a custom kernel's
+    bare label ``custom`` becomes ``custom:<target>``, as rows so labelled read back
+    (``bench.results.read_results``), so two targets never share a column."""
+
+    label: str
     name: str
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -181,6 +188,9 @@ class KernelChoice:
         target = self.options.get("target")
         if target is not None or self.name == "custom":
             check_target(f"kernel.{self.label}.target", target)
+        if self.name == "custom" and self.label == "custom":
+            from bench.results import custom_label
+            object.__setattr__(self, "label", custom_label(target))  # frozen: set once, here
 
 
 def check_target(name: str, target: Any) -> None:
@@ -541,14 +551,11 @@ def kernel_bench_config(cfg: DictConfig, overrides: list[str] | None = None) -> 
     hardware = resolve_hardware(OmegaConf.to_container(cfg.hardware, resolve=True))
     kernel_cfg = OmegaConf.to_container(cfg.kernel, resolve=True)
     sink, compile_ = bool(cfg.get("sink", False)), bool(cfg.get("compile", False))
-    if kernel_cfg:
-        kernels = tuple(KernelChoice(label, k["name"], _freeze(
-                            _with_run_options(k["name"], _kernel_options(k), sink, compile_)))
-                        for label, k in kernel_cfg.items())
-    else:
-        kernels = tuple(KernelChoice(n, n, _freeze(
-                            _with_run_options(n, _default_kernel_options(n), sink, compile_)))
-                        for n in hardware.kernels)
+    if not kernel_cfg:  # the preset's list, each with the options of its config file
+        kernel_cfg = {n: _kernel_file(n) for n in hardware.kernels}
+    kernels = tuple(KernelChoice(kernel_label(key, k), k["name"], _freeze(
+                        _with_run_options(k["name"], _kernel_options(k), sink, compile_)))
+                    for key, k in kernel_cfg.items())
     seqlens = tuple(cfg.seqlens) if cfg.seqlens is not None else hardware.seqlens
     key = job_key(cfg.experiment_name, list(overrides or []))
     out_dir, plots_dir = default_dirs(cfg, hardware, key)
@@ -606,11 +613,100 @@ def _kernel_options(k: Mapping[str, Any]) -> dict[str, Any]:
     return options
 
 
-def _default_kernel_options(name: str) -> dict[str, Any]:
-    """A kernel named only by the hardware preset takes the options of configs/kernel/<name>.yaml."""
+def kernel_label(key: str, kernel: Mapping[str, Any]) -> str:
+    """The results' ``kernel`` column of the kernel config ``kernel`` stored under
+    ``kernel.<key>``: its ``label``, else ``custom:<target>`` for a custom kernel (so two
+    targets never share a column), else ``key``.
+
+    Raises:
+        ValueError: a custom kernel's target that is not 'pkg.module:function'.
+    """
+    if kernel.get("name") == "custom":
+        check_target(f"kernel.{key}.target", kernel.get("target"))
+    if kernel.get("label"):
+        return str(kernel["label"])
+    if kernel.get("name") == "custom":
+        from bench.results import custom_label
+        return custom_label(kernel["target"])
+    return key
+
+
+# Config groups whose choices a command line names; checked before Hydra composes, which for
+# a list (kernel=[a,b]) names the unknown file without listing the known ones.
+CLI_GROUPS = ("kernel", "mask", "hardware", "experiment", "data")
+
+
+def _choices(override) -> list[str]:
+    """The choice names an override gives its group (a value, a list, a -m choice sweep of
+    them); none for a glob or range sweep, which Hydra expands from the files themselves."""
+    from hydra.core.override_parser.types import ValueType
+
+    if override.value_type == ValueType.ELEMENT:
+        values = [override.value()]
+    elif override.value_type in (ValueType.CHOICE_SWEEP, ValueType.SIMPLE_CHOICE_SWEEP):
+        values = list(override.sweep_iterator())
+    else:
+        return []
+    names: list[str] = []
+    for value in values:
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                names.append(item)
+    return names
+
+
+def _search_folders(overrides: list, configs_dir: Path) -> list[Path] | None:
+    """The config folders Hydra searches: ``configs_dir`` and each ``file://`` entry of
+    ``hydra.searchpath``; None when another kind of entry (``pkg://``) makes the set unknown."""
+    folders = [configs_dir]
+    for override in overrides:
+        if override.key_or_group == "hydra.searchpath":
+            for entry in override.value() or []:
+                if not str(entry).startswith("file://"):
+                    return None
+                folders.append(Path(str(entry)[len("file://"):]))
+    return folders
+
+
+def check_group_choices(args: list[str], configs_dir: Path = CONFIGS_DIR) -> None:
+    """Check the config-group choices of a command line (``kernel=[naive,sdpa_mth]``,
+    ``-m mask=causal,ful``) against the config files, before Hydra composes.
+
+    Raises:
+        ValueError: one line naming the unknown choice and listing the known ones.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    if any(a.startswith(("--config-dir", "-cd")) for a in args):
+        return  # another config folder: Hydra's own error names what it lacks
+    try:
+        overrides = OverridesParser.create().parse_overrides(
+            [a for a in args if "=" in a and not a.startswith("-")])
+    except HydraException:
+        return  # a malformed override: Hydra's own error says what is wrong
+    folders = _search_folders(overrides, configs_dir)
+    if folders is None:
+        return
+    for override in overrides:
+        group = override.key_or_group
+        if group not in CLI_GROUPS or override.is_delete() or override.is_add():
+            continue
+        known = sorted({p.stem for f in folders for p in (f / group).glob("*.yaml")})
+        unknown = [n for n in _choices(override) if n not in known]
+        if unknown:
+            own = (" (your own kernel: kernel=custom kernel.custom.target=pkg.module:function)"
+                   if group == "kernel" else "")
+            raise ValueError(f"unknown {group} {unknown[0]!r} in {override.input_line}; known "
+                             f"{group}s: {', '.join(known)}{own}")
+
+
+def _kernel_file(name: str) -> dict[str, Any]:
+    """configs/kernel/<name>.yaml as a dict (a kernel named only by the hardware preset takes
+    its options and target); ``{"name": name}`` when there is no such file."""
     path = CONFIGS_DIR / "kernel" / f"{name}.yaml"
     if not path.exists():
-        return {}
+        return {"name": name}
     loaded = OmegaConf.to_container(OmegaConf.load(path))
     loaded.pop("defaults", None)
-    return _kernel_options(loaded)
+    return {"name": name, **loaded}

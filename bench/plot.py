@@ -4,24 +4,30 @@ run (unsupported, missing, oom, error, wrong, not measured). Drawing is ``bench.
 
     python -m bench.plot --results results/h200 --out plots/h200
 
-writes ``<out>/<mask>/<fwd|bwd>/flops_report.png`` (and ``mem_report.png``); with rows of several
-hardware names, ``<out>/<hardware>/<mask>/...``. ``--kind cp`` draws the CP figures instead
-(``bench.cp.plot``).
+writes ``<out>/<mask>/<fwd|bwd>/flops_report.png`` (and ``mem_report.png`` where some row
+recorded peak memory: none does on the CPU, where the tables say why); with rows of several
+hardware names, ``<out>/<hardware>/<mask>/...``. A figure of a job's report (rows that carry
+their file, some of them measured by other jobs) names the files under its axes. ``--kind cp`` draws the CP figures instead (``bench.cp.plot``).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
-from bench.barplot import FIGURES, plot_bars, series_colors, series_order
+import pandas as pd
+from matplotlib.figure import Figure
+
+from bench.barplot import FIGURES, bar_figure, save_figure, series_colors, series_order
 from bench.cp.plot import plot_cp_results, write_ratios
 from bench.kernels import KERNEL_NAMES
+from bench.report import source_lines
 from bench.results import kind_sources, latest_rows, read_results
 from bench.status import experiment_cells
 
-__all__ = ["plot_results", "kernel_title", "main"]
+__all__ = ["plot_results", "kernel_title", "write_figure", "main"]
 
 
 def kernel_title(mask: str, direction: str, hardware: str, shapes) -> str:
@@ -30,14 +36,44 @@ def kernel_title(mask: str, direction: str, hardware: str, shapes) -> str:
             f"{shapes['num_heads_q']}:{shapes['num_heads_kv']} | head_dim {shapes['head_dim']}")
 
 
-def plot_results(results: str | os.PathLike | Iterable, out_dir: str | os.PathLike,
-                 x: str = "seqlen", series: str = "kernel",
+NOTE_FONTSIZE = 7
+# a 7-pt character of the default sans font is at most ~0.6 of its size wide
+NOTE_CHAR_IN = NOTE_FONTSIZE * 0.6 / 72
+
+
+def _add_note(fig: Figure, lines: list[str]) -> None:
+    """``lines`` at the bottom left, wrapped to the figure's width. As the figure's supxlabel,
+    so the constrained layout keeps room for it under the axes."""
+    width = max(40, int(fig.get_figwidth() / NOTE_CHAR_IN) - 4)
+    text = "\n".join(textwrap.fill(line, width, subsequent_indent="    ") for line in lines)
+    fig.supxlabel(text, x=0.01, ha="left", fontsize=NOTE_FONTSIZE, color="dimgray")
+
+
+def write_figure(rows: pd.DataFrame, path: str | os.PathLike, note: list[str], **kwargs) -> Path:
+    """``bench.barplot.bar_figure(rows, **kwargs)`` with the ``note`` lines under its axes,
+    written to ``path``."""
+    fig = bar_figure(rows, **kwargs)
+    if note:
+        _add_note(fig, note)
+    return save_figure(fig, path)
+
+
+def plot_results(results: str | os.PathLike | Iterable | pd.DataFrame,
+                 out_dir: str | os.PathLike, x: str = "seqlen", series: str = "kernel",
                  values: Iterable[str] = ("tflops_per_s", "peak_mem_gb"),
                  kind: str | None = "kernels", footer: str = "") -> list[Path]:
-    """One figure per (mask, direction) and value; returns the written paths. A hardware folder
-    in ``results`` is narrowed to its ``<kind>/`` subfolder when it has one (None: read all).
-    ``footer``: the source line under each figure (see ``bench.barplot.bar_figure``)."""
-    frame = latest_rows(read_results(kind_sources(results, kind) if kind else results))
+    """One figure per (mask, direction) and value; returns the written paths. ``results``: rows
+    already read (a DataFrame: rows of status ``not measured`` stand for cells without a row,
+    a SOURCE column names each row's file), or result files and folders, a hardware folder
+    narrowed to its ``<kind>/`` subfolder when it has one (None: read all). A value after the
+    first that no row of a figure recorded (peak memory on the CPU) gets no figure; one left at
+    its path by an earlier call is removed. ``footer``: the one source line of a published
+    figure (file, commit, stale mark; ``bench.barplot.bar_figure``), in place of the note that
+    lists the files a job's rows came from."""
+    if isinstance(results, pd.DataFrame):
+        frame = latest_rows(results)
+    else:
+        frame = latest_rows(read_results(kind_sources(results, kind) if kind else results))
     if frame.empty:
         return []
     out_dir = Path(out_dir)
@@ -54,11 +90,18 @@ def plot_results(results: str | os.PathLike | Iterable, out_dir: str | os.PathLi
         names = [n for n in order if n in names]
         folder = (out_dir / str(hardware) if several else out_dir) / str(mask) / str(direction)
         title = kernel_title(mask, direction, hardware, rows.iloc[0])
-        for value in values:
+        note = [f"rows from {line}" for line in source_lines(rows, x, series)]
+        for i, value in enumerate(values):
             filename, ylabel = FIGURES.get(value, (f"{value}.png", value))
-            written.append(plot_bars(rows, folder / filename, value=value, x=x, series=series,
-                                     title=title, ylabel=ylabel, xs=xs, names=names,
-                                     colors=colors, footer=footer))
+            # the first value's figure carries the marks of the cells that did not run; another
+            # value's figure would only repeat them where no row recorded it (memory on a CPU)
+            if i > 0 and not rows[value].notna().any():
+                (folder / filename).unlink(missing_ok=True)
+                continue
+            written.append(write_figure(rows, folder / filename, [] if footer else note,
+                                        value=value, x=x, series=series, title=title,
+                                        ylabel=ylabel, xs=xs, names=names, colors=colors,
+                                        footer=footer))
     return written
 
 

@@ -9,7 +9,13 @@ file each; a file lock guards the rare case of two writers on one file.
 
 A crash can tear the last line of a file; the next append repairs it first (whole rows kept,
 the torn text set aside and named; ``bench.result_file``). Readers skip torn lines and empty or
-damaged files with a warning that names them, so a damaged file never blocks a run.
+damaged files with a warning that names them, so a damaged file never blocks a run. A row that
+cannot be written at all raises ``RowsNotWritten``; ``check_writable`` finds that out before a
+sweep's first cell.
+
+A job's report reads its cells wherever they were measured: ``rows_of_cells`` gives, per resume
+key the job asked for, the newest row in any file of the folder (its file in column SOURCE),
+and a ``not measured`` row for a cell no file holds.
 """
 from __future__ import annotations
 
@@ -36,12 +42,14 @@ from filelock import FileLock
 
 from bench import machine, provenance
 from bench.result_file import describe_torn, repair, scan
+from bench.status import NOT_MEASURED
 
-__all__ = ["STATUSES", "FINAL_STATUSES", "CELL_KEY", "RESUME_KEY", "ENV_COLUMNS", "ResultRow",
-           "RunMeta", "SweepInterrupted", "append_row", "repair_file", "summary_line",
-           "interrupted_line", "record_row", "job_log_of", "job_log_path", "kind_sources", "experiment_of",
-           "experiment_files", "read_results", "latest_rows", "done_cells", "resume_key",
-           "run_meta", "seqlen_per_gpu"]
+__all__ = ["STATUSES", "FINAL_STATUSES", "CELL_KEY", "RESUME_KEY", "ENV_COLUMNS", "SOURCE",
+           "ResultRow", "RunMeta", "SweepInterrupted", "RowsNotWritten", "append_row",
+           "repair_file", "check_writable", "summary_line", "interrupted_line", "record_row",
+           "job_log_of", "job_log_path", "kind_sources", "experiment_of", "experiment_files",
+           "read_results", "latest_rows", "done_cells", "resume_key", "rows_of_cells",
+           "custom_label", "run_meta", "seqlen_per_gpu"]
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +120,11 @@ RESUME_KEY = CELL_KEY + ("spec", "kernel_version")
 # local kernel, so runs of the same strategies on FA4 and on Triton stay apart.
 LOCAL_KERNEL = "local_kernel"
 TABLE_KEY = CELL_KEY + (LOCAL_KERNEL,)
+# The file a row was read from (read_results(..., with_source=True)); never written to a file.
+SOURCE = "source"
+# A custom kernel's default label: "custom:" and its import target, so two targets never share
+# a column (rows written under the bare label "custom" are read under this one).
+CUSTOM_PREFIX = "custom:"
 
 
 @dataclass(frozen=True)
@@ -199,11 +212,43 @@ def _one_line(value: Any) -> Any:
     return value.replace("\r", " ").replace("\n", " ") if isinstance(value, str) else value
 
 
+class RowsNotWritten(OSError):
+    """A row could not be appended to its results file (disk full, folder removed or made
+    read-only mid-run): the sweep stops, since no later row could be kept either."""
+
+
+def check_writable(folder: str | os.PathLike, setting: str) -> None:
+    """Create ``folder`` and a file in it, to fail before the first cell rather than at its row.
+
+    Raises:
+        ValueError: one line naming ``setting`` (the config key that chose the folder) and why.
+    """
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise ValueError(f"{setting}: cannot write {folder} ({e.strerror or type(e).__name__}); "
+                         f"choose a folder you can write, e.g. {setting}=$HOME/bench_runs") from None
+
+
 def append_row(path: str | os.PathLike, row: ResultRow) -> None:
     """Append ``row`` to the CSV at ``path`` (header written on creation), flushed and fsync'ed.
 
-    A file a crash left torn is repaired first (:func:`repair_file`)."""
+    A file a crash left torn is repaired first (:func:`repair_file`).
+
+    Raises:
+        RowsNotWritten: the file or its folder cannot be written.
+    """
     path = Path(path)
+    try:
+        _append(path, row)
+    except OSError as e:
+        raise RowsNotWritten(f"cannot write rows to {path} ({e.strerror or e})") from e
+
+
+def _append(path: Path, row: ResultRow) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(_lock_path(path)):
         header = _checked_header(path)
@@ -264,13 +309,21 @@ class SweepInterrupted(KeyboardInterrupt):
         self.out_file = Path(out_file)
 
 
-def summary_line(rows: Iterable[ResultRow], out_file: str | os.PathLike) -> str:
-    """The last line of a finished run: rows written, by status."""
+def summary_line(rows: Iterable[ResultRow], out_file: str | os.PathLike, read: int = 0) -> str:
+    """The line that ends a finished run: rows written, by status, and ``read``, the number of
+    cells skipped because a row elsewhere already measured them. A run that wrote nothing
+    names no file (it may not exist)."""
     counts: dict[str, int] = {}
     for row in rows:
         counts[row.status] = counts.get(row.status, 0) + 1
     total = sum(counts.values())
-    return f"wrote {total} rows to {out_file} {counts or '(all cells already done)'}"
+    line = f"wrote {total} rows to {out_file} {counts}" if total else "wrote 0 rows"
+    if read:
+        line += (f"; {read} cells already measured were read, not run again "
+                 f"(force=true measures them again)")
+    elif not total:
+        line += " (all cells already done)"
+    return line
 
 
 def interrupted_line(error: KeyboardInterrupt, out_file: str | os.PathLike | None) -> str:
@@ -366,19 +419,54 @@ def _read_file(file: Path) -> pd.DataFrame | None:
     return pd.read_csv(io.StringIO(text), keep_default_na=True)
 
 
-def read_results(sources: Iterable[str | os.PathLike] | str | os.PathLike) -> pd.DataFrame:
-    """All whole rows of the given CSV files and folders (searched recursively for ``*.csv``).
+def read_results(sources: Iterable[str | os.PathLike] | str | os.PathLike,
+                 with_source: bool = False) -> pd.DataFrame:
+    """All whole rows of the given CSV files and folders (searched recursively for ``*.csv``);
+    ``with_source`` adds the column SOURCE, the file each row came from.
 
     Files whose header lacks the ``status`` column (tables written by ``bench.report``) are
     skipped; so are empty and damaged results files and torn lines, each named in a warning.
-    Returns an empty frame with the schema columns when nothing is found.
+    Rows of a custom kernel under the bare label ``custom`` are read under
+    :func:`custom_label` of their target. Returns an empty frame with the schema columns when
+    nothing is found.
     """
-    frames = [f for f in map(_read_file, _csv_files(sources)) if f is not None]
+    frames = []
+    for file in _csv_files(sources):
+        frame = _read_file(file)
+        if frame is not None:
+            frames.append(frame.assign(**{SOURCE: str(file)}) if with_source else frame)
     if not frames:
-        return pd.DataFrame(columns=list(COLUMNS))
+        return pd.DataFrame(columns=list(COLUMNS) + ([SOURCE] if with_source else []))
     frame = pd.concat(frames, ignore_index=True)
     frame["message"] = frame["message"].astype(object).where(frame["message"].notna(), "").astype(str)
-    return _with_local_kernel(frame)
+    return _with_local_kernel(_with_custom_labels(frame))
+
+
+def custom_label(target: str) -> str:
+    """The default label (results column) of the custom kernel of ``target``."""
+    return f"{CUSTOM_PREFIX}{target}"
+
+
+def _custom_target(spec: Any, kernel_version: Any) -> str | None:
+    """The import target of a custom row: from its spec (``custom[target=pkg.mod:fn@sha1:..]``),
+    else from kernel_version (rows older than the spec column: ``pkg.mod:fn [version]``)."""
+    spec = "" if pd.isna(spec) else str(spec)
+    if spec.startswith("custom[") and "target=" in spec:
+        return spec.split("target=", 1)[1].split("@", 1)[0].split(",", 1)[0].rstrip("]")
+    version = "" if pd.isna(kernel_version) else str(kernel_version).split(" ", 1)[0]
+    return version if ":" in version else None
+
+
+def _with_custom_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows labelled plain ``custom`` (the label before it named the target) relabelled."""
+    bare = frame["kernel"] == "custom"
+    if not bare.any():
+        return frame
+    targets = [_custom_target(s, v) for s, v in
+               zip(frame.loc[bare, "spec"] if "spec" in frame else [None] * bare.sum(),
+                   frame.loc[bare, "kernel_version"])]
+    frame.loc[bare, "kernel"] = [custom_label(t) if t else "custom" for t in targets]
+    return frame
 
 
 def _with_local_kernel(frame: pd.DataFrame) -> pd.DataFrame:
@@ -397,13 +485,14 @@ def seqlen_per_gpu(frame: pd.DataFrame) -> pd.Series:
 
 
 def latest_rows(frame: pd.DataFrame, key: Iterable[str] = TABLE_KEY) -> pd.DataFrame:
-    """The newest row of each cell (by ``time``, file order breaking ties); the default key is
-    the cell and, for CP rows, the local kernel (TABLE_KEY)."""
+    """The newest row of each cell (by ``time``, file order breaking ties), in the order of
+    ``frame``; the default key is the cell and, for CP rows, the local kernel (TABLE_KEY)."""
     if frame.empty:
         return frame
     key = [k for k in key if k in frame.columns]
     ordered = frame.reset_index(drop=True).reset_index().sort_values(["time", "index"], kind="stable")
-    return ordered.drop_duplicates(key, keep="last").drop(columns="index").reset_index(drop=True)
+    newest = ordered.drop_duplicates(key, keep="last").sort_values("index")
+    return newest.drop(columns="index").reset_index(drop=True)
 
 
 def cell_key(values: Mapping[str, Any], key: Iterable[str] = CELL_KEY) -> tuple:
@@ -415,6 +504,33 @@ def cell_key(values: Mapping[str, Any], key: Iterable[str] = CELL_KEY) -> tuple:
 def resume_key(values: Mapping[str, Any]) -> tuple:
     """The RESUME_KEY tuple of a row-like mapping: what a rerun compares with done cells."""
     return cell_key(values, RESUME_KEY)
+
+
+def rows_of_cells(sources: Iterable[str | os.PathLike] | str | os.PathLike,
+                  cells: Mapping[tuple, Mapping[str, Any]]) -> pd.DataFrame:
+    """The rows a job's tables and figures draw: for each resume key of ``cells`` the newest row
+    with that key in the files of ``sources`` (whichever job measured it), with its file in the
+    column SOURCE; a cell no file has becomes a row of status ``not measured`` built from its
+    columns (``cells`` maps each :func:`resume_key` to the typed key columns of the cell)."""
+    try:
+        frame = read_results(sources, with_source=True)
+    except FileNotFoundError:
+        frame = pd.DataFrame(columns=list(COLUMNS) + [SOURCE])
+    order = {key: i for i, key in enumerate(cells)}
+    if not frame.empty:
+        keys = [resume_key(r) for r in frame.to_dict("records")]
+        frame = frame.assign(_cell=[order.get(k, -1) for k in keys])
+        frame = latest_rows(frame[frame["_cell"] >= 0], RESUME_KEY)
+    found = set(frame["_cell"]) if not frame.empty else set()
+    # time "" sorts before any real row's, so a re-read keeps a measured row over this one
+    absent = [{**columns, "time": "", "status": NOT_MEASURED, "message": "", SOURCE: "",
+               "_cell": order[key]} for key, columns in cells.items() if order[key] not in found]
+    parts = [p for p in (frame, pd.DataFrame(absent)) if not p.empty]
+    if not parts:
+        return frame
+    # in the order the job asked for its cells, so its kernels keep their order in the tables
+    joined = pd.concat(parts, ignore_index=True).sort_values("_cell", kind="stable")
+    return joined.drop(columns="_cell").reset_index(drop=True)
 
 
 def done_cells(sources: Iterable[str | os.PathLike] | str | os.PathLike,

@@ -1,9 +1,10 @@
 """What a cell that did not run is called, in rows, tables and figures.
 
 ``unsupported`` is a real limit of a kernel or strategy (a mask it cannot express, a dtype, no
-GPU); ``missing`` is a peer whose package is not installed here, a limit of the machine, not of
-the kernel. A cell of a sweep with no row at all (the sweep stopped early) is ``not measured``;
-that is never a row status, only what tables and figures show in its place.
+GPU); ``missing`` is a peer whose package (or a custom kernel's module) cannot be imported here,
+a limit of the machine, not of the kernel. A cell with no row at all (a sweep that stopped
+early, or a cell a job asked for that no results file holds) is ``not measured``; that is never
+a status a runner writes, only what tables and figures show in its place.
 """
 from __future__ import annotations
 

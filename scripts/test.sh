@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# The test command: installs what the tests need, then runs every test this machine can run.
-# GPU tests skip themselves without CUDA; the Slurm test needs root and Debian's slurm packages,
-# which .ci/slurm_setup.sh installs (it fails loudly where it cannot).
+# The test command: installs what the tests need (scripts/install.sh), then runs every test this
+# machine can run. Extra arguments go to pytest.
+#   bash scripts/test.sh                         # all of them
+#   bash scripts/test.sh -x -k report            # a few
+#   PYTHON=.venv/bin/python bash scripts/test.sh # the Python (e.g. a venv's) to install into and
+#                                                # test with; default: python3 on PATH
+# GPU tests skip themselves without CUDA. The Slurm tests (marker slurm) start a one-machine
+# Slurm cluster and need root: as root, .ci/slurm_setup.sh first installs Debian's slurm-wlm,
+# slurmdbd, munge and mariadb-server system-wide (it says so before it does, and fails loudly
+# where it cannot); without root they are skipped, with one line saying why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 bash scripts/install.sh
-if [ -x .ci/slurm_setup.sh ]; then
-    bash .ci/slurm_setup.sh
+if [ "$(id -u)" -ne 0 ]; then
+    echo "test.sh: not root, so the Slurm tests (marker slurm) are skipped: .ci/slurm_setup.sh needs root to install slurm-wlm, slurmdbd, munge and mariadb-server"
+    exec "$PY" -m pytest -q -m "not slurm" "$@"
 fi
+bash .ci/slurm_setup.sh
 exec "$PY" -m pytest -q "$@"

@@ -7,13 +7,17 @@ direction: reset the peak-memory counter, time with CUDA events (median of ``rep
 ``warmup``), read the peak, write the row at once. Exceptions become rows as ``bench.sweep``
 says (unsupported, missing, oom, error; memory is freed first); the sweep goes on. Cells with a
 final row in the results folder for the same measured function (``bench.results.RESUME_KEY``:
-the label's adapter, options, import target code and version) are skipped unless ``force``. Ctrl-C raises
-``SweepInterrupted`` with the number of rows written.
+the label's adapter, options, import target code and version) are skipped unless ``force``; the
+job's tables and figures still show them, read from the file that holds them. Ctrl-C raises
+``SweepInterrupted`` with the number of rows written. The folders a run writes are checked
+before its first cell; a row that cannot be written mid-run (a full disk) stops the sweep with
+``RowsNotWritten``, never recorded as the kernel's failure.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from tqdm import tqdm
@@ -23,8 +27,9 @@ from bench.gate import check_prepared, gate_rows, reference, restrict_dout
 from bench.masks import Mask, UnsupportedMask
 from bench.metrics import peak_mem_gb, reset_peak_mem, time_cuda_ms
 from bench.problem import Shapes, make_dout, make_inputs
-from bench.results import (FINAL_STATUSES, ResultRow, RunMeta, SweepInterrupted, record_row,
-                           done_cells, repair_file, run_meta)
+from bench.results import (FINAL_STATUSES, SOURCE, ResultRow, RowsNotWritten, RunMeta,
+                           SweepInterrupted, check_writable, done_cells, record_row, repair_file,
+                           rows_of_cells, run_meta)
 from bench.spec import measured_spec
 from bench.sweep import (RowSource, cell_mask, error_message, failure_of, free_memory,
                          supports_failure)
@@ -34,6 +39,26 @@ from .base import KernelAdapter
 
 log = logging.getLogger(__name__)
 
+
+@dataclass(frozen=True)
+class JobReport:
+    """What a job's report wrote: its tables' index, its figures, and the results files the
+    rows in them were read from (the job's own file and those of jobs that measured a cell the
+    job skipped)."""
+
+    tables: Path
+    figures: list[Path]
+    sources: list[Path]
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """A finished job: the rows it wrote, the cells it skipped as measured elsewhere, and its
+    report (None without ``report``)."""
+
+    rows: list[ResultRow]
+    skipped: int = 0
+    report: JobReport | None = None
 
 
 @dataclass
@@ -62,6 +87,11 @@ class KernelRunner:
         if config.hardware.device == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"hardware {config.hardware.name!r} wants device 'cuda', but CUDA is "
                              f"not available; use hardware=cpu or hardware=auto")
+        check_writable(config.results_dir, "out_dir")
+        if config.report:
+            check_writable(config.tables_dir, "out_dir")
+            if config.plots_dir is not None:
+                check_writable(config.plots_dir, "plots_dir")
         self.device = torch.device(config.hardware.device)
         self.meta: RunMeta = run_meta()
         self.source = RowSource(self.meta, config.hardware.name, self.meta.env)
@@ -73,13 +103,25 @@ class KernelRunner:
         self.done = set() if config.force else done_cells(config.results_dir, FINAL_STATUSES) \
             if config.results_dir.exists() else set()
         self.rows: list[ResultRow] = []
+        self.skipped = 0
+        self.logged: set[tuple[str, str]] = set()  # (label, message) of the errors logged
+        # resume key -> key columns of every cell this job asks for, for its report
+        self.asked: dict[tuple, dict] = {}
 
     # -- rows ------------------------------------------------------------------------------
-    def _key(self, cell: _Cell, direction: str) -> tuple:
+    def _ask(self, cell: _Cell, direction: str) -> tuple:
+        """The resume key of a cell, noted (with its columns) as one the job's report shows."""
         label = cell.kernel.label
-        return self.source.key(label=label, mask_label=cell.mask_label, shapes=cell.shapes,
+        key = self.source.key(label=label, mask_label=cell.mask_label, shapes=cell.shapes,
+                              direction=direction, cp_size=1, spec=self.specs[label],
+                              version=self.versions[label])
+        s = cell.shapes
+        self.asked[key] = dict(hardware=self.source.hardware, kernel=label, mask=cell.mask_label,
+                               seqlen=s.seqlen, batch=s.batch, num_heads_q=s.num_heads_q,
+                               num_heads_kv=s.num_heads_kv, head_dim=s.head_dim, dtype=s.dtype,
                                direction=direction, cp_size=1, spec=self.specs[label],
-                               version=self.versions[label])
+                               kernel_version=self.versions[label])
+        return key
 
     def _write(self, cell: _Cell, direction: str, status: str, message: str = "",
                runtime_ms: float | None = None, peak: float | None = None,
@@ -124,9 +166,13 @@ class KernelRunner:
                 self._write(cell, direction, "ok", "; ".join(n for n in notes if n), runtime,
                             peak_mem_gb(self.device), prepared.build_ms)
                 remaining.remove(direction)
+        except RowsNotWritten:  # the results file, not the kernel: no later row could be kept
+            raise
         except Exception as e:  # the sweep goes on; the row carries the status and the error
             failure = failure_of(e)
-            if failure[0] == "error":
+            if failure[0] == "error" and (cell.kernel.label, failure[1]) not in self.logged:
+                # once per kernel and message: a misspelt custom target fails every cell alike
+                self.logged.add((cell.kernel.label, failure[1]))
                 log.warning("kernel %s on %s S=%d failed: %s", cell.kernel.label,
                             cell.mask_label, cell.shapes.seqlen, failure[1])
         finally:
@@ -198,7 +244,8 @@ class KernelRunner:
                 mask_error = error_message(e)
             for kernel in config.kernels:
                 cell = _Cell(kernel, self.adapters[kernel.label], choice.label, mask, shapes)
-                pending = [d for d in config.directions if self._key(cell, d) not in self.done]
+                pending = [d for d in config.directions if self._ask(cell, d) not in self.done]
+                self.skipped += len(config.directions) - len(pending)
                 bar.set_postfix_str(f"{kernel.label} {choice.label} S={seqlen}")
                 if pending and mask_error is not None:
                     for direction in pending:
@@ -210,21 +257,23 @@ class KernelRunner:
             free_memory(self.device)
 
 
-def run_sweep(config: KernelBenchConfig) -> list[ResultRow]:
+def run_job(config: KernelBenchConfig) -> JobResult:
     """Run the sweep of ``config``; rows go to ``config.out_file`` as they are measured. With
-    ``report``, the tables of this run's rows go to ``config.tables_dir`` and its figures to
-    ``config.plots_dir`` (other files in the folder are not merged in: see ``bench.report``).
-
-    Returns:
-        The rows written by this call (skipped cells write none).
+    ``report``, the tables of every cell the job asked for go to ``config.tables_dir`` and its
+    figures to ``config.plots_dir``: the cells it measured, those it skipped because another
+    file of the folder holds their row (read from there, the file named), and ``not measured``
+    for any other (see ``bench.results.rows_of_cells``). Files of other jobs are not merged in
+    beyond that: see ``bench.report``.
 
     Raises:
-        ValueError: a CUDA preset without CUDA, an unknown kernel, a bad adapter option.
+        ValueError: a CUDA preset without CUDA, an unknown kernel, a bad adapter option, a
+            folder that cannot be written.
         SweepInterrupted: Ctrl-C; it carries the number of rows written.
+        RowsNotWritten: a row could not be appended mid-run.
 
     Example:
-        >>> rows = run_sweep(config)   # config: bench.config.KernelBenchConfig
-        >>> {r.status for r in rows} <= {"ok", "unsupported", "oom", "error", "wrong"}
+        >>> result = run_job(config)   # config: bench.config.KernelBenchConfig
+        >>> {r.status for r in result.rows} <= {"ok", "unsupported", "missing", "oom", "error", "wrong"}
         True
     """
     runner = KernelRunner(config)
@@ -232,13 +281,30 @@ def run_sweep(config: KernelBenchConfig) -> list[ResultRow]:
         rows = runner.run()
     except KeyboardInterrupt:
         raise SweepInterrupted(len(runner.rows), config.out_file) from None
-    if config.report and config.out_file.exists():
-        from bench.plot import plot_results
-        from bench.report import write_tables
-        write_tables(config.out_file, config.tables_dir)
-        if config.plots_dir is not None:
-            plot_results(config.out_file, config.plots_dir)
-    return rows
+    report = write_job_report(config, runner.asked) if config.report else None
+    return JobResult(rows, runner.skipped, report)
 
 
-__all__ = ["KernelRunner", "run_sweep"]
+def write_job_report(config: KernelBenchConfig, asked: dict[tuple, dict]) -> JobReport:
+    """The tables and figures of the cells ``asked`` (resume key -> key columns), each read
+    from whichever file of ``config.results_dir`` holds its newest row."""
+    from bench.plot import plot_results
+    from bench.report import write_tables
+
+    frame = rows_of_cells(config.results_dir, asked)
+    write_tables(frame, config.tables_dir)
+    figures = plot_results(frame, config.plots_dir) if config.plots_dir is not None else []
+    sources = sorted({Path(f) for f in frame[SOURCE] if f}) if not frame.empty else []
+    return JobReport(config.tables_dir / "README.md", figures, sources)
+
+
+def run_sweep(config: KernelBenchConfig) -> list[ResultRow]:
+    """:func:`run_job`, returning only the rows written by this call (skipped cells write none).
+
+    Example:
+        >>> rows = run_sweep(config)   # config: bench.config.KernelBenchConfig
+    """
+    return run_job(config).rows
+
+
+__all__ = ["JobReport", "JobResult", "KernelRunner", "run_job", "run_sweep", "write_job_report"]

@@ -5,6 +5,11 @@ Benchmark it against the baselines with one command:
     python -m bench.kernels 'kernel=[naive,sdpa_math,ffa,custom]' \
         kernel.custom.target=examples.custom_kernel.my_attn:my_attention
 
+Its column in the tables and figures is ``custom:examples.custom_kernel.my_attn:my_attention``
+(``kernel.custom.label=mine`` names it ``mine``). Baseline cells that an earlier run already
+measured are not run again: the job's tables and figures read them from that run's file and
+name it. Editing this file measures the kernel again (the rows record a hash of its source).
+
 The contract (bench/kernels/custom.py): ``fn(q, k, v, mask) -> out`` with q: [batch, seqlen,
 num_heads_q, head_dim], k and v: [batch, seqlen, num_heads_kv, head_dim], ``mask`` a
 ``bench.masks.Mask`` and out like q; differentiable by torch autograd (the backward is timed

@@ -28,10 +28,15 @@ def results_dir(tmp_path_factory):
 
 
 def test_flops_report_per_mask_and_direction(results_dir, tmp_path):
+    """On the CPU no row records peak memory: no mem_report.png (the tables say why), and one
+    an earlier call left is removed rather than left stale."""
+    stale = tmp_path / "plots" / "causal" / "fwd" / "mem_report.png"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"an empty figure")
     paths = plot.plot_results(results_dir, tmp_path / "plots")
-    expected = {tmp_path / "plots" / m / d / f for m in ("causal", "full") for d in ("fwd", "bwd")
-                for f in ("flops_report.png", "mem_report.png")}
-    assert set(paths) == expected
+    expected = {tmp_path / "plots" / m / d / "flops_report.png" for m in ("causal", "full")
+                for d in ("fwd", "bwd")}
+    assert set(paths) == expected and not stale.exists()
     png = tmp_path / "plots" / "causal" / "fwd" / "flops_report.png"
     assert png.stat().st_size > 10_000
     image = mpimg.imread(png)
@@ -41,7 +46,7 @@ def test_flops_report_per_mask_and_direction(results_dir, tmp_path):
 
 def test_cli(results_dir, tmp_path, capsys):
     plot.main(["--results", str(results_dir), "--out", str(tmp_path / "p")])
-    assert "wrote 8 figures" in capsys.readouterr().out
+    assert "wrote 4 figures" in capsys.readouterr().out
 
 
 def test_generic_x_column(tmp_path):
@@ -97,7 +102,7 @@ def test_cells_without_a_row_are_passed_as_the_experiments(tmp_path, monkeypatch
                    replace(BASE, kernel="ffa", seqlen=seqlen, direction=direction))
     append_row(tmp_path / "r" / "kernels" / "a.csv", replace(BASE, seqlen=64, direction="bwd"))
     calls = {}
-    monkeypatch.setattr(plot, "plot_bars", lambda rows, path, **kw: calls.setdefault(
+    monkeypatch.setattr(plot, "write_figure", lambda rows, path, note, **kw: calls.setdefault(
         (path.parent.name, path.name), kw))
     plot.plot_results(tmp_path / "r", tmp_path / "p")
     bwd = calls["bwd", "flops_report.png"]
@@ -133,7 +138,7 @@ def test_a_kernel_keeps_its_place_and_colour_in_every_figure(tmp_path, monkeypat
     (tmp_path / "r" / "kernels").mkdir(parents=True)
     pd.DataFrame(rows).to_csv(tmp_path / "r" / "kernels" / "a.csv", index=False)
     calls = {}
-    monkeypatch.setattr(plot, "plot_bars", lambda rows, path, **kw: calls.setdefault(
+    monkeypatch.setattr(plot, "write_figure", lambda rows, path, note, **kw: calls.setdefault(
         (path.parent.parent.name, path.parent.name, path.name), kw))
     plot.plot_results(tmp_path / "r", tmp_path / "p")
     causal, full = calls["causal", "fwd", "flops_report.png"], calls["full", "fwd", "flops_report.png"]
@@ -204,3 +209,39 @@ def test_ratios_mark_baselines_whose_ranks_held_unequal_token_counts(tmp_path):
     text = md.read_text()
     assert "| causal_document | 2 | 0.83* | 1.25 |" in text
     assert "tokens_per_rank 1024-3072" in text
+
+
+def test_a_note_naming_the_source_files_stays_on_the_canvas(tmp_path, monkeypatch):
+    """A job's figure names the files its rows came from under the axes: long paths are
+    wrapped and the layout makes room, so no text is clipped."""
+    import pandas as pd
+
+    rows = pd.DataFrame({"seqlen": [256, 512, 256, 512],
+                         "kernel": ["sdpa_math", "sdpa_math", "custom:my_kernels:good",
+                                    "custom:my_kernels:good"],
+                         "tflops_per_s": [1.0, 2.0, 1.5, 2.5], "status": ["ok"] * 4,
+                         "message": [""] * 4})
+    source = "/home/user/project/runs/cpu/kernels/" + "default__kernel=_sdpa_math,custom_" * 3
+    note = [f"rows from {source}.csv: sdpa_math (seqlen 256); custom:my_kernels:good (seqlen 256)"]
+    figures = []
+    monkeypatch.setattr(plot, "save_figure", lambda fig, path: figures.append(fig) or path)
+    plot.write_figure(rows, tmp_path / "f.png", note, title="causal fwd")
+    (fig,) = figures
+    texts = [t for t, _ in barplot.text_boxes(fig)]
+    drawn = " ".join(t.get_text().replace("\n", " ").replace("     ", " ") for t in texts)
+    assert "default__kernel=_sdpa_math,custom_" in drawn and "(seqlen 256)" in drawn
+    assert barplot.texts_outside_canvas(fig) == []
+
+
+def test_no_memory_figure_where_every_cell_failed(tmp_path):
+    """A figure group whose cells all failed (FlexAttention's backward on the CPU): the TFLOPs/s
+    figure carries the marks; a memory figure would only repeat them."""
+    import pandas as pd
+
+    rows = pd.DataFrame({"hardware": "cpu", "gpu_name": "cpu", "mask": "causal", "direction": "bwd",
+                         "cp_size": 1, "seqlen": [64, 128], "kernel": "flex", "dtype": "float32",
+                         "num_heads_q": 2, "num_heads_kv": 1, "head_dim": 16,
+                         "tflops_per_s": None, "peak_mem_gb": None, "time": "t",
+                         "status": "unsupported", "message": "no backward on the CPU"})
+    paths = plot.plot_results(rows, tmp_path / "p")
+    assert paths == [tmp_path / "p" / "causal" / "bwd" / "flops_report.png"]

@@ -146,3 +146,53 @@ def test_cp_tables_keep_each_tokens_per_gpu_apart(tmp_path):
     for per_gpu, tf in ((16384, 100.0), (65536, 200.0)):
         csv = pd.read_csv(out / f"tflops_per_s_cpu_{per_gpu}_causal_fwd.csv", index_col=0)
         assert csv["magi"].to_dict() == {1: tf + 1, 2: tf + 2}
+
+
+def _custom(kernel: str, target: str, source: str, tflops: float, time: str = BASE.time):
+    return replace(BASE, kernel=kernel, kernel_version=target, tflops_per_s=tflops, time=time,
+                   spec=f"custom[target={target}@sha1:{source}]")
+
+
+def test_custom_targets_never_share_a_column(tmp_path, capsys):
+    """Three targets across a user's jobs, one of them written under the bare label 'custom'
+    (as rows were before the label named the target), and a row older than the spec column:
+    one column per target, each with its own value."""
+    folder = tmp_path / "runs" / "cpu" / "kernels"
+    append_row(folder / "default.csv", _custom("custom", "examples.custom_kernel.my_attn:my_attention",
+                                               "aaaaaaaaaa", 1.0))
+    append_row(folder / "default__a.csv", _custom("custom:my_kernels:good", "my_kernels:good",
+                                                  "bbbbbbbbbb", 2.0))
+    append_row(folder / "default__b.csv", _custom("custom:my_kernels:fast", "my_kernels:fast",
+                                                  "cccccccccc", 3.0))
+    append_row(folder / "default__c.csv", replace(BASE, kernel="custom", seqlen=512,
+                                                  kernel_version="old_pkg.attn:fn 0.1"))
+    report.main(["--results", str(tmp_path / "runs" / "cpu"), "--out", str(tmp_path / "t")])
+    assert "warning" not in capsys.readouterr().out
+    md = (tmp_path / "t" / "tflops_per_s_cpu_causal_fwd_1.md").read_text()
+    assert ("| seqlen | custom:examples.custom_kernel.my_attn:my_attention | "
+            "custom:my_kernels:good | custom:my_kernels:fast | custom:old_pkg.attn:fn |") in md
+    assert "| 256 | 1 | 2 | 3 | not measured |" in md
+
+
+def test_two_targets_under_one_label_are_named_in_a_warning(tmp_path, capsys):
+    folder = tmp_path / "kernels"
+    append_row(folder / "exp__a.csv", _custom("mine", "my_kernels:good", "bbbbbbbbbb", 2.0))
+    append_row(folder / "exp__b.csv", _custom("mine", "my_kernels:fast", "cccccccccc", 3.0,
+                                              time="2025-01-02T00:00:00+00:00"))
+    report.main(["--results", str(folder), "--out", str(tmp_path / "t")])
+    warning = ("column 'mine' holds the rows of 2 targets (my_kernels:fast, my_kernels:good); "
+               "each cell shows the newest row; give each target its own kernel.<name>.label")
+    assert f"warning: {warning}" in capsys.readouterr().out.splitlines()
+    readme = (tmp_path / "t" / "README.md").read_text()
+    assert f"Warning: {warning}" in readme and "| 256 | 3 |" in readme
+
+
+def test_two_versions_of_one_target_keep_one_column_showing_the_newer(tmp_path):
+    folder = tmp_path / "kernels"
+    append_row(folder / "exp.csv", _custom("custom:k:f", "k:f", "old0000000", 1.0))
+    append_row(folder / "exp.csv", _custom("custom:k:f", "k:f", "new0000000", 2.0,
+                                           time="2025-01-02T00:00:00+00:00"))
+    assert len(read_results(folder)) == 2
+    report.write_tables(folder, tmp_path / "t")
+    md = (tmp_path / "t" / "tflops_per_s_cpu_causal_fwd_1.md").read_text()
+    assert "| seqlen | custom:k:f |" in md and "| 256 | 2 |" in md

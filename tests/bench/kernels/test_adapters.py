@@ -119,6 +119,22 @@ def test_custom_target_that_does_not_import_is_unsupported_not_fatal():
     assert "not importable" in reason and "no_such_pkg" in reason
 
 
+def test_custom_target_without_the_function_is_an_error_naming_the_module_functions():
+    """The module imports, the function name is misspelt: not a missing package, so supports()
+    lets the cell run and prepare raises the one-line error the row carries."""
+    from bench.sweep import failure_of
+
+    adapter = load_adapter("custom", target="examples.custom_kernel.my_attn:my_atention")
+    assert adapter.supports(_mask("causal"), SHAPES, CPU) is None
+    with pytest.raises(AttributeError) as error:
+        adapter.prepare(_mask("causal"), SHAPES, CPU, None)
+    status, message = failure_of(error.value)
+    assert status == "error" and message == (
+        "AttributeError: custom kernel target 'examples.custom_kernel.my_attn:my_atention': module "
+        "'examples.custom_kernel.my_attn' has no 'my_atention'; did you mean "
+        "examples.custom_kernel.my_attn:my_attention? its functions: my_attention")
+
+
 def test_flex_recompiles_with_small_tiles_when_inductor_runs_out_of_shared_memory(monkeypatch):
     """Inductor's 'No valid triton configs ... out of resource' (FlexAttention on share_question,
     H200): the adapter compiles once more with SMALL_TILES, names them in the row's message, and

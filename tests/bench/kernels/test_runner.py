@@ -1,6 +1,7 @@
 """The sweep records failures as rows and goes on; a rerun skips done cells (the same measured
 function), re-measures a torn or changed one; force re-measures."""
 import logging
+import re
 import sys
 from dataclasses import replace
 
@@ -8,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bench.config import KernelChoice
-from bench.kernels.runner import run_sweep
+from bench.kernels.runner import run_job, run_sweep
 from bench.report import write_tables
 from bench.results import read_results
 
@@ -224,3 +225,88 @@ def test_the_backward_is_gated_on_its_rows_and_timed_on_the_whole_dout(tiny_conf
     assert len(timed) == config.hardware.warmup + config.hardware.repeat
     assert (gate_call > 0) == restricted  # the gate's rows only: the others' dq is zero
     assert timed == [0] * len(timed)
+
+
+def test_a_job_reports_the_cells_it_skipped_from_the_file_that_measured_them(tiny_config,
+                                                                            tmp_path, monkeypatch):
+    """Job B asks for sdpa_math at 64 and 128; job A's file already holds 64. B measures only
+    128, and its tables and figures still draw sdpa_math at 64 from A's file, named."""
+    import bench.plot as plot
+
+    job_a = tiny_config(kernels=("naive", "sdpa_math"), seqlens=(64,))
+    run_sweep(job_a)
+    from_a = read_results(job_a.out_file)
+    job_b = replace(tiny_config(kernels=("sdpa_math",), seqlens=(64, 128), report=True,
+                                plots_dir=tmp_path / "plots"),
+                    out_file=job_a.out_file.with_name("b.csv"))
+    drawn = {}
+    monkeypatch.setattr(plot, "write_figure", lambda rows, path, note, **kw: drawn.setdefault(
+        (path.parent.name, path.name), (rows, note)))
+    result = run_job(job_b)
+    assert [(r.seqlen, r.direction) for r in result.rows] == [(128, "fwd"), (128, "bwd")]
+    assert result.skipped == 2
+    assert set(result.report.sources) == {job_a.out_file, job_b.out_file}
+
+    a_fwd = from_a[(from_a.kernel == "sdpa_math") & (from_a.direction == "fwd")].iloc[0]
+    table = (job_b.tables_dir / "tflops_per_s_cpu_causal_fwd_1.md").read_text()
+    assert f"| 64 | {a_fwd.tflops_per_s:.4g} |" in table
+    assert f"- {job_a.out_file}: sdpa_math (seqlen 64)" in table
+    assert f"- {job_b.out_file}: sdpa_math (seqlen 128)" in table
+    rows, note = drawn["fwd", "flops_report.png"]
+    assert sorted(rows[rows.status == "ok"].seqlen) == [64, 128]
+    assert f"rows from {job_a.out_file}: sdpa_math (seqlen 64)" in note
+    assert ("fwd", "mem_report.png") not in drawn  # the CPU records no peak memory
+
+
+def test_a_cell_asked_for_and_measured_nowhere_shows_not_measured(tiny_config):
+    from bench.kernels.runner import KernelRunner, write_job_report
+
+    config = tiny_config(kernels=("naive", "sdpa_math"), seqlens=(64,), report=True)
+    runner = KernelRunner(config)
+    runner.run()
+    lost = {k: c for k, c in runner.asked.items() if c["kernel"] == "sdpa_math"}
+    kept = read_results(config.out_file)
+    kept[kept.kernel == "naive"].to_csv(config.out_file, index=False)  # sdpa_math's rows gone
+    write_job_report(config, {**runner.asked, **lost})
+    table = (config.tables_dir / "tflops_per_s_cpu_causal_fwd_1.md").read_text()
+    assert "| seqlen | naive | sdpa_math |" in table
+    assert re.search(r"\| 64 \| [\d.e-]+ \| not measured \|", table), table
+
+
+def test_a_row_that_cannot_be_written_stops_the_sweep_not_blames_the_kernel(tiny_config,
+                                                                            monkeypatch):
+    """A full disk mid-run: RowsNotWritten, and no row of the kernel says error."""
+    import bench.results as results
+
+    real_append, calls = results._append, []
+
+    def append(path, row):
+        calls.append(row)
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        real_append(path, row)
+
+    monkeypatch.setattr(results, "_append", append)
+    config = tiny_config(kernels=("naive",), seqlens=(64,))
+    with pytest.raises(results.RowsNotWritten, match="No space left on device"):
+        run_sweep(config)
+    assert [r.status for r in read_results(config.out_file).itertuples()] == ["ok"]
+    assert [r.status for r in calls] == ["ok", "ok"]  # the bwd row it tried, not an error row
+
+
+def test_two_versions_of_a_target_are_two_rows_and_the_table_shows_the_newer(tiny_config,
+                                                                           tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    (tmp_path / "user_v.py").write_text(WRONG_KERNEL)
+    user = KernelChoice("custom", "custom", {"target": "user_v:attn"})
+    config = tiny_config(kernels=(user,), directions=("fwd",))
+    assert [r.status for r in run_sweep(config)] == ["wrong"]
+    (tmp_path / "user_v.py").write_text(FIXED_KERNEL)
+    monkeypatch.delitem(sys.modules, "user_v")
+    assert [r.status for r in run_sweep(config)] == ["ok"]
+    frame = read_results(config.out_file)
+    assert list(frame.kernel) == ["custom:user_v:attn"] * 2 and frame.spec.nunique() == 2
+    write_tables(config.out_file, tmp_path / "tables")
+    table = (tmp_path / "tables" / "tflops_per_s_cpu_causal_fwd_1.md").read_text()
+    assert "| seqlen | custom:user_v:attn |" in table and "wrong" not in table
