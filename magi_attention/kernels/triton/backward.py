@@ -29,7 +29,7 @@ import triton.language as tl
 
 from ..block_sparse import BlockSparsePlan
 from ._mask import LOG2E, row_table_mask, tanh, union_mask
-from ._launch import cached_launch
+from .launch import cached_launch
 from ._tma import descriptor_2d
 from .configs import BwdConfig, launch_options
 

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from ..block_sparse import BlockSparsePlan
-from ._launch import cached_launch
+from .launch import cached_launch
 from ._mask import LN2, LOG2E, row_table_mask, tanh, union_mask
 from ._tma import descriptor_2d
 from .configs import FwdConfig, launch_options
