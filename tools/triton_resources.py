@@ -39,7 +39,6 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
-from magi_attention.common import AttnMaskType, AttnSlice  # noqa: E402
 from magi_attention.kernels.block_sparse import plan_block_sparse  # noqa: E402
 from magi_attention.testing.masks import causal_document, named_mask  # noqa: E402
 
@@ -158,7 +157,7 @@ def _triton_bwd(head_dim: int):
     plan_kv = plan_block_sparse(slices, seqlen, seqlen, config.block_m1, config.block_n1)
     plan_q = plan_block_sparse(slices, seqlen, seqlen, config.block_m2, config.block_n2)
     launch_bwd(dout, q, k, v, q, torch.zeros(seqlen, HEADS[0]), plan_kv, plan_q, config,
-               head_dim ** -0.5, 0.0, deterministic=True)
+               head_dim ** -0.5, 0.0)
 
 
 def _gluon_fwd(head_dim: int, variant: str):

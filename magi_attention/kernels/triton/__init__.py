@@ -3,8 +3,10 @@
 Work is scheduled per (q tile, head) from a cached block-sparse plan (kernels.block_sparse), so
 cost follows the mask area: key tiles outside the union are never visited, tiles fully inside run
 without masking, and partial tiles are masked by the OR of the slices touching them (overlapping
-q_ranges merge exactly). The backward accumulates dq with fp32 atomics by default, or runs an
-ordered atomic-free two-kernel path when deterministic=True. GQA/MQA, head_dim 64/128/256 (any
+q_ranges merge exactly). On sm90 the forward and the backward run Gluon kernels where they suit
+(gluon_forward, gluon_backward; the backward's dq by TMA reduce-adds, so deterministic=True
+takes the other path), else Triton kernels (forward.py, and backward.py's ordered two-kernel
+backward, atomic-free and bitwise repeatable). GQA/MQA, head_dim 64/128/256 (any
 power of two from 16 to 256 is accepted; above 128 with smaller tiles), bf16/fp16 with fp32
 accumulation, softcap. Signatures follow kernels.reference.
 """
@@ -256,10 +258,9 @@ def _fwd_route(mask: FlexAttnPlan, q, k, softcap: float, return_max_logits: bool
 
 def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
         softcap: float = 0.0, deterministic: bool = False, config=None):
-    """(dq, dk, dv). The ordered two-kernel path (bitwise repeatable) unless
-    ``config.one_pass`` and not ``deterministic``: then one pass, dq accumulated with fp32
-    atomics. Without a config and with deterministic=False, on sm90 the Gluon one-pass kernel
-    runs where its plan suits. ``out``/``lse`` may be global (CP)."""
+    """(dq, dk, dv). Without a config and with deterministic=False, on sm90 the Gluon one-pass
+    kernel (dq by TMA reduce-adds, in no fixed order) where its plan suits; else the ordered
+    two-kernel Triton backward (bitwise repeatable). ``out``/``lse`` may be global (CP)."""
     from .backward import launch_bwd
 
     check_supported(q, k, v)
@@ -275,11 +276,7 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
             plan, bits = route
             return launch_gluon(dout, q, k, v, out, lse, plan, float(softmax_scale), bits=bits)
     config = config or bwd_config(q.shape[-1])
-    ordered = deterministic or not config.one_pass  # the faster path on H200 (configs.py)
     plan_kv = plan_for(mask, config.block_m1, config.block_n1, q.device, config.max_table_intervals)
-    plan_q = None
-    if ordered:  # the ordered dq kernel walks q tiles
-        plan_q = plan_for(mask, config.block_m2, config.block_n2, q.device,
-                          config.max_table_intervals)
+    plan_q = plan_for(mask, config.block_m2, config.block_n2, q.device, config.max_table_intervals)
     return launch_bwd(dout, q, k, v, out, lse, plan_kv, plan_q, config, float(softmax_scale),
-                      float(softcap), deterministic=ordered)
+                      float(softcap))

@@ -19,21 +19,12 @@ class FwdConfig:
     num_stages: int
     partial_stages: int = 1  # pipelining depth of the masked-tile loop (1: none, saves smem)
     use_tma: bool = False  # tensor-descriptor (TMA) loads of Q, K, V and store of O (sm90+)
-    # Triton's automatic warp specialisation of the unmasked loop; Triton 3.6 compiles it at
-    # 128x128 w8 s2 or with contiguous_full, and crashes at 128x64 w4 s3 over the indexed loop
-    warp_specialize: bool = False
-    contiguous_full: bool = False  # iterate a q tile's full key tiles as a run when they are one
     # ptxas register cap per thread (Triton's maxnreg); None: ptxas decides (up to 255). 128 at
     # 8 warps lets two programs share an SM's 64K registers (tools/triton_resources.py)
     max_registers: int | None = None
     # rows with more key intervals than this mask partial tiles from the slice list instead of
     # the per-row interval table (block_sparse.MAX_TABLE_INTERVALS; -1 forces the slice list)
     max_table_intervals: int = 8
-    # > 0: rescale acc only when a row max grows by more than this many log2 units (unmasked
-    # tiles; not when max logits are asked for, which need the exact running max)
-    rescale_threshold: float = 0.0
-    # issue the next unmasked tile's QK^T before this tile's softmax (one more score tile live)
-    prefetch_qk: bool = False
     # PackGQA: a program holds the GROUP q heads of one kv head over block_m // GROUP positions,
     # so each K/V tile is loaded once per group and the mask is cut at GROUP-times finer rows
     # (the plan is built at block_m // GROUP); Q and O by pointers, K and V as use_tma says
@@ -49,15 +40,8 @@ class BwdConfig:
     num_warps: int
     num_stages: int
     partial_stages: int = 1
-    # TMA loads of Q, dO, K, V in the dk/dv programs (both paths); one pass: also the TMA
-    # reduce-add of dq
-    use_tma: bool = False
+    use_tma: bool = False  # TMA loads of Q, dO, K, V in the dk/dv programs
     max_table_intervals: int = 8
-    # the one-pass backward (dK/dV in registers, dQ by fp32 atomics) for deterministic=False;
-    # off: slower than the two-kernel path on H200 (see bwd_config)
-    one_pass: bool = False
-    # the ordered path's dk/dv and dq programs in one launch (one grid, FlexAttention's layout)
-    fused_launch: bool = False
     max_registers: int | None = None  # as FwdConfig.max_registers, for every backward kernel
 
 
@@ -89,10 +73,10 @@ def fwd_config(head_dim: int, tiles_per_q_tile: float | None = None) -> FwdConfi
     # 128x128 w8 s3 p1: 475/452/282. head_dim 64 uses the same tiles (not swept).
     # a later sweep (16k | 64k, full/causal/causal_document):
     # TMA loads at these tiles 512/499/331 | 517/517/470 against pointer loads 479/487/304 |
-    # 471/491/448: best on every cell of the five masks; warp specialisation (128x128 w8 s2)
-    # 427/432/281 and the contiguous run loop 438/424/245 lose.
-    # conditional rescaling (rescale_threshold=8) 0.90-0.99x and the
-    # early QK^T (prefetch_qk, 128x128 w8) 0.81-0.91x of this default on every cell: both off.
+    # 471/491/448: best on every cell of the five masks. Triton's warp specialisation of the
+    # unmasked loop (128x128 w8 s2) 427/432/281 and iterating a run of full tiles without index
+    # loads 438/424/245 lost; so did conditional rescaling (threshold 8: 0.90-0.99x) and the
+    # next tile's QK^T before this one's softmax (128x128 w8: 0.81-0.91x), on every cell.
     if head_dim > WIDE_HEAD_DIM:
         return FWD_WIDE
     if tiles_per_q_tile is not None and tiles_per_q_tile < SHORT_ROW_TILES:
@@ -125,13 +109,12 @@ def pack_config(head_dim: int, group: int) -> FwdConfig | None:
 
 
 def bwd_config(head_dim: int) -> BwdConfig:
-    # H200 sweep (16k full/causal/causal_document): the
-    # ordered two-kernel path 362/360/258 beats every one-pass (atomic dQ) variant: best
-    # 64x128 w8 s2 339/313/198, 64x64 w4 169/154/121, TMA 64x128 w8 298/278/180. So the
-    # two-kernel path is the default whatever ``deterministic`` says (one_pass=True opts in).
-    # same sweep (two-kernel path): 64/64/64/64 w4 s3 p2: 365/355/246 (best); p1: 365/347/224; p3: 302/293/218;
-    # 64/128/128/64 w8 s3 p1: 332/345/210; the tutorial's 32/128/128/32 w4: 143/130 (sweep v1).
-    # one run (16k | 64k, full/causal/
+    # H200 sweep (16k full/causal/causal_document): the ordered two-kernel path 362/360/258
+    # beat every one-pass (atomic dQ) variant: best 64x128 w8 s2 339/313/198, 64x64 w4
+    # 169/154/121, TMA 64x128 w8 298/278/180, and so did the ordered kernels in one launch
+    # (FlexAttention's layout). Two-kernel tiles: 64/64/64/64 w4 s3 p2: 365/355/246 (best); p1:
+    # 365/347/224; p3: 302/293/218; 64/128/128/64 w8 s3 p1: 332/345/210; the tutorial's
+    # 32/128/128/32 w4: 143/130. One run (16k | 64k, full/causal/
     # causal_document/block_causal_document): TMA loads in the dk/dv programs 379/370/255/295 |
     # 360/380/352/358 against pointer loads 359/357/249/289 | 335/360/342/345: ahead on all 8
     # cells (+2 to +8%); s2 (fewer spills) wins only causal_document 16k (259), 32-row q steps

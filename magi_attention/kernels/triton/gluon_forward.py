@@ -66,7 +66,8 @@ HEAD_DIMS = (64, 128)
 LOG2E = 1.4426950408889634
 # Below this many listed key tiles per q tile (at BLOCK_M x BLOCK_N) the Triton forward is as
 # fast or faster: its 128x64 tiles waste less on short rows and it runs two programs per SM
-# (H100: 0.95-1.00 of Gluon's time at 1.8-2.8 tiles, 1.04-1.38 from 4.5; docs/design/ffa_kernels.md).
+# (H100: 0.95-1.00 of Gluon's time at 1.8-2.8 tiles, 1.04-1.38 from 4.5;
+# docs/design/ffa_kernels.md).
 MIN_TILES_PER_Q_TILE = 4.0
 # A plan cut at the slices' bounds replaces the grid's where it costs less, an item's fixed cost
 # counted as ITEM_PAIRS pairs (~3 us an item against ~1.7 us a pair at 16k): the documents at 16k

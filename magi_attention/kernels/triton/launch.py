@@ -2,9 +2,10 @@
 
 ``kernel[grid](*args)`` re-binds and re-specialises every argument, builds the cache key and
 checks the kernel's globals on every call: 20-50 us of host time per launch on the H100 host
-(docs/design/ffa_kernels.md), which at 1k tokens is most of a call. A call site that can name everything Triton specialises on (the value of every integer
-argument, every tensor's dtype: the shapes, strides, plan counts and config it passes) gives
-that as ``key`` (the keyword arguments, constexprs and launch options, join it here); the first
+(docs/design/ffa_kernels.md), which at 1k tokens is most of a call. A call site that can name
+everything Triton specialises on (the value of every integer argument, every tensor's dtype: the
+shapes, strides, plan counts and config it passes) gives that as ``key`` (the keyword
+arguments, constexprs and launch options, join it here); the first
 launch of a key goes through Triton as before and keeps the compiled kernel, and later launches
 of the same key (and the same device and tensor alignment) call the compiled kernel's own
 launcher directly. A key of None (off the GPU: the compile-only and interpreter paths must see

@@ -5,11 +5,10 @@ tensor (out, lse, dq, dk, dv), FlashAttention's rule: the kernel's max abs error
 2x the max abs error of plain low-precision attention (dense_attention computed in the input
 dtype) against the same oracle, plus atol = 1e-3 * max|oracle| + 1e-4.
 
-The backward runs its default ordered path everywhere (the one-pass atomic-dQ path, opt-in by
-``BwdConfig.one_pass``, is checked against it and with TMA; the ordered path also with TMA
-loads and as one fused launch), and the deterministic two-kernel path on odd seqlens, softcap,
-CP shares, and a bitwise-repeatability test; the forward also with tensor-descriptor (TMA) loads
-and a warp-specialised loop.
+The backward's ordered two-kernel path (the Triton backward wherever the Gluon one does not
+run) with TMA and with pointer loads, on odd seqlens, softcap, CP shares, and a
+bitwise-repeatability test; the forward with tensor-descriptor (TMA) and pointer loads, its
+short-row config and PackGQA; the Gluon kernels on sm90.
 """
 import math
 
@@ -127,30 +126,17 @@ def test_deterministic_is_bitwise_repeatable(name):
         again = tk.bwd(dout, q, k, v, out, lse, *ranges, d ** -0.5, deterministic=True)
         for a, b, which in zip(first, again, ("dq", "dk", "dv")):
             assert torch.equal(a, b), f"{which} differs between deterministic runs"
-    import dataclasses
-    from magi_attention.kernels.triton.configs import bwd_config
-    fast = tk.bwd(dout, q, k, v, out, lse, *ranges, d ** -0.5, deterministic=False,
-                  config=dataclasses.replace(bwd_config(d), one_pass=True))
+    fast = tk.bwd(dout, q, k, v, out, lse, *ranges, d ** -0.5)  # Gluon where its plan suits
     for a, b, which in zip(first, fast, ("dq", "dk", "dv")):
         rel = ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
-        assert rel < 1e-2, f"{which}: one-pass and deterministic paths differ by {rel:.2e}"
+        assert rel < 1e-2, f"{which}: default and deterministic paths differ by {rel:.2e}"
 
 
-# tma_ws at the 128x128 w8 s2 tiles the v3 sweep timed: at the default 128x64 w4 s3 tiles
-# Triton 3.6's warp specialiser crashes on the indexed key-tile loop (PassManager::run failed
-# in NVGPUWarpSpecialization; results/h200/ffa_triton/check.csv and the 16 failures of
-# results/h200/tests/pytest_gpu_905043273ce1_6workers.log)
 FWD_VARIANTS = {"tma": dict(use_tma=True),
-                "tma_ws": dict(use_tma=True, warp_specialize=True, block_m=128, block_n=128,
-                               num_warps=8, num_stages=2),
+                "pointer": dict(use_tma=False),  # (the d256 config's loads)
                 "tma_128x128_w8": dict(use_tma=True, block_m=128, block_n=128, num_warps=8),
                 # configs.fwd_config's short-row choice; the default (w4) is "tma"
                 "short_rows_w8_r128": dict(use_tma=True, num_warps=8, max_registers=128),
-                "lazy_rescale": dict(use_tma=True, rescale_threshold=8.0),
-                "early_qk_128x128_w8": dict(use_tma=True, block_m=128, block_n=128, num_warps=8,
-                                            num_stages=2, prefetch_qk=True),
-                "ptr_run": dict(contiguous_full=True),
-                "tma_ws_run": dict(use_tma=True, warp_specialize=True, contiguous_full=True),
                 # PackGQA (a kv head's q heads in one program), K/V by TMA or pointers
                 "pack_tma": dict(use_tma=True, pack_gqa=True),
                 "pack_ptr": dict(use_tma=False, pack_gqa=True),
@@ -184,9 +170,9 @@ def _assert_fwd_matches_reference(q, k, v, plan, out, lse):
 
 @pytest.mark.parametrize("variant", sorted(FWD_VARIANTS))
 @pytest.mark.parametrize("name", MASK_NAMES)
-def test_fwd_tma_variants(name, variant):
-    """The tensor-descriptor forward, its warp-specialised loop and the run loop of the full
-    tiles (contiguous_full) equal the reference."""
+def test_fwd_variants(name, variant):
+    """The Triton forward with TMA and pointer loads, at other tiles, at the short-row config
+    and packed (PackGQA) equals the reference."""
     import dataclasses
     from magi_attention.kernels import triton as tk
     from magi_attention.kernels.triton.configs import fwd_config
@@ -222,19 +208,14 @@ def test_routed_pack_gqa_matches_reference(name, heads):
     check_case(mask, seqlen, seqlen, hq, hk, d, torch.bfloat16, 5, max_logits=False)
 
 
-# (config fields, deterministic): the one-pass path with TMA loads and TMA reduce-add of dq; the
-# ordered path with TMA loads, as one fused launch, and both
-# the default is the ordered path with TMA loads; these are the others
-BWD_VARIANTS = {"one_pass_tma": (dict(use_tma=True, one_pass=True), False),
-                "ordered_pointer": (dict(use_tma=False), True),
-                "ordered_fused": (dict(fused_launch=True, use_tma=False), True),
-                "ordered_fused_tma": (dict(fused_launch=True, use_tma=True), True)}
+# config fields: the default loads by TMA, these by pointers (as the d256 config does)
+BWD_VARIANTS = {"pointer": dict(use_tma=False)}
 
 
 @pytest.mark.parametrize("variant", sorted(BWD_VARIANTS))
 @pytest.mark.parametrize("name", MASK_NAMES)
 def test_bwd_variants(name, variant):
-    """The backward variants off by default equal the reference."""
+    """The ordered Triton backward at other configs equals the reference."""
     import dataclasses
     from magi_attention.kernels import triton as tk
     from magi_attention.kernels.triton.configs import bwd_config
@@ -242,10 +223,8 @@ def test_bwd_variants(name, variant):
     scale = d ** -0.5
     ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), plan, scale)
     ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, plan, scale)
-    fields, deterministic = BWD_VARIANTS[variant]
-    config = dataclasses.replace(bwd_config(d), **fields)
-    got = tk.bwd(dout, q, k, v, ro.to(q.dtype), rl, plan, scale, deterministic=deterministic,
-                 config=config)
+    config = dataclasses.replace(bwd_config(d), **BWD_VARIANTS[variant])
+    got = tk.bwd(dout, q, k, v, ro.to(q.dtype), rl, plan, scale, config=config)
     for which, a, b in zip(("dq", "dk", "dv"), got, ref):
         assert not torch.isnan(a).any(), f"{which} has NaN"
         rel = ((a.float() - b).norm() / b.norm().clamp_min(1e-30)).item()
