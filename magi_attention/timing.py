@@ -15,7 +15,7 @@ __all__ = ["SETTLE_S", "settle"]
 # The host idles at least this long before a timing on CUDA. On 2 H200s a magi forward timed
 # right after another magi key's backward ran up to 14% slower unless the host first idled:
 # 100 ms removed it, 20 ms a third of it; a full garbage collection (~160 ms in the benchmark's
-# processes) removed it by its pause alone, as it found no garbage (notes/magi_cp.md, session 52).
+# processes) removed it by its pause alone, as it found no garbage.
 SETTLE_S = 0.1
 
 

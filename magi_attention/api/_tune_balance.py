@@ -27,7 +27,7 @@ CALLS = 2  # forward + backward steps per timing
 LONG_STEP_S = 0.1  # a step this long is timed one step at a time (64k tokens a rank: ~1-2 s),
 LONG_ROUNDS = 2  # ... this many times
 # Every layout of a key is timed by the recipe its first layout chose: one step timed alone
-# spreads by up to 16% (session 38, one H100), so where the first layout's step (98 ms, FA4
+# spreads by up to 16% (one H100), so where the first layout's step (98 ms, FA4
 # causal, 16k a GPU, cp 4) kept the fastest of four timings and the re-cuts' (past 0.1 s) were
 # timed once, every re-cut lost (105-121 ms)
 

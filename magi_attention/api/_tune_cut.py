@@ -3,7 +3,7 @@
 Cut by keys, a direction runs one kernel over the rank's own keys (the forward's while the KV
 cast is in flight) and one over the received keys, merged by lse (forward) or summed (dq);
 whole, it runs one kernel over the fused buffer of both. Which is faster depends on the kernel,
-not on the communication the cost model sees: on 2 H200s (notes/magi_cp.md, session 20) the cut
+not on the communication the cost model sees: on 2 H200s the cut
 forward was 3% faster with FA4 on full at 64k tokens a rank and 6% with Triton on causal, the
 cut backward 6% faster with Triton on full at 16k and 3-5% slower on causal. So each direction is
 timed both ways on the key's own shapes, and every rank keeps the choice of the slowest rank.
@@ -22,7 +22,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from ..functional._dist_runtime import DistAttnRuntime
+from ..functional import DistAttnRuntime
 from ..meta import OverlapConfig
 from ..timing import settle
 from ._timed_choices import GroupChoices
@@ -31,15 +31,13 @@ CUTS = {"none": frozenset(), "fwd": frozenset({"fwd"}), "bwd": frozenset({"bwd"}
         "both": frozenset({"fwd", "bwd"})}
 # keep the whole kernel unless the cut is faster by more than this, a direction (timing
 # noise). Forward 1%: 2% was too close to a real gain. FA4's cut forward on full at 64k a GPU
-# (cp 2) beat the whole one by 2.1-3.8% in five keys of results/h200x2 and h100x2, and one key
-# of session 60 timed it 1.99% faster, kept it whole, and lost 3.8% to the rings in the bench;
-# whole and cut are timed in turn inside one key, so a drift between keys (up to 1.3%,
-# RESULTS.md "Session 56") does not enter their ratio. Session 61 checked 1% against arms that
-# fix the cut: above it the cut forward gained 2.7-7.5% in the bench, on six cells below it at
-# most 0.5% (and lost up to 8.5%). Backward 2%: at cp 4 two launches' keys chose differently
-# and the cut backward ran 1.4% slower than the other launch's whole one (session 60); session
-# 61 found the two clocks agreeing on its sign and identical keys 1.3% apart between arms of
-# one launch, so less than 2% is launch noise for the backward (notes/magi_cp.md).
+# (cp 2) beat the whole one by 2.1-3.8% in five keys on H200 and H100 pairs, and one key timed
+# it 1.99% faster, kept it whole, and lost 3.8% to the rings in the bench; whole and cut are
+# timed in turn inside one key, so a drift between keys (up to 1.3%) does not enter their
+# ratio. Against runs that fix the cut, above 1% the cut forward gained 2.7-7.5% in the bench,
+# on six cells below it at most 0.5% (and lost up to 8.5%). Backward 2%: at cp 4 two launches'
+# keys chose differently and the cut backward ran 1.4% slower than the other launch's whole
+# one, and identical keys timed 1.3% apart, so less than 2% is launch noise for the backward.
 MIN_GAIN = {"fwd": 0.01, "bwd": 0.02}
 # timed choices per process group, by signature (mask, shapes, backend): (cut, cut_seconds)
 _CHOSEN = GroupChoices()
@@ -72,10 +70,8 @@ def resolve_cut(overlap: OverlapConfig, runtime: DistAttnRuntime, device: torch.
 # whole backward), the cut backward
 VARIANTS = (("none", ("fwd", "bwd")), ("fwd", ("fwd",)), ("bwd", ("bwd",)))
 # rounds of the three, in turn; each way keeps its fastest round, so a moment's clocks (another
-# job, a drift) decide neither way alone. On 2 H200s (Triton, 64k tokens a rank) session 29's
-# one pass kept the forward whole where session 30's timings saw the cut 5-9% faster. (The
-# benchmark's backward disagreed with this timing for another reason: it ran on a mostly-zero
-# dout, RESULTS.md "Session 30"; both now time on a whole one.)
+# job, a drift) decide neither way alone: on 2 H200s (Triton, 64k tokens a rank) one pass kept
+# the forward whole where later timings saw the cut 5-9% faster.
 ROUNDS = 3
 
 
@@ -129,8 +125,8 @@ class _Clock:
 
     # a timing lasts this long at least: at 0.05 s (four 15 ms forwards, Triton causal 16k a GPU,
     # cp 2 on 2 H200s) the cut and whole forwards' times moved by 4% from launch to launch,
-    # more than the cut's gain (2-4% in an interleaved A/B), and the key chose either way
-    # (notes/magi_cp.md "Session 49"); a call longer than this still runs ``min_iters`` times
+    # more than the cut's gain (2-4% when interleaved), and the key chose either way; a call
+    # longer than this still runs ``min_iters`` times
     MIN_SECONDS = 0.2
     MAX_ITERS = 50
 
@@ -144,7 +140,7 @@ class _Clock:
         collection and at least 100 ms idle), as the benchmark's do: on 2 H200s a key built
         right after another key's timings timed the identical whole forward 5% slower without
         it (Triton causal 16k a GPU, cp 2: 16.52 against 15.71 ms, and chose the cut where the
-        first did not; notes/magi_cp.md "Session 51", "Session 52")."""
+        first did not)."""
         settle()
         n = self._iters.get(label)
         if n is None:

@@ -4,10 +4,10 @@ key built whole and its forward and backward timed here, communication included;
 Where one heavy document fills about a rank's share, equal shares must split it between ranks,
 and the split half's keys travel in every step; unequal_runs keeps it whole on one rank, as
 HybridCP places it, and then casts almost nothing. On 2 H200s at 16k tokens a GPU that placement
-is what beat magi's equal shares on the document masks (notes/magi_cp.md, sessions 28-52), while
-at cp 4, at 64k and on full or causal masks the equal shares were as fast or faster. No cost
-model of tiles decided it (session 32: off by 4-18% per rank where the placements differ by
-2-12%), so the key times both, the way it times the cut by keys.
+is what beat magi's equal shares on the document masks, while at cp 4, at 64k and on full or
+causal masks the equal shares were as fast or faster. No cost model of tiles decided it (off by
+4-18% per rank where the placements differ by 2-12%), so the key times both, the way it times
+the cut by keys.
 
 The time weighs attention alone: under unequal shares the rest of a model layer (projections,
 MLP) runs on unequal shares too, which this timing cannot see. Hence it is opt-in, and unequal

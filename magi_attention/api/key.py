@@ -9,8 +9,7 @@ import numpy as np
 import torch
 
 from ..common import AttnMaskType, AttnRanges
-from ..functional._backends import backend_for
-from ..functional._dist_runtime import DistAttnRuntime
+from ..functional import DistAttnRuntime, backend_for
 from ..meta.hier_comm_meta import build_hier_cast_args
 from ..meta import (AttnShape, DispatchMeta, MagiMeta, OverlapConfig, SliceArray,
                     solve_cross_meta, solve_magi_meta)
@@ -231,8 +230,7 @@ def magi_attn_flex_key(q_ranges, k_ranges, attn_type_map, total_seqlen: int | No
 
     def signature(chunk: int, alg: str) -> tuple:
         """The timed choices' cache key: everything a timing depends on, alike on every rank
-        (the shapes too: balanced_runs' timed balance was kept by mask alone before session
-        58)."""
+        (the shapes too: a timed balance depends on them)."""
         return (digest, seqlen_q, seqlen_k, chunk, alg, overlap, groups.cp_size, kernel,
                 softmax_scale, softcap, groups.hierarchical, shape, str(dtype), deterministic)
 

@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..kernels.triton._launch import cached_launch
+from ..kernels.triton.launch import cached_launch
 
 BLOCK = 1024  # elements of a row per program; a KV row is 2 * num_heads_kv * head_dim elements
 

@@ -21,8 +21,8 @@ BACKEND_MODULES = {
     "triton": "magi_attention.kernels.triton",
     "fa4": "magi_attention.kernels.fa4",
 }
-# "auto" on CUDA: the first of these that can run the inputs (FA4 is the fastest on Hopper,
-# results/h200/kernels); the reference kernel is the last resort, with a warning.
+# "auto" on CUDA: the first of these that can run the inputs (FA4 is the fastest on Hopper);
+# the reference kernel is the last resort, with a warning.
 AUTO_ORDER_CUDA = ("fa4", "triton")
 
 _warned: set[str] = set()

@@ -107,9 +107,9 @@ class DistAttnRuntime:
         # collectives' stream once the keys are in, only where they reach one
         # (gluon_forward.Arrival). Turned on and planned by enable_early_start (the key does
         # it for OverlapConfig(early_start=True)), whose answer early_start_note keeps: why it
-        # does not apply on this rank, None where it does. Session 46, 2 H100s, Triton 16k cp 2:
+        # does not apply on this rank, None where it does. 2 H100s, Triton 16k cp 2:
         # causal_document's forward faster in every run, the masks where one rank could not take
-        # it inconclusive (RESULTS.md); off until an H200 run says more
+        # it inconclusive; off until an H200 run says more
         self.early_start = False
         self.early_start_note: str | None = "early_start is off"
         # the forwards beside a collective in flight run the Gluon forward's dynamic grid
@@ -371,14 +371,14 @@ class DistAttnRuntime:
             return "the cast must be in flight, in place (overlap on, the one-hop cast)"
         # nothing but the flag's write may come between the forward's launch and the flag: a
         # copy of received pieces into place, by a kernel or by the copy engines, waits for the
-        # spinning forward under one hardware queue (session 46: a deadlock either way)
+        # spinning forward under one hardware queue (a deadlock either way)
         if self.meta.fused_layout.recv_at is None:
             return "the cast lands in several regions of the fused buffer"
         reason = stream_flag_reason(q.device)
         if reason is not None:
             return reason
         # under several hardware queues the cast's kernel may queue behind the forward, whose
-        # waiting programs would then hold the SMs it needs (notes/magi_cp.md, session 45)
+        # waiting programs would then hold the SMs it needs
         if os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":
             return "needs CUDA_DEVICE_MAX_CONNECTIONS=1 (kernels reach the GPU in launch order)"
         if (backend or self.resolved_backend(q, k)) != "triton":
@@ -470,7 +470,7 @@ class DistAttnRuntime:
         pending = self._issue(self._cast(
             (k, v), 0, out=None if recv_at is None else kv_all[recv_at:recv_at + recv]))
         # while the cast is in flight, one kernel writing whole k|v rows: 35 us against 94 for
-        # four strided copies (2 H200s, 16k causal_document; notes/magi_cp.md "Session 43")
+        # four strided copies (2 H200s, 16k causal_document)
         range_copy_stacked_(kv_all, self._own_rows(k.device, "buffer"), (k, v),
                             self._own_rows(k.device, "local"))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ..kernels._cache import LRUCache, ranges_key
+from ..kernels.cache import LRUCache, ranges_key
 from ..kernels.plan import FlexAttnPlan
 
 # Plans kept per process; a training loop reuses a handful of masks, a sweep a few dozen.

@@ -62,7 +62,7 @@ import torch
 
 from ..common.slice import AttnSlice
 from ..common.slice_array import SliceArray
-from ._cache import LRUCache
+from .cache import LRUCache
 from .plan import UNBOUNDED_OFFSET, FlexAttnPlan  # noqa: F401  (re-exported)
 
 # Plans kept per process; a training loop reuses one or two masks, a sweep a few dozen.

@@ -23,8 +23,8 @@ reference) "auto" is min_heap without evaluation.
 
 balanced_runs cuts for equal area, but a kernel's time is not its area: FA4 pays per 128 x 128
 tile it visits (a short causal document's diagonal tiles are half empty) and per q tile (loading
-Q, the pipeline fill, writing O), ~3.2 tiles' worth (notes/magi_cp.md, session 17: 1.52 / 1.62
-ms of kernel on the two ranks of causal_document at 32k, equal area). At cp 2 the cut is
+Q, the pipeline fill, writing O), ~3.2 tiles' worth (1.52 / 1.62 ms of kernel on the two ranks
+of causal_document at 32k, equal area). At cp 2 the cut is
 therefore moved by up to ``REFINE_CHUNKS`` chunks to the one whose slower rank the tile model
 predicts fastest (Triton: its touched tiles), on chunks of half the size where the sequence
 allows (a cut is a dispatch boundary only: ranks still hold two runs each; the key then reports
@@ -38,10 +38,10 @@ from .algorithms import DispatchSolution
 from .algorithms.balanced_runs import halving
 from .dispatch import dispatch_meta, solve_dispatch
 from .overlap_solver import BWD_COMPUTE_FACTOR, OverlapConfig
-from .slice_array import SliceArray, chunk_areas
+from .slice_array import chunk_areas
 
-# The native and the block-sparse (bitmap) FA4 path differ only on partial tiles. notes/fa4.md,
-# H200 16k causal_document: block-sparse / native throughput 0.56 fwd, 0.58 bwd, with partial
+# The native and the block-sparse (bitmap) FA4 path differ only on partial tiles. H200, 16k
+# causal_document: block-sparse / native throughput 0.56 fwd, 0.58 bwd, with partial
 # tiles 0.39 of the area (354 partial 128 x 128 tiles over 14.9M cells): 1 / 0.57 = 1 + c * 0.39
 # gives c = 1.9 extra full-tile times per partial tile (sliding_window_causal 16k, partial 0.25
 # of the area, then predicts 0.68 against the 0.60 / 0.70 measured).
@@ -53,11 +53,11 @@ CANDIDATES = ("min_heap", "sequential", "balanced_runs")
 # Ties go to the contiguous runs: on one causal sequence the Triton tile model counts min_heap
 # and balanced_runs alike, yet min_heap's 512-token pieces ran slower (4 H200s, cp 4, 16k a GPU,
 # interleaved: forward 1.078x, backward 1.021x for balanced_runs; cp 2: 1.00x / 1.046x;
-# full: equal; notes/magi_cp.md "Session 32"), as its rank's mask is one slice per piece.
+# full: equal), as its rank's mask is one slice per piece.
 # Between the two run layouts the order is the old one (sequential first, e.g. on windows).
 TIE_ORDER = ("sequential", "balanced_runs", "min_heap")
 # FA4 forward on an H200 (64 q heads, head_dim 128), fit to the kernel alone on both ranks of
-# causal_document 32k at cp 2 (notes/magi_cp.md, session 17): time = a * key tiles + b * q tiles
+# causal_document 32k at cp 2: time = a * key tiles + b * q tiles
 FA4_US_PER_TILE = 0.68
 FA4_US_PER_Q_TILE = 2.2
 REFINE_CHUNKS = 4  # balanced_runs' cut is tried this many chunks either way (cp 2)
@@ -77,7 +77,7 @@ def effective_area(attn, kernel: str = "fa4") -> float:
         from ..kernels.block_sparse import plan_for  # host-only tile plan, cached in the plan
         plan = plan_for(attn.plan, *TRITON_TILE)
         return float(plan.q_tile_kt.numel() * TRITON_TILE[0] * TRITON_TILE[1])
-    from ..kernels.fa4._convert import path_cost_terms  # host-only; FA4 is not imported
+    from ..kernels.fa4.cost import path_cost_terms  # host-only; FA4 is not imported
     area, _, partial = path_cost_terms(attn.plan, FA4_TILE, FA4_TILE)
     return float(area + PARTIAL_TILE_COST * partial * FA4_TILE * FA4_TILE)
 
@@ -97,22 +97,11 @@ def tile_time(attn, kernel: str) -> float | None:
     None; Triton: its touched tiles, a relative count)."""
     if kernel == "triton":
         return effective_area(attn, "triton")
-    from ..kernels.fa4._convert import native_groups_of, native_of
-    from ..kernels.fa4._native import native_tiles
-    plan = attn.plan
-    form = native_of(plan)
-    if form is not None:
-        parts = [(form, plan.seqlen_q, plan.seqlen_k)]
-    else:
-        groups = native_groups_of(plan)
-        if groups is None:
-            return None
-        parts = [(g.form, g.q_end - g.q_start, g.k_end - g.k_start) for g in groups]
-    total = 0.0
-    for form, sq, sk in parts:
-        tiles, q_tiles = native_tiles(form, sq, sk, FA4_TILE, FA4_TILE)
-        total += FA4_US_PER_TILE * tiles + FA4_US_PER_Q_TILE * q_tiles
-    return total
+    from ..kernels.fa4.cost import native_tile_counts  # host-only; FA4 is not imported
+    counts = native_tile_counts(attn.plan, FA4_TILE, FA4_TILE)
+    if counts is None:
+        return None
+    return sum(FA4_US_PER_TILE * tiles + FA4_US_PER_Q_TILE * q_tiles for tiles, q_tiles in counts)
 
 
 def slowest_tile_time(runtimes, kernel: str) -> float | None:
@@ -127,14 +116,13 @@ def slowest_tile_time(runtimes, kernel: str) -> float | None:
 
 
 def refine_cut(slices, total_seqlen: int, chunk_size: int, shape, overlap: OverlapConfig,
-               kernel: str, solved, runtimes):
+               kernel: str, solved, runtimes, solve):
     """At cp 2, balanced_runs' mirror (rank 0: chunks [a, a + n); rank 1 the rest) with ``a``
     moved by up to ``REFINE_CHUNKS`` chunks, in steps of half a chunk where the sequence allows,
     to the cut of the fastest slower rank by the tile model; (solved, runtimes) of the best (the
-    given ones when nothing beats them). The tile model alone decides: weighing the exposed cast
-    beside it (session 32's refine_comm) moved FA4's causal_document 16k cut onto a document
-    edge and measured slower forward (session 33, notes/magi_cp.md)."""
-    from .solver import solve_for_dispatch
+    given ones when nothing beats them; ``solve`` as choose_and_solve's). The tile model alone
+    decides: weighing the exposed cast beside it moved FA4's causal_document 16k cut onto a
+    document edge and measured a slower forward."""
     dispatch = solved.dispatch
     own = dispatch.chunks_of(0)
     n = len(own)
@@ -152,7 +140,7 @@ def refine_cut(slices, total_seqlen: int, chunk_size: int, shape, overlap: Overl
         middle = tuple(range(a, a + n))
         outer = tuple(range(a)) + tuple(range(a + n, total))
         moved = dispatch_meta(areas, total_seqlen, 2, chunk, DispatchSolution((middle, outer)))
-        cand = solve_for_dispatch(slices, moved, shape, overlap, kernel)
+        cand = solve(slices, moved, shape, overlap, kernel)
         cand_runtimes = [cand.runtime(r) for r in range(2)]
         t = slowest_tile_time(cand_runtimes, kernel)
         if t is not None and t < best:
@@ -170,33 +158,26 @@ def predicted_us(runtimes, exposed_us: float, flops_per_cell: float,
 
 
 def choose_and_solve(slices, total_seqlen: int, cp_size: int, chunk_size: int, shape,
-                     overlap: OverlapConfig, kernel: str | None):
+                     overlap: OverlapConfig, kernel: str | None, solve):
     """(DispatchChoice, (the chosen candidate's DispatchSolve, every rank's runtime meta)), the
     second None when nothing was evaluated: the candidate with the lowest prediction (on ties,
     the first of ``TIE_ORDER``); min_heap alone when ``kernel`` (the resolved local backend)
-    is not one the model knows (``EVALUATED_KERNELS``)."""
-    from .solver import solve_for_dispatch  # the solver calls here for "auto"
+    is not one the model knows (``EVALUATED_KERNELS``). ``solve(slices, dispatch, shape,
+    overlap, kernel)`` makes one candidate's DispatchSolve (``solver.solve_for_dispatch``,
+    which calls here for "auto")."""
     if kernel not in EVALUATED_KERNELS or cp_size == 1:
         return DispatchChoice("min_heap", {}), None
     times, solves = {}, {}
     for name in CANDIDATES:
         dispatch = solve_dispatch(slices, total_seqlen, cp_size, chunk_size, name)
-        solved = solve_for_dispatch(slices, dispatch, shape, overlap, kernel)
+        solved = solve(slices, dispatch, shape, overlap, kernel)
         runtimes = [solved.runtime(r) for r in range(cp_size)]
         if name == "balanced_runs":
             solved, runtimes = refine_cut(slices, total_seqlen, chunk_size, shape, overlap,
-                                          kernel, solved, runtimes)
+                                          kernel, solved, runtimes, solve)
         times[name] = float(predicted_us(runtimes, solved.stage_plan.exposed_us,
                                          shape.flops_per_cell, overlap, kernel))
         solves[name] = (solved, runtimes)
     best = min(CANDIDATES, key=lambda n: (times[n], TIE_ORDER.index(n)))
     return DispatchChoice(best, times), solves[best]
 
-
-def choose_dispatch(slices, total_seqlen: int, cp_size: int, chunk_size: int, shape,
-                    overlap: OverlapConfig, kernel: str | None) -> DispatchChoice:
-    """The candidate "auto" runs; see ``choose_and_solve``."""
-    if not isinstance(slices, SliceArray):
-        slices = SliceArray.from_slices(slices)
-    return choose_and_solve(slices, total_seqlen, cp_size, chunk_size, shape, overlap,
-                            kernel)[0]

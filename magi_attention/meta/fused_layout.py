@@ -11,7 +11,7 @@ the same buffer. Everything here is planned once; a call only slices with the in
 
 Where a received piece sits before an own run in the buffer, that run's keys are shifted
 against its rows, so every diagonal tile of its causal documents straddles two key tiles
-(tile counts on the CPU, session 42: causal_document at 16k a GPU, cp 2, rank 0's fused mask
+(tile counts on the CPU: causal_document at 16k a GPU, cp 2, rank 0's fused mask
 2007 forward tile pairs, 444 partial, against 1906 / 325 with its keys on its rows' grid).
 So the buffer may hold a few unused keys (``pads``, zero-filled by the runtime, read by no
 slice) before each segment, placed so that the segment's longest own run starts on the key
@@ -26,8 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import env
-
 MAX_COPIES = 8  # block copies per call that global order may cost (each a small launch)
 # the kernels' key tile (FA4's and the Gluon kernels' BLOCK_N; the backward's 64-row q tiles
 # divide it): the grid own runs are aligned to
@@ -37,9 +35,8 @@ KEY_TILE = 128
 def key_tile_for(kernel: str | None) -> int:
     """The ``align`` of a layout for the local kernel ``kernel``: KEY_TILE, but 1 for FA4, whose
     native varlen kernels tile each document from its own start (a pad gains them nothing, and
-    the row-less entries pads make in its native forms have not run on a GPU yet), and 1 where
-    MAGI_ATTENTION_KV_PADS is off (read at each call: a key built after a change follows it)."""
-    return 1 if kernel == "fa4" or not env.KV_PADS else KEY_TILE
+    the row-less entries pads make in its native forms have not run on a GPU yet)."""
+    return 1 if kernel == "fa4" else KEY_TILE
 
 Copy = tuple[int, int, int]  # (source offset, buffer offset, tokens)
 
@@ -93,7 +90,7 @@ def plan_fused_layout(own: np.ndarray, recv: np.ndarray, recv_src: np.ndarray, r
     on their rows' key tile grid of that size (``key_tile_for`` the local kernel).
     ``recv_in_place``: rank order wherever global order splits the received part and rank order
     does not (at cp 2 it never does: one source), for a forward that starts before the cast
-    lands (nothing may be copied after it; session 46's CPU counts at 16k-64k a GPU, cp 2: the
+    lands (nothing may be copied after it; CPU counts at 16k-64k a GPU, cp 2: the
     same tile pairs within 0.4%, partial ones up to 8% more on full_document's rank 0)."""
     own, recv = own.reshape(-1, 3), recv.reshape(-1, 3)
     layout = _place(own, recv, np.concatenate([own[:, 0], recv[:, 0]]), align)

@@ -40,8 +40,8 @@ class OverlapConfig:
     max_stages: int = 8
     fused: bool | None = None
     # cut the fused stage by rows (fused_split), in both directions (True or "both"), one
-    # ("fwd", "bwd") or none (False or "none"). Off by default: on 2 H200s (session 18) the
-    # extra launches cost more than the 20-400 us of cast they hid (notes/magi_cp.md)
+    # ("fwd", "bwd") or none (False or "none"). Off by default: on 2 H200s the extra launches
+    # cost more than the 20-400 us of cast they hid
     split: bool | str = False
     # the fused stage cut by keys, per direction (own keys' kernel, then the received keys',
     # merged): "none", "fwd", "bwd", "both", or "auto": time both ways of each direction at key
@@ -62,10 +62,9 @@ class OverlapConfig:
     # cast travels) fetch their items from a counter (the Gluon forward's dynamic grid) instead
     # of striding over them: the cast's NCCL kernel holds whole SMs for as long as it travels,
     # and under one hardware queue it reaches them first, so a strided persistent grid's
-    # programs on those SMs, and the kernel, end that late (notes/magi_cp.md "Session 48").
-    # On by default since session 49's A/B (2 x H200, Triton, causal 16k cp 2: the key then
-    # takes the forward cut and the forward runs 1-4% faster in 5 of 5 launches; cells where no
-    # forward runs beside a collective are the same code)
+    # programs on those SMs, and the kernel, end that late. On by default: 2 x H200, Triton,
+    # causal 16k cp 2, the key then takes the forward cut and the forward runs 1-4% faster in 5
+    # of 5 launches (cells where no forward runs beside a collective are the same code)
     dynamic_grid: bool = True
     compute_tflops: float = 450.0        # attention forward throughput, TFLOPs/s
     comm_gb_per_s: float = 150.0         # per-rank all-to-all bandwidth, GB/s

@@ -109,7 +109,7 @@ def solve_magi_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int,
     choice = chosen = None
     if algorithm == "auto":
         choice, chosen = choose_and_solve(slices, total_seqlen, cp_size, chunk_size, shape,
-                                          overlap, kernel)
+                                          overlap, kernel, solve_for_dispatch)
         algorithm = choice.algorithm
     algorithm = get_dispatch_algorithm(algorithm, kernel)  # a cost model may know the kernel
     if chosen is None:
@@ -149,6 +149,16 @@ def solve_cross_meta(slices: SliceArray | Sequence[AttnSlice], total_seqlen_q: i
     solved = solve_for_dispatch(slices, dispatch, shape, overlap, kernel, kv_dispatch)
     return MagiMeta(dispatch, solved.table, solved.runtime(rank), solved.stage_plan,
                     algorithm.name, None, kv_dispatch)
+
+
+def choose_dispatch(slices: SliceArray | Sequence[AttnSlice], total_seqlen: int, cp_size: int,
+                    chunk_size: int, shape: AttnShape, overlap: OverlapConfig,
+                    kernel: str | None) -> DispatchChoice:
+    """The candidate "auto" runs; see ``dispatch_choice.choose_and_solve``."""
+    if not isinstance(slices, SliceArray):
+        slices = SliceArray.from_slices(slices)
+    return choose_and_solve(slices, total_seqlen, cp_size, chunk_size, shape, overlap, kernel,
+                            solve_for_dispatch)[0]
 
 
 def rank_costs(rows: RowPieces, dispatch: DispatchMeta, shape: AttnShape,

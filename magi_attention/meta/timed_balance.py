@@ -1,9 +1,9 @@
 """balanced_runs' cuts moved by measured kernel time (``OverlapConfig(balance="timed")``).
 
 The models that cut balanced_runs (area; at cp 2 also dispatch_choice's tile model) miss what a
-rank's kernel costs by 4-18% (notes/magi_cp.md, sessions 26 and 32), and the slowest rank sets
-the step: at cp 4, 16k tokens a GPU, full_document, the four ranks' Triton backwards ran
-27.1-30.7 ms on one H100 for areas within 1.8% of each other (session 37). Measuring is cheap
+rank's kernel costs by 4-18%, and the slowest rank sets the step: at cp 4, 16k tokens a GPU,
+full_document, the four ranks' Triton backwards ran 27.1-30.7 ms on one H100 for areas within
+1.8% of each other. Measuring is cheap
 next to a training run, so here each rank's kernel time (forward + backward, its own mask,
 ``rank_seconds``) is measured, every chunk weighs its area times the measured time per cell of
 the rank that held it, the mirror DP cuts again on those weights, and the new layout is measured

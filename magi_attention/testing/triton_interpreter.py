@@ -7,12 +7,10 @@ __all__ = ["patch"]
 
 
 def patch() -> None:
-    """Idempotent. (1) numpy >= 2.4 refuses ``int()`` of a 1-element 1-D array, which is how the
-    interpreter holds a loaded scalar (``range(start, end)`` over loaded bounds fails there): give
-    the interpreter's tensors an ``__index__``. (2) The interpreter lacks the TMA reduce-add
-    (``desc.atomic_add``): emulate it with the element-wise atomic add over the same clipped tile."""
+    """Idempotent. numpy >= 2.4 refuses ``int()`` of a 1-element 1-D array, which is how the
+    interpreter holds a loaded scalar (``range(start, end)`` over loaded bounds fails there):
+    give the interpreter's tensors an ``__index__``."""
     import numpy as np
-    from triton._C.libtriton import ir
     from triton.runtime import interpreter
 
     if not getattr(interpreter, "_magi_patched", False):
@@ -25,11 +23,3 @@ def patch() -> None:
 
         interpreter._patch_lang_tensor = patch_lang_tensor_with_index
         interpreter._magi_patched = True
-
-    if not hasattr(interpreter.InterpreterBuilder, "create_descriptor_reduce"):
-        def reduce(self, kind, desc, value, indices):
-            ptrs, mask = desc.materialize_pointers(indices)
-            return self.create_atomic_rmw(ir.ATOMIC_OP.FADD, ptrs, value, mask,
-                                          ir.MEM_SEMANTIC.RELAXED, ir.MEM_SYNC_SCOPE.GPU)
-
-        interpreter.InterpreterBuilder.create_descriptor_reduce = reduce

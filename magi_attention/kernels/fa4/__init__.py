@@ -53,7 +53,7 @@ __all__ = ["INSTALL_HINT", "bwd", "check_supported", "fwd", "is_available", "pre
            "tile_shape", "unsupported_reason"]
 
 INSTALL_HINT = ("pip install flash-attn-4 'nvidia-cutlass-dsl[cu13]' (or the cu12 flavour "
-                "matching your CUDA); see notes/fa4.md for offline installs")
+                "matching your CUDA); see docs/slurm.md for offline installs")
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 # FA4's SM90 kernels take 8 <= head_dim <= 256 in steps of 8 (4.0.0b36,
 # interface._validate_head_dims), but the block-sparse path needs one plan whose tiles both
@@ -109,7 +109,7 @@ def tile_shape(head_dim: int) -> tuple[int, int]:
 # Backend "auto" runs the Triton backend instead where FA4 would run a mask through its bitmaps
 # with more than this share of its tile pairs partial (every cell of a partial tile reads two
 # tables in the mask_mod). One H100, GQA 64:8, d128, 16k, this backend / the Triton one, fwd |
-# bwd (results/h100/kernels_s41/fa4_sparse_16k.csv; partial share at 128 x 128):
+# bwd (partial share at 128 x 128):
 # global_sliding_window (10%) 1.04 | 1.03, qk_sparse (12%) 1.09 | 0.97, share_question (28%)
 # 0.81 | 0.81, var_block_sparse (47%) 0.54 | 0.60, block_sparse and hash_sparse (99.5%)
 # 0.18-0.22. Masks FA4 runs natively (the six kernel masks) keep FA4 (1.1-1.2x Triton).

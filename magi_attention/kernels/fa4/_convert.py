@@ -30,7 +30,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from .._cache import LRUCache
+from ..cache import LRUCache
 from ..block_sparse import (BITS_PER_WORD, int32_words, mask_intervals, partial_pairs,
                             partial_tile_bitmaps, plan_for)
 from ..plan import FlexAttnPlan

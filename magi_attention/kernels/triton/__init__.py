@@ -3,8 +3,10 @@
 Work is scheduled per (q tile, head) from a cached block-sparse plan (kernels.block_sparse), so
 cost follows the mask area: key tiles outside the union are never visited, tiles fully inside run
 without masking, and partial tiles are masked by the OR of the slices touching them (overlapping
-q_ranges merge exactly). The backward accumulates dq with fp32 atomics by default, or runs an
-ordered atomic-free two-kernel path when deterministic=True. GQA/MQA, head_dim 64/128/256 (any
+q_ranges merge exactly). On sm90 the forward and the backward run Gluon kernels where they suit
+(gluon_forward, gluon_backward; the backward's dq by TMA reduce-adds, so deterministic=True
+takes the other path), else Triton kernels (forward.py, and backward.py's ordered two-kernel
+backward, atomic-free and bitwise repeatable). GQA/MQA, head_dim 64/128/256 (any
 power of two from 16 to 256 is accepted; above 128 with smaller tiles), bf16/fp16 with fp32
 accumulation, softcap. Signatures follow kernels.reference.
 """
@@ -15,9 +17,9 @@ import importlib
 
 import torch
 
-from ... import env
 from .. import BackendUnavailable
 from ..block_sparse import MAX_TABLE_INTERVALS, cuts_off_grid, mask_intervals, plan_for
+from ..merge import merge_out_lse
 from ..plan import FlexAttnPlan
 from .configs import SUPPORTED_HEAD_DIMS, bwd_config, fwd_config, pack_config
 
@@ -69,11 +71,9 @@ def _dense_last(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
-def _gluon_unavailable(switched_on: bool, switch: str, module: str, *args) -> str | None:
-    """Why a Gluon kernel (``module``'s) does not run here, or None: its environment switch,
-    a Triton without Gluon, else the module's own ``unsupported_reason(*args)``."""
-    if not switched_on:
-        return f"{switch} is off"
+def _gluon_unavailable(module: str, *args) -> str | None:
+    """Why a Gluon kernel (``module``'s) does not run here, or None: a Triton without Gluon,
+    else the module's own ``unsupported_reason(*args)`` (sm90, dtype, head_dim, ...)."""
     try:
         kernel = importlib.import_module(f".{module}", __name__)
     except ImportError as e:  # a Triton without Gluon
@@ -83,15 +83,14 @@ def _gluon_unavailable(switched_on: bool, switch: str, module: str, *args) -> st
 
 def _gluon_reason(q, k, softcap: float, return_max_logits: bool) -> str | None:
     """Why the Gluon forward does not run here (then the Triton forward does), or None."""
-    return _gluon_unavailable(env.PREFER_GLUON_FWD, "MAGI_ATTENTION_GLUON_FWD", "gluon_forward",
-                              q, k, softcap, return_max_logits)
+    return _gluon_unavailable("gluon_forward", q, k, softcap, return_max_logits)
 
 
 def _grid_or_cut_plan(mask: FlexAttnPlan, kernel, device):
     """A Gluon kernel module's tile plan of ``mask``: on the grid, or cut at the slices where
-    the module's switch is on, some slice bound is off the grid and its pick_plan takes it."""
+    some slice bound is off the grid and the module's pick_plan takes the cut plan."""
     plan = plan_for(mask, kernel.BLOCK_M, kernel.BLOCK_N, device, MAX_TABLE_INTERVALS)
-    if kernel.CUT_AT_SLICES and cuts_off_grid(mask, kernel.BLOCK_M, kernel.BLOCK_N):
+    if cuts_off_grid(mask, kernel.BLOCK_M, kernel.BLOCK_N):
         plan = kernel.pick_plan(plan, plan_for(mask, kernel.BLOCK_M, kernel.BLOCK_N, device,
                                                MAX_TABLE_INTERVALS, cut_at_slices=True))
     return plan
@@ -108,8 +107,7 @@ def _gluon_plan(mask: FlexAttnPlan, device):
 
 def _gluon_bwd_reason(q, k, softcap: float, deterministic: bool) -> str | None:
     """Why the Gluon backward does not run here (then the Triton backward does), or None."""
-    return _gluon_unavailable(env.PREFER_GLUON_BWD, "MAGI_ATTENTION_GLUON_BWD", "gluon_backward",
-                              q, k, softcap, deterministic)
+    return _gluon_unavailable("gluon_backward", q, k, softcap, deterministic)
 
 
 def _gluon_bwd_plan(mask: FlexAttnPlan, device):
@@ -137,7 +135,7 @@ def _pack_config(gluon_plan, group: int, head_dim: int, return_max_logits: bool 
     """The PackGQA config where the forward runs it, else None: a group to pack (pack_config),
     no max logits asked, and no Gluon plan that suits (``gluon_plan`` None) or one whose rows
     hold many key intervals."""
-    config = None if not env.PACK_GQA or return_max_logits else pack_config(head_dim, group)
+    config = None if return_max_logits else pack_config(head_dim, group)
     if config is None or (gluon_plan is not None
                           and gluon_plan.row_lo.shape[1] <= PACK_OVER_GLUON_INTERVALS):
         return None
@@ -154,14 +152,14 @@ def prepare(mask: FlexAttnPlan, head_dim: int, device, group: int = 1) -> None:
     parts = _key_parts(mask)
     for fwd_mask in [part for _, _, part in parts] if parts else [mask]:
         gluon = None
-        if env.PREFER_GLUON_FWD and hopper:  # where the Gluon kernels run
+        if hopper:  # where the Gluon kernels run
             gluon = _gluon_plan(fwd_mask, device)
         packed = _pack_config(gluon, group, head_dim)
         if packed is not None:
             fwd_plan(fwd_mask, packed, group, device)
         else:
             plan_for(fwd_mask, fcfg.block_m, fcfg.block_n, device, fcfg.max_table_intervals)
-    if env.PREFER_GLUON_BWD and hopper:
+    if hopper:
         _gluon_bwd_plan(mask, device)
     plan_for(mask, bcfg.block_m1, bcfg.block_n1, device, bcfg.max_table_intervals)
     plan_for(mask, bcfg.block_m2, bcfg.block_n2, device, bcfg.max_table_intervals)
@@ -175,7 +173,6 @@ def _key_parts(mask: FlexAttnPlan):
 def _fwd_by_key_parts(q, k, v, parts, softmax_scale: float, softcap: float):
     """The forward as one call per key part (key_parts: long key walks), merged by lse: the
     partial outputs stay fp32 until the last merge writes q's dtype."""
-    from ...functional.merge import merge_out_lse  # the CP runtime's merge, one fused pass
     out = lse = None
     for i, (k0, k1, part) in enumerate(parts):
         o, l, _ = fwd(q, k[k0:k1], v[k0:k1], part, softmax_scale, softcap)
@@ -189,12 +186,12 @@ def _fwd_by_key_parts(q, k, v, parts, softmax_scale: float, softcap: float):
 
 def fwd(q, k, v, mask: FlexAttnPlan, softmax_scale: float, softcap: float = 0.0,
         return_max_logits: bool = False, config=None,
-        return_lse: bool = True, arrival=None, dynamic: bool | None = None):
+        return_lse: bool = True, arrival=None, dynamic: bool = False):
     """(out [Sq, Hq, D], lse [Sq, Hq] fp32, max_logits [Hq] | None); see kernels.reference.fwd
     (lse is written whatever ``return_lse`` says: the kernel keeps it for the backward).
     ``arrival`` (gluon_forward.Arrival): keys still landing, where the Gluon forward runs these
     inputs (``gluon_fwd_plan``; elsewhere a ValueError). ``dynamic``: the Gluon forward's
-    persistent programs fetch items from a counter (None: gluon_forward.DYNAMIC); the other
+    persistent programs fetch items from a counter (forwards beside a collective); the other
     forwards run one program a tile and ignore it."""
     from .forward import launch_fwd
 
@@ -230,8 +227,7 @@ def gluon_fwd_plan(q, k, mask: FlexAttnPlan, softcap: float = 0.0):
 def _cached_fwd_route(mask: FlexAttnPlan, q, k, softcap: float, return_max_logits: bool):
     """_fwd_route, once per mask and kind of input."""
     key = ("triton_fwd_route", q.device, q.dtype, q.shape[-1], q.shape[1] // k.shape[1],
-           softcap > 0, return_max_logits, q.shape[0] == 0 or k.shape[0] == 0,
-           env.PREFER_GLUON_FWD, env.PACK_GQA)
+           softcap > 0, return_max_logits, q.shape[0] == 0 or k.shape[0] == 0)
     return mask.cached(key, lambda: _fwd_route(mask, q, k, softcap, return_max_logits))
 
 
@@ -262,11 +258,9 @@ def _fwd_route(mask: FlexAttnPlan, q, k, softcap: float, return_max_logits: bool
 
 def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
         softcap: float = 0.0, deterministic: bool = False, config=None):
-    """(dq, dk, dv). The ordered two-kernel path (bitwise repeatable) unless
-    ``config.one_pass`` and not ``deterministic``: then one pass, dq accumulated with fp32
-    atomics. Without a config and with deterministic=False, on sm90 the Gluon one-pass kernel
-    runs where its plan suits (MAGI_ATTENTION_GLUON_BWD=0 turns it off). ``out``/``lse`` may be
-    global (CP)."""
+    """(dq, dk, dv). Without a config and with deterministic=False, on sm90 the Gluon one-pass
+    kernel (dq by TMA reduce-adds, in no fixed order) where its plan suits; else the ordered
+    two-kernel Triton backward (bitwise repeatable). ``out``/``lse`` may be global (CP)."""
     from .backward import launch_bwd
 
     check_supported(q, k, v)
@@ -274,7 +268,7 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
     lse = lse.float().contiguous()
     if config is None:  # decided once per mask and kind of input (a lookup per call)
         key = ("triton_bwd_route", q.device, q.dtype, q.shape[-1], softcap > 0, deterministic,
-               q.shape[0] == 0 or k.shape[0] == 0, env.PREFER_GLUON_BWD)
+               q.shape[0] == 0 or k.shape[0] == 0)
         route = mask.cached(key, lambda: (_gluon_bwd_reason(q, k, softcap, deterministic) is None
                                           and _gluon_bwd_plan(mask, q.device)) or None)
         if route is not None:
@@ -282,11 +276,7 @@ def bwd(dout, q, k, v, out, lse, mask: FlexAttnPlan, softmax_scale: float,
             plan, bits = route
             return launch_gluon(dout, q, k, v, out, lse, plan, float(softmax_scale), bits=bits)
     config = config or bwd_config(q.shape[-1])
-    ordered = deterministic or not config.one_pass  # the faster path on H200 (configs.py)
     plan_kv = plan_for(mask, config.block_m1, config.block_n1, q.device, config.max_table_intervals)
-    plan_q = None
-    if ordered:  # the ordered dq kernel walks q tiles
-        plan_q = plan_for(mask, config.block_m2, config.block_n2, q.device,
-                          config.max_table_intervals)
+    plan_q = plan_for(mask, config.block_m2, config.block_n2, q.device, config.max_table_intervals)
     return launch_bwd(dout, q, k, v, out, lse, plan_kv, plan_q, config, float(softmax_scale),
-                      float(softcap), deterministic=ordered)
+                      float(softcap))

@@ -1,20 +1,15 @@
-"""Backward Triton kernels of FFA, two paths:
-
-- one pass (default, ``deterministic=False``): ``_preprocess_kernel``, then ``_dkdv_kernel`` with
-  ATOMIC_DQ: one program per (key tile, kv head) keeps dk, dv in registers and adds each step's
-  dS @ K into an fp32 dq buffer with atomics (per element, or with ``BwdConfig.use_tma`` one
-  TMA bulk reduce-add per tile, FlashAttention-3's way, and TMA loads of Q, dO, K, V). 5 matmuls per tile pair (the two-kernel path
-  recomputes QK^T and dP: 7). The order of the float adds into dq varies from run to run.
-- deterministic (``deterministic=True``, FlashAttention-2 style, no atomics, bitwise repeatable):
-  ``_preprocess_kernel``, ``_dkdv_kernel`` (dk, dv only), then ``_dq_kernel``; with
-  ``BwdConfig.fused_launch`` the last two are one launch (``_bwd_fused_kernel``, whose grid holds
-  both kinds of program).
+"""Backward Triton kernels of FFA: the ordered two-kernel path (FlashAttention-2's layout, no
+atomics, bitwise repeatable), the backward of kernels.triton.bwd wherever the Gluon backward does
+not run (off sm90, deterministic=True, softcap, short q-tile lists).
 
 1. ``_preprocess_kernel``: delta = rowsum(dO * O) and lse in log2 units, both [Hq, Sq] fp32;
    rows with lse = -inf (no key anywhere) get +inf so that P = exp2(s - lse) = 0 there.
 2. ``_dkdv_kernel``: one program per (key tile, kv head), over the q tiles of the transposed
    plan and the kv head's group of q heads; owns its dk, dv rows.
 3. ``_dq_kernel``: one program per (q tile, q head), over the forward plan's key tiles.
+
+A one-pass variant (dK/dV in registers, dQ added by fp32 atomics, 5 MMAs a tile pair against 7)
+ran below this path on H200 at every tile shape tried (configs.bwd_config).
 
 out and lse may be the GLOBAL (merged) ones of a context-parallel run: the result is then this
 key set's share of dq and its exact dk, dv.
@@ -29,7 +24,7 @@ import triton.language as tl
 
 from ..block_sparse import BlockSparsePlan
 from ._mask import LOG2E, row_table_mask, tanh, union_mask
-from ._launch import cached_launch
+from .launch import cached_launch
 from ._tma import descriptor_2d
 from .configs import BwdConfig, launch_options
 
@@ -93,12 +88,11 @@ def _preprocess_kernel(Out, DOut, Lse, Delta, Lse2, RowMap, stride_om, stride_oh
 
 
 @triton.jit
-def _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, DQ, desc_q, desc_do, desc_dq, q_off, do_off,
-               stat_off, dq_off, q_col, q_tile,
-               offs_k, offs_m0, offs_d, stride_qm, stride_dm, stride_dqm, seqlen_q, sm_scale, softcap,
+def _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, desc_q, desc_do, q_off, do_off, stat_off, q_col,
+               q_tile, offs_k, offs_m0, offs_d, stride_qm, stride_dm, seqlen_q, sm_scale, softcap,
                slice_bounds, slice_idx, slice_lo, slice_hi, k_tile_lo, k_tile_hi, row_lo, row_hi,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr,
-               ROW_INTERVALS: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_TMA: tl.constexpr):
+               ROW_INTERVALS: tl.constexpr, USE_TMA: tl.constexpr):
     q_lo = q_tile * BLOCK_M
     offs_m = q_lo + offs_m0
     rows = offs_m[:, None].to(tl.int64)
@@ -143,35 +137,21 @@ def _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, DQ, desc_q, desc_do, desc_dq, q
         ds_t = ds_t * (1.0 - t * t)
     ds_lp = ds_t.to(q.dtype)
     dk = tl.dot(ds_lp, q, dk)
-    if ATOMIC_DQ:
-        # dq rows of this q tile += sm_scale * dS @ K; relaxed adds with no result (red.global)
-        dq = tl.dot(tl.trans(ds_lp), k) * sm_scale
-        dq_ptrs = DQ + dq_off + rows * stride_dqm + offs_d[None, :]
-        if USE_TMA:  # one bulk reduce-add of the tile (rows past seqlen_q are clipped)
-            desc_dq.atomic_add([q_lo, q_col], dq)
-        elif MASKED:
-            tl.atomic_add(dq_ptrs, dq, mask=row_ok[:, None], sem="relaxed")
-        else:
-            tl.atomic_add(dq_ptrs, dq, sem="relaxed")
     return dk, dv
 
 
 @triton.jit
-def _dkdv_program(pid_tile, kv_head, Q, K, V, DO, DK, DV, DQ, Lse2, Delta, desc_q, desc_k, desc_v,
-                  desc_do, desc_dq,
+def _dkdv_program(pid_tile, kv_head, Q, K, V, DO, DK, DV, Lse2, Delta, desc_q, desc_k, desc_v,
+                  desc_do,
                   k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_slice_ptr, k_tile_slice_idx,
                   slice_bounds, k_tile_order, row_lo, row_hi,
                   stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
                   stride_dm, stride_dh, stride_dkm, stride_dkh, stride_dvm, stride_dvh,
-                  stride_dqm, stride_dqh,
                   seqlen_q, seqlen_k, sm_scale, softcap,
                   GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                   BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, ROW_INTERVALS: tl.constexpr,
-                  PARTIAL_STAGES: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_TMA: tl.constexpr):
-    """dk, dv of the key tile at position ``pid_tile`` of the plan's order, for ``kv_head``.
-    ATOMIC_DQ: also add this key tile's share of dq (fp32 DQ [Sq, Hq, D], pre-zeroed). The
-    programs then start at different heads and q tiles of their lists (rotated by key tile), so
-    that they do not all add into the same dq rows at once (full masks: every list is equal)."""
+                  PARTIAL_STAGES: tl.constexpr, USE_TMA: tl.constexpr):
+    """dk, dv of the key tile at position ``pid_tile`` of the plan's order, for ``kv_head``."""
     tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
     k_tile = tl.load(k_tile_order + pid_tile)
     k_lo = k_tile * BLOCK_N
@@ -196,40 +176,26 @@ def _dkdv_program(pid_tile, kv_head, Q, K, V, DO, DK, DV, DQ, Lse2, Delta, desc_
     slice_lo = tl.load(k_tile_slice_ptr + k_tile)
     slice_hi = tl.load(k_tile_slice_ptr + k_tile + 1)
     num_full = mid - start
-    if ATOMIC_DQ:
-        head_shift = k_tile % GROUP
-        tile_shift = k_tile % tl.maximum(num_full, 1)
-    else:
-        head_shift = 0
-        tile_shift = 0
     for g in range(GROUP):
-        head32 = kv_head * GROUP + (g + head_shift) % GROUP
+        head32 = kv_head * GROUP + g
         q_col = head32 * HEAD_DIM  # column of this head in the 2-D descriptor views
         head = head32.to(tl.int64)
         q_off = head * stride_qh
         do_off = head * stride_dh
         stat_off = head * seqlen_q
-        dq_off = head * stride_dqh
         for i in range(0, num_full):
-            if ATOMIC_DQ:
-                t = start + (i + tile_shift) % num_full
-            else:
-                t = start + i
-            dk, dv = _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, DQ, desc_q, desc_do, desc_dq,
-                                q_off, do_off, stat_off, dq_off, q_col,
-                                tl.load(k_tile_qt + t), offs_k, offs_m0, offs_d, stride_qm,
-                                stride_dm, stride_dqm, seqlen_q, sm_scale, softcap, slice_bounds,
+            t = start + i
+            dk, dv = _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, desc_q, desc_do, q_off, do_off,
+                                stat_off, q_col, tl.load(k_tile_qt + t), offs_k, offs_m0, offs_d,
+                                stride_qm, stride_dm, seqlen_q, sm_scale, softcap, slice_bounds,
                                 k_tile_slice_idx, slice_lo, slice_hi, k_lo, k_lo + BLOCK_N,
-                                row_lo, row_hi, BLOCK_M, False, SOFTCAP, ROW_INTERVALS, ATOMIC_DQ,
-                                USE_TMA)
+                                row_lo, row_hi, BLOCK_M, False, SOFTCAP, ROW_INTERVALS, USE_TMA)
         for t in tl.range(mid, end, num_stages=PARTIAL_STAGES):
-            dk, dv = _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, DQ, desc_q, desc_do, desc_dq,
-                                q_off, do_off, stat_off, dq_off, q_col,
-                                tl.load(k_tile_qt + t), offs_k, offs_m0, offs_d, stride_qm,
-                                stride_dm, stride_dqm, seqlen_q, sm_scale, softcap, slice_bounds,
+            dk, dv = _dkdv_step(dk, dv, k, v, Q, DO, Lse2, Delta, desc_q, desc_do, q_off, do_off,
+                                stat_off, q_col, tl.load(k_tile_qt + t), offs_k, offs_m0, offs_d,
+                                stride_qm, stride_dm, seqlen_q, sm_scale, softcap, slice_bounds,
                                 k_tile_slice_idx, slice_lo, slice_hi, k_lo, k_lo + BLOCK_N,
-                                row_lo, row_hi, BLOCK_M, True, SOFTCAP, ROW_INTERVALS, ATOMIC_DQ,
-                                USE_TMA)
+                                row_lo, row_hi, BLOCK_M, True, SOFTCAP, ROW_INTERVALS, USE_TMA)
     dk = dk * sm_scale
     tl.store(DK + kv_head.to(tl.int64) * stride_dkh + krows * stride_dkm + offs_d[None, :],
              dk.to(DK.dtype.element_ty), mask=col_ok[:, None])
@@ -238,26 +204,25 @@ def _dkdv_program(pid_tile, kv_head, Q, K, V, DO, DK, DV, DQ, Lse2, Delta, desc_
 
 
 @triton.jit
-def _dkdv_kernel(Q, K, V, DO, DK, DV, DQ, Lse2, Delta, desc_q, desc_k, desc_v, desc_do, desc_dq,
+def _dkdv_kernel(Q, K, V, DO, DK, DV, Lse2, Delta, desc_q, desc_k, desc_v, desc_do,
                  k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_slice_ptr, k_tile_slice_idx,
                  slice_bounds, k_tile_order, row_lo, row_hi,
                  stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
                  stride_dm, stride_dh, stride_dkm, stride_dkh, stride_dvm, stride_dvh,
-                 stride_dqm, stride_dqh,
                  seqlen_q, seqlen_k, sm_scale, softcap,
                  GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, ROW_INTERVALS: tl.constexpr,
-                 PARTIAL_STAGES: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_TMA: tl.constexpr):
+                 PARTIAL_STAGES: tl.constexpr, USE_TMA: tl.constexpr):
     """Grid (key tiles, kv heads): one _dkdv_program each."""
-    _dkdv_program(tl.program_id(0), tl.program_id(1), Q, K, V, DO, DK, DV, DQ, Lse2, Delta,
-                  desc_q, desc_k, desc_v, desc_do, desc_dq,
+    _dkdv_program(tl.program_id(0), tl.program_id(1), Q, K, V, DO, DK, DV, Lse2, Delta,
+                  desc_q, desc_k, desc_v, desc_do,
                   k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_slice_ptr, k_tile_slice_idx,
                   slice_bounds, k_tile_order, row_lo, row_hi,
                   stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
                   stride_dm, stride_dh, stride_dkm, stride_dkh, stride_dvm, stride_dvh,
-                  stride_dqm, stride_dqh, seqlen_q, seqlen_k, sm_scale, softcap,
+                  seqlen_q, seqlen_k, sm_scale, softcap,
                   GROUP, HEAD_DIM, BLOCK_M, BLOCK_N, SOFTCAP, ROW_INTERVALS, PARTIAL_STAGES,
-                  ATOMIC_DQ, USE_TMA)
+                  USE_TMA)
 
 
 @triton.jit
@@ -363,64 +328,17 @@ def _dq_kernel(Q, K, V, DO, DQ, Lse2, Delta,
                 GROUP, HEAD_DIM, BLOCK_M, BLOCK_N, SOFTCAP, ROW_INTERVALS, PARTIAL_STAGES)
 
 
-@triton.jit
-def _bwd_fused_kernel(Q, K, V, DO, DK, DV, DQ, Lse2, Delta, desc_q, desc_k, desc_v, desc_do,
-                      kv_tile_ptr, kv_tile_qt, kv_tile_num_full, kv_tile_slice_ptr,
-                      kv_tile_slice_idx, kv_slice_bounds, kv_tile_order, kv_row_lo, kv_row_hi,
-                      q_tile_ptr, q_tile_kt, q_tile_num_full, q_tile_slice_ptr, q_tile_slice_idx,
-                      q_slice_bounds, q_tile_order, q_row_lo, q_row_hi,
-                      stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
-                      stride_dm, stride_dh, stride_dkm, stride_dkh, stride_dvm, stride_dvh,
-                      stride_dqm, stride_dqh,
-                      seqlen_q, seqlen_k, sm_scale, softcap, num_k_tiles, num_heads_kv,
-                      num_q_tiles,
-                      GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr,
-                      BLOCK_N1: tl.constexpr, BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr,
-                      SOFTCAP: tl.constexpr, ROW_INTERVALS1: tl.constexpr,
-                      ROW_INTERVALS2: tl.constexpr, PARTIAL_STAGES: tl.constexpr,
-                      USE_TMA: tl.constexpr):
-    """The ordered backward in one launch (FlexAttention's layout): programs below
-    num_k_tiles * num_heads_kv are the dk/dv programs (heaviest first, as the plan orders them),
-    the rest the dq programs. Both only read q, k, v, dO, lse and delta, so they may run side by
-    side; the dq programs fill the SMs the dk/dv tail leaves idle, and one launch is saved."""
-    pid = tl.program_id(0)
-    num_kv_programs = num_k_tiles * num_heads_kv
-    if pid < num_kv_programs:
-        # desc_dq: unused without ATOMIC_DQ (desc_q fills the slot)
-        _dkdv_program(pid % num_k_tiles, pid // num_k_tiles, Q, K, V, DO, DK, DV, DQ, Lse2, Delta,
-                      desc_q, desc_k, desc_v, desc_do, desc_q,
-                      kv_tile_ptr, kv_tile_qt, kv_tile_num_full, kv_tile_slice_ptr,
-                      kv_tile_slice_idx, kv_slice_bounds, kv_tile_order, kv_row_lo, kv_row_hi,
-                      stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
-                      stride_dm, stride_dh, stride_dkm, stride_dkh, stride_dvm, stride_dvh,
-                      stride_dqm, stride_dqh, seqlen_q, seqlen_k, sm_scale, softcap,
-                      GROUP, HEAD_DIM, BLOCK_M1, BLOCK_N1, SOFTCAP, ROW_INTERVALS1,
-                      PARTIAL_STAGES, False, USE_TMA)
-    else:
-        p = pid - num_kv_programs
-        _dq_program(p % num_q_tiles, p // num_q_tiles, Q, K, V, DO, DQ, Lse2, Delta,
-                    q_tile_ptr, q_tile_kt, q_tile_num_full, q_tile_slice_ptr, q_tile_slice_idx,
-                    q_slice_bounds, q_tile_order, q_row_lo, q_row_hi,
-                    stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh,
-                    stride_dm, stride_dh, stride_dqm, stride_dqh, seqlen_q, seqlen_k, sm_scale,
-                    softcap, GROUP, HEAD_DIM, BLOCK_M2, BLOCK_N2, SOFTCAP, ROW_INTERVALS2,
-                    PARTIAL_STAGES)
-
-
 launch_preprocess = cached_launch(_preprocess_kernel)
 _launch_dkdv = cached_launch(_dkdv_kernel)
 _launch_dq = cached_launch(_dq_kernel)
-_launch_bwd_fused = cached_launch(_bwd_fused_kernel)
 
 
-def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockSparsePlan | None,
-               config: BwdConfig, softmax_scale: float, softcap: float, *,
-               deterministic: bool = False):
+def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockSparsePlan,
+               config: BwdConfig, softmax_scale: float, softcap: float):
     """dout, q [Sq, Hq, D]; k, v [Sk, Hkv, D]; out like q, lse [Sq, Hq] fp32 -> (dq, dk, dv).
 
-    plan_kv: tiles (block_m1, block_n1), read through its transpose. deterministic=False: one
-    pass with dq accumulated by fp32 atomics (plan_q unused, may be None). deterministic=True:
-    the atomic-free two-kernel path, bitwise repeatable; plan_q: tiles (block_m2, block_n2).
+    plan_kv: tiles (block_m1, block_n1), read through its transpose, for the dk/dv programs;
+    plan_q: tiles (block_m2, block_n2) for the dq programs.
     """
     seqlen_q, num_heads_q, head_dim = q.shape
     seqlen_k, num_heads_kv, _ = k.shape
@@ -428,52 +346,41 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
     if (plan_kv.block_m, plan_kv.block_n) != (config.block_m1, config.block_n1):
         raise ValueError(f"plan_kv tiles {(plan_kv.block_m, plan_kv.block_n)} != config tiles "
                          f"{(config.block_m1, config.block_n1)}")
-    if deterministic and (plan_q is None or
-                          (plan_q.block_m, plan_q.block_n) != (config.block_m2, config.block_n2)):
-        raise ValueError("deterministic=True needs plan_q with the config's (block_m2, block_n2) tiles")
+    if (plan_q.block_m, plan_q.block_n) != (config.block_m2, config.block_n2):
+        raise ValueError(f"plan_q tiles {(plan_q.block_m, plan_q.block_n)} != config tiles "
+                         f"{(config.block_m2, config.block_n2)}")
     delta = torch.empty(num_heads_q, seqlen_q, dtype=torch.float32, device=q.device)
     lse2 = torch.empty_like(delta)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     if seqlen_q == 0 or seqlen_k == 0:
         return torch.zeros_like(q), dk.zero_(), dv.zero_()
-    # one pass: fp32 dq accumulated by atomics, rounded to q's dtype at the end
-    dq = torch.empty_like(q) if deterministic else torch.zeros(q.shape, dtype=torch.float32,
-                                                               device=q.device)
+    dq = torch.empty_like(q)
     cap = softcap if softcap > 0 else 1.0
-    descs = (None,) * 5
-    if config.use_tma:  # loads of the dk/dv programs; one pass: also the reduce-add of dq
+    descs = (None,) * 4
+    if config.use_tma:  # loads of the dk/dv programs
         m, n = config.block_m1, config.block_n1
         descs = (descriptor_2d(q, m), descriptor_2d(k, n), descriptor_2d(v, n),
-                 descriptor_2d(dout, m),
-                 None if deterministic else descriptor_2d(dq, m, writable=True))
+                 descriptor_2d(dout, m))
     # every integer argument of the kernels below follows from these (cached_launch)
     key = ((q.shape, q.stride(), k.shape, k.stride(), v.stride(), dout.stride(), out.stride(),
-            lse.stride(), q.dtype, config, deterministic, softcap > 0, plan_kv.num_k_tiles,
-            plan_kv.row_lo.shape[1], plan_q and (plan_q.num_q_tiles, plan_q.row_lo.shape[1]))
+            lse.stride(), q.dtype, config, softcap > 0, plan_kv.num_k_tiles,
+            plan_kv.row_lo.shape[1], plan_q.num_q_tiles, plan_q.row_lo.shape[1])
            if q.is_cuda else None)
     launch_preprocess((triton.cdiv(seqlen_q, PREPROCESS_BLOCK), num_heads_q), key,
                       out, dout, lse, delta, lse2, delta, out.stride(0), out.stride(1),
                       dout.stride(0), dout.stride(1), lse.stride(0), seqlen_q, seqlen_q,
                       HEAD_DIM=head_dim, BLOCK=PREPROCESS_BLOCK, MAPPED=False)
-    if deterministic and config.fused_launch:
-        _launch_fused(q, k, v, dout, dk, dv, dq, lse2, delta, descs[:4], plan_kv, plan_q, config,
-                      group, softmax_scale, cap, softcap > 0, key)
-        return dq, dk, dv
     _launch_dkdv((plan_kv.num_k_tiles, num_heads_kv), key,
-        q, k, v, dout, dk, dv, dq, lse2, delta, *descs,
+        q, k, v, dout, dk, dv, lse2, delta, *descs,
         plan_kv.k_tile_ptr, plan_kv.k_tile_qt, plan_kv.k_tile_num_full, plan_kv.k_tile_slice_ptr,
         plan_kv.k_tile_slice_idx, plan_kv.slice_bounds, plan_kv.k_tile_order, plan_kv.row_lo,
         plan_kv.row_hi,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         dout.stride(0), dout.stride(1), dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
-        dq.stride(0), dq.stride(1),
         seqlen_q, seqlen_k, softmax_scale, cap,
         GROUP=group, HEAD_DIM=head_dim, BLOCK_M=config.block_m1, BLOCK_N=config.block_n1,
         SOFTCAP=softcap > 0, ROW_INTERVALS=plan_kv.row_lo.shape[1],
-        PARTIAL_STAGES=config.partial_stages, ATOMIC_DQ=not deterministic, USE_TMA=config.use_tma,
-        **launch_options(config))
-    if not deterministic:
-        return dq.to(q.dtype), dk, dv
+        PARTIAL_STAGES=config.partial_stages, USE_TMA=config.use_tma, **launch_options(config))
     _launch_dq((plan_q.num_q_tiles, num_heads_q), key,
         q, k, v, dout, dq, lse2, delta,
         plan_q.q_tile_ptr, plan_q.q_tile_kt, plan_q.q_tile_num_full, plan_q.q_tile_slice_ptr,
@@ -486,32 +393,3 @@ def launch_bwd(dout, q, k, v, out, lse, plan_kv: BlockSparsePlan, plan_q: BlockS
         SOFTCAP=softcap > 0, ROW_INTERVALS=plan_q.row_lo.shape[1],
         PARTIAL_STAGES=config.partial_stages, **launch_options(config))
     return dq, dk, dv
-
-
-def _launch_fused(q, k, v, dout, dk, dv, dq, lse2, delta, descs, plan_kv: BlockSparsePlan,
-                  plan_q: BlockSparsePlan, config: BwdConfig, group: int, softmax_scale: float,
-                  cap: float, has_softcap: bool, key) -> None:
-    """The ordered path's dk/dv and dq programs in one grid (_bwd_fused_kernel); ``key``:
-    launch_bwd's (cached_launch)."""
-    seqlen_q, num_heads_q, head_dim = q.shape
-    seqlen_k, num_heads_kv, _ = k.shape
-    grid = (plan_kv.num_k_tiles * num_heads_kv + plan_q.num_q_tiles * num_heads_q,)
-    _launch_bwd_fused(grid, key,
-        q, k, v, dout, dk, dv, dq, lse2, delta, *descs,
-        plan_kv.k_tile_ptr, plan_kv.k_tile_qt, plan_kv.k_tile_num_full, plan_kv.k_tile_slice_ptr,
-        plan_kv.k_tile_slice_idx, plan_kv.slice_bounds, plan_kv.k_tile_order, plan_kv.row_lo,
-        plan_kv.row_hi,
-        plan_q.q_tile_ptr, plan_q.q_tile_kt, plan_q.q_tile_num_full, plan_q.q_tile_slice_ptr,
-        plan_q.q_tile_slice_idx, plan_q.slice_bounds, plan_q.q_tile_order, plan_q.row_lo,
-        plan_q.row_hi,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        dout.stride(0), dout.stride(1), dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
-        dq.stride(0), dq.stride(1),
-        seqlen_q, seqlen_k, softmax_scale, cap, plan_kv.num_k_tiles, num_heads_kv,
-        plan_q.num_q_tiles,
-        GROUP=group, HEAD_DIM=head_dim, BLOCK_M1=config.block_m1, BLOCK_N1=config.block_n1,
-        BLOCK_M2=config.block_m2, BLOCK_N2=config.block_n2, SOFTCAP=has_softcap,
-        ROW_INTERVALS1=plan_kv.row_lo.shape[1], ROW_INTERVALS2=plan_q.row_lo.shape[1],
-        PARTIAL_STAGES=config.partial_stages, USE_TMA=descs[0] is not None,
-        **launch_options(config))
-

@@ -5,8 +5,7 @@ tiles masked by the OR of the q tile's slices). Online softmax in fp32 with exp2
 Two load paths, chosen by ``FwdConfig.use_tma``: pointer loads (any Triton GPU), or tensor
 descriptors (TMA on sm90+: one bulk copy per tile, zero-filled past the sequence end, so no load
 masks; Q, K, V, Out viewed as 2-D [seqlen, heads * head_dim] with one head per column block).
-``FwdConfig.warp_specialize`` asks Triton to warp-specialise the unmasked loop (producer warps
-issue the TMA loads; Hopper support in Triton 3.6 is experimental, so it is a measured option)."""
+With ``FwdConfig.pack_gqa`` a program holds the q heads of one kv head (PackGQA)."""
 from __future__ import annotations
 
 import math
@@ -16,7 +15,7 @@ import triton
 import triton.language as tl
 
 from ..block_sparse import BlockSparsePlan
-from ._launch import cached_launch
+from .launch import cached_launch
 from ._mask import LN2, LOG2E, row_table_mask, tanh, union_mask
 from ._tma import descriptor_2d
 from .configs import FwdConfig, launch_options
@@ -39,31 +38,15 @@ def _load_tile(X, desc_x, kv_off, kv_col, k_lo, offs_n, offs_d, stride_xm, seqle
 
 
 @triton.jit
-def _fwd_softmax_pv(acc, l_i, m_i, qk, v, qk_scale, RESCALE_THRESHOLD: tl.constexpr):
-    """Online softmax of an unmasked, uncapped score tile, then acc += P V.
-
-    RESCALE_THRESHOLD > 0 (log2 units): the running max m_i moves, and acc and l_i are rescaled,
-    only when some row's max grows by more than the threshold (FlashAttention-4's conditional
-    rescaling). Until then P may reach 2^threshold, which fp32 and bf16 hold; out = acc / l and
-    lse = m + log2(l) stay exact because acc and l share the stale m."""
+def _fwd_softmax_pv(acc, l_i, m_i, qk, v, qk_scale):
+    """Online softmax of an unmasked, uncapped score tile, then acc += P V."""
     m_tile = tl.max(qk, 1) * qk_scale
-    if RESCALE_THRESHOLD > 0:
-        if tl.max(m_tile - m_i, 0) > RESCALE_THRESHOLD:  # one branch for the whole program
-            m_new = tl.maximum(m_i, m_tile)
-            alpha = tl.exp2(m_i - m_new)
-            acc = acc * alpha[:, None]
-            l_i = l_i * alpha
-            m_i = m_new
-        p = tl.exp2(qk * qk_scale - m_i[:, None])
-        l_i = l_i + tl.sum(p, 1)
-        acc = tl.dot(p.to(v.dtype), v, acc)
-    else:
-        m_new = tl.maximum(m_i, m_tile)
-        p = tl.exp2(qk * qk_scale - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])  # accumulate inside the MMA
-        m_i = m_new
+    m_new = tl.maximum(m_i, m_tile)
+    p = tl.exp2(qk * qk_scale - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])  # accumulate inside the MMA
+    m_i = m_new
     return acc, l_i, m_i
 
 
@@ -73,8 +56,7 @@ def _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, k_tile, of
               slice_bounds, slice_idx, slice_lo, slice_hi, q_tile_lo, q_tile_hi,
               row_lo, row_hi, seqlen_q,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr,
-              ROW_INTERVALS: tl.constexpr, USE_TMA: tl.constexpr,
-              RESCALE_THRESHOLD: tl.constexpr):
+              ROW_INTERVALS: tl.constexpr, USE_TMA: tl.constexpr):
     k_lo = k_tile * BLOCK_N
     offs_k = k_lo + offs_n
     if not MASKED and not SOFTCAP:
@@ -83,7 +65,7 @@ def _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, k_tile, of
         qk = tl.dot(q, tl.trans(k))
         v = _load_tile(V, desc_v, kv_off, kv_col, k_lo, offs_n, offs_d, stride_vm, seqlen_k,
                        False, USE_TMA)
-        acc, l_i, m_i = _fwd_softmax_pv(acc, l_i, m_i, qk, v, sm_scale * LOG2E, RESCALE_THRESHOLD)
+        acc, l_i, m_i = _fwd_softmax_pv(acc, l_i, m_i, qk, v, sm_scale * LOG2E)
     else:
         k = _load_tile(K, desc_k, kv_off, kv_col, k_lo, offs_n, offs_d, stride_km, seqlen_k,
                        MASKED, USE_TMA)
@@ -117,52 +99,15 @@ def _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, k_tile, of
 
 @triton.jit
 def _fwd_full_tiles(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid,
-                    first_kt, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale,
-                    softcap, row_lo, row_hi, seqlen_q,
-                    BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, USE_TMA: tl.constexpr,
-                    WARP_SPECIALIZE: tl.constexpr, FROM_RUN: tl.constexpr,
-                    RESCALE_THRESHOLD: tl.constexpr):
-    """The unmasked key tiles start..mid of the plan's list; FROM_RUN: they are the run
-    first_kt, first_kt + 1, ... (no index load per tile)."""
-    for t in tl.range(start, mid, warp_specialize=WARP_SPECIALIZE):
-        if FROM_RUN:
-            k_tile = first_kt + (t - start)
-        else:
-            k_tile = tl.load(q_tile_kt + t)
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, k_tile,
-                                  offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k,
-                                  sm_scale, softcap, 0, 0, 0, 0, 0, 0, row_lo, row_hi, seqlen_q,
-                                  BLOCK_N, False, SOFTCAP, 0, USE_TMA, RESCALE_THRESHOLD)
-    return acc, l_i, m_i
-
-
-@triton.jit
-def _fwd_full_tiles_prefetch(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt,
-                             start, mid, offs_n, offs_d, stride_km, stride_vm, sm_scale,
-                             BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
-                             RESCALE_THRESHOLD: tl.constexpr):
-    """The unmasked tiles with the next tile's QK^T issued before this tile's softmax, so the
-    tensor cores have work while the softmax runs (FlashAttention-3's intra-warpgroup overlap);
-    costs one more score tile of registers."""
-    qk_scale = sm_scale * LOG2E
-    if mid > start:
-        k_tile = tl.load(q_tile_kt + start)
-        k = _load_tile(K, desc_k, kv_off, kv_col, k_tile * BLOCK_N, offs_n, offs_d,
-                       stride_km, 0, False, USE_TMA)
-        qk = tl.dot(q, tl.trans(k))
-        for t in range(start + 1, mid):
-            next_tile = tl.load(q_tile_kt + t)
-            k = _load_tile(K, desc_k, kv_off, kv_col, next_tile * BLOCK_N, offs_n,
-                           offs_d, stride_km, 0, False, USE_TMA)
-            qk_next = tl.dot(q, tl.trans(k))
-            v = _load_tile(V, desc_v, kv_off, kv_col, k_tile * BLOCK_N, offs_n, offs_d,
-                           stride_vm, 0, False, USE_TMA)
-            acc, l_i, m_i = _fwd_softmax_pv(acc, l_i, m_i, qk, v, qk_scale, RESCALE_THRESHOLD)
-            qk = qk_next
-            k_tile = next_tile
-        v = _load_tile(V, desc_v, kv_off, kv_col, k_tile * BLOCK_N, offs_n, offs_d,
-                       stride_vm, 0, False, USE_TMA)
-        acc, l_i, m_i = _fwd_softmax_pv(acc, l_i, m_i, qk, v, qk_scale, RESCALE_THRESHOLD)
+                    offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap,
+                    row_lo, row_hi, seqlen_q,
+                    BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, USE_TMA: tl.constexpr):
+    """The unmasked key tiles start..mid of the plan's list."""
+    for t in tl.range(start, mid):
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col,
+                                  tl.load(q_tile_kt + t), offs_m, offs_n, offs_d, stride_km,
+                                  stride_vm, seqlen_k, sm_scale, softcap, 0, 0, 0, 0, 0, 0,
+                                  row_lo, row_hi, seqlen_q, BLOCK_N, False, SOFTCAP, 0, USE_TMA)
     return acc, l_i, m_i
 
 
@@ -176,9 +121,7 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit, desc_q, desc_k, desc_v, desc_o,
                 GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr, SOFTCAP: tl.constexpr, RETURN_MAX: tl.constexpr,
                 ROW_INTERVALS: tl.constexpr, PARTIAL_STAGES: tl.constexpr,
-                USE_TMA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
-                CONTIGUOUS_FULL: tl.constexpr, RESCALE_THRESHOLD: tl.constexpr,
-                PREFETCH_QK: tl.constexpr, PACK_GQA: tl.constexpr):
+                USE_TMA: tl.constexpr, PACK_GQA: tl.constexpr):
     tl.static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16")
     tl.static_assert(BLOCK_M % 16 == 0 and BLOCK_N % 16 == 0)
     q_tile = tl.load(q_tile_order + tl.program_id(0))
@@ -220,41 +163,17 @@ def _fwd_kernel(Q, K, V, Out, Lse, MaxLogit, desc_q, desc_k, desc_v, desc_o,
     mid = start + tl.load(q_tile_num_full + q_tile)
     slice_lo = tl.load(q_tile_slice_ptr + q_tile)
     slice_hi = tl.load(q_tile_slice_ptr + q_tile + 1)
-    if PREFETCH_QK and not SOFTCAP:
-        acc, l_i, m_i = _fwd_full_tiles_prefetch(
-            acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid, offs_n,
-            offs_d, stride_km, stride_vm, sm_scale, BLOCK_N, USE_TMA, RESCALE_THRESHOLD)
-    elif CONTIGUOUS_FULL:
-        # most masks' full tiles of a q tile are one run of consecutive key tiles (full, causal,
-        # documents, bands): then iterate it without loading each index
-        has_full = mid > start
-        first_kt = tl.load(q_tile_kt + start, mask=has_full, other=0)
-        last_kt = tl.load(q_tile_kt + mid - 1, mask=has_full, other=-1)
-        if last_kt - first_kt == mid - start - 1:
-            acc, l_i, m_i = _fwd_full_tiles(
-                acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid,
-                first_kt, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap,
-                row_lo, row_hi, seqlen_q, BLOCK_N, SOFTCAP, USE_TMA, WARP_SPECIALIZE, True,
-                RESCALE_THRESHOLD)
-        else:
-            acc, l_i, m_i = _fwd_full_tiles(
-                acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid,
-                first_kt, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap,
-                row_lo, row_hi, seqlen_q, BLOCK_N, SOFTCAP, USE_TMA, WARP_SPECIALIZE, False,
-                RESCALE_THRESHOLD)
-    else:
-        acc, l_i, m_i = _fwd_full_tiles(
-            acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid,
-            0, offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap,
-            row_lo, row_hi, seqlen_q, BLOCK_N, SOFTCAP, USE_TMA, WARP_SPECIALIZE, False,
-            RESCALE_THRESHOLD)
+    acc, l_i, m_i = _fwd_full_tiles(
+        acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col, q_tile_kt, start, mid, offs_m,
+        offs_n, offs_d, stride_km, stride_vm, seqlen_k, sm_scale, softcap, row_lo, row_hi,
+        seqlen_q, BLOCK_N, SOFTCAP, USE_TMA)
     for t in tl.range(mid, end, num_stages=PARTIAL_STAGES):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K, V, desc_k, desc_v, kv_off, kv_col,
                                   tl.load(q_tile_kt + t),
                                   offs_m, offs_n, offs_d, stride_km, stride_vm, seqlen_k,
                                   sm_scale, softcap, slice_bounds, q_tile_slice_idx, slice_lo,
                                   slice_hi, q_tile_lo, q_tile_hi, row_lo, row_hi, seqlen_q,
-                                  BLOCK_N, True, SOFTCAP, ROW_INTERVALS, USE_TMA, 0.0)
+                                  BLOCK_N, True, SOFTCAP, ROW_INTERVALS, USE_TMA)
 
     has_keys = l_i > 0.0
     l_safe = tl.where(has_keys, l_i, 1.0)
@@ -326,11 +245,7 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
             GROUP=num_heads_q // num_heads_kv, HEAD_DIM=head_dim, BLOCK_M=config.block_m,
             BLOCK_N=config.block_n, SOFTCAP=softcap > 0, RETURN_MAX=return_max_logits,
             ROW_INTERVALS=plan.row_lo.shape[1], PARTIAL_STAGES=config.partial_stages,
-            USE_TMA=use_tma, WARP_SPECIALIZE=config.warp_specialize,
-            CONTIGUOUS_FULL=config.contiguous_full,
-            # the max logit is the running max, which conditional rescaling lets lag behind
-            RESCALE_THRESHOLD=0.0 if return_max_logits else config.rescale_threshold,
-            PREFETCH_QK=config.prefetch_qk, PACK_GQA=pack,
+            USE_TMA=use_tma, PACK_GQA=pack,
             **launch_options(config))
     max_logits = None
     if return_max_logits:

@@ -15,22 +15,19 @@ partitions:
   dK_c += dS^T Q_i;
 - dQ_i = dS_i K (over all 128 keys) is split by columns: the consumers swap their dS^T halves
   through shared memory (two mbarriers per buffer), each computes 64 of dQ_i's columns and adds
-  them to an fp32 dQ buffer by one TMA reduce-add (DQ_TMA) or by element atomics (DQ_ATOMIC).
+  them to an fp32 dQ buffer by one TMA reduce-add (element atomics ran 0.72x).
   At head_dim 64 a consumer's half cannot be cut at 32 columns of a 128-byte swizzle, so each
   consumer adds its own 64 keys' share of all columns instead (twice the reduce traffic).
 5 MMAs per step where the ordered two-kernel Triton path needs 7. Split into head chunks
 (head_chunks_for), the programs that run together drift over fewer q heads and their dq rows
-stay in L2: causal_document 64k ran 0.88x the time on an H100 (notes/ffa_triton.md, session 35).
+stay in L2 (causal_document 64k: 0.88x the time on an H100).
 
 lse2 = lse * log2(e) and delta = rowsum(O * dO) come from the Triton backward's preprocess kernel
 (padded per head to whole q tiles); the fp32 dQ is rounded to q's dtype at the end.
 
-Measured (H200, GQA 64:8, d128, bf16; the bench's kernel_masks run of session 24,
-results/h200/kernels/kernel_masks__gluon_bwd_rowtma_16k_64k_s24.csv): 0.77-0.81x FA4 on full
-and causal at 16k and 64k, 1.23-1.35x compiled FlexAttention on the six kernel masks; 1.05-1.32x
-the ordered Triton backward from 8k tokens on (s23_gluon_vs_triton_bwd.csv). The default of
-kernels.triton.bwd on sm90 where plan_suits (MAGI_ATTENTION_GLUON_BWD=0 turns it off);
-notes/ffa_triton.md, sessions 22-24.
+Measured on H200 (GQA 64:8, d128, bf16): 0.77-0.81x FA4 on full and causal at 16k and 64k,
+1.05-1.32x the ordered Triton backward from 8k tokens on (docs/design/ffa_kernels.md). The
+backward of kernels.triton.bwd on sm90 where plan_suits and deterministic=False.
 """
 from __future__ import annotations
 
@@ -48,7 +45,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from ..block_sparse import BlockSparsePlan, int32_words, partial_pairs, partial_tile_bitmaps
-from ._launch import cached_launch
+from .launch import cached_launch
 from .gluon_forward import (CONSUMER_REGS, MAXNREG, PRODUCER_REGS, _descriptor, hopper_reason,
                             shared_layout, tma_rows)
 
@@ -60,24 +57,19 @@ NUM_BUF = 2  # Q/dO ring slots
 HEAD_DIMS = (64, 128)
 # Below this many listed q tiles per key tile (at BLOCK_M x BLOCK_N) the ordered Triton backward
 # is as fast or faster: short lists and few programs (one per key tile and kv head). H200, GQA
-# 64:8, d128 (results/h200/ffa_triton/s23_gluon_vs_triton_bwd.csv, Gluon / Triton by q tiles per
-# key tile): 3.2-16.0 (documents at 1k-8k, causal, windows and full at 1k): 0.64-1.15, mostly
-# below 1; from 16.9: 0.98-1.32 (causal at 2k 0.98, every other cell 1.05-1.32).
+# 64:8, d128, Gluon / Triton time: 0.64-1.15 at 3.2-16.0 q tiles a key tile, 0.98-1.32 from 16.9
+# (docs/design/ffa_kernels.md).
 MIN_Q_TILES_PER_KEY_TILE = 16.5
 # From this share of partial tiles among the listed ones, partial tiles read their rows' one
 # kept-key interval from shared memory (TMA with Q) rather than wait on the table in global
-# memory: that path spills 80 bytes, not 60, on every step. H200, GQA 64:8, d128, the path / the
-# table (results/h200/ffa_triton/s24_gluon_bwd_rowtma_*): causal_document 16k (28% partial)
-# 1.03-1.05; 16k masks at 18-22% 0.97-1.03 (sliding_window_causal the low end); 64k (0-22%)
-# 0.98-1.00; the drift between two measurements of one kernel in those runs was 0.98-1.02.
+# memory: that path spills 80 bytes, not 60, on every step; causal_document 16k (28% partial)
+# 1.03-1.05x, masks at 18-22% 0.97-1.03x (docs/design/ffa_kernels.md).
 MIN_PARTIAL_FOR_ROW_TMA = 0.25
 # A kv head's q heads are split over programs (head_chunks: one q head each where the lists are
 # long enough) down to this many steps a program: the programs that run together then share one
 # q head's dq rows, which L2 holds, instead of drifting over the group's. One H100, GQA 64:8,
-# d128, time against one program per kv head (results/h100/head_chunks_s35/, two runs):
-# causal_document 64k 0.88 (L2 hit rate 56% -> 88%, DRAM throughput 57% -> 22% under ncu),
-# causal 64k 0.93, full_document and block_causal_document 64k 0.98-1.005; causal_document 16k
-# (17 q tiles a key tile) 0.89 with 2 or 4 chunks, 0.94-0.95 with 8.
+# d128, time against one program per kv head: causal_document 64k 0.88 (L2 hit rate 56% -> 88%),
+# causal 64k 0.93, causal_document 16k 0.89 with 2 or 4 chunks (docs/design/ffa_kernels.md).
 MIN_STEPS_PER_PROGRAM = 32
 # Where every key tile lists about as many q tiles (list lengths' std / mean below
 # MIN_LIST_CV) the programs switch q heads together and do not drift, so short lists keep one
@@ -85,67 +77,22 @@ MIN_STEPS_PER_PROGRAM = 32
 # time with 4 chunks. Long lists gain even so (full, cv 0: 0.96-0.98 with 8 chunks at 16k-64k).
 MIN_LIST_CV = 0.25
 LONG_LIST = 128
-# DQ_TMA: the consumers swap dS halves and each adds 64 of dQ's columns by TMA reduce-adds (the
-# default); DQ_ATOMIC: the same columns by element atomics (0.72x DQ_TMA); DQ_NONE leaves dq
-# at zero and DQ_NO_ADD computes dQ but never adds it: timing probes (notes/ffa_triton.md)
-DQ_NONE, DQ_ATOMIC, DQ_TMA, DQ_NO_ADD = 0, 1, 2, 3
 # Bitmaps of partial pairs (KeyTileBits) at most this large a plan; a plan with more partial
 # pairs keeps the row table if it has one, else the ordered Triton backward
 # (block_sparse at 64k: 197k partial pairs, 193 MB a plan)
 BITS_BYTES_PER_PAIR = BLOCK_M * BLOCK_N // 8
 MAX_BITS_BYTES = 64 << 20
 # ... and where at most this share of the listed pairs is partial. One H100, GQA 64:8, d128,
-# bitmaps against the row table / the ordered Triton backward (no table), 16k | 64k
-# (results/h100/kernels_s41/bwd_bits_variants.csv): qk_sparse (10% | 3% partial) 1.23 | 1.09
-# the table, global_sliding_window (10%) 1.64 | 1.52, share_question (25% | 7%) 2.14 | 1.67,
-# var_block_sparse (31% | 26%) 1.17 | 1.18 the ordered; hash_sparse (92%) 0.84 | 0.85 and
-# block_sparse (86%) 0.78 | 0.84 the ordered, which keeps those
+# bitmaps against the row table or the ordered Triton backward: 1.09-2.14x where 3-31% of the
+# pairs are partial, 0.78-0.85x at 86-92% (block and hash sparsity), which keep the ordered
+# backward (docs/design/ffa_kernels.md).
 MAX_PARTIAL_FOR_BITS = 0.5
-# The ring slot of Q_i / dO_i released once dK's MMA (its last reader) is done, beside the dS
-# exchange's release, before the dQ add (its drain wait and two warpgroup barriers), not after
-# the add: on where the key tiles list at least this many q tiles on average (early_empty_suits;
-# 0: always, a huge number: never, the A/B's arms). Session 64, H200, GQA 64:8, d128, each arm
-# its own process, three rounds (results/h200/probes_s64/s64_bwd_arms.csv, _early_rule.csv):
-# 16k full (256 q tiles a key tile) +1.6%, causal (129) +0.8%; the document masks at 64k (83-164)
-# +0.7 to +0.9%, at 16k (17-31) 0 to -8%. (Two more warpgroup barriers a step taken off, the dS
-# exchange's release and the one after the dS store, measured within 1%: not what the loop
-# waits for, and removed; in git at b756459. So was the lse load issued before the step's
-# MMAs: -5% on full and causal.)
+# The ring slot of Q_i / dO_i released once dK's MMA (its last reader) is done, before the dQ add
+# (its drain wait and two warpgroup barriers), not after it: on where the key tiles list at least
+# this many q tiles on average (early_empty_suits): +1.6% on full 16k (256 q tiles a key tile),
+# +0.8% on causal (129), 0 to -8% on the document masks at 16k (17-31) (docs/design/ffa_kernels.md).
 EARLY_EMPTY_MIN_Q_TILES = 64.0
-# K_c and V_c's views taken anew each step at an index ptxas cannot fold (c + (j >> 31), 0 for any
-# step): hoisted out of the loop, the S and dP MMAs' 16 wgmma descriptors (8 k-steps each) stay
-# live across it and the consumers spill (64 bytes, 96 with head chunks; the profiled full 16k:
-# 29 LDL/STL in the consumers' step loops, 1 in the producer's, R2URs stalled on the reloads);
-# each step then rebuilds them in uniform registers. CPU compile (d128 and d64; full, causal by
-# table or row TMA, head chunks, bitmaps): no spills, no LDL/STL in any step loop (qk_sparse's
-# 5-interval table: 4 bytes, 1 LDL, from 64 and 17), the same HGMMAs and warpgroup barriers.
-# Session 65, H200, GQA 64:8, d128, on against off, each arm its own process
-# (results/h200/probes_s65/): 16k (three rounds) full +2.3%, causal +0.9%, causal_document
-# -1.6%; 64k (one or two) full +0.4%, causal +0.6%, causal_document +1.9%. (The fp32 dQ staging
-# at a 32-byte swizzle, conflict-free STS.64 but 8 TMA reduce messages a tile where 128 bytes
-# has 2, measured 0.89-0.97x with either arm: removed, in git at ee0727f as DQ_SWIZZLE_32.)
-KV_VIEWS_PER_STEP = gl.constexpr(True)
-# Plans cut at the slices (block_sparse's cut_at_slices, as the forward's since session 67): a
-# key tile's keys and the producer's Q / dO rows from the plan's tables, a short q tile's slots
-# past its end reading lse +inf (q_slot_rows: its box's other rows add nothing), a short key
-# tile's keys masked at its end. The consumers address q tile t's rows at slot t * BLOCK_M, as
-# on the grid: dQ is added into a buffer laid out by slot (gathered back by row_slots after the
-# kernel) and partial tiles read the row table laid out by slot. Session 67's form read each
-# step's first row from q_starts in the consumers too: spills (16-28 bytes, LDLs in the step
-# loop) and a rescheduled softmax, 0.91x the grid kernel on the full mask's grid tiles (session
-# 68, results/h200/probes_s68/); without those reads the consumers' full steps are the grid's,
-# instruction for instruction (CPU SASS), and nothing spills. Session 68, H200, GQA 64:8, d128,
-# cut against grid, two rounds (probes_s68/s68_CUTSLOT.csv): the full mask's grid tiles 0.976x
-# (16k) and 0.982x (64k) (the dQ gather and the producer's q_starts read are left of the 0.91x);
-# 16k causal_document 1.058x, block_causal_document 1.033x, full_document 1.014x; 64k 1.019x,
-# 0.998x, 1.003x. On: pick_plan takes cut plans for the documents. A cut plan's dQ goes back
-# from slots to rows in the fp32 -> bf16 cast's own pass (backward.gather_cast), where a cast
-# then an index_select made a second pass over the rows (2 bytes an element each way, about
-# 0.2 ms at 16k against the document masks' 4-6 ms backward): session 68, cut plans, 16k, two
-# rounds (s68_GATHER.csv, FUSED_DQ_GATHER, a switch removed after it) block_causal_document
-# +2.7%, causal_document +2.4%, full_document +2.1%.
-CUT_AT_SLICES = True
-ITEM_PAIRS = 2.0  # a key tile's fixed cost in pairs, as the forward's (a guess, not measured)
+ITEM_PAIRS = 2.0  # a key tile's fixed cost in pairs in pick_plan, as the forward's (not measured)
 
 
 @builtin
@@ -174,11 +121,12 @@ def pick_plan(grid: BlockSparsePlan, cut: BlockSparsePlan | None) -> BlockSparse
     """The grid's plan or the one cut at the slices (None: not built): where the Gluon backward
     runs the grid's (plan_suits), the cut one if it costs less (visited pairs plus ITEM_PAIRS a
     key tile), however short its lists (cut at 16k, causal_document's averaged 14.7 q tiles a key
-    tile and ran 1.06x its grid plan, session 68); else the cut one where it suits itself. So a
-    cut plan it returns is one the Gluon backward should run. Tensor sizes only."""
+    tile and ran 1.06x its grid plan; the document masks 1.01-1.06x at 16k,
+    docs/design/ffa_kernels.md); else the cut one where it suits itself. So a cut plan it
+    returns is one the Gluon backward should run. Tensor sizes only."""
     def cost(plan):
         return plan.k_tile_qt.numel() + ITEM_PAIRS * plan.num_k_tiles
-    if cut is None or not CUT_AT_SLICES or not _maskable(cut):
+    if cut is None or not _maskable(cut):
         return grid
     if plan_suits(grid):
         return cut if cost(cut) < cost(grid) else grid
@@ -222,8 +170,7 @@ def head_chunks_for(plan: BlockSparsePlan, group: int) -> int:
 def row_tma_suits(plan: BlockSparsePlan) -> bool:
     """Whether partial tiles should read their row intervals by TMA (one interval per row, and
     enough partial tiles; host-side counts only). Grid plans only: on a cut plan it passes its
-    GPU tests since it reads the table by slot (session 68; read at a short tile's first row it
-    raised an illegal instruction), but its speed there is not measured."""
+    GPU tests (it reads the table by slot), but its speed there is not measured."""
     pairs = plan.num_tile_pairs
     return (plan.row_lo.shape[1] == 1 and pairs > 0 and not plan.cut_at_slices
             and pairs - plan.num_full_pairs >= MIN_PARTIAL_FOR_ROW_TMA * pairs)
@@ -236,7 +183,7 @@ class KeyTileBits:
     BLOCK_M int32 words, ``words[(p * WORDS + w) * BLOCK_M + r]`` with bit ``k % 32`` set when
     key ``w * 32 + k % 32`` of the key tile is kept for q row ``r`` of the q tile. A partial step
     then masks with one word a cell, whatever the number of key intervals of its rows (the row
-    table costs a loop over them: qk_sparse's 5 a row, session 41), and plans with more intervals
+    table costs a loop over them: qk_sparse's 5 a row), and plans with more intervals
     than the table holds can run here too. 1 KiB a partial pair."""
 
     words: torch.Tensor
@@ -282,7 +229,7 @@ def _kv_head(chunk, HEAD_CHUNKS: gl.constexpr):
 
 @gluon.jit
 def _opaque_zero(j):
-    """0 for a step index j >= 0, which neither LLVM nor ptxas can fold (KV_VIEWS_PER_STEP)."""
+    """0 for a step index j >= 0, which neither LLVM nor ptxas can fold (_consumer's K/V views)."""
     return gl.inline_asm_elementwise("shr.u32 $0, $1, 31;", "=r,r", [j], dtype=gl.int32,
                                      is_pure=True, pack=1)
 
@@ -293,7 +240,7 @@ def _step(j, n_list, n_full, start, shift, chunk, heads, k_tile_qt):
     head's group, or a part of it) in the outer loop, the key tile's q tiles inside, the
     full ones rotated by key tile (shift) so that programs running together add into different
     dq tiles. The heads are not rotated: programs of one kv head then stay on one q head at a
-    time and the dq rows they add to stay in L2 (rotating them too was 0.79-0.86x, s23 run d)."""
+    time and the dq rows they add to stay in L2 (rotating them too was 0.79-0.86x)."""
     g = j // n_list
     i = j - g * n_list
     head = chunk * heads + g % heads  # g < heads; with the modulo ptxas spills 60 bytes, not 124
@@ -315,23 +262,22 @@ def _q_row(q_starts, q_tile, BLOCK_M: gl.constexpr, CUT: gl.constexpr):
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows,
-              seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
-              v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
-              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
+def _producer(args, ROW_INTERVALS: gl.constexpr, ROW_TMA: gl.constexpr, BITS: gl.constexpr,
+              HEAD_CHUNKS: gl.constexpr, EARLY_EMPTY: gl.constexpr, CUT: gl.constexpr):
+    (q_desc, k_desc, v_desc, do_desc, dq_desc, DK, DV, lse_desc, delta_desc, lo_desc, hi_desc,
+     bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows, seqlen_k, num_heads_q,
+     heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem,
+     lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar, ready, empty,
+     ds_ready, ds_free) = args
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = q_smem.type.shape[0]
-    ROW_TMA: gl.constexpr = lo_smem.type.shape[1] == BLOCK_M
-    BITS: gl.constexpr = bits_smem.type.shape[1] == BLOCK_M
-    CUT: gl.constexpr = (mtag.type.shape[0] - 1) // 8 % 2 == 1
     WORDS: gl.constexpr = 2 * HALF_N // 32
     NBYTES: gl.constexpr = (q_desc.block_type.nbytes + do_desc.block_type.nbytes
                             + lse_desc.block_type.nbytes + delta_desc.block_type.nbytes)
     mbarrier.expect(kv_bar, 2 * k_desc.block_type.nbytes + 2 * v_desc.block_type.nbytes)
-    kv_head = _kv_head(chunk, ctag.type.shape[0])
+    kv_head = _kv_head(chunk, HEAD_CHUNKS)
     for c in gl.static_range(2):
         tma.async_copy_global_to_shared(k_desc, [k_row + c * HALF_N, kv_head * HEAD_DIM], kv_bar,
                                         k_smem.index(c))
@@ -347,9 +293,8 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         slot = j % NUM_BUF
         head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, heads,
                                 k_tile_qt)
-        # CUT: the row's load issued before the wait, whose time then hides its latency
-        # (session 69, cut plans, against after the wait: the full mask's grid tiles +0.5% at
-        # 16k, +2.8% at 64k; the documents -0.7% to +1.3%; probes_s69/s69_QROW.csv)
+        # CUT: the row's load issued before the wait, whose time then hides its latency (+0.5% to
+        # +2.8% on the full mask's cut plans, docs/design/ffa_kernels.md)
         q_lo = _q_row(q_starts, q_tile, BLOCK_M, CUT)
         mbarrier.wait(empty.index(slot), ((j // NUM_BUF) & 1) ^ 1)  # fresh barriers pass
         if BITS:
@@ -379,7 +324,7 @@ def _producer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         tma.async_copy_global_to_shared(do_desc, [q_lo, head * HEAD_DIM],
                                         ready.index(slot), do_smem.index(slot))
         # the rows' lse2 and delta ride along: loaded by the consumers from global memory, their
-        # latency was exposed twice per step (s23 ncu: a seventh of the consumers' stalls)
+        # latency was exposed twice per step (a seventh of the consumers' stalls under ncu)
         row = head * (lse_desc.shape[0] // num_heads_q) + q_tile * BLOCK_M
         tma.async_copy_global_to_shared(lse_desc, [row], ready.index(slot), lse_smem.index(slot))
         tma.async_copy_global_to_shared(delta_desc, [row], ready.index(slot),
@@ -392,8 +337,8 @@ def _keep_t(keys, cols, row_lo, row_hi, q_rows, k_end, ROW_INTERVALS: gl.constex
     """[keys, q cols]: cell kept by the q row's interval table (transposed tile). A loop over
     integer offsets: unrolled (static_range), every bound was loaded up front and the consumer
     spilled 1416 bytes at 5 intervals a row (qk_sparse), and with the pointers summed inside
-    the loop 788; this form spills 64, as at one interval (sm90 compile, session 40), and ran
-    qk_sparse's backward 1.09x."""
+    the loop 788; this form spills 64, as at one interval (sm90 compile), and ran qk_sparse's
+    backward 1.09x."""
     col_ok = cols < q_rows
     k2 = gl.expand_dims(keys, 1)
     keep = (k2 < 0) & gl.expand_dims(cols < 0, 0)  # all False
@@ -408,39 +353,31 @@ def _keep_t(keys, cols, row_lo, row_hi, q_rows, k_end, ROW_INTERVALS: gl.constex
 
 
 @gluon.jit
-def _add_dq(dq, dq_desc, DQ, dq_smem_c, q_lo, col, q_rows, row_stride, DQ_MODE: gl.constexpr):
-    """dq (fp32, already scaled) into the dQ buffer's [q_lo:, col:] block."""
-    if DQ_MODE == 2:
-        tma.store_wait(pendings=0)  # the last reduce-add has read this staging buffer
-        gl.thread_barrier()
-        dq_smem_c.store(dq)
-        fence_async_shared()
-        gl.thread_barrier()
-        _tma_reduce_add(dq_desc, [q_lo, col], dq_smem_c)  # rows past q_rows are clipped
-    elif DQ_MODE == 1:
-        layout: gl.constexpr = dq.type.layout
-        rows = q_lo + gl.arange(0, dq.type.shape[0], layout=gl.SliceLayout(1, layout))
-        cols = col + gl.arange(0, dq.type.shape[1], layout=gl.SliceLayout(0, layout))
-        ptr = DQ + gl.expand_dims(rows, 1).to(gl.int64) * row_stride + gl.expand_dims(cols, 0)
-        gl.atomic_add(ptr, dq, mask=gl.expand_dims(rows < q_rows, 1), sem="relaxed")
+def _add_dq(dq, dq_desc, dq_smem_c, q_lo, col):
+    """dq (fp32, already scaled) into the dQ buffer's [q_lo:, col:] block by a TMA reduce-add
+    (rows past the buffer's are clipped)."""
+    tma.store_wait(pendings=0)  # the last reduce-add has read this staging buffer
+    gl.thread_barrier()
+    dq_smem_c.store(dq)
+    fence_async_shared()
+    gl.thread_barrier()
+    _tma_reduce_add(dq_desc, [q_lo, col], dq_smem_c)
 
 
 @gluon.jit
-def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows,
-              seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
-              v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
-              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag, c: gl.constexpr):
+def _consumer(args, ROW_INTERVALS: gl.constexpr, ROW_TMA: gl.constexpr, BITS: gl.constexpr,
+              HEAD_CHUNKS: gl.constexpr, EARLY_EMPTY: gl.constexpr, CUT: gl.constexpr,
+              c: gl.constexpr):
+    """Consumer warpgroup c: keys [c * HALF_N, (c + 1) * HALF_N) of the key tile."""
+    (q_desc, k_desc, v_desc, do_desc, dq_desc, DK, DV, lse_desc, delta_desc, lo_desc, hi_desc,
+     bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows, seqlen_k, num_heads_q,
+     heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem, v_smem, q_smem, do_smem,
+     lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem, kv_bar, ready, empty,
+     ds_ready, ds_free) = args
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     NUM_BUF: gl.constexpr = q_smem.type.shape[0]
-    ROW_INTERVALS: gl.constexpr = rtag.type.shape[0] - 1
-    DQ_MODE: gl.constexpr = (mtag.type.shape[0] - 1) % 4
-    EARLY_EMPTY: gl.constexpr = (mtag.type.shape[0] - 1) // 4 % 2 == 1
-    CUT: gl.constexpr = (mtag.type.shape[0] - 1) // 8 % 2 == 1
-    ROW_TMA: gl.constexpr = lo_smem.type.shape[1] == BLOCK_M
-    BITS: gl.constexpr = bits_smem.type.shape[1] == BLOCK_M
     WORDS: gl.constexpr = 2 * HALF_N // 32
     # dQ split by columns after swapping dS halves at head_dim 128; at 64 each consumer adds its
     # own keys' share of all columns (no swap; the 32-column halves would cut a 128-byte swizzle)
@@ -456,8 +393,6 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
     col_s: gl.constexpr = gl.SliceLayout(0, s_layout)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    k_c = k_smem.index(c)
-    v_c = v_smem.index(c)
     keys = k_row + c * HALF_N + gl.arange(0, HALF_N, layout=row_s)
     qk_scale = sm_scale * 1.4426950408889634
     s_zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)
@@ -465,7 +400,6 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     # every MMA is waited for within its step: MMAs left in flight across the loop's back edge
     # made ptxas serialise every wgmma of the kernel (its SASS); waiting later inside the step
     # (dV after dS, dK after dQ) cost spills and 20%, the dK MMA over the dQ add gained nothing
-    # (s22 runs b, g)
     dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, acc_layout)
     dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, acc_layout)
     n_list = end - start
@@ -475,10 +409,12 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
     mbarrier.wait(kv_bar, 0)
     for j in range(heads * n_list):
         slot = j % NUM_BUF
-        if KV_VIEWS_PER_STEP:
-            at = c + _opaque_zero(j)
-            k_c = k_smem.index(at)
-            v_c = v_smem.index(at)
+        # K_c and V_c's views taken anew each step at an index ptxas cannot fold: hoisted out of
+        # the loop, the S and dP MMAs' 16 wgmma descriptors stayed live across it and spilled (64
+        # bytes; 18 LDL/STL in the step loops); +2.3% on full 16k (docs/design/ffa_kernels.md)
+        at = c + _opaque_zero(j)
+        k_c = k_smem.index(at)
+        v_c = v_smem.index(at)
         head, t, q_tile = _step(j, n_list, n_full, start, shift, chunk, heads,
                                 k_tile_qt)
         q_lo = q_tile * BLOCK_M  # the q tile's slot (CUT: dQ and the row table are by slot)
@@ -514,46 +450,37 @@ def _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, de
         delta = delta_smem.index(slot).load(col_s)
         dpt, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dpt, dv))
         ds_lp = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
-        if DQ_MODE == 0:
-            dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
-            dk = warpgroup_mma_wait(num_outstanding=0, deps=(dk, ))
+        b = j % 2
+        ds_c = ds_smem.index(2 * b + c)
+        if SPLIT:
+            mbarrier.wait(ds_free.index(b), ((j // 2) & 1) ^ 1)  # both read it 2 steps ago
+        ds_c.store(ds_lp)
+        fence_async_shared()
+        gl.thread_barrier()
+        dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
+        if SPLIT:
+            mbarrier.arrive(ds_ready.index(b), count=1)
+            mbarrier.wait(ds_ready.index(b), (j // 2) & 1)  # the other half is there too
+            dq = warpgroup_mma(ds_smem.index(2 * b).permute((1, 0)),
+                               k_smem.index(0).slice(c * DQ_COLS, DQ_COLS, dim=1), dq_zero,
+                               use_acc=False, is_async=True)
+            dq = warpgroup_mma(ds_smem.index(2 * b + 1).permute((1, 0)),
+                               k_smem.index(1).slice(c * DQ_COLS, DQ_COLS, dim=1), dq,
+                               is_async=True)
         else:
-            b = j % 2
-            ds_c = ds_smem.index(2 * b + c)
-            if SPLIT:
-                mbarrier.wait(ds_free.index(b), ((j // 2) & 1) ^ 1)  # both read it 2 steps ago
-            ds_c.store(ds_lp)
-            fence_async_shared()
-            gl.thread_barrier()
-            dk = warpgroup_mma(gl.convert_layout(ds_lp, op_layout), q_i, dk, is_async=True)
-            if SPLIT:
-                mbarrier.arrive(ds_ready.index(b), count=1)
-                mbarrier.wait(ds_ready.index(b), (j // 2) & 1)  # the other half is there too
-                dq = warpgroup_mma(ds_smem.index(2 * b).permute((1, 0)),
-                                   k_smem.index(0).slice(c * DQ_COLS, DQ_COLS, dim=1), dq_zero,
-                                   use_acc=False, is_async=True)
-                dq = warpgroup_mma(ds_smem.index(2 * b + 1).permute((1, 0)),
-                                   k_smem.index(1).slice(c * DQ_COLS, DQ_COLS, dim=1), dq,
-                                   is_async=True)
-            else:
-                dq = warpgroup_mma(ds_c.permute((1, 0)), k_c, dq_zero, use_acc=False,
-                                   is_async=True)
-            dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
-            if SPLIT:
-                mbarrier.arrive(ds_free.index(b), count=1)
-            if EARLY_EMPTY:  # every read of the slot is done (dK's MMA read Q_i last)
-                mbarrier.arrive(empty.index(slot), count=1)
-            col = head * HEAD_DIM
-            if SPLIT:
-                col += c * DQ_COLS
-            if DQ_MODE != 3 or q_rows < 0:  # DQ_NO_ADD: never at run time, MMAs kept
-                _add_dq(dq * sm_scale, dq_desc, DQ, dq_smem.index(c), q_lo, col, q_rows,
-                        num_heads_q * HEAD_DIM, DQ_MODE)
-        if DQ_MODE == 0 or not EARLY_EMPTY:
+            dq = warpgroup_mma(ds_c.permute((1, 0)), k_c, dq_zero, use_acc=False, is_async=True)
+        dq, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk))
+        if SPLIT:
+            mbarrier.arrive(ds_free.index(b), count=1)
+        if EARLY_EMPTY:  # every read of the slot is done (dK's MMA read Q_i last)
             mbarrier.arrive(empty.index(slot), count=1)
-    if DQ_MODE == 2:
-        tma.store_wait(pendings=0)
-    HEAD_CHUNKS: gl.constexpr = ctag.type.shape[0]
+        col = head * HEAD_DIM
+        if SPLIT:
+            col += c * DQ_COLS
+        _add_dq(dq * sm_scale, dq_desc, dq_smem.index(c), q_lo, col)
+        if not EARLY_EMPTY:
+            mbarrier.arrive(empty.index(slot), count=1)
+    tma.store_wait(pendings=0)
     kv_head = _kv_head(chunk, HEAD_CHUNKS)
     num_heads_kv = num_heads_q // (heads * HEAD_CHUNKS)
     # head chunks add their share into one zeroed fp32 dK/dV (a partial per chunk cost
@@ -581,42 +508,13 @@ def _store_rows(x, X, keys, kv_head, num_heads_kv, k_end, HEAD_DIM: gl.constexpr
         gl.store(X + offs, x.to(X.dtype.element_ty), mask=keep)
 
 
-# one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
-# key half (c) is fixed by which of the two it runs
 @gluon.jit
-def _consumer0(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-               hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows,
-               seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
-               v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
-               dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
-    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows,
-              seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
-              v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
-              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag, 0)
-
-
-@gluon.jit
-def _consumer1(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-               hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows,
-               seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
-               v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
-               dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag):
-    _consumer(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
-              hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows,
-              seqlen_k, num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem,
-              v_smem, q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem,
-              dq_smem, kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag, 1)
-
-
-@gluon.jit
-def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DK, DV, lse_desc, delta_desc, lo_desc,
                 hi_desc, bits_desc, k_tile_ptr, k_tile_qt, k_tile_num_full, k_tile_order, q_starts,
                 k_starts, row_lo, row_hi, bits_base, q_rows, seqlen_k, num_heads_q, heads,
                 sm_scale, NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr,
-                DQ_MODE: gl.constexpr, ROW_TMA: gl.constexpr, BITS: gl.constexpr,
-                HEAD_CHUNKS: gl.constexpr, EARLY_EMPTY: gl.constexpr, CUT: gl.constexpr,
-                CONSUMER_REGS: gl.constexpr,
+                ROW_TMA: gl.constexpr, BITS: gl.constexpr, HEAD_CHUNKS: gl.constexpr,
+                EARLY_EMPTY: gl.constexpr, CUT: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                 PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr):
     HALF_N: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
@@ -632,7 +530,7 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     # run alone at the end (a host model: the span 3-5% past the mean on the document masks),
     # but the order that fixes that (one kv head's key tiles with its chunks fastest) measured
     # full_document 16k +4.3% and full -3.3%, causal_document 64k -10.4%: the L2 the chunk
-    # order keeps is worth more (session 66; in git at cb268ef as KV_SECTIONS)
+    # order keeps is worth more (docs/design/ffa_kernels.md)
     chunk = gl.program_id(1) * HEAD_CHUNKS + gl.program_id(2)
     if CUT:  # the key tile's keys from the plan's k_starts (tiles cut at the slices)
         k_row = gl.load(k_starts + k_tile)
@@ -650,13 +548,12 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     do_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_M, HEAD_DIM], do_desc.layout)
     lse_smem = gl.allocate_shared_memory(gl.float32, [NUM_BUF, BLOCK_M], lse_desc.layout)
     delta_smem = gl.allocate_shared_memory(gl.float32, [NUM_BUF, BLOCK_M], delta_desc.layout)
-    # the partitions read ROW_TMA from these buffers' width (BLOCK_M: used; 16: a placeholder)
+    # ROW_TMA: the rows' one kept-key interval of a partial step (16 wide: a placeholder)
     WORDS: gl.constexpr = 2 * HALF_N // 32
     ROW_W: gl.constexpr = BLOCK_M if ROW_TMA else 16
     lo_smem = gl.allocate_shared_memory(gl.int32, [NUM_BUF, ROW_W], lo_desc.layout)
     hi_smem = gl.allocate_shared_memory(gl.int32, [NUM_BUF, ROW_W], hi_desc.layout)
-    # BITS: a partial pair's bitmap, one BLOCK_M row of 32-bit words per 32 keys (the partitions
-    # read BITS from this buffer's width too)
+    # BITS: a partial pair's bitmap, one BLOCK_M row of 32-bit words per 32 keys
     BITS_W: gl.constexpr = BLOCK_M if BITS else 16
     bits_smem = gl.allocate_shared_memory(gl.int32, [NUM_BUF * WORDS, BITS_W], bits_desc.layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HALF_N, BLOCK_M], dtype)
@@ -667,14 +564,6 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
     empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     ds_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    # worker partitions take no constexpr arguments: these travel as the shapes of unused
-    # buffers' types
-    rtag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
-                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    mtag = gl.allocate_shared_memory(gl.int8, [DQ_MODE + 1 + 4 * EARLY_EMPTY + 8 * CUT],
-                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    ctag = gl.allocate_shared_memory(gl.int8, [HEAD_CHUNKS],
-                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     mbarrier.init(kv_bar, count=1)
     for i in gl.static_range(NUM_BUF):
         mbarrier.init(ready.index(i), count=1)
@@ -683,13 +572,18 @@ def _bwd_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, 
         mbarrier.init(ds_ready.index(i), count=2)
         mbarrier.init(ds_free.index(i), count=2)
     fence_async_shared()
-    args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DQ, DK, DV, lse_desc, delta_desc, lo_desc,
+    args = (q_desc, k_desc, v_desc, do_desc, dq_desc, DK, DV, lse_desc, delta_desc, lo_desc,
             hi_desc, bits_desc, k_tile_qt, q_starts, row_lo, row_hi, bits_base, q_rows, seqlen_k,
             num_heads_q, heads, sm_scale, k_row, k_end, chunk, start, mid, end, k_smem, v_smem,
             q_smem, do_smem, lse_smem, delta_smem, lo_smem, hi_smem, bits_smem, ds_smem, dq_smem,
-            kv_bar, ready, empty, ds_ready, ds_free, rtag, mtag, ctag)
-    gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
-                       [CONSUMER_REGS, PRODUCER_REGS])
+            kv_bar, ready, empty, ds_ready, ds_free)
+    # (the partitions' constexpr arguments follow the tuple: a tuple assigned in a kernel holds
+    # tensors only)
+    gl.warp_specialize(
+        [(_consumer, (args, ROW_INTERVALS, ROW_TMA, BITS, HEAD_CHUNKS, EARLY_EMPTY, CUT, 0)),
+         (_consumer, (args, ROW_INTERVALS, ROW_TMA, BITS, HEAD_CHUNKS, EARLY_EMPTY, CUT, 1)),
+         (_producer, (args, ROW_INTERVALS, ROW_TMA, BITS, HEAD_CHUNKS, EARLY_EMPTY, CUT))],
+        [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
 _launch_bwd_kernel = cached_launch(_bwd_kernel)
@@ -716,17 +610,16 @@ _ROW_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, ra
 
 def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                out: torch.Tensor, lse: torch.Tensor, plan: BlockSparsePlan, softmax_scale: float,
-               dq_mode: int = DQ_TMA, num_buf: int | None = None, row_tma: bool | None = None,
-               head_chunks: int | None = None, bits: KeyTileBits | None = None,
-               early_empty: bool | None = None):
+               row_tma: bool | None = None, head_chunks: int | None = None,
+               bits: KeyTileBits | None = None, early_empty: bool | None = None):
     """dout, q, out [Sq, Hq, D]; k, v [Sk, Hkv, D]; lse [Sq, Hq] fp32 (natural log, the
     forward's) over a BLOCK_M x BLOCK_N plan -> (dq, dk, dv). Partial tiles mask from ``bits``
     (key_tile_bits of this plan) when given, else from the plan's row interval table.
     ``head_chunks`` splits each kv head's q heads over that many programs a key tile, the grid's
     slowest dimension (it must divide Hq / Hkv; None: head_chunks_for); they add their dK/dV
-    shares into one fp32 buffer each. ``early_empty`` (None: early_empty_suits) releases a
-    step's Q / dO slot before its dQ add. ``num_buf`` (None: NUM_BUF, read at the call, as
-    the forward's): Q / dO ring slots."""
+    shares into one fp32 buffer each. ``row_tma`` (None: row_tma_suits): partial tiles read
+    their rows' one interval from shared memory. ``early_empty`` (None: early_empty_suits)
+    releases a step's Q / dO slot before its dQ add."""
     from .backward import PREPROCESS_BLOCK, gather_cast, launch_preprocess
 
     seqlen_q, num_heads_q, head_dim = q.shape
@@ -734,7 +627,6 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     group = num_heads_q // num_heads_kv
     if head_chunks is None:
         head_chunks = head_chunks_for(plan, group)
-    num_buf = NUM_BUF if num_buf is None else num_buf
     if head_chunks < 1 or group % head_chunks:
         raise ValueError(f"head_chunks={head_chunks} must divide the {group} q heads a kv head")
     if (plan.block_m, plan.block_n) != (BLOCK_M, BLOCK_N):
@@ -795,13 +687,13 @@ def launch_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     _launch_bwd_kernel((plan.num_k_tiles, num_heads_kv, head_chunks),
         key and (key, dq_cols, dq_rows),
         _descriptor(q, BLOCK_M), _descriptor(k, HALF_N), _descriptor(v, HALF_N),
-        _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dq, dk, dv, lse2_desc, delta_desc,
+        _descriptor(dout, BLOCK_M), _dq_descriptor(dq, dq_cols), dk, dv, lse2_desc, delta_desc,
         lo_desc, hi_desc, bits_desc,
         plan.k_tile_ptr, plan.k_tile_qt, plan.k_tile_num_full, plan.k_tile_order, plan.q_starts,
         plan.k_starts, row_lo, row_hi, bits_base, dq_rows, seqlen_k, num_heads_q,
         group // head_chunks,
-        float(softmax_scale), NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1],
-        DQ_MODE=dq_mode, ROW_TMA=row_tma, BITS=bits is not None, HEAD_CHUNKS=head_chunks,
+        float(softmax_scale), NUM_BUF=NUM_BUF, ROW_INTERVALS=plan.row_lo.shape[1],
+        ROW_TMA=row_tma, BITS=bits is not None, HEAD_CHUNKS=head_chunks,
         EARLY_EMPTY=early_empty_suits(plan) if early_empty is None else bool(early_empty),
         CUT=plan.cut_at_slices, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS,
         num_warps=4, maxnreg=MAXNREG)

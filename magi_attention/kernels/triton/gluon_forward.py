@@ -1,27 +1,29 @@
 """FFA's forward on Hopper written in Gluon (Triton's explicit dialect), FlashAttention-3's
 structure over the block-sparse plan.
 
-One program per SM (persistent: it walks the (q tile of 128 rows, q head) items in the plan's
-order, heaviest q tiles first, head after head), in three partitions:
+One program per SM (persistent: it walks the (q tile of 128 rows, q head) items, an item's first
+K/V tiles loaded during the last one's epilogue), in three partitions:
 - a producer warp issues every TMA load: K and V of each key tile the plan lists for the item's
   q tile (full tiles, then partial ones) into a NUM_BUF-slot ring, and the two 64-row halves of
   Q once the consumers have stored the last item's O from their buffer (the first ring slots
   fill before that, during the last item's epilogue);
 - two consumer warpgroups own one half of the rows each and take turns on the tensor cores
-  (ping-pong, ordered by two named barriers): in its turn a consumer issues S_j = Q K_j^T and
-  O += P_{j-1} V_{j-1}, hands the turn over, then runs the softmax of S_j while its own PV and
-  the other consumer's MMAs run. Partial tiles are masked from the plan's per-row interval
+  (ping-pong, handed over on two named barriers): in its turn a consumer issues S_j = Q K_j^T
+  and O += P_{j-1} V_{j-1}, hands the turn over, then runs the softmax of S_j while its own PV
+  and the other consumer's MMAs run. Partial tiles are masked from the plan's per-row interval
   table.
-A plan's tiles sit on the 128 grid, or are cut at the slices' bounds (each document's tiles start
-at its first token, as FA4's varlen tiles) where that visits fewer pairs (pick_plan; the cut code
-is its own specialisation, CUT, so grid plans run the kernel they ran before).
-Registers move from the producer (24) to the consumers (240) with setmaxnreg.
+The items run by KV head sections (the q heads of one KV head one after another, the plan's
+heaviest q tiles first), dealt to the programs by stride (static grid) or fetched from a counter
+(``dynamic``: forwards beside a collective in flight, whose late-starting programs then take
+fewer items). A plan's tiles sit on the 128 grid, or are cut at the slices' bounds (each
+document's tiles start at its first token, as FA4's varlen tiles) where that visits fewer pairs
+(pick_plan; the cut code is its own specialisation, CUT). Registers move from the producer (24)
+to the consumers (240) with setmaxnreg.
 
-Measured (H200, GQA 64:8, d128, bf16): 0.96-0.98x FA4 on full and causal at 16k and 64k,
-0.91-0.98x on full_document and causal_document, 1.46-1.72x compiled FlexAttention on the six
-kernel masks (RESULTS.md, session 67, one run); 1.05-1.25x the Triton forward from 8k on
-(session 21). Used by kernels.triton.fwd on sm90 where the inputs allow (unsupported_reason) and
-the rows are long enough (plan_suits); otherwise the Triton forward runs.
+Measured on H200 (GQA 64:8, d128, bf16): 0.96-0.98x FA4 on full and causal at 16k and 64k,
+0.91-0.98x on the document masks, 1.05-1.25x the Triton forward from 8k tokens on
+(docs/design/ffa_kernels.md). Used by kernels.triton.fwd on sm90 where the inputs allow
+(unsupported_reason) and the rows are long enough (plan_suits); otherwise the Triton forward runs.
 """
 from __future__ import annotations
 
@@ -38,77 +40,20 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from ..block_sparse import BlockSparsePlan
-from ._launch import _raw_stream, cached_launch
+from .launch import _raw_stream, cached_launch
 
 BLOCK_M = 128  # two consumer warpgroups of HALF_M rows
 HALF_M = 64
 BLOCK_N = 128
-NUM_BUF = 3  # K/V ring slots: 2 was 0.78-0.92x of 3 at d128 (s21 rows d-e), 0.66-0.95x (s67)
-# One program per SM walking the (q tile, head) items, an item's first K/V tiles loaded during
-# the last one's epilogue, against one program per item: 0.84-0.94x the time on document and
-# window masks at 16k, 0.96-1.03x on full and causal (within the drift of two runs); H100, GQA
-# 64:8, d128 (results/h100x2/probes_s26/rank_mask_probe_persistent_*.csv)
-PERSISTENT = True
-# The persistent grid's items fetched from a counter rather than strided by program: not yet
-# measured against the stride, so off but where a forward waits for arriving keys (Arrival)
-DYNAMIC = False
-# The softmax of S_j run under P_{j-1} V_{j-1} (FA3's intra-warpgroup overlap): the wait for the
-# PV made to depend on the softmax (_wait_after), else ptxas hoists it above the softmax and the
-# two run one after the other (session 62, ncu: H200, full 16k, 74.5% of the SMs' peak against
-# FA4's 85.9%). It pays on long rows and costs short ones, so a plan takes it from this many
-# listed key tiles per q tile on (under_pv_suits; 0: always, a huge number: never, the A/B's
-# arms). Session 63, H200, GQA 64:8, d128, against the plain wait, two runs
-# (results/h200/probes_s63/): full 16k (128 tiles) +3 to +4.5%, causal 16k (64) +1%;
-# block_causal_document and causal_document 64k (49, 42) 0 to +1%, full_document 16k and 64k
-# and block_causal_document 16k (16, 82, 15) +0.5 to +1%; causal_document and
-# sliding_window_causal 16k (8.5, 8.7) -1 to -6%.
+NUM_BUF = 3  # K/V ring slots: 2 ran 0.66-0.95x of 3 at d128 (docs/design/ffa_kernels.md)
+# The softmax of S_j runs under P_{j-1} V_{j-1} (FA3's intra-warpgroup overlap; _wait_after
+# keeps ptxas from hoisting the PV wait above the softmax) from this many listed key tiles per q
+# tile on: +3 to +4.5% on full 16k (128 tiles), -1 to -6% on rows of ~9 tiles
+# (docs/design/ffa_kernels.md).
 UNDER_PV_MIN_TILES = 12.0
-# The consumers' turns on named barriers (bar.sync / bar.arrive of 256 threads, as FA3 and FA4 hand
-# them over) instead of mbarriers (a warpgroup barrier, one thread's arrive, the other's try-wait
-# loop). Ids TURN_BARRIER and TURN_BARRIER + 1: Gluon's own barriers take the lowest ids.
-NAMED_TURNS = gl.constexpr(True)
+# The consumers' turns: named barriers TURN_BARRIER + c (bar.sync / bar.arrive of 256 threads, as
+# FA3 and FA4 hand them over); Gluon's own barriers take the lowest ids.
 TURN_BARRIER = 8
-# Short rows (plans without the softmax under the PV) hide two global round trips more:
-# HOIST_MASK_LOADS (plans of one key interval a row): a partial tile's global loads (its key
-# tile's index and, once an item, the rows' interval) issued before the wait for S_j, so their
-# latency runs under the MMAs (off: loaded after the wait, where the SASS showed each partial
-# tile's mask waiting a global round trip between S_j and its softmax).
-# PREFETCH_ITEM: the consumers' next item (its q tile and list span: two dependent global loads)
-# loaded while this one runs, not at its start between the last epilogue and the next first S
-# (static grid only: a dynamic one learns its next item from the producer).
-# Session 64, H200, GQA 64:8, d128, 16k, each arm its own process, three rounds, medians
-# (results/h200/probes_s64/s64_fwd_arms.csv), both against neither: causal_document +4.9%,
-# sliding_window_causal +2.2% (short rows: the rule turns them on); full -3.3%, causal +0.3%
-# (long rows, under the PV: the rule keeps them off). Either alone: -1.8% to +1.6%.
-HOIST_MASK_LOADS = gl.constexpr(True)
-PREFETCH_ITEM = gl.constexpr(True)
-# The order of the (q tile, head) items. On: the q heads of one KV head (a section) one after
-# another, within a section the plan's heaviest-first q tiles with the section's heads fastest,
-# and the static grid dealing each turn's items out boustrophedon (program p takes the p-th of
-# an even turn, the (programs - 1 - p)-th of an odd one), so a program's sum of key tiles stays
-# near the mean while the items running at once still share one KV head's keys. Off: q tiles
-# fastest, head after head, program p every programs-th item. Session 65 stamps
-# (results/h200/probes_s65/, H200, GQA 64:8, d128, 16k, off): the programs' key tiles 0.95-1.05
-# of their mean on causal (0.89-1.06 on causal_document), the last program ending 5% (8%) past
-# the mean one's busy time, against 2% on full. Heads fastest over all 64 heads balanced causal
-# (1.000) but cost full 3.3% (16k) and 7.6% (64k): eight KV heads' keys at once, L2 misses.
-# Sections against the plain order, each its own process, two rounds, medians
-# (results/h200/probes_s65/s65_fwd_sections.csv): 16k causal +5.2%, causal_document +10.8%,
-# block_causal_document +6.5%, full_document +3.5%, full +0.3%; 64k causal +6.1%,
-# causal_document +5.4%, block_causal_document +4.3%, full_document +5.4%, full +0.9%.
-# The counter-fed grid (DYNAMIC; magi's forwards beside a collective) takes the sections too
-# (LPT_DYNAMIC; in the all-heads form it had lost: full -5% / -8%): session 66, DYNAMIC on,
-# sections against the plain order, two rounds (results/h200/probes_s66/s66_LPT_DYNAMIC.csv):
-# 16k causal +1.9%, causal_document +3.8%, block_causal_document +3.4%, full_document +3.1%,
-# full -0.1%; 64k +0.5% to +2.4%. (The static grid stays 1-4% faster than the counter-fed one.)
-LPT_ITEMS = True  # (launch_fwd(lpt_items=) overrides both)
-LPT_DYNAMIC = True
-# O staged in two smem buffers of its own (FlashAttention-3's epilogue; Q's buffer released after
-# an item's loop, the O store waited for only before the buffer's next use), which cost the third
-# K/V slot (O_BUFFER), measured 0.66-0.96x on all six masks at 16k and 64k (session 67), the same
-# as two slots without it (NUM_BUF=2, 0.66-0.95x): the third slot is worth 5-34%, the early Q
-# release and overlapped store nothing measurable. Removed, in git at 1d6146f.
-# consumer c's turn: barrier TURN_BARRIER + c
 _TURN_SYNC_0 = gl.constexpr(f"bar.sync {TURN_BARRIER}, 256;")
 _TURN_SYNC_1 = gl.constexpr(f"bar.sync {TURN_BARRIER + 1}, 256;")
 _TURN_ARRIVE_0 = gl.constexpr(f"bar.arrive {TURN_BARRIER}, 256;")
@@ -119,21 +64,14 @@ CONSUMER_REGS, PRODUCER_REGS = 240, 24
 MAXNREG = 168  # 12 warps x 32 x 168 <= 64K registers; setmaxnreg redistributes by partition
 HEAD_DIMS = (64, 128)
 LOG2E = 1.4426950408889634
-# Below this many listed key tiles per q tile (at BLOCK_M x BLOCK_N) the Triton forward is
-# as fast or faster: its 128x64 tiles waste less on short rows and it runs two programs per SM.
-# With the persistent grid, H100, GQA 64:8, d128 (results/h100/ffa_triton/
-# s27_gluon_vs_triton_fwd.csv, Triton / Gluon time by tiles per q tile): 1.8-2.8 tiles:
-# 0.95-1.00; 4.5-6.8: 1.04-1.14; from 7.9: 1.04-1.38. (One program per item on the H200, s21,
-# the cross-over was 6.1-6.8.)
+# Below this many listed key tiles per q tile (at BLOCK_M x BLOCK_N) the Triton forward is as
+# fast or faster: its 128x64 tiles waste less on short rows and it runs two programs per SM
+# (H100: 0.95-1.00 of Gluon's time at 1.8-2.8 tiles, 1.04-1.38 from 4.5;
+# docs/design/ffa_kernels.md).
 MIN_TILES_PER_Q_TILE = 4.0
-# Tiles cut at the slices' bounds (block_sparse's cut_at_slices: a document's q and key tiles
-# start at its first token, as FA4's varlen tiles do) where that costs less than the grid, an
-# item's fixed cost counted as ITEM_PAIRS pairs (session 65's stamps: ~3 us an item against
-# ~1.7 us a pair at 16k). The model (scripts/dev/cut_tiles_model.py): the bench's documents at
-# 16k visit 4-6% fewer pairs (full_document 0.884 -> 0.921 of the visited cells kept, FA4's
-# own tiling; causal_document 0.833 -> 0.861) with ~8% more q tiles; 64k 2-3%; sliding window
-# and the dense masks keep the grid. Not yet measured (pick_plan's ``cut``).
-CUT_AT_SLICES = True
+# A plan cut at the slices' bounds replaces the grid's where it costs less, an item's fixed cost
+# counted as ITEM_PAIRS pairs (~3 us an item against ~1.7 us a pair at 16k): the documents at 16k
+# visit 4-6% fewer pairs with ~8% more q tiles (docs/design/ffa_kernels.md).
 ITEM_PAIRS = 2.0
 
 
@@ -148,7 +86,7 @@ def pick_plan(grid: BlockSparsePlan, cut: BlockSparsePlan | None) -> BlockSparse
     costs less: visited pairs plus ITEM_PAIRS a q tile (tensor sizes only: no device sync)."""
     def cost(plan):
         return plan.q_tile_kt.numel() + ITEM_PAIRS * plan.num_q_tiles
-    return cut if cut is not None and CUT_AT_SLICES and cost(cut) < cost(grid) else grid
+    return cut if cut is not None and cost(cut) < cost(grid) else grid
 
 
 def plan_suits(plan: BlockSparsePlan) -> bool:
@@ -215,16 +153,6 @@ def _after_asm(x, ASM: gl.constexpr):
 
 
 @gluon.jit
-def _stamp(stamps, at, rows):
-    """The global timer (ns) into stamps[at], from the threads holding ``rows``' first element
-    (a measurement path: launch_fwd(stamps=))."""
-    now = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [rows], dtype=gl.int64,
-                                    is_pure=False, pack=1)
-    first = gl.arange(0, rows.shape[0], layout=rows.type.layout) == 0
-    gl.store(stamps + at + rows * 0, now, mask=first)
-
-
-@gluon.jit
 def _store_o_staged(out, q_tile, o_desc, row0, q_col):
     """This consumer's O rows [row0, row0 + HALF_M) by TMA, staged in its Q buffer (Q is no
     longer read; the store is clipped at seqlen_q)."""
@@ -267,9 +195,9 @@ def _masked(s, t, mid, key0, key1, lo1, hi1, key_lo, key_hi, row_lo, row_hi, row
     """S with the cells outside the union at -inf when list position t is a partial tile, and
     (CUT) the keys past the tile's end (a tile cut short at a slice bound: they are the next
     tile's). ``key_lo``: per list entry the key tile (grid) or its first key (CUT); ``key_hi``
-    (CUT): its end. HOIST (HOIST_MASK_LOADS on short rows): ``key0``, ``key1`` are those of
-    entry t, loaded already (_key_span), and with one interval a row ``lo1``, ``hi1`` are the
-    rows' (_row_interval); else both are read here."""
+    (CUT): its end. HOIST (short rows, see _consumer): ``key0``, ``key1`` are those of entry t,
+    loaded already (_key_span), and with one interval a row ``lo1``, ``hi1`` are the rows'
+    (_row_interval); else both are read here."""
     STEP: gl.constexpr = 1 if CUT else BLOCK_N
     if t >= mid:
         if not HOIST:
@@ -321,33 +249,24 @@ def _row_interval(table, rows, seqlen_q, ROW_INTERVALS: gl.constexpr, HOIST: gl.
 
 
 @gluon.jit
-def _turn_take(turn, c: gl.constexpr, k, x):
-    """Wait for consumer c's k-th turn (returns x); consumer 0 starts. NAMED_TURNS: on named
-    barrier TURN_BARRIER + c, which the other consumer's 128 threads arrive at (bar.arrive,
-    _turn_give) and this consumer's sync at (bar.sync, 256 threads in all); else on mbarrier
-    turn[c] (a fresh barrier's phase 1 passes)."""
-    if NAMED_TURNS:
-        if c == 0:
-            x = _after_asm(x, _TURN_SYNC_0)
-        else:
-            x = _after_asm(x, _TURN_SYNC_1)
-    elif c == 0:
-        mbarrier.wait(turn.index(0), (k & 1) ^ 1)
+def _turn_take(c: gl.constexpr, x):
+    """Wait for consumer c's turn (returns x) on named barrier TURN_BARRIER + c, which the other
+    consumer's 128 threads arrive at (bar.arrive, _turn_give) and this consumer's sync at
+    (bar.sync, 256 threads in all); consumer 0 starts."""
+    if c == 0:
+        x = _after_asm(x, _TURN_SYNC_0)
     else:
-        mbarrier.wait(turn.index(1), k & 1)
+        x = _after_asm(x, _TURN_SYNC_1)
     return x
 
 
 @gluon.jit
-def _turn_give(turn, c: gl.constexpr, x):
+def _turn_give(c: gl.constexpr, x):
     """Hand the tensor cores to the other consumer (returns x)."""
-    if NAMED_TURNS:
-        if c == 0:
-            x = _after_asm(x, _TURN_ARRIVE_1)
-        else:
-            x = _after_asm(x, _TURN_ARRIVE_0)
+    if c == 0:
+        x = _after_asm(x, _TURN_ARRIVE_1)
     else:
-        mbarrier.arrive(turn.index(1 - c), count=1)
+        x = _after_asm(x, _TURN_ARRIVE_0)
     return x
 
 
@@ -357,9 +276,8 @@ def _item(i, nqt, n_first, num_heads_q, q_tile_order, q_starts, q_tile_ptr, q_ti
           CUT: gl.constexpr):
     """Work item i: its first q row and the end of its rows (the next q tile's first), Q/O
     column, K/V column and the list span [start, end) of its key tiles (full ones below mid).
-    LPT: by KV head sections (see LPT_ITEMS); else items run q tiles fastest, over the order's
-    first n_first tiles for every head, then over the rest for every head (n_first = nqt: the
-    plan's order, head after head)."""
+    LPT: by KV head sections (_item_tile); else (an Arrival's order) items run q tiles fastest,
+    over the order's first n_first tiles for every head, then over the rest for every head."""
     q_tile, head = _item_tile(i, nqt, n_first, num_heads_q, q_tile_order, group, LPT)
     return _item_span(q_tile, head, q_starts, q_tile_ptr, q_tile_num_full, group, HALF_M,
                       HEAD_DIM, CUT)
@@ -367,8 +285,11 @@ def _item(i, nqt, n_first, num_heads_q, q_tile_order, q_starts, q_tile_ptr, q_ti
 
 @gluon.jit
 def _item_tile(i, nqt, n_first, num_heads_q, q_tile_order, group, LPT: gl.constexpr):
-    """Item i's q tile (one load) and head (see _item; LPT: by KV head sections, see LPT_ITEMS;
-    not with n_first < nqt, an Arrival's order, which the launch keeps plain)."""
+    """Item i's q tile (one load) and head. LPT: the q heads of one KV head (a section) one after
+    another, within a section the plan's heaviest-first q tiles with the section's heads
+    fastest, so the items running at once share one KV head's keys while each program's sum of
+    key tiles stays near the mean (with _static_item's deal): +5% on causal 16k, +11% on
+    causal_document 16k, +0.3% on full (docs/design/ffa_kernels.md). Else see _item."""
     first_items = n_first * num_heads_q
     if LPT:
         within = i // group
@@ -418,8 +339,9 @@ def _fetch(sched, t, DYNAMIC: gl.constexpr, n_items, LPT: gl.constexpr):
 
 @gluon.jit
 def _static_item(t, LPT: gl.constexpr):
-    """The static grid's t-th item of this program (LPT: boustrophedon, see LPT_ITEMS;
-    item_schedule on the host)."""
+    """The static grid's t-th item of this program. LPT: each turn's items dealt boustrophedon
+    (program p takes the p-th of an even turn, the (programs - 1 - p)-th of an odd one), so a
+    program's sum of key tiles stays near the mean over the heaviest-first order."""
     p = gl.program_id(0)
     programs = gl.num_programs(0)
     if LPT:
@@ -464,17 +386,16 @@ def _await_arrival(arrival, late, kt, seen):
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
-              key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q,
-              qk_scale, group, n_items, nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem,
-              v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
+def _producer(args, ROW_INTERVALS: gl.constexpr, DYNAMIC: gl.constexpr, WAIT: gl.constexpr,
+              UNDER_PV: gl.constexpr, CUT: gl.constexpr):
+    (q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo, key_hi,
+     q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group,
+     n_items, nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars, q_empty,
+     k_ready, v_ready, kv_empty, items) = args
     NUM_BUF: gl.constexpr = k_smem.type.shape[0]
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
-    DYNAMIC: gl.constexpr = (mode.type.shape[0] - 1) % 2 == 1
-    WAIT: gl.constexpr = (mode.type.shape[0] - 1) // 2 % 2 == 1
-    LPT: gl.constexpr = (mode.type.shape[0] - 1) // 16 % 2 == 1
-    CUT: gl.constexpr = (mode.type.shape[0] - 1) // 32 % 2 == 1
+    LPT: gl.constexpr = not WAIT  # (an Arrival's order: its own first tiles)
     loaded = 0  # K/V tiles loaded by this program so far: the ring's running position
     seen = 0  # the arrival flag observed (WAIT)
     t = 0  # items done
@@ -540,13 +461,13 @@ def _load_kv(k_desc, v_desc, q_tile_kt, key_lo, t, kv_col, n, k_smem, v_smem, k_
 
 
 @gluon.jit
-def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, key_lo, key_hi,
-                   row_lo, row_hi, rows, lo1, hi1, seqlen_q, start, mid, n_tiles, base, turns,
-                   qk_scale, m_i, l_i, acc, c: gl.constexpr, s_layout: gl.constexpr,
-                   p_layout: gl.constexpr, ROW_INTERVALS: gl.constexpr, UNDER_PV: gl.constexpr,
-                   HOIST: gl.constexpr, CUT: gl.constexpr):
+def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, key_lo, key_hi, row_lo,
+                   row_hi, rows, lo1, hi1, seqlen_q, start, mid, n_tiles, base, qk_scale, m_i,
+                   l_i, acc, c: gl.constexpr, s_layout: gl.constexpr, p_layout: gl.constexpr,
+                   ROW_INTERVALS: gl.constexpr, UNDER_PV: gl.constexpr, HOIST: gl.constexpr,
+                   CUT: gl.constexpr):
     """This consumer's rows over the q tile's n_tiles (>= 1) listed key tiles, which sit at the
-    ring's running positions base.. ; ``turns``: the turns this consumer has taken so far."""
+    ring's running positions base.. ."""
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
     NUM_BUF: gl.constexpr = k_smem.type.shape[0]
     HALF_M: gl.constexpr = q_tile.type.shape[0]
@@ -557,10 +478,10 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, key
 
     # tile 0: S_0 in this consumer's first turn
     mbarrier.wait(k_ready.index(base % NUM_BUF), (base // NUM_BUF) & 1)
-    rows = _turn_take(turn, c, turns, rows)
+    rows = _turn_take(c, rows)
     s = warpgroup_mma(q_tile, k_smem.index(base % NUM_BUF).permute((1, 0)), s_zero,
                       use_acc=False, is_async=True)
-    rows = _turn_give(turn, c, rows)
+    rows = _turn_give(c, rows)
     key0, key1 = _key_span(key_lo, key_hi, start, HOIST, CUT)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
     s = _masked(s, start, mid, key0, key1, lo1, hi1, key_lo, key_hi, row_lo, row_hi, rows,
@@ -574,11 +495,11 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, key
         prev = (n - 1) % NUM_BUF
         mbarrier.wait(k_ready.index(slot), (n // NUM_BUF) & 1)
         mbarrier.wait(v_ready.index(prev), ((n - 1) // NUM_BUF) & 1)
-        rows = _turn_take(turn, c, turns + j, rows)
+        rows = _turn_take(c, rows)
         s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
                           is_async=True)
         acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
-        rows = _turn_give(turn, c, rows)
+        rows = _turn_give(c, rows)
         key0, key1 = _key_span(key_lo, key_hi, start + j, HOIST, CUT)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))  # S_j done, PV_{j-1} may run
         s = _masked(s, start + j, mid, key0, key1, lo1, hi1, key_lo, key_hi, row_lo, row_hi,
@@ -594,30 +515,27 @@ def _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, key
     n = base + n_tiles - 1
     last = n % NUM_BUF
     mbarrier.wait(v_ready.index(last), (n // NUM_BUF) & 1)
-    rows = _turn_take(turn, c, turns + n_tiles, rows)
+    rows = _turn_take(c, rows)
     acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
-    rows = _turn_give(turn, c, rows)
+    rows = _turn_give(c, rows)
     acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p))
     mbarrier.arrive(kv_empty.index(last), count=1)
     return acc, m_i, l_i
 
 
 @gluon.jit
-def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
-              key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q,
-              qk_scale, group, n_items, nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem,
-              v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items,
-              c: gl.constexpr):
+def _consumer(args, ROW_INTERVALS: gl.constexpr, DYNAMIC: gl.constexpr, WAIT: gl.constexpr,
+              UNDER_PV: gl.constexpr, CUT: gl.constexpr, c: gl.constexpr):
+    """Consumer warpgroup c: the rows [c * HALF_M, (c + 1) * HALF_M) of every item."""
+    (q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo, key_hi,
+     q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale, group,
+     n_items, nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars, q_empty,
+     k_ready, v_ready, kv_empty, items) = args
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
-    ROW_INTERVALS: gl.constexpr = tag.type.shape[0] - 1
     dtype: gl.constexpr = q_desc.dtype
-    DYNAMIC: gl.constexpr = (mode.type.shape[0] - 1) % 2 == 1
-    UNDER_PV: gl.constexpr = (mode.type.shape[0] - 1) // 4 % 2 == 1
-    STAMPS: gl.constexpr = (mode.type.shape[0] - 1) // 8 % 2 == 1
-    LPT: gl.constexpr = (mode.type.shape[0] - 1) // 16 % 2 == 1
-    CUT: gl.constexpr = (mode.type.shape[0] - 1) // 32 % 2 == 1
+    LPT: gl.constexpr = not WAIT
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -627,23 +545,23 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     q_tile = q_smem.index(c)
     loaded = 0  # the ring's running position (as the producer counts it)
-    turns = 0  # turns this consumer has taken (both take n_tiles + 1 per item with keys)
-    if NAMED_TURNS and c == 1:  # consumer 0's first turn
+    if c == 1:  # consumer 0's first turn
         _after_asm(gl.arange(0, HALF_M, layout=row_s), _TURN_ARRIVE_0)
     t = 0
     i = _fetched(items, t, q_bars, c, DYNAMIC, LPT)
-    # short rows' two hidden round trips (the module switches say which); the hoist with one
-    # key interval a row only (with two and the prefetch the consumers spilled 8 bytes, head_dim
-    # 128; the measured masks have one)
-    HOIST: gl.constexpr = HOIST_MASK_LOADS and not UNDER_PV and ROW_INTERVALS == 1
-    PREFETCH: gl.constexpr = PREFETCH_ITEM and not UNDER_PV and not DYNAMIC
+    # Short rows (no softmax under the PV) hide two global round trips: HOIST, a partial tile's
+    # key tile and the rows' one interval loaded before the wait for S_j (with two intervals a
+    # row the consumers spilled 8 bytes, head_dim 128), and PREFETCH, the next item's q tile and
+    # list span loaded while this one runs (static grid: a dynamic one learns its next item from
+    # the producer). Both: +4.9% on causal_document 16k, +2.2% on sliding_window_causal; on long
+    # rows -3.3% (full), so not there (docs/design/ffa_kernels.md).
+    HOIST: gl.constexpr = not UNDER_PV and ROW_INTERVALS == 1
+    PREFETCH: gl.constexpr = not UNDER_PV and not DYNAMIC
     if PREFETCH:  # (an index past the end reads the last item: unused)
         n_row, n_rend, n_qcol, n_kvcol, n_start, n_mid, n_end = _item(
             gl.minimum(i, n_items - 1), nqt, n_first, num_heads_q, q_tile_order, q_starts,
             q_tile_ptr, q_tile_num_full, group, HALF_M, HEAD_DIM, LPT, CUT)
     while i < n_items:
-        if STAMPS:
-            _stamp(stamps, (i * 2 + c) * 2, gl.arange(0, HALF_M, layout=row_s))
         if PREFETCH:
             q_row, row_end, q_col, kv_col = n_row, n_rend, n_qcol, n_kvcol
             start, mid, end = n_start, n_mid, n_end
@@ -668,11 +586,10 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_
             mbarrier.wait(q_bars.index(c), t & 1)
         if end > start:
             acc, m_i, l_i = _consumer_loop(q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty,
-                                           turn, key_lo, key_hi, row_lo, row_hi, rows, lo1, hi1,
-                                           seqlen_q, start, mid, end - start, loaded, turns,
-                                           qk_scale, m_i, l_i, acc, c, s_layout, p_layout,
-                                           ROW_INTERVALS, UNDER_PV, HOIST, CUT)
-            turns += end - start + 1
+                                           key_lo, key_hi, row_lo, row_hi, rows, lo1, hi1,
+                                           seqlen_q, start, mid, end - start, loaded, qk_scale,
+                                           m_i, l_i, acc, c, s_layout, p_layout, ROW_INTERVALS,
+                                           UNDER_PV, HOIST, CUT)
         loaded += end - start
         if PREFETCH:
             n_row, n_rend, n_qcol, n_kvcol, n_start, n_mid, n_end = _item_span(
@@ -695,46 +612,20 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_
         gl.store(Lse + rows.to(gl.int64) * num_heads_q + (q_col // HEAD_DIM), lse,
                  mask=rows < (row_end if CUT else seqlen_q))
         tma.store_wait(pendings=0)
-        if STAMPS:
-            _stamp(stamps, (i * 2 + c) * 2 + 1, rows)
         mbarrier.arrive(q_empty.index(c), count=1)  # the buffer may take the next item's Q
         t += 1
         i = _fetched(items, t, q_bars, c, DYNAMIC, LPT)
-    if NAMED_TURNS and c == 0:  # consumer 1's last hand-over (its first was the one above)
+    if c == 0:  # consumer 1's last hand-over (its first was the one above)
         _after_asm(gl.arange(0, HALF_M, layout=row_s), _TURN_SYNC_0)
-
-
-# one function per consumer: worker partitions take no constexpr argument, so each warpgroup's
-# half (c) is fixed by which of the two it runs
-@gluon.jit
-def _consumer0(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
-               key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q,
-               qk_scale, group, n_items, nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem,
-               v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
-    _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
-              key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q,
-              qk_scale, group, n_items, nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem,
-              v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 0)
-
-
-@gluon.jit
-def _consumer1(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
-               key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q,
-               qk_scale, group, n_items, nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem,
-               v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items):
-    _consumer(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
-              key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q,
-              qk_scale, group, n_items, nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem,
-              v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items, 1)
 
 
 @gluon.jit
 def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
                 key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q,
-                qk_scale, group, n_items, nqt, n_first, sched, arrival, late, stamps,
+                qk_scale, group, n_items, nqt, n_first, sched, arrival, late,
                 NUM_BUF: gl.constexpr, ROW_INTERVALS: gl.constexpr, DYNAMIC: gl.constexpr,
-                WAIT: gl.constexpr, UNDER_PV: gl.constexpr, STAMPS: gl.constexpr, LPT: gl.constexpr,
-                CUT: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                WAIT: gl.constexpr, UNDER_PV: gl.constexpr, CUT: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 num_warps: gl.constexpr):
     HALF_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
@@ -745,26 +636,15 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, 
     v_smem = gl.allocate_shared_memory(dtype, [NUM_BUF, BLOCK_N, HEAD_DIM], v_desc.layout)
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [NUM_BUF, 1], mbarrier.MBarrierLayout())
-    # worker partitions take no constexpr arguments: the interval count travels as the shape
-    # of this (unused) buffer's type
-    tag = gl.allocate_shared_memory(gl.int8, [ROW_INTERVALS + 1],
-                                    gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    # and the switches as this one's: DYNAMIC + 2 * WAIT + 4 * UNDER_PV + 8 * STAMPS + 16 * LPT
-    # + 32 * CUT + 1 bytes
-    mode = gl.allocate_shared_memory(gl.int8, [1 + DYNAMIC + 2 * WAIT + 4 * UNDER_PV + 8 * STAMPS
-                                               + 16 * LPT + 32 * CUT],
-                                     gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     # DYNAMIC: the item index the producer fetched, one slot an item parity
     items = gl.allocate_shared_memory(gl.int32, [2, 32],
                                       gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     for i in gl.static_range(2):
         mbarrier.init(q_bars.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=1)
-        mbarrier.init(turn.index(i), count=1)
     for i in gl.static_range(NUM_BUF):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
@@ -772,10 +652,12 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, 
     fence_async_shared()
     args = (q_desc, k_desc, v_desc, o_desc, Out, Lse, q_tile_ptr, q_starts, q_tile_kt, key_lo,
             key_hi, q_tile_num_full, q_tile_order, row_lo, row_hi, seqlen_q, num_heads_q, qk_scale,
-            group, n_items, nqt, n_first, sched, arrival, late, stamps, q_smem, k_smem, v_smem,
-            q_bars, q_empty, k_ready, v_ready, kv_empty, turn, tag, mode, items)
-    gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
-                       [CONSUMER_REGS, PRODUCER_REGS])
+            group, n_items, nqt, n_first, sched, arrival, late, q_smem, k_smem, v_smem, q_bars,
+            q_empty, k_ready, v_ready, kv_empty, items)
+    gl.warp_specialize([(_consumer, (args, ROW_INTERVALS, DYNAMIC, WAIT, UNDER_PV, CUT, 0)),
+                        (_consumer, (args, ROW_INTERVALS, DYNAMIC, WAIT, UNDER_PV, CUT, 1)),
+                        (_producer, (args, ROW_INTERVALS, DYNAMIC, WAIT, UNDER_PV, CUT))],
+                       [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
 _launch_fwd_kernel = cached_launch(_fwd_kernel)
@@ -785,7 +667,7 @@ def tma_rows(t: torch.Tensor) -> torch.Tensor:
     """``t`` [S, H, D] itself where its [S, H * D] view is a legal TMA source (heads packed,
     row stride and base 16-byte aligned), else a contiguous, aligned copy. So a strided view is
     read in place, e.g. K or V as the halves of the CP runtime's fused KV buffer [S, 2 * Hkv, D]:
-    copying them cost ~0.1 ms a call at 16k tokens a rank (notes/magi_cp.md, session 37)."""
+    copying them cost ~0.1 ms a call at 16k tokens a rank."""
     packed = t.shape[1] == 1 or t.stride(1) == t.shape[2]
     if (t.stride(2) == 1 and packed and t.stride(0) * t.element_size() % 16 == 0
             and t.data_ptr() % 16 == 0):
@@ -840,25 +722,6 @@ def late_tiles(num_key_tiles: int, block_n: int, rows, k_starts=None) -> np.ndar
     return late
 
 
-def item_schedule(order: np.ndarray, num_heads_q: int, programs: int, lpt: bool | None = None,
-                  group: int = 1) -> dict[str, np.ndarray]:
-    """The static grid's items on the host, as _item_tile and _static_item walk them (a
-    measurement's key: scripts/dev/fwd_item_stamps.py): per item index, its q tile (from the
-    plan's ``order``), head, program and turn. ``lpt`` (None: LPT_ITEMS) picks the order;
-    ``group``: q heads a KV head (LPT's sections)."""
-    lpt = bool(LPT_ITEMS) if lpt is None else lpt
-    nqt = len(order)
-    i = np.arange(nqt * num_heads_q)
-    if lpt:
-        section, rest = i // (nqt * group), i % (nqt * group)
-        at, head = rest // group, section * group + rest % group
-    else:
-        at, head = i % nqt, i // nqt
-    turn, pos = i // programs, i % programs
-    program = np.where(lpt & (turn % 2 == 1), programs - 1 - pos, pos)
-    return {"q_tile": np.asarray(order)[at], "head": head, "program": program, "turn": turn}
-
-
 def arrival_order(plan: BlockSparsePlan, late: np.ndarray) -> tuple[np.ndarray, int]:
     """(q tile order, n_first): the plan's order with the q tiles that list no key tile marked
     in ``late`` moved first, both groups keeping their order (host arrays: key time)."""
@@ -872,58 +735,37 @@ def arrival_order(plan: BlockSparsePlan, late: np.ndarray) -> tuple[np.ndarray, 
 
 
 def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSparsePlan,
-               softmax_scale: float, num_buf: int | None = None, persistent: bool = PERSISTENT,
-               dynamic: bool | None = None, arrival: Arrival | None = None,
-               under_pv: bool | None = None, stamps: torch.Tensor | None = None,
-               lpt_items: bool | None = None):
+               softmax_scale: float, dynamic: bool = False, arrival: Arrival | None = None,
+               under_pv: bool | None = None):
     """q [Sq, Hq, D], k/v [Sk, Hkv, D] (strided views read in place: tma_rows) over a BLOCK_M
-    x n plan (n = BLOCK_N by default; 64 was measured too) with a row interval table -> (out,
-    lse [Sq, Hq] fp32, None).
-    ``num_buf`` (None: NUM_BUF, read at the call, so an A/B can set it): K/V ring slots;
-    ``persistent``: one program per SM walking the (q tile, head)
-    items in order, loading an item's first K/V tiles during the last one's epilogue (else
-    one program per item); ``dynamic`` (persistent only; None: DYNAMIC): the programs fetch
-    items from a counter instead of striding over them; ``arrival``: start before some keys
-    have landed (persistent and dynamic then); ``under_pv`` (None: under_pv_suits): the
-    softmax of S_j under P_{j-1} V_{j-1}. ``stamps`` (a measurement, static grid only): int64
-    [items, 2, 2], each consumer's global timer (ns) at an item's start and after its O store
-    (scripts/dev/fwd_item_stamps.py). ``lpt_items`` (None: LPT_ITEMS; on the counter-fed grid
-    LPT_DYNAMIC too): the items' order (never with an Arrival)."""
+    x BLOCK_N plan with a row interval table -> (out, lse [Sq, Hq] fp32, None).
+    ``dynamic``: the programs fetch items from a counter instead of striding over them (for
+    forwards beside a collective, whose late-starting programs then take fewer); ``arrival``:
+    start before some keys have landed (dynamic then, in the Arrival's order); ``under_pv``
+    (None: under_pv_suits): the softmax of S_j under P_{j-1} V_{j-1}."""
     seqlen_q, num_heads_q, _ = q.shape
     if plan.block_m != BLOCK_M:
         raise ValueError(f"plan q tiles {plan.block_m} != {BLOCK_M}")
     if plan.row_lo.shape[1] == 0:
         raise ValueError("the Gluon forward masks partial tiles from the row interval table; "
                          "this plan has none (too many intervals per row)")
-    if arrival is not None and not persistent:
-        raise ValueError("a forward that waits for arriving keys runs persistent")
-    if dynamic is None:
-        dynamic = DYNAMIC
-    dynamic = persistent and (dynamic or arrival is not None)
+    dynamic = bool(dynamic) or arrival is not None
     if under_pv is None:
         under_pv = under_pv_suits(plan)
-    if lpt_items is None:
-        lpt_items = LPT_ITEMS and (LPT_DYNAMIC or not dynamic)
-    lpt_items = bool(lpt_items) and arrival is None  # (an Arrival's order: its own first tiles)
-    num_buf = NUM_BUF if num_buf is None else num_buf
     n_items = plan.num_q_tiles * num_heads_q
-    if stamps is not None and (dynamic or stamps.shape != (n_items, 2, 2)
-                               or stamps.dtype != torch.int64):
-        raise ValueError(f"stamps: int64 [{n_items}, 2, 2] of a static grid, got "
-                         f"{stamps.dtype} {tuple(stamps.shape)} (dynamic={dynamic})")
     q, k, v = (tma_rows(t) for t in (q, k, v))  # read by TMA alone: strided views in place
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(seqlen_q, num_heads_q, dtype=torch.float32, device=q.device)
     if n_items > 0:
-        programs = min(n_items, _sm_count(q.device)) if persistent else n_items
+        programs = min(n_items, _sm_count(q.device))
         sched = _schedule_buffer(q.device) if dynamic else lse  # (unread when static)
         order, n_first = ((arrival.order, arrival.n_first) if arrival is not None
                           else (plan.q_tile_order, plan.num_q_tiles))
         flag, late = (arrival.flag, arrival.late) if arrival is not None else (lse, lse)
         # every integer argument follows from these (cached_launch)
         key = (q.shape, k.shape, q.dtype, plan.block_n, plan.num_q_tiles, plan.row_lo.shape[1],
-               num_buf, programs, n_first, dynamic, arrival is not None,
-               under_pv, stamps is not None, lpt_items, plan.cut_at_slices) if q.is_cuda else None
+               programs, n_first, dynamic, arrival is not None, under_pv,
+               plan.cut_at_slices) if q.is_cuda else None
         _launch_fwd_kernel((programs, ), key,
             _descriptor(q, HALF_M), _descriptor(k, plan.block_n), _descriptor(v, plan.block_n),
             _descriptor(out, HALF_M), out, lse, plan.q_tile_ptr, plan.q_starts, plan.q_tile_kt,
@@ -931,11 +773,11 @@ def launch_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BlockSpa
             plan.q_tile_klo if plan.cut_at_slices else plan.q_tile_kt, plan.q_tile_khi,
             plan.q_tile_num_full, order, plan.row_lo, plan.row_hi, seqlen_q, num_heads_q,
             float(softmax_scale) * LOG2E, num_heads_q // k.shape[1], n_items, plan.num_q_tiles,
-            n_first, sched, flag, late, lse if stamps is None else stamps,
-            NUM_BUF=num_buf, ROW_INTERVALS=plan.row_lo.shape[1], DYNAMIC=dynamic,
-            WAIT=arrival is not None, UNDER_PV=bool(under_pv), STAMPS=stamps is not None,
-            LPT=lpt_items, CUT=plan.cut_at_slices, CONSUMER_REGS=CONSUMER_REGS,
-            PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAXNREG)
+            n_first, sched, flag, late,
+            NUM_BUF=NUM_BUF, ROW_INTERVALS=plan.row_lo.shape[1], DYNAMIC=dynamic,
+            WAIT=arrival is not None, UNDER_PV=bool(under_pv), CUT=plan.cut_at_slices,
+            CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4,
+            maxnreg=MAXNREG)
     return out, lse, None
 
 

@@ -2,12 +2,12 @@
 
 One call whose rows walk 128k keys ran 5-6% below two calls over 64k keys each and their lse
 merge (one H200, GQA 64:8, head_dim 128, bf16, 64k rows: full 553 against 582 TFLOPs/s, causal
-550 against 585; ``scripts/dev/key_length_probe.py``, RESULTS.md "Session 30"); over 32k keys
+550 against 585; docs/design/ffa_kernels.md); over 32k keys
 one call was 1% ahead. So a plan whose rows may walk more than SPLIT_ABOVE keys runs as calls
 over equal key ranges of at most PART_KEYS keys, merged by lse. The cut is planned once per
 plan (host work, cached in it); a call launches the parts' kernels and the merges only. The
 backward needs no cut: it runs over the whole mask from the merged out and lse (measured within
-1% of the cut backward at 128k keys, same session).
+1% of the cut backward at 128k keys).
 """
 from __future__ import annotations
 

@@ -31,18 +31,18 @@ from .base import DispatchAlgorithm, DispatchSolution
 TILE = 128
 # ns, the FA4 forward's fit on an H200 (64 q heads, head_dim 128; dispatch_choice's
 # FA4_US_PER_TILE and FA4_US_PER_Q_TILE); a received token (k and v, 8 heads x 128 x bf16 =
-# 4 KB) at the 28 MB / 130 us NCCL measured for the cast at cp 2 (notes/magi_cp.md, session 26)
+# 4 KB) at the 28 MB / 130 us NCCL measured for the cast at cp 2
 NS_PER_TILE, NS_PER_Q_TILE, NS_PER_RECV_TOKEN = 680, 2200, 19
 # FA4 (``for_kernel("fa4")``): a rank whose rows meet one slice is one entry (its keys, own and
 # received, one segment of the fused buffer), run by FA4's dense kernel instead of its varlen
 # one: this much of the time per tile; other kernels have one path (factor 1). Fit on CP ranks
-# (2 x H200, FA4 forward, 16k a GPU, session 29, results/h200x2/magi_profile_s29 and cp/):
+# (2 x H200, FA4 forward, 16k a GPU):
 # the 8192-token causal document alone (dense) <= 1.54 ms against 1.72 ms with 32 + 96 tokens
 # of its neighbours (varlen), 0.90; full, 0.72 us a tile on the 8192-token document alone
 # against 0.83 on 7456 of its rows and a 1376-token document, 0.86. The kernel alone on one
-# document (session 30, results/h200/probes_s30/fa4_dense_vs_varlen.csv) shows less of it,
+# document shows less of it,
 # 0.93-0.95 forward at 8k-16k (0.995 on causal 16k): the rest of the ranks' gap is not the path
-# alone. Placed with 0.88, full_document 16k ran 1.01x / 1.06x HybridCP (session 30).
+# alone. Placed with 0.88, full_document 16k ran 1.01x / 1.06x HybridCP.
 DENSE_TILE_FACTOR = 0.88
 # cp 2's window search evaluates every pair of cut points against every slice: at most
 # WINDOW_BUDGET (pairs x slices, ~0.5 s of numpy on the host) and MAX_WINDOW_POINTS points (a

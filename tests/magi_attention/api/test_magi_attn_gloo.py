@@ -18,18 +18,18 @@ HEAD_DIM = 16
 SMALL_PARAMS = {"sliding_window": {"window": 24}, "sliding_window_causal": {"window": 24},
                 "global_sliding_window": {"window": 24, "num_global": 8},
                 "block_causal_document": {"block_size": 16}, "hash_sparse": {"run_len": 16},
-                "block_sparse": {"block_q": 16, "block_k": 16},
+                "block_sparse": {"block": 16},
                 "var_block_sparse": {"min_block": 8, "max_block": 48}}
 ATOL = 2e-4
 
 
 def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shape=None,
             mask_names=None):
-    from bench.masks import MASK_NAMES, build_mask
     from magi_attention.api import calc_attn, dispatch, magi_attn_flex_key, undispatch
     from magi_attention.common import slices_to_tensors, to_dense
     from magi_attention.meta import DISPATCH_ALGORITHMS, OverlapConfig
     from magi_attention.testing import dense_attention, random_qkv
+    from magi_attention.testing.masks import MASK_NAMES, named_mask
 
     # num_stages: a count, None (the solver chooses), "fused" (one kernel over own + received
     # KV), "staged1" (one overlapped stage with a merge), "cut_<fwd|bwd|both>" (the fused
@@ -54,14 +54,14 @@ def _worker(rank, cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shap
     q, k, v = random_qkv(SEQLEN, SEQLEN, *HEADS, HEAD_DIM, seed=0, requires_grad=False)
     dout = torch.randn(SEQLEN, HEADS[0], HEAD_DIM, generator=torch.Generator().manual_seed(1))
     for name in mask_names or MASK_NAMES:
-        mask = build_mask(name, SEQLEN, doc_lens=DOC_LENS, seed=1, **SMALL_PARAMS.get(name, {}))
+        mask = named_mask(name, SEQLEN, doc_lens=DOC_LENS, seed=1, **SMALL_PARAMS.get(name, {}))
         ref = [t.clone().requires_grad_() for t in (q, k, v)]
-        ref_out, _ = dense_attention(*ref, to_dense(mask.slices, SEQLEN))
+        ref_out, _ = dense_attention(*ref, to_dense(mask, SEQLEN))
         ref_grads = torch.autograd.grad(ref_out, ref, dout.double())
         for alg in DISPATCH_ALGORITHMS:
             case = f"{name}/{alg}"
             try:
-                key = magi_attn_flex_key(*slices_to_tensors(mask.slices), SEQLEN, *HEADS,
+                key = magi_attn_flex_key(*slices_to_tensors(mask), SEQLEN, *HEADS,
                                          HEAD_DIM, cp, chunk_size, dispatch_alg=alg,
                                          num_stages=stages, overlap=overlap,
                                          backend="reference", dtype=torch.float32)
@@ -139,8 +139,8 @@ def run_group(cp_size, chunk_size, num_stages, mesh_shape=None, mask_names=None)
 def test_magi_attn_equals_dense_attention_fwd_bwd_every_mask_and_algorithm(cp_size, chunk_size,
                                                                            num_stages):
     per_rank = run_group(cp_size, chunk_size, num_stages)
-    from bench.masks import MASK_NAMES
     from magi_attention.meta import DISPATCH_ALGORITHMS
+    from magi_attention.testing.masks import MASK_NAMES
     assert len(per_rank[0]) == len(MASK_NAMES) * len(DISPATCH_ALGORITHMS)
     failures = [f"rank {r}: {res}" for r, results in enumerate(per_rank) for res in results
                 if not res["ok"]]

@@ -75,20 +75,19 @@ def _worker(rank, port, out_dir, backend, mode="split", device="cuda", seqlen=SE
     dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=2)
     lines = []
     try:
-        from bench.data import sample_doc_lens
-        from bench.masks import build_mask, convert
         from magi_attention.api import calc_attn, dispatch, magi_attn_flex_key, undispatch
         from magi_attention.common import slices_to_tensors
         from magi_attention.functional import flex_flash_attn_func
         from magi_attention.meta import OverlapConfig
         from magi_attention.testing import assert_no_sync
+        from magi_attention.testing.masks import named_mask, random_doc_lens
         g = torch.Generator(device=device).manual_seed(0)
         make = lambda h: torch.randn(seqlen, h, HEAD_DIM, device=device, generator=g)  # noqa: E731
         q, k, v, dout = make(HEADS[0]), make(HEADS[1]), make(HEADS[1]), make(HEADS[0])
         for name in MASKS:
-            mask = build_mask(name, seqlen, doc_lens=list(sample_doc_lens(seqlen, seed=0)))
+            mask = named_mask(name, seqlen, doc_lens=random_doc_lens(seqlen, 0))
             alg, chunk = DISPATCH.get(mode, ("balanced_runs", 512))
-            key = magi_attn_flex_key(*convert.to_slices_tensors(mask, "cpu"), seqlen, *HEADS,
+            key = magi_attn_flex_key(*slices_to_tensors(mask), seqlen, *HEADS,
                                      HEAD_DIM, dist.group.WORLD, chunk_size=chunk,
                                      dispatch_alg=alg, backend=backend,
                                      overlap=OverlapConfig(**OVERLAPS[mode]))

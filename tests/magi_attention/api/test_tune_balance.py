@@ -50,12 +50,12 @@ def test_the_fastest_timing_is_kept():
 def test_every_layout_is_timed_by_the_first_layouts_recipe(monkeypatch):
     """_rank_seconds hands each stage mask the recipe its first timing chose to every later
     layout's timing (the steps here: the first layout short, the next ones long)."""
-    from bench.masks import build_mask
     from magi_attention.meta import AttnShape, OverlapConfig, SliceArray, solve_dispatch
     from magi_attention.meta.solver import solve_for_dispatch
+    from magi_attention.testing.masks import causal
 
     seqlen = 4096
-    slices = SliceArray.from_slices(build_mask("causal", seqlen).slices)
+    slices = SliceArray.from_slices(causal(seqlen))
     solved = solve_for_dispatch(slices, solve_dispatch(slices, seqlen, 2, 256, "balanced_runs"),
                                 AttnShape(8, 2, 64), OverlapConfig())
     asked = []
@@ -75,13 +75,13 @@ def test_a_key_built_again_reuses_the_timed_layout(monkeypatch):
     gets the layout and the times of the first without timing (the timing replaced here)."""
     import torch
 
-    from bench.masks import build_mask
     from magi_attention.api._timed_choices import GroupChoices
     from magi_attention.meta import AttnShape, OverlapConfig, SliceArray, solve_dispatch
     from magi_attention.meta.solver import MagiMeta, solve_for_dispatch
+    from magi_attention.testing.masks import causal
 
     seqlen, shape, overlap = 4096, AttnShape(8, 2, 64), OverlapConfig(balance="timed")
-    slices = SliceArray.from_slices(build_mask("causal", seqlen).slices)
+    slices = SliceArray.from_slices(causal(seqlen))
     first = solve_for_dispatch(slices, solve_dispatch(slices, seqlen, 2, 256, "balanced_runs"),
                                shape, overlap)
     meta = MagiMeta(first.dispatch, first.table, first.runtime(0), first.stage_plan,

@@ -82,16 +82,15 @@ def test_unknown_cut_is_a_value_error():
 
 def _timing_worker(rank, init_file, out_file):
     import torch.distributed as dist
-    from bench.masks import build_mask
     from magi_attention.api import magi_attn_flex_key
     from magi_attention.api._tune_cut import _timed_cut
     from magi_attention.common import slices_to_tensors
+    from magi_attention.testing.masks import causal
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     try:
-        mask = build_mask("causal", 256)
-        key = magi_attn_flex_key(*slices_to_tensors(mask.slices), 256, 4, 2, 16, dist.group.WORLD,
+        key = magi_attn_flex_key(*slices_to_tensors(causal(256)), 256, 4, 2, 16, dist.group.WORLD,
                                  chunk_size=32, overlap=OverlapConfig(fused=True, cut="none"),
                                  backend="reference", dtype=torch.float32)
         got = _timed_cut(key.runtime, torch.device("cpu"), 4, 2, 16, torch.float32, 2)

@@ -36,10 +36,10 @@ def test_unequal_runs_is_solved_on_fine_chunks_where_the_sequence_allows(chunk, 
 
 def _worker(rank, init_file, out_dir, forced, world_size=2, mesh_shape=None):
     import magi_attention.api._tune_dispatch as tune
-    from bench.masks import build_mask
     from magi_attention.api import calc_attn, dispatch, magi_attn_flex_key, undispatch
     from magi_attention.common import slices_to_tensors, to_dense
     from magi_attention.testing import dense_attention, random_qkv
+    from magi_attention.testing.masks import causal_document
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
@@ -59,14 +59,14 @@ def _worker(rank, init_file, out_dir, forced, world_size=2, mesh_shape=None):
         return timed(keys, *args)
     tune.step_seconds = counted
     try:
-        mask = build_mask("causal_document", SEQLEN, doc_lens=DOC_LENS, seed=1)
+        slices = causal_document(DOC_LENS)
         q, k, v = random_qkv(SEQLEN, SEQLEN, *HEADS, HEAD_DIM, seed=0, requires_grad=False)
         dout = torch.randn(SEQLEN, HEADS[0], HEAD_DIM, generator=torch.Generator().manual_seed(1))
         ref = [t.clone().requires_grad_() for t in (q, k, v)]
-        ref_out, _ = dense_attention(*ref, to_dense(mask.slices, SEQLEN))
+        ref_out, _ = dense_attention(*ref, to_dense(slices, SEQLEN))
         ref_grads = torch.autograd.grad(ref_out, ref, dout.double())
         build = lambda: magi_attn_flex_key(  # noqa: E731
-            *slices_to_tensors(mask.slices), SEQLEN, *HEADS, HEAD_DIM, cp, 32 if cp else 64,
+            *slices_to_tensors(slices), SEQLEN, *HEADS, HEAD_DIM, cp, 32 if cp else 64,
             dispatch_alg="timed", backend="reference", dtype=torch.float32)
         key = build()
         again = build()  # the same mask and shapes: the kept choice, no second timing

@@ -20,12 +20,12 @@ def inputs():
 
 
 def key_for(name: str, overlap):
-    """The reference-kernel key of the bench mask ``name`` at cp 2 (chunks of 32, min_heap)."""
-    from bench.masks import build_mask
+    """The reference-kernel key of the test mask ``name`` at cp 2 (chunks of 32, min_heap)."""
     from magi_attention.api import magi_attn_flex_key
     from magi_attention.common import slices_to_tensors
-    mask = build_mask(name, SEQLEN, doc_lens=DOC_LENS, seed=1)
-    return magi_attn_flex_key(*slices_to_tensors(mask.slices), SEQLEN, *HEADS, HEAD_DIM,
+    from magi_attention.testing.masks import named_mask
+    slices = named_mask(name, SEQLEN, doc_lens=DOC_LENS, seed=1)
+    return magi_attn_flex_key(*slices_to_tensors(slices), SEQLEN, *HEADS, HEAD_DIM,
                               dist.group.WORLD, chunk_size=32, dispatch_alg="min_heap",
                               overlap=overlap, backend="reference", dtype=torch.bfloat16)
 

@@ -8,11 +8,10 @@ from ._cp2_gloo import inputs, key_for, run_on_two_ranks
 
 
 def _runtime():
-    from bench.masks import build_mask
     from magi_attention.functional._dist_runtime import DistAttnRuntime
     from magi_attention.meta import AttnShape, OverlapConfig, solve_magi_meta
-    mask = build_mask("causal", 256)
-    meta = solve_magi_meta(mask.slices, 256, 2, 32, 0, AttnShape(4, 2, 16), "min_heap",
+    from magi_attention.testing.masks import causal
+    meta = solve_magi_meta(causal(256), 256, 2, 32, 0, AttnShape(4, 2, 16), "min_heap",
                            OverlapConfig(fused=True))
     return DistAttnRuntime(meta.runtime)
 

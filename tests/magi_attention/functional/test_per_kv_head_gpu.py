@@ -7,11 +7,11 @@ import random
 import pytest
 import torch
 
-from bench.masks import build_mask
 from magi_attention.common import to_dense
 from magi_attention.functional import (FlexAttnPlan, backend_reason, flex_flash_attn_per_kv_head)
 from magi_attention.kernels import reference
 from magi_attention.testing import assert_no_sync, dense_attention, random_slices
+from magi_attention.testing.masks import random_block_sparse
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
@@ -59,9 +59,8 @@ def test_per_kv_head_matches_each_heads_reference(backend, seed):
 
 def test_per_kv_head_steady_state_call_does_not_synchronise():
     seqlen = 4096
-    mask = build_mask("block_sparse", seqlen, block_q=64, block_k=64, sparsity=0.25,
-                      num_heads_kv=2, seed=0)
-    plans = [FlexAttnPlan.from_slices(list(s), seqlen) for s in mask.head_slices]
+    plans = [FlexAttnPlan.from_slices(random_block_sparse(seqlen, seed=head), seqlen)
+             for head in range(2)]  # one block-sparse mask a KV head
     q = torch.randn(seqlen, 8, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     k = torch.randn(seqlen, 2, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     v = torch.randn_like(k, requires_grad=True)

@@ -11,12 +11,12 @@ import random
 import pytest
 import torch
 
-from bench.masks import build_mask
 from magi_attention.common import to_dense
 from magi_attention.functional import (FlexAttnPlan, backend_reason, flex_flash_attn_func,
                                       resolve_backend)
 from magi_attention.kernels import reference
 from magi_attention.testing import assert_no_sync, dense_attention, random_slices
+from magi_attention.testing.masks import named_mask
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
@@ -93,14 +93,13 @@ def test_steady_state_call_does_not_synchronise(backend, mask_name, form):
     sm90; the document masks here run its Triton forward; qk_sparse's backward masks from the
     bitmaps, built at the first call)"""
     seqlen = 4096
-    mask = build_mask(mask_name, seqlen, doc_lens=[1000, 2000, 1096], block_size=256) \
-        if mask_name == "block_causal_document" else build_mask(mask_name, seqlen,
-                                                                doc_lens=[1000, 2000, 1096])
+    params = {"block_size": 256} if mask_name == "block_causal_document" else {}
+    mask = named_mask(mask_name, seqlen, doc_lens=[1000, 2000, 1096], **params)
     q = torch.randn(seqlen, 8, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     k = torch.randn(seqlen, 2, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     v = torch.randn_like(k, requires_grad=True)
     _skip_unless(backend, q)
-    plan = FlexAttnPlan.from_slices(list(mask.slices), seqlen)
+    plan = FlexAttnPlan.from_slices(mask, seqlen)
     mask_args = (plan,) if form == "plan" else plan.tensors("cuda")
 
     def step():
@@ -121,14 +120,13 @@ def test_auto_picks_the_fastest_installed_backend():
 @pytest.mark.parametrize("name, expected", [("causal_document", "fa4"), ("block_sparse", "triton")])
 def test_auto_runs_masks_of_many_partial_tiles_on_triton(monkeypatch, name, expected):
     """With FA4 installed, "auto" keeps FA4 for a mask it runs natively and takes the Triton
-    backend for one it would mask cell by cell (block_sparse: FA4 0.2x Triton, session 41); the
+    backend for one it would mask cell by cell (block_sparse: FA4 0.2x Triton); the
     output equals the chosen backend's, and the choice is kept in the plan."""
     from magi_attention.functional import _backends
     seqlen = 4096
     q, k, v = (torch.randn(seqlen, h, 128, device="cuda", dtype=torch.bfloat16) for h in (8, 2, 2))
     _skip_unless("fa4", q)
-    mask = build_mask(name, seqlen, doc_lens=[1000, 3000, 96], seed=0)
-    plan = FlexAttnPlan.from_slices(list(mask.slices), seqlen)
+    plan = FlexAttnPlan.from_slices(named_mask(name, seqlen, doc_lens=[1000, 3000, 96]), seqlen)
     ran = []
     real = _backends.load_backend
     monkeypatch.setattr("magi_attention.functional.flex_flash_attn.load_backend",
@@ -151,11 +149,11 @@ def one_rank_group():
 
 @pytest.mark.parametrize("mask_name", ["causal_document", "block_causal_document"])
 def test_calc_attn_does_not_synchronise(one_rank_group, mask_name):
-    from bench.masks import convert
     from magi_attention.api import calc_attn, dispatch, magi_attn_flex_key
+    from magi_attention.common import slices_to_tensors
     seqlen = 8192
-    mask = build_mask(mask_name, seqlen, doc_lens=[3000, 4000, 1192])
-    key = magi_attn_flex_key(*convert.to_slices_tensors(mask, "cpu"), seqlen, 8, 2, 128,
+    mask = named_mask(mask_name, seqlen, doc_lens=[3000, 4000, 1192])
+    key = magi_attn_flex_key(*slices_to_tensors(mask), seqlen, 8, 2, 128,
                              one_rank_group, chunk_size=512)
     q, k, v = (dispatch(torch.randn(seqlen, h, 128, device="cuda", dtype=torch.bfloat16), key)
                .requires_grad_() for h in (8, 2, 2))
@@ -171,8 +169,8 @@ def test_calc_attn_does_not_synchronise(one_rank_group, mask_name):
 
 @pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16])
 def test_fused_merge_equals_torch_merge(out_dtype):
-    from magi_attention.functional._merge_triton import merge_out_lse_fused
-    from magi_attention.functional.merge import merge_out_lse_torch
+    from magi_attention.kernels.triton.merge import merge_out_lse_fused
+    from magi_attention.kernels.merge import merge_out_lse_torch
     g = torch.Generator(device="cuda").manual_seed(0)
     o1 = torch.randn(300, 6, 128, device="cuda", generator=g)
     o2 = torch.randn(300, 6, 128, device="cuda", generator=g).bfloat16()

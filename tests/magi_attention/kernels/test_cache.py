@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from magi_attention.kernels._cache import LRUCache, ranges_key
+from magi_attention.kernels.cache import LRUCache, ranges_key
 
 
 def test_lru_evicts_least_recently_used_and_builds_once():

@@ -1,5 +1,5 @@
 """FA4 backend: clear errors when flash-attn-4 is missing (CPU), and equality with the reference
-backend for every bench mask, forward and backward (GPU, SM90, flash-attn-4 installed).
+backend for every test mask, forward and backward (GPU, SM90, flash-attn-4 installed).
 
 GPU oracle: the reference backend in fp32 on the same (upcast) bf16/fp16 inputs. Tolerance per
 tensor (out, lse, dq, dk, dv), FlashAttention's rule: the kernel's max abs error may be at most 2x
@@ -11,7 +11,6 @@ import random
 import pytest
 import torch
 
-from bench.masks import MASK_NAMES, build_mask
 from magi_attention import env
 from magi_attention.common import AttnMaskType, AttnRange, AttnSlice, to_dense
 from magi_attention.functional import (BackendUnavailable, FlexAttnPlan, flex_flash_attn_func,
@@ -19,6 +18,7 @@ from magi_attention.functional import (BackendUnavailable, FlexAttnPlan, flex_fl
 from magi_attention.kernels import fa4, reference
 from magi_attention.kernels.fa4._convert import fa4_block_sparse
 from magi_attention.testing import dense_attention
+from magi_attention.testing.masks import MASK_NAMES, named_mask
 from magi_attention.testing.staircase import random_staircase
 
 ERR_FACTOR = 2.0
@@ -133,8 +133,8 @@ def _case_id(c):
 @pytest.mark.parametrize("name", MASK_NAMES)
 def test_every_mask(name, case):
     seqlen, seed, dtype, (hq, hk, d) = case
-    mask = build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
-    check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, dtype, seed)
+    mask = named_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
+    check_case(mask, seqlen, seqlen, hq, hk, d, dtype, seed)
 
 
 NATIVE_MASKS = ("full", "causal", "full_document", "causal_document", "sliding_window",
@@ -148,8 +148,8 @@ NATIVE_MASKS = ("full", "causal", "full_document", "causal_document", "sliding_w
 def test_block_sparse_path_on_native_masks(name, case):
     """The masks FA4 runs natively also pass through the block-sparse path exactly."""
     seqlen, seed, dtype, (hq, hk, d) = case
-    mask = build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
-    check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, dtype, seed, native=False)
+    mask = named_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
+    check_case(mask, seqlen, seqlen, hq, hk, d, dtype, seed, native=False)
 
 
 @pytest.mark.gpu

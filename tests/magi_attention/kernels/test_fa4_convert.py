@@ -1,7 +1,7 @@
-"""AttnSlice -> FA4 block-sparse conversion is exact, for every bench mask (CPU, no FA4 import).
+"""AttnSlice -> FA4 block-sparse conversion is exact, for every test mask (CPU, no FA4 import).
 
-Oracle: the mask's dense form (``bench.masks.convert.to_dense``, built from the slices by the
-independent row-bounds code). The conversion must give: full tiles inside the sequence and
+Oracle: the mask's dense form (``common.to_dense``, built from the slices by the independent
+row-bounds code). The conversion must give: full tiles inside the sequence and
 entirely in the mask, partial-tile bitmaps equal to the mask, nothing outside listed tiles, and
 backward (per key tile) lists that are exactly the transpose of the forward ones.
 """
@@ -12,9 +12,7 @@ from magi_attention.common import AttnMaskType, AttnSlice, slices_to_tensors, to
 from magi_attention.kernels.fa4 import tile_shape
 from magi_attention.kernels.fa4._convert import (clear_conversion_cache, dense_from_block_sparse,
                                                  to_fa4_block_sparse)
-
-bench_masks = pytest.importorskip("bench.masks")
-bench_data = pytest.importorskip("bench.data")
+from magi_attention.testing.masks import MASK_NAMES, named_mask
 
 BLOCK_M, BLOCK_N = tile_shape(128)  # FA4's SM90 tiles, as the backend uses them
 
@@ -52,12 +50,9 @@ def _check(slices, seqlen_q, seqlen_k, block_m=BLOCK_M, block_n=BLOCK_N):
 
 
 @pytest.mark.parametrize("seqlen", [1000, 2048])
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+@pytest.mark.parametrize("name", MASK_NAMES)
 def test_every_mask_exact(name, seqlen):
-    doc_lens = bench_data.sample_doc_lens(seqlen, seed=seqlen)
-    mask = bench_masks.build_mask(name, seqlen, doc_lens=doc_lens, seed=1)
-    for slices in mask.per_head_slices:
-        _check(list(slices), seqlen, seqlen)
+    _check(named_mask(name, seqlen, seed=seqlen), seqlen, seqlen)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -95,17 +90,16 @@ def test_block_n_must_fit_words():
         to_fa4_block_sparse(*slices_to_tensors([AttnSlice.make(0, 8, 0, 8)]), 8, 8, 128, 48)
 
 
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+@pytest.mark.parametrize("name", MASK_NAMES)
 def test_cost_terms_agree_with_the_conversion(name):
     """path_cost_terms (no bitmaps) gives the conversion's area, native form and partial tiles."""
-    from magi_attention.kernels.fa4._convert import fa4_block_sparse, path_cost_terms
+    from magi_attention.kernels.fa4._convert import fa4_block_sparse
+    from magi_attention.kernels.fa4.cost import path_cost_terms
     from magi_attention.kernels.plan import FlexAttnPlan
     seqlen = 1500
-    mask = bench_masks.build_mask(name, seqlen, doc_lens=bench_data.sample_doc_lens(seqlen, seed=2),
-                                  seed=2)
-    plan = FlexAttnPlan.from_slices(list(mask.per_head_slices[0]), seqlen, seqlen)
-    conv = fa4_block_sparse(FlexAttnPlan.from_slices(list(mask.per_head_slices[0]), seqlen, seqlen),
-                            BLOCK_M, BLOCK_N)
+    slices = named_mask(name, seqlen, seed=2)
+    plan = FlexAttnPlan.from_slices(slices, seqlen, seqlen)
+    conv = fa4_block_sparse(FlexAttnPlan.from_slices(slices, seqlen, seqlen), BLOCK_M, BLOCK_N)
     area, native, partial = path_cost_terms(plan, BLOCK_M, BLOCK_N)
     assert area == conv.area and native == (conv.native is not None or conv.groups is not None)
     assert partial == (0 if native else conv.num_partial)

@@ -9,10 +9,8 @@ import pytest
 from magi_attention.common import AttnMaskType, AttnSlice, slices_to_tensors, to_dense
 from magi_attention.kernels.fa4._convert import to_fa4_block_sparse
 from magi_attention.kernels.fa4._native import native_dense
+from magi_attention.testing.masks import MASK_NAMES, named_mask
 from magi_attention.testing.staircase import WINDOWS, random_staircase
-
-bench_masks = pytest.importorskip("bench.masks")
-bench_data = pytest.importorskip("bench.data")
 
 EXPRESSIBLE = {"full", "causal", "full_document", "causal_document", "sliding_window",
                "sliding_window_causal"}
@@ -23,16 +21,15 @@ def _form(slices, seqlen, seqlen_k=None):
     return to_fa4_block_sparse(*slices_to_tensors(slices), seqlen, seqlen_k, 128, 128).native
 
 
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+@pytest.mark.parametrize("name", MASK_NAMES)
 def test_found_exactly_when_expressible(name):
     seqlen = 3000
-    mask = bench_masks.build_mask(name, seqlen, doc_lens=bench_data.sample_doc_lens(seqlen, seed=2),
-                                  seed=1)
-    form = _form(list(mask.slices), seqlen)
+    slices = named_mask(name, seqlen, seed=1)
+    form = _form(slices, seqlen)
     if name in EXPRESSIBLE:
         assert form is not None
     if form is not None:
-        assert np.array_equal(native_dense(form, seqlen), to_dense(list(mask.slices), seqlen, seqlen).numpy())
+        assert np.array_equal(native_dense(form, seqlen), to_dense(slices, seqlen, seqlen).numpy())
 
 
 def test_invcausal_is_a_left_window_of_zero():
@@ -154,27 +151,6 @@ def test_staircase_one_cell_off_is_refused(case):
     assert exact is not None and np.array_equal(native_dense(exact, seqlen_q, seqlen_k), dense)
     dense[q, k] = not dense[q, k]
     assert _form(_row_slices(dense), seqlen_q, seqlen_k) is None
-
-
-@pytest.mark.parametrize("name", ["full", "causal", "full_document", "causal_document",
-                                  "sliding_window_causal", "block_causal_document"])
-def test_benchmark_masks_keep_their_session_12_forms(name):
-    """The kernel sweep's masks at 16k keep the forms they were measured with before the
-    staircase forms: square documents (equal q and key bounds) or dense, and
-    block_causal_document on the block-sparse path."""
-    from bench.config import DataConfig, MaskChoice
-    from bench.sweep import cell_mask
-    from magi_attention.kernels.fa4._convert import native_of
-    from magi_attention.kernels.plan import FlexAttnPlan
-    seqlen = 16384
-    mask = cell_mask(MaskChoice(name=name, params={}, label=name), seqlen, DataConfig(), 8)
-    form = native_of(FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen))
-    if name == "block_causal_document":
-        assert form is None
-    elif name.endswith("_document"):
-        assert form.varlen and form.cu_seqlens_q == form.cu_seqlens_k
-    else:
-        assert not form.varlen
 
 
 def _groups(slices, seqlen_q, seqlen_k):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from magi_attention.common import AttnSlice, to_dense
-from magi_attention.functional.merge import merge_out_lse_torch
+from magi_attention.kernels.merge import merge_out_lse_torch
 from magi_attention.kernels import reference
 from magi_attention.kernels.plan import FlexAttnPlan
 from magi_attention.kernels.triton import key_parts as kp

@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from bench.data import sample_doc_lens
-from bench.masks import build_mask
 from magi_attention.common import AttnSlice, to_dense
 from magi_attention.kernels.block_sparse import (plan_block_sparse, slice_bounds_array,
                                                  union_row_intervals)
 from magi_attention.testing import random_slices
+from magi_attention.testing.masks import named_mask
 
 gb = pytest.importorskip("magi_attention.kernels.triton.gluon_backward")
 
@@ -53,9 +52,8 @@ def _check(slices, seqlen):
 @pytest.mark.parametrize("name", ["qk_sparse", "hash_sparse", "causal_document",
                                   "sliding_window_causal", "global_sliding_window"])
 @pytest.mark.parametrize("seqlen", [1024, 1531])
-def test_bitmaps_give_back_the_bench_masks(name, seqlen):
-    mask = build_mask(name, seqlen, doc_lens=sample_doc_lens(seqlen, seed=0), seed=0)
-    _check(list(mask.slices), seqlen)
+def test_bitmaps_give_back_the_test_masks(name, seqlen):
+    _check(named_mask(name, seqlen, seed=0), seqlen)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -72,11 +70,11 @@ def test_a_plan_without_partial_pairs_still_gets_one_bitmap():
 
 def test_bits_suit_rows_of_several_intervals_within_the_memory_cap(monkeypatch):
     def plan_of(name, seqlen=4096):
-        return plan_block_sparse(list(build_mask(name, seqlen, seed=0).slices), seqlen, seqlen,
-                                 gb.BLOCK_M, gb.BLOCK_N)
+        return plan_block_sparse(named_mask(name, seqlen, seed=0), seqlen, seqlen, gb.BLOCK_M,
+                                 gb.BLOCK_N)
 
     several, one = plan_of("qk_sparse"), plan_of("causal")
-    no_table = plan_of("var_block_sparse", 16384)  # 13 intervals a row, 31% of pairs partial
+    no_table = plan_of("var_block_sparse", 16384)  # 13 intervals a row, 28% of pairs partial
     assert several.row_lo.shape[1] > 1 and one.row_lo.shape[1] == 1
     assert no_table.row_lo.shape[1] == 0
     assert gb.bits_suit(several) and gb.bits_suit(no_table) and not gb.bits_suit(one)
@@ -94,7 +92,7 @@ def test_bits_suit_rows_of_several_intervals_within_the_memory_cap(monkeypatch):
 
 
 def test_bits_of_another_plan_are_refused():
-    slices = list(build_mask("qk_sparse", 1024, seed=0).slices)
+    slices = named_mask("qk_sparse", 1024, seed=0)
     plan = plan_block_sparse(slices, 1024, 1024, gb.BLOCK_M, gb.BLOCK_N)
     other = plan_block_sparse(slices[:3], 2048, 2048, gb.BLOCK_M, gb.BLOCK_N)
     bits = gb.key_tile_bits(other, union_row_intervals(slice_bounds_array(slices[:3]), 2048))

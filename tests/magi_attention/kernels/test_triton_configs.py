@@ -7,13 +7,13 @@ torch = pytest.importorskip("torch")
 
 import numpy as np  # noqa: E402
 
-from bench.masks import build_mask  # noqa: E402
 from magi_attention.common import AttnMaskType, AttnSlice  # noqa: E402
 from magi_attention.kernels.block_sparse import plan_block_sparse  # noqa: E402
 from magi_attention.kernels.plan import FlexAttnPlan  # noqa: E402
 from magi_attention.kernels.triton import plan_tiles_per_q_tile  # noqa: E402
 from magi_attention.kernels.triton.configs import SHORT_ROW_TILES, fwd_config  # noqa: E402
 from magi_attention.testing import document_slices  # noqa: E402
+from magi_attention.testing.masks import named_mask  # noqa: E402
 
 S = 16384
 
@@ -105,7 +105,7 @@ def test_row_intervals_travel_by_tma_where_partial_tiles_are_many(name, slices, 
 ])
 def test_long_lists_release_the_q_slot_before_the_dq_add(name, slices, seqlen, early):
     """gluon_backward.early_empty_suits: the early release of a step's Q / dO slot from
-    EARLY_EMPTY_MIN_Q_TILES q tiles a key tile on average (session 64: +1.3% on full 16k, -8%
+    EARLY_EMPTY_MIN_Q_TILES q tiles a key tile on average (+1.3% on full 16k, -8%
     on causal_document 16k's 17), counted on the host."""
     gb = pytest.importorskip("magi_attention.kernels.triton.gluon_backward")
     plan = plan_block_sparse(slices, seqlen, seqlen, gb.BLOCK_M, gb.BLOCK_N)
@@ -119,7 +119,7 @@ def test_long_lists_release_the_q_slot_before_the_dq_add(name, slices, seqlen, e
     ("causal_documents_of_512", _docs([512] * 16, True), 8192, 8, 1),  # 4.5: 36 at 1
     ("no_gqa", [AttnSlice.make(0, 16384, 0, 16384, 0)], 16384, 1, 1),
     ("group_of_6", _docs([2048] * 8, True), 16384, 6, 3),  # 16.5 x 2 heads = 33 steps
-    ("sliding_window_causal", list(build_mask("sliding_window_causal", 16384).slices), 16384, 8,
+    ("sliding_window_causal", named_mask("sliding_window_causal", 16384), 16384, 8,
      1),  # 17.4 q tiles every key tile (cv 0.14): the programs do not drift over heads
     ("full_4k", [AttnSlice.make(0, 4096, 0, 4096, 0)], 4096, 8, 1),  # equal lists of 64
 ])
@@ -146,17 +146,12 @@ def test_gluon_forward_names_why_it_does_not_run(monkeypatch):
     assert "Triton 3.6" in gf.unsupported_reason(q, q, 0.0, False)
 
 
-def test_gluon_backward_is_on_by_default_and_names_why_it_does_not_run(monkeypatch):
-    """The Gluon backward is on unless MAGI_ATTENTION_GLUON_BWD=0; it refuses non-Hopper inputs,
-    deterministic=True (its dq reduce-adds have no fixed order) and softcap."""
-    from magi_attention import env
+def test_gluon_backward_names_why_it_does_not_run(monkeypatch):
+    """The Gluon backward refuses non-Hopper inputs, deterministic=True (its dq reduce-adds have
+    no fixed order) and softcap."""
     from magi_attention.kernels import triton as tk
     gb = pytest.importorskip("magi_attention.kernels.triton.gluon_backward")
     q = torch.zeros(128, 2, 128, dtype=torch.bfloat16)
-    assert env.PREFER_GLUON_BWD
-    monkeypatch.setattr(env, "PREFER_GLUON_BWD", False)
-    assert "MAGI_ATTENTION_GLUON_BWD" in tk._gluon_bwd_reason(q, q, 0.0, False)
-    monkeypatch.setattr(env, "PREFER_GLUON_BWD", True)
     assert "sm90" in tk._gluon_bwd_reason(q, q, 0.0, False)  # a CPU tensor
     gf = pytest.importorskip("magi_attention.kernels.triton.gluon_forward")
     monkeypatch.setattr(gf, "_triton_version", lambda: (3, 6))
@@ -170,8 +165,7 @@ def test_gluon_backward_is_on_by_default_and_names_why_it_does_not_run(monkeypat
 def test_the_default_kernel_choice_is_made_once_per_mask_and_kind_of_input(monkeypatch):
     """tk.fwd / tk.bwd without a config decide Gluon or Triton (and the forward's short-row
     config) on the first call for a mask and kind of input; later calls look the choice up:
-    the reasons are not asked again. A new dtype or the environment switch is a new choice."""
-    from magi_attention import env
+    the reasons are not asked again. A new dtype is a new choice."""
     from magi_attention.kernels import triton as tk
     from magi_attention.kernels.triton import backward, forward
     asked = []
@@ -191,9 +185,8 @@ def test_the_default_kernel_choice_is_made_once_per_mask_and_kind_of_input(monke
     assert launched[0] == launched[2] == launched[4]  # the same plan and config each time
     assert launched[0][1] == fwd_config(128, tk.plan_tiles_per_q_tile(launched[0][0]))
     tk.fwd(q.half(), q.half(), q.half(), mask, 1.0)
-    monkeypatch.setattr(env, "PREFER_GLUON_FWD", False)
     tk.fwd(q, q, q, mask, 1.0)
-    assert asked == ["fwd", "bwd", "fwd", "fwd"]
+    assert asked == ["fwd", "bwd", "fwd"]
 
 
 @pytest.mark.parametrize("head_dim", [16, 32, 64, 128, 256])
@@ -215,7 +208,7 @@ def test_head_dim_256_takes_the_wide_tiles_whatever_its_rows():
     from magi_attention.kernels.triton.configs import (BWD_WIDE, FWD_WIDE, SHORT_ROW_TILES,
                                                        bwd_config, fwd_config)
     assert fwd_config(256) == fwd_config(256, SHORT_ROW_TILES - 1) == FWD_WIDE
-    assert bwd_config(256) == BWD_WIDE and not BWD_WIDE.one_pass
+    assert bwd_config(256) == BWD_WIDE
     assert fwd_config(128) != FWD_WIDE and bwd_config(128) != BWD_WIDE
 
 
@@ -239,9 +232,7 @@ def _gluon_or_none(slices, seqlen):
 ])
 def test_pack_gqa_runs_where_it_was_measured_to_win(name, group, head_dim, max_logits, packs):
     from magi_attention.kernels import triton as tk
-    from bench.data import sample_doc_lens
-    # the measured masks (the sweep's documents)
-    slices = list(build_mask(name, S, doc_lens=sample_doc_lens(S, seed=0), seed=0).slices)
+    slices = named_mask(name, S, seed=0)
     config = tk._pack_config(_gluon_or_none(slices, S), group, head_dim, max_logits)
     assert (config is not None) == packs
     assert config is None or config.pack_gqa
@@ -252,7 +243,7 @@ def test_the_packed_plan_holds_block_sparse_blocks_whole():
     with different keys, so most of their tiles are partial (masked from the slice list); the
     packed plan's 16-position q tiles (GQA 8) lie inside one block: every tile is full."""
     from magi_attention.kernels.triton.configs import pack_config
-    slices = list(build_mask("block_sparse", 4096, seed=0).slices)
+    slices = named_mask("block_sparse", 4096, seed=0)
     config = pack_config(128, 8)
     unpacked = plan_block_sparse(slices, 4096, 4096, config.block_m, config.block_n)
     packed = plan_block_sparse(slices, 4096, 4096, config.block_m // 8, config.block_n)
@@ -272,7 +263,7 @@ def test_the_route_picks_pack_gqa_once_and_plans_its_short_q_tiles(monkeypatch):
     launched = []
     monkeypatch.setattr(forward, "launch_fwd", lambda q, k, v, plan, config, *a: launched.append(
         (plan, config)))
-    slices = list(build_mask("block_sparse", 2048, seed=0).slices)
+    slices = named_mask("block_sparse", 2048, seed=0)
     mask = FlexAttnPlan.from_slices(slices, 2048, 2048)
     q, k = torch.zeros(2048, 8, 128, dtype=torch.bfloat16), torch.zeros(2048, 1, 128, dtype=torch.bfloat16)
     tk.fwd(q, k, k, mask, 1.0)

@@ -1,15 +1,14 @@
-"""Triton FFA backend against the reference backend on GPU, for every bench mask.
+"""Triton FFA backend against the reference backend on GPU, for every test mask (magi_attention.testing.masks).
 
 Oracle: the reference backend in fp32 on the same (upcast) bf16/fp16 inputs. Tolerance, per
 tensor (out, lse, dq, dk, dv), FlashAttention's rule: the kernel's max abs error may be at most
 2x the max abs error of plain low-precision attention (dense_attention computed in the input
 dtype) against the same oracle, plus atol = 1e-3 * max|oracle| + 1e-4.
 
-The backward runs its default ordered path everywhere (the one-pass atomic-dQ path, opt-in by
-``BwdConfig.one_pass``, is checked against it and with TMA; the ordered path also with TMA
-loads and as one fused launch), and the deterministic two-kernel path on odd seqlens, softcap,
-CP shares, and a bitwise-repeatability test; the forward also with tensor-descriptor (TMA) loads
-and a warp-specialised loop.
+The backward's ordered two-kernel path (the Triton backward wherever the Gluon one does not
+run) with TMA and with pointer loads, on odd seqlens, softcap, CP shares, and a
+bitwise-repeatability test; the forward with tensor-descriptor (TMA) and pointer loads, its
+short-row config and PackGQA; the Gluon kernels on sm90.
 """
 import math
 
@@ -20,8 +19,7 @@ from magi_attention.common import AttnMaskType, AttnRange, AttnSlice, slices_to_
 from magi_attention.functional import FlexAttnPlan, flex_flash_attn_func
 from magi_attention.kernels import reference
 from magi_attention.testing import dense_attention
-
-bench_masks = pytest.importorskip("bench.masks")
+from magi_attention.testing.masks import MASK_NAMES, named_mask
 
 pytestmark = pytest.mark.gpu
 
@@ -94,64 +92,51 @@ def _case_id(c):
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+@pytest.mark.parametrize("name", MASK_NAMES)
 def test_every_mask(name, case):
     seqlen, seed, dtype, (hq, hk, d) = case
-    mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
-    check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, dtype, seed)
+    mask = named_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
+    check_case(mask, seqlen, seqlen, hq, hk, d, dtype, seed)
 
 
 @pytest.mark.parametrize("head_dim", [128, 256])
 @pytest.mark.parametrize("deterministic", [False, True], ids=["atomic", "deterministic"])
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+@pytest.mark.parametrize("name", MASK_NAMES)
 def test_every_mask_odd_seqlen(name, deterministic, head_dim):
     """Odd seqlen (edge tiles in q and k), GQA 8:2, head_dim 128 and 256, both backward paths."""
     seqlen = 1531
     try:
-        mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 0), seed=0)
+        mask = named_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 0), seed=0)
     except ValueError as e:
         pytest.skip(f"{name} at S={seqlen}: {e}")
-    check_case(list(mask.slices), seqlen, seqlen, 8, 2, head_dim, torch.bfloat16, 0,
+    check_case(mask, seqlen, seqlen, 8, 2, head_dim, torch.bfloat16, 0,
                deterministic=deterministic)
 
 
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+@pytest.mark.parametrize("name", MASK_NAMES)
 def test_deterministic_is_bitwise_repeatable(name):
     from magi_attention.kernels import triton as tk
     seqlen, hq, hk, d = 2048, 8, 2, 128
-    mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 1), seed=1)
+    mask = named_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 1), seed=1)
     q, k, v, dout = _inputs(seqlen, seqlen, hq, hk, d, torch.bfloat16, 1)
-    ranges = (FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen),)
+    ranges = (FlexAttnPlan.from_slices(mask, seqlen, seqlen),)
     out, lse, _ = tk.fwd(q, k, v, *ranges, d ** -0.5)
     first = tk.bwd(dout, q, k, v, out, lse, *ranges, d ** -0.5, deterministic=True)
     for _ in range(3):
         again = tk.bwd(dout, q, k, v, out, lse, *ranges, d ** -0.5, deterministic=True)
         for a, b, which in zip(first, again, ("dq", "dk", "dv")):
             assert torch.equal(a, b), f"{which} differs between deterministic runs"
-    import dataclasses
-    from magi_attention.kernels.triton.configs import bwd_config
-    fast = tk.bwd(dout, q, k, v, out, lse, *ranges, d ** -0.5, deterministic=False,
-                  config=dataclasses.replace(bwd_config(d), one_pass=True))
+    fast = tk.bwd(dout, q, k, v, out, lse, *ranges, d ** -0.5)  # Gluon where its plan suits
     for a, b, which in zip(first, fast, ("dq", "dk", "dv")):
         rel = ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
-        assert rel < 1e-2, f"{which}: one-pass and deterministic paths differ by {rel:.2e}"
+        assert rel < 1e-2, f"{which}: default and deterministic paths differ by {rel:.2e}"
 
 
-# tma_ws at the 128x128 w8 s2 tiles the v3 sweep timed: at the default 128x64 w4 s3 tiles
-# Triton 3.6's warp specialiser crashes on the indexed key-tile loop (PassManager::run failed
-# in NVGPUWarpSpecialization; results/h200/ffa_triton/check.csv and the 16 failures of
-# results/h200/tests/pytest_gpu_905043273ce1_6workers.log)
 FWD_VARIANTS = {"tma": dict(use_tma=True),
-                "tma_ws": dict(use_tma=True, warp_specialize=True, block_m=128, block_n=128,
-                               num_warps=8, num_stages=2),
+                "pointer": dict(use_tma=False),  # (the d256 config's loads)
                 "tma_128x128_w8": dict(use_tma=True, block_m=128, block_n=128, num_warps=8),
                 # configs.fwd_config's short-row choice; the default (w4) is "tma"
                 "short_rows_w8_r128": dict(use_tma=True, num_warps=8, max_registers=128),
-                "lazy_rescale": dict(use_tma=True, rescale_threshold=8.0),
-                "early_qk_128x128_w8": dict(use_tma=True, block_m=128, block_n=128, num_warps=8,
-                                            num_stages=2, prefetch_qk=True),
-                "ptr_run": dict(contiguous_full=True),
-                "tma_ws_run": dict(use_tma=True, warp_specialize=True, contiguous_full=True),
                 # PackGQA (a kv head's q heads in one program), K/V by TMA or pointers
                 "pack_tma": dict(use_tma=True, pack_gqa=True),
                 "pack_ptr": dict(use_tma=False, pack_gqa=True),
@@ -160,15 +145,15 @@ FWD_VARIANTS = {"tma": dict(use_tma=True),
 
 
 def _variant_case(name, seed):
-    """(q, k, v, dout, plan, head_dim) of bench mask ``name`` at an odd seqlen (1531), GQA 8:2,
+    """(q, k, v, dout, plan, head_dim) of test mask ``name`` at an odd seqlen (1531), GQA 8:2,
     head_dim 128, bf16; skipped where the mask cannot be built at that size."""
     seqlen, hq, hk, d = 1531, 8, 2, 128
     try:
-        mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
+        mask = named_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
     except ValueError as e:
         pytest.skip(f"{name} at S={seqlen}: {e}")
     q, k, v, dout = _inputs(seqlen, seqlen, hq, hk, d, torch.bfloat16, seed)
-    return q, k, v, dout, FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen), d
+    return q, k, v, dout, FlexAttnPlan.from_slices(mask, seqlen, seqlen), d
 
 
 def _assert_fwd_matches_reference(q, k, v, plan, out, lse):
@@ -184,10 +169,10 @@ def _assert_fwd_matches_reference(q, k, v, plan, out, lse):
 
 
 @pytest.mark.parametrize("variant", sorted(FWD_VARIANTS))
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
-def test_fwd_tma_variants(name, variant):
-    """The tensor-descriptor forward, its warp-specialised loop and the run loop of the full
-    tiles (contiguous_full) equal the reference."""
+@pytest.mark.parametrize("name", MASK_NAMES)
+def test_fwd_variants(name, variant):
+    """The Triton forward with TMA and pointer loads, at other tiles, at the short-row config
+    and packed (PackGQA) equals the reference."""
     import dataclasses
     from magi_attention.kernels import triton as tk
     from magi_attention.kernels.triton.configs import fwd_config
@@ -205,8 +190,8 @@ def test_fwd_pack_gqa_groups(name, heads):
     from magi_attention.kernels import triton as tk
     from magi_attention.kernels.triton.configs import fwd_config
     seqlen, (hq, hk), d = 1531, heads, 128
-    mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 4), seed=4)
-    plan = FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen)
+    mask = named_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 4), seed=4)
+    plan = FlexAttnPlan.from_slices(mask, seqlen, seqlen)
     q, k, v, _ = _inputs(seqlen, seqlen, hq, hk, d, torch.bfloat16, 4)
     config = dataclasses.replace(fwd_config(d), pack_gqa=True)
     out, lse, _ = tk.fwd(q, k, v, plan, d ** -0.5, config=config)
@@ -219,23 +204,18 @@ def test_routed_pack_gqa_matches_reference(name, heads):
     """The library's default route without max logits, where it packs GQA (the sparse masks:
     test_triton_configs.py), forward and backward through flex_flash_attn_func."""
     seqlen, (hq, hk, d) = 2048, heads
-    mask = bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 5), seed=5)
-    check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, torch.bfloat16, 5, max_logits=False)
+    mask = named_mask(name, seqlen, doc_lens=_doc_lens(seqlen, 5), seed=5)
+    check_case(mask, seqlen, seqlen, hq, hk, d, torch.bfloat16, 5, max_logits=False)
 
 
-# (config fields, deterministic): the one-pass path with TMA loads and TMA reduce-add of dq; the
-# ordered path with TMA loads, as one fused launch, and both
-# the default is the ordered path with TMA loads (session 17); these are the others
-BWD_VARIANTS = {"one_pass_tma": (dict(use_tma=True, one_pass=True), False),
-                "ordered_pointer": (dict(use_tma=False), True),
-                "ordered_fused": (dict(fused_launch=True, use_tma=False), True),
-                "ordered_fused_tma": (dict(fused_launch=True, use_tma=True), True)}
+# config fields: the default loads by TMA, these by pointers (as the d256 config does)
+BWD_VARIANTS = {"pointer": dict(use_tma=False)}
 
 
 @pytest.mark.parametrize("variant", sorted(BWD_VARIANTS))
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+@pytest.mark.parametrize("name", MASK_NAMES)
 def test_bwd_variants(name, variant):
-    """The backward variants off by default equal the reference."""
+    """The ordered Triton backward at other configs equals the reference."""
     import dataclasses
     from magi_attention.kernels import triton as tk
     from magi_attention.kernels.triton.configs import bwd_config
@@ -243,10 +223,8 @@ def test_bwd_variants(name, variant):
     scale = d ** -0.5
     ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), plan, scale)
     ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, plan, scale)
-    fields, deterministic = BWD_VARIANTS[variant]
-    config = dataclasses.replace(bwd_config(d), **fields)
-    got = tk.bwd(dout, q, k, v, ro.to(q.dtype), rl, plan, scale, deterministic=deterministic,
-                 config=config)
+    config = dataclasses.replace(bwd_config(d), **BWD_VARIANTS[variant])
+    got = tk.bwd(dout, q, k, v, ro.to(q.dtype), rl, plan, scale, config=config)
     for which, a, b in zip(("dq", "dk", "dv"), got, ref):
         assert not torch.isnan(a).any(), f"{which} has NaN"
         rel = ((a.float() - b).norm() / b.norm().clamp_min(1e-30)).item()
@@ -326,23 +304,23 @@ GLUON_CASES = [(1024, 0, torch.bfloat16, (8, 2, 128)), (1531, 0, torch.bfloat16,
 
 
 def _gluon_mask(name, case):
-    """The bench mask of a Gluon case, skipping where the kernel or the mask cannot run."""
+    """The test mask of a Gluon case, skipping where the kernel or the mask cannot run."""
     reason = _gluon_runs_here()
     if reason is not None:
         pytest.skip(reason)
     seqlen, seed = case[:2]
     try:
-        return bench_masks.build_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
+        return named_mask(name, seqlen, doc_lens=_doc_lens(seqlen, seed), seed=seed)
     except ValueError as e:
         pytest.skip(f"{name} at S={seqlen}: {e}")
 
 
 @pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+@pytest.mark.parametrize("name", MASK_NAMES)
 def test_gluon_forward_every_mask(name, case):
     mask = _gluon_mask(name, case)
     seqlen, seed, dtype, (hq, hk, d) = case
-    check_case(list(mask.slices), seqlen, seqlen, hq, hk, d, dtype, seed, max_logits=False)
+    check_case(mask, seqlen, seqlen, hq, hk, d, dtype, seed, max_logits=False)
 
 
 def _gluon_kernel_case(name, case, cut=False):
@@ -353,7 +331,7 @@ def _gluon_kernel_case(name, case, cut=False):
     from magi_attention.kernels.triton import gluon_forward
     mask = _gluon_mask(name, case)
     seqlen, seed, dtype, (hq, hk, d) = case
-    plan = FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen)
+    plan = FlexAttnPlan.from_slices(mask, seqlen, seqlen)
     bm, bn = gluon_forward.BLOCK_M, gluon_forward.BLOCK_N
     if cut and not cuts_off_grid(plan, bm, bn):
         pytest.skip("every slice bound on the grid: the cut plan is the grid plan")
@@ -366,7 +344,7 @@ def _gluon_kernel_case(name, case, cut=False):
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["strided", "counter"])
 @pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+@pytest.mark.parametrize("name", MASK_NAMES)
 def test_gluon_kernel_on_tiles_cut_at_the_slices(name, case, dynamic):
     """The Gluon kernel over a plan cut at the slices against the fp32 reference: q tiles
     shorter than 128 rows store their own rows only (the next tile's rows, computed too, are
@@ -379,67 +357,20 @@ def test_gluon_kernel_on_tiles_cut_at_the_slices(name, case, dynamic):
     _assert_fwd_matches_reference(q, k, v, plan, out, lse)
 
 
-@pytest.mark.parametrize("persistent", [False, True], ids=["per_item", "persistent"])
 @pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
-def test_gluon_kernel_every_mask(name, case, persistent):
-    """The Gluon kernel itself (whatever the default picks at this size), one program per
-    item and persistent, against the fp32 reference: out and lse, rows without keys give out 0
-    and lse -inf; the persistent grid computes each item as the other does (bit-equal)."""
+@pytest.mark.parametrize("name", MASK_NAMES)
+def test_gluon_kernel_every_mask(name, case):
+    """The Gluon kernel itself (whatever the default picks at this size) against the fp32
+    reference: out and lse, rows without keys give out 0 and lse -inf."""
     from magi_attention.kernels.triton import gluon_forward
     plan, tiles, (q, k, v), d = _gluon_kernel_case(name, case)
-    out, lse, _ = gluon_forward.launch_fwd(q, k, v, tiles, d ** -0.5, persistent=persistent)
+    out, lse, _ = gluon_forward.launch_fwd(q, k, v, tiles, d ** -0.5)
     _assert_fwd_matches_reference(q, k, v, plan, out, lse)
-    if persistent:
-        per_item = gluon_forward.launch_fwd(q, k, v, tiles, d ** -0.5, persistent=False)
-        assert torch.equal(out, per_item[0]) and torch.equal(lse, per_item[1])
-
-
-@pytest.mark.parametrize("lpt", [False, True], ids=["plain", "lpt"])
-@pytest.mark.parametrize("name", ["causal", "causal_document"])
-def test_gluon_forward_item_stamps_leave_the_results_and_time_every_item(name, lpt):
-    """launch_fwd(stamps=) (a measurement path): the same out and lse, bit for bit, as without;
-    every item's two consumers stamped, each start before its end, and a program's items one
-    after another in item_schedule's walk (both orders: the host's mirror of the kernel's)."""
-    import numpy as np
-
-    from magi_attention.kernels.triton import gluon_forward as gf
-    _, tiles, (q, k, v), d = _gluon_kernel_case(name, GLUON_CASES[3])  # more items than SMs
-    n_items = tiles.num_q_tiles * q.shape[1]
-    stamps = torch.zeros(n_items, 2, 2, dtype=torch.int64, device=q.device)
-    plain = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=False, lpt_items=lpt)
-    stamped = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=False, stamps=stamps,
-                            lpt_items=lpt)
-    assert torch.equal(plain[0], stamped[0]) and torch.equal(plain[1], stamped[1])
-    st = stamps.cpu().numpy()
-    assert (st > 0).all() and (st[..., 1] >= st[..., 0]).all()
-    programs = min(n_items, torch.cuda.get_device_properties(0).multi_processor_count)
-    if gf.PERSISTENT and n_items > programs:
-        walk = gf.item_schedule(tiles.q_tile_order.cpu().numpy(), q.shape[1], programs, lpt,
-                                q.shape[1] // k.shape[1])
-        by_turn = np.lexsort((walk["turn"], walk["program"]))
-        same = walk["program"][by_turn][1:] == walk["program"][by_turn][:-1]
-        later, earlier = by_turn[1:][same], by_turn[:-1][same]
-        assert (st[later, :, 0] >= st[earlier, :, 1]).all()
-    with pytest.raises(ValueError, match="stamps"):
-        gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=True, stamps=stamps)
-
-
-@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
-def test_gluon_forward_lpt_items_compute_every_item_as_the_plain_order(name, dynamic):
-    """launch_fwd(lpt_items=True) (KV head sections, turns dealt boustrophedon) only reorders the
-    items: out and lse bit-equal to the plain order's, with more items than SMs."""
-    from magi_attention.kernels.triton import gluon_forward as gf
-    _, tiles, (q, k, v), d = _gluon_kernel_case(name, GLUON_CASES[3])
-    plain = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=dynamic, lpt_items=False)
-    lpt = gf.launch_fwd(q, k, v, tiles, d ** -0.5, dynamic=dynamic, lpt_items=True)
-    assert torch.equal(plain[0], lpt[0]) and torch.equal(plain[1], lpt[1])
 
 
 @pytest.mark.parametrize("under_pv", [True, False], ids=["under_pv", "plain_wait"])
 @pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+@pytest.mark.parametrize("name", MASK_NAMES)
 def test_gluon_kernel_both_pv_waits(name, case, under_pv):
     """Both waits for P_{j-1} V_{j-1} (the softmax under it, for long rows, or the plain one:
     gluon_forward.under_pv_suits picks) against the fp32 reference, whatever the rule would
@@ -452,7 +383,7 @@ def test_gluon_kernel_both_pv_waits(name, case, under_pv):
 
 @pytest.mark.parametrize("cut", [False, True], ids=["grid", "cut"])
 @pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+@pytest.mark.parametrize("name", MASK_NAMES)
 def test_gluon_dynamic_grid_and_arrival_compute_every_item_as_the_strided_grid(name, case, cut):
     """The persistent grid fetching its items from a counter (``dynamic``) computes each item
     as the strided grid does (bit-equal out and lse), twice in a row (the counter resets
@@ -502,8 +433,8 @@ def test_gluon_forward_is_the_default_forward_on_sm90(name):
     from magi_attention.kernels.block_sparse import plan_for
     from magi_attention.kernels.triton import gluon_forward
     seqlen, d = 16384, 128
-    mask = bench_masks.build_mask(name, seqlen, doc_lens=[4096] * 4, seed=0)
-    plan = FlexAttnPlan.from_slices(list(mask.slices), seqlen, seqlen)
+    mask = named_mask(name, seqlen, doc_lens=[4096] * 4, seed=0)
+    plan = FlexAttnPlan.from_slices(mask, seqlen, seqlen)
     q, k, v, _ = _inputs(seqlen, seqlen, 8, 2, d, torch.bfloat16, 0)
     out, lse, _ = tk.fwd(q, k, v, plan, d ** -0.5)
     direct = gluon_forward.launch_fwd(
@@ -526,7 +457,7 @@ def _gluon_bwd_tiles(name, case):
     if reason is not None:
         pytest.skip(reason)
     mask = _gluon_mask(name, case)
-    plan = FlexAttnPlan.from_slices(list(mask.slices), case[0], case[0])
+    plan = FlexAttnPlan.from_slices(mask, case[0], case[0])
     return plan, plan_for(plan, gluon_backward.BLOCK_M, gluon_backward.BLOCK_N, "cuda")
 
 
@@ -539,12 +470,11 @@ def _gluon_bwd_plan(name, case):
 
 
 @pytest.mark.parametrize("early_empty", [True, False], ids=["early_empty", "late_empty"])
-@pytest.mark.parametrize("dq_mode", ["tma", "atomic"])
 @pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
-def test_gluon_backward_every_mask(name, case, dq_mode, early_empty):
-    """The Gluon one-pass backward (dQ by TMA reduce-adds after the consumers swap dS halves, or
-    by element atomics; head_dim 64 adds each consumer's own keys' share) against the
+@pytest.mark.parametrize("name", MASK_NAMES)
+def test_gluon_backward_every_mask(name, case, early_empty):
+    """The Gluon one-pass backward (dQ by TMA reduce-adds after the consumers swap dS halves;
+    head_dim 64 adds each consumer's own keys' share) against the
     fp32 reference on every mask: dq, dk, dv within 2e-2 relative L2; rows without keys get
     dq 0. Both releases of a step's Q / dO slot (before the dQ add or after it:
     gluon_backward.early_empty_suits picks), whatever the rule would pick for this plan."""
@@ -555,9 +485,7 @@ def test_gluon_backward_every_mask(name, case, dq_mode, early_empty):
     scale = d ** -0.5
     ro, rl, _ = reference.fwd(q.float(), k.float(), v.float(), plan, scale)
     ref = reference.bwd(dout.float(), q.float(), k.float(), v.float(), ro, rl, plan, scale)
-    mode = {"tma": gb.DQ_TMA, "atomic": gb.DQ_ATOMIC}[dq_mode]
-    got = gb.launch_bwd(dout, q, k, v, ro.to(dtype), rl, tiles, scale, dq_mode=mode,
-                        early_empty=early_empty)
+    got = gb.launch_bwd(dout, q, k, v, ro.to(dtype), rl, tiles, scale, early_empty=early_empty)
     for which, a, b in zip(("dq", "dk", "dv"), got, ref):
         assert a.dtype == dtype and a.shape == b.shape
         assert not torch.isnan(a).any(), f"{which} has NaN"
@@ -569,7 +497,7 @@ def test_gluon_backward_every_mask(name, case, dq_mode, early_empty):
 @pytest.mark.parametrize("head_chunks", [1, 2])
 @pytest.mark.parametrize("row_tma", [False, True], ids=["table", "row_tma"])
 @pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+@pytest.mark.parametrize("name", MASK_NAMES)
 def test_gluon_backward_on_tiles_cut_at_the_slices(name, case, row_tma, head_chunks):
     """The Gluon backward over a plan cut at the slices against the fp32 reference: a short q
     tile's slots past its end read lse +inf (the preprocess's q_slot_rows), so the next tile's
@@ -724,7 +652,7 @@ def _gluon_bwd_bits(name, case):
 
 
 @pytest.mark.parametrize("case", GLUON_CASES, ids=_case_id)
-@pytest.mark.parametrize("name", bench_masks.MASK_NAMES)
+@pytest.mark.parametrize("name", MASK_NAMES)
 def test_gluon_backward_partial_tiles_from_bitmaps(name, case):
     """Partial tiles masked from each pair's bitmap (KeyTileBits, by TMA with Q) on every mask,
     those without a row table too (hash_sparse, block_sparse): dq, dk, dv against the fp32
@@ -766,18 +694,16 @@ def test_bwd_routes_rows_of_several_intervals_to_the_bitmaps(monkeypatch, name):
 
 
 @pytest.mark.parametrize("name", ["causal", "causal_document"])
-def test_gluon_backward_runs_from_bwd_where_its_plan_suits(monkeypatch, name):
+def test_gluon_backward_runs_from_bwd_where_its_plan_suits(name):
     """By default tk.bwd without a config is the Gluon kernel where gluon_backward.plan_suits
     (causal at 2k: dk, dv bit-equal to calling it; dq is summed by reduce-adds in no fixed
     order) and the ordered Triton backward elsewhere (causal_document at 2k: short q-tile lists,
     bit-equal to deterministic=True); deterministic=True always takes the ordered path."""
-    from magi_attention import env
     from magi_attention.kernels import triton as tk
     from magi_attention.kernels.triton import gluon_backward as gb
     plan, tiles = _gluon_bwd_plan(name, (2048, 0))
     q, k, v, dout = _inputs(2048, 2048, 8, 2, 128, torch.bfloat16, 0)
     out, lse, _ = tk.fwd(q, k, v, plan, 128 ** -0.5)
-    assert env.PREFER_GLUON_BWD
     got = tk.bwd(dout, q, k, v, out, lse, plan, 128 ** -0.5)
     direct = gb.launch_bwd(dout, q, k, v, out, lse, tiles, 128 ** -0.5)
     ordered = tk.bwd(dout, q, k, v, out, lse, plan, 128 ** -0.5, deterministic=True)
@@ -790,9 +716,6 @@ def test_gluon_backward_runs_from_bwd_where_its_plan_suits(monkeypatch, name):
     for a, b, c in zip(got, direct, ordered):
         assert ((a.float() - b.float()).norm() / b.float().norm()).item() < 1e-3
         assert ((a.float() - c.float()).norm() / c.float().norm()).item() < 1e-2
-    monkeypatch.setattr(env, "PREFER_GLUON_BWD", False)  # the switch keeps the ordered path
-    assert all(torch.equal(a, c) for a, c in
-               zip(tk.bwd(dout, q, k, v, out, lse, plan, 128 ** -0.5), ordered))
 
 
 def test_long_key_walks_run_in_parts(monkeypatch):
@@ -820,14 +743,14 @@ def test_long_key_walks_run_in_parts(monkeypatch):
 
 @pytest.mark.parametrize("deterministic", [True, False])
 def test_cached_launches_match_triton_launches_and_skip_its_binding(monkeypatch, deterministic):
-    """kernels/triton/_launch: once a mask and shape have run, their forward and backward
+    """kernels/triton/launch: once a mask and shape have run, their forward and backward
     launch through the compiled kernels' own launchers (JITFunction.run is not called),
     alternating between two masks and seqlens, and give what Triton's own launches give: bit
     for bit where the kernels are (forward; the ordered backward), within atomics' rounding
     where dq is added by atomics (the default backward)."""
     from triton.runtime.jit import JITFunction
 
-    from magi_attention.kernels.triton import _launch
+    from magi_attention.kernels.triton import launch as launch_module
     cases = []
     for seqlen, slices in ((1024, [AttnSlice.make(0, 1024, 0, 1024, "full")]),
                            (1531, _causal_docs(1531))):
@@ -841,10 +764,11 @@ def test_cached_launches_match_triton_launches_and_skip_its_binding(monkeypatch,
                                          deterministic=deterministic)
         return (out, meta.lse, *torch.autograd.grad(out, (qt, kt, vt), dout))
 
-    monkeypatch.setattr(_launch, "ENABLED", False)
-    want = [run(*case) for case in cases]
-    monkeypatch.setattr(_launch, "ENABLED", True)
-    first = [run(*case) for case in cases]  # through Triton, handles kept
+    hooked = launch_module._hooked
+    monkeypatch.setattr(launch_module, "_hooked", lambda: True)  # as under a profiler's hook:
+    want = [run(*case) for case in cases]  # every launch through Triton
+    monkeypatch.setattr(launch_module, "_hooked", hooked)
+    first = [run(*case) for case in cases]  # through Triton where a key is new, handles kept
     calls = []
     triton_run = JITFunction.run
     monkeypatch.setattr(JITFunction, "run",

@@ -3,14 +3,13 @@ global key order that keeps its document masks native for FA4."""
 import numpy as np
 import pytest
 
-from bench.data import sample_doc_lens
-from bench.masks import build_mask
 from magi_attention.kernels.fa4._convert import fa4_block_sparse
 from magi_attention.meta import (AttnShape, OverlapConfig, SliceArray, get_dispatch_algorithm,
                                  solve_dispatch, solve_magi_meta)
 from magi_attention.meta.algorithms.balanced_runs import mirror_runs
 from magi_attention.meta.dispatch_choice import rank_stage_masks
 from magi_attention.meta.fused_layout import plan_fused_layout
+from magi_attention.testing.masks import named_mask, random_doc_lens
 
 SEQLEN, CHUNK = 16384, 512
 SHAPE = AttnShape(64, 8, 128)
@@ -21,8 +20,8 @@ def _runs(bucket):
 
 
 def _slices(name, seqlen):
-    doc_lens = sample_doc_lens(seqlen, seed=0)
-    return SliceArray.from_slices(build_mask(name, seqlen, doc_lens=doc_lens, seed=0).slices)
+    doc_lens = random_doc_lens(seqlen, 0)
+    return SliceArray.from_slices(named_mask(name, seqlen, doc_lens=doc_lens, seed=0))
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -135,12 +134,11 @@ def test_fused_buffers_align_own_runs_for_tiled_kernels(kernel):
     """causal_document, 2 ranks, 128-token chunks (a received head before rank 0's own run):
     for Triton (and the CPU reference) every own run of the fused buffer starts on its rows'
     128-key grid; FA4, whose native kernels tile each document from its start, gets no pads."""
-    from bench.masks import build_mask
     from magi_attention.meta.fused_layout import KEY_TILE, key_tile_for
-    mask = build_mask("causal_document", 4096, doc_lens=[700, 1500, 300, 1596], seed=0)
+    mask = named_mask("causal_document", 4096, doc_lens=[700, 1500, 300, 1596], seed=0)
     pads = 0
     for r in range(2):
-        lay = solve_magi_meta(mask.slices, 4096, 2, 128, r, AttnShape(2, 1, 16), "balanced_runs",
+        lay = solve_magi_meta(mask, 4096, 2, 128, r, AttnShape(2, 1, 16), "balanced_runs",
                               OverlapConfig(fused=True), kernel=kernel).runtime.fused_layout
         pads += len(lay.pads)
         longest = max(lay.own_copies, key=lambda c: c[2])

@@ -3,9 +3,9 @@ chunk areas, the balance of the greedy solver, and unequal_runs' tile model agai
 import numpy as np
 import pytest
 
-from bench.masks import MASK_NAMES, build_mask
 from magi_attention.common import to_dense
 from magi_attention.meta import DISPATCH_ALGORITHMS, get_dispatch_algorithm, solve_dispatch
+from magi_attention.testing.masks import MASK_NAMES, MEASURED_PACKS, named_mask
 
 DOC_LENS_64K = [8192, 4096, 12288, 2048, 6144, 16384, 4096, 12288]
 
@@ -14,9 +14,9 @@ DOC_LENS_64K = [8192, 4096, 12288, 2048, 6144, 16384, 4096, 12288]
 @pytest.mark.parametrize("name", MASK_NAMES)
 def test_every_bucket_gets_the_same_tokens_and_areas_are_exact(name, algorithm):
     seqlen, cp_size, chunk_size = 512, 4, 16
-    mask = build_mask(name, seqlen, doc_lens=[128, 64, 192, 128], seed=0,
+    mask = named_mask(name, seqlen, doc_lens=[128, 64, 192, 128], seed=0,
                       **({"window": 40} if "window" in name else {}))
-    meta = solve_dispatch(mask.slices, seqlen, cp_size, chunk_size, algorithm)
+    meta = solve_dispatch(mask, seqlen, cp_size, chunk_size, algorithm)
     counts = [len(b) for b in meta.solution.buckets]
     if get_dispatch_algorithm(algorithm).equal_counts:
         assert counts == [seqlen // (cp_size * chunk_size)] * cp_size
@@ -28,7 +28,7 @@ def test_every_bucket_gets_the_same_tokens_and_areas_are_exact(name, algorithm):
     assert sorted(np.concatenate([meta.position_ids(r) for r in range(cp_size)]).tolist()) \
         == list(range(seqlen))
     # chunk area = summed per-slice cells in the chunk's rows, from the dense form of each slice
-    dense_rows = sum(to_dense([s], seqlen).sum(1).numpy() for s in mask.slices)
+    dense_rows = sum(to_dense([s], seqlen).sum(1).numpy() for s in mask)
     np.testing.assert_array_equal(meta.chunk_areas, dense_rows.reshape(-1, chunk_size).sum(1))
     assert meta.bucket_areas().sum() == meta.chunk_areas.sum()
 
@@ -36,8 +36,8 @@ def test_every_bucket_gets_the_same_tokens_and_areas_are_exact(name, algorithm):
 @pytest.mark.parametrize("name", MASK_NAMES)
 def test_greedy_balance_per_pattern(name):
     seqlen, cp_size, chunk_size = 65536, 8, 512
-    mask = build_mask(name, seqlen, doc_lens=DOC_LENS_64K, seed=0)
-    ratios = {a: solve_dispatch(mask.slices, seqlen, cp_size, chunk_size, a).imbalance()
+    mask = named_mask(name, seqlen, doc_lens=DOC_LENS_64K, seed=0)
+    ratios = {a: solve_dispatch(mask, seqlen, cp_size, chunk_size, a).imbalance()
               for a in DISPATCH_ALGORITHMS}
     print(f"\n{name:24s} max/mean area: " + "  ".join(f"{a}={r:.4f}" for a, r in ratios.items()))
     assert ratios["min_heap"] <= min(ratios.values()) + 1e-9 or ratios["min_heap"] < 1.01
@@ -101,12 +101,12 @@ def test_unequal_runs_row_cost_counts_the_tiles_fa4_varlen_visits(name):
     from magi_attention.meta.algorithms.unequal_runs import (NS_PER_Q_TILE, NS_PER_RECV_TOKEN,
                                                              NS_PER_TILE, RowCost)
     seqlen = 2048
-    mask = build_mask(name, seqlen, doc_lens=[300, 700, 130, 918], seed=0)
-    dense = to_dense(mask.slices, seqlen).numpy()
-    cost = RowCost(SliceArray.from_slices(mask.slices))
+    mask = named_mask(name, seqlen, doc_lens=[300, 700, 130, 918], seed=0)
+    dense = to_dense(mask, seqlen).numpy()
+    cost = RowCost(SliceArray.from_slices(mask))
     for s, e in [(0, 2048), (256, 1408), (1000, 1300), (640, 2048)]:
         entries, recv = [], 0
-        for sl in mask.slices:  # each slice's rows in [s, e): one entry over the keys they read
+        for sl in mask:  # each slice's rows in [s, e): one entry over the keys they read
             q0, q1 = max(sl.q_range.start, s), min(sl.q_range.end, e)
             if q1 <= q0:
                 continue
@@ -126,8 +126,8 @@ def test_unequal_runs_keeps_one_heavy_document_alone_at_cp2():
     # they even the two out for 512 received keys; equal shards would cut it in half
     docs = [2048] * 6 + [8192] + [2048] * 6
     seqlen = sum(docs)
-    mask = build_mask("causal_document", seqlen, doc_lens=docs, seed=0)
-    meta = solve_dispatch(mask.slices, seqlen, 2, 512, "unequal_runs")
+    mask = named_mask("causal_document", seqlen, doc_lens=docs, seed=0)
+    meta = solve_dispatch(mask, seqlen, 2, 512, "unequal_runs")
     first, last = meta.position_ids(0)[[0, -1]].tolist()
     assert first in (12288, 12288 + 512) and last == 12288 + 8192 - 1
     assert meta.shard_seqlens == (last + 1 - first, seqlen - (last + 1 - first))
@@ -142,8 +142,8 @@ def test_unequal_runs_costs_one_entry_at_fa4s_dense_rate():
     are a cast either way)."""
     from magi_attention.meta import SliceArray
     from magi_attention.meta.algorithms.unequal_runs import DENSE_TILE_FACTOR, RowCost
-    mask = build_mask("full_document", 2048, doc_lens=[300, 700, 130, 918], seed=0)
-    slices = SliceArray.from_slices(mask.slices)
+    mask = named_mask("full_document", 2048, doc_lens=[300, 700, 130, 918], seed=0)
+    slices = SliceArray.from_slices(mask)
     varlen, dense = RowCost(slices), RowCost(slices, DENSE_TILE_FACTOR)
     received = (1000 - 800) * 19  # rows [300, 800) of the document [300, 1000): 200 keys away
     assert dense.run(300, 800) - received == pytest.approx(
@@ -160,15 +160,14 @@ def test_unequal_runs_for_fa4_keeps_the_heavy_full_document_alone():
     alone); without it the tile model cuts the document. Other kernels keep factor 1."""
     from magi_attention.meta.algorithms import UnequalRunsDispatch
     from magi_attention.meta.algorithms.unequal_runs import DENSE_TILE_FACTOR
-    docs = [722, 346, 86, 46, 1099, 3961, 779, 1391, 853, 3219, 1285, 23, 1761, 80, 1541, 134,
-            1803, 706, 299, 468, 21, 123, 875, 827, 526, 226, 8192, 1376]
+    docs = MEASURED_PACKS[32768]
     seqlen = sum(docs)
-    mask = build_mask("full_document", seqlen, doc_lens=docs, seed=0)
+    mask = named_mask("full_document", seqlen, doc_lens=docs, seed=0)
     heavy = sum(docs[:26])
     assert UnequalRunsDispatch.for_kernel("fa4").dense_factor == DENSE_TILE_FACTOR
     assert UnequalRunsDispatch.for_kernel("triton").dense_factor == 1.0
-    fa4 = solve_dispatch(mask.slices, seqlen, 2, 32, UnequalRunsDispatch.for_kernel("fa4"))
+    fa4 = solve_dispatch(mask, seqlen, 2, 32, UnequalRunsDispatch.for_kernel("fa4"))
     first, last = fa4.position_ids(0)[[0, -1]].tolist()
     assert (first, last + 1) == (heavy, heavy + 8192)
-    plain = solve_dispatch(mask.slices, seqlen, 2, 32, UnequalRunsDispatch.for_kernel(None))
+    plain = solve_dispatch(mask, seqlen, 2, 32, UnequalRunsDispatch.for_kernel(None))
     assert sorted(plain.shard_seqlens) != [8192, seqlen - 8192]

@@ -4,20 +4,18 @@ model's inputs, native forms and partial tiles, are host computations)."""
 import numpy as np
 import pytest
 
-from bench.data import sample_doc_lens
-from bench.masks import build_mask
 from magi_attention.kernels.fa4._convert import fa4_block_sparse
 from magi_attention.meta import (AttnShape, OverlapConfig, SliceArray, choose_dispatch,
                                  solve_magi_meta)
 from magi_attention.meta.dispatch_choice import PARTIAL_TILE_COST, effective_area, rank_stage_masks
+from magi_attention.testing.masks import MEASURED_PACKS, named_mask
 
 SEQLEN, CHUNK = 16384, 512
 SHAPE = AttnShape(64, 8, 128)
 
 
 def _slices(name, seqlen=SEQLEN):
-    doc_lens = sample_doc_lens(seqlen, seed=0)
-    return SliceArray.from_slices(build_mask(name, seqlen, doc_lens=doc_lens, seed=0).slices)
+    return SliceArray.from_slices(named_mask(name, seqlen, doc_lens=MEASURED_PACKS[seqlen], seed=0))
 
 
 def test_without_a_native_kernel_auto_is_min_heap_unevaluated():
@@ -87,7 +85,7 @@ def test_triton_effective_area_counts_every_touched_tile():
     """Triton computes each tile it touches whole: a 64-row causal mask on 128 x 64 tiles
     touches one tile (of 2, the other is above the diagonal)."""
     from magi_attention.meta.runtime_meta import StageAttnArgs
-    attn = StageAttnArgs(SliceArray.from_slices(build_mask("causal", 64).slices), 64, 64)
+    attn = StageAttnArgs(SliceArray.from_slices(named_mask("causal", 64)), 64, 64)
     assert effective_area(attn, "triton") == 128 * 64
     assert effective_area(attn, "fa4") == attn.area()  # native on FA4: its area only
 
@@ -116,14 +114,12 @@ def test_refined_cut_balances_the_fa4_tile_model():
     from magi_attention.meta.dispatch_choice import choose_and_solve, slowest_tile_time
     from magi_attention.meta.solver import solve_for_dispatch
     seqlen = 32768
-    slices = SliceArray.from_slices(build_mask(
-        "causal_document", seqlen, doc_lens=sample_doc_lens(seqlen, seed=0, cap_ratio=0.25),
-        seed=0).slices)
+    slices = _slices("causal_document", seqlen)
     plain = solve_for_dispatch(slices, solve_dispatch(slices, seqlen, 2, CHUNK, "balanced_runs"),
                                SHAPE, OverlapConfig())
     plain_runtimes = [plain.runtime(r) for r in range(2)]
     choice, (solved, runtimes) = choose_and_solve(slices, seqlen, 2, CHUNK, SHAPE,
-                                                  OverlapConfig(), "fa4")
+                                                  OverlapConfig(), "fa4", solve_for_dispatch)
     assert choice.algorithm == "balanced_runs" and solved.dispatch.chunk_size == CHUNK // 2
     per_rank = [slowest_tile_time([rt], "fa4") for rt in runtimes]
     assert max(per_rank) / min(per_rank) < 1.02

@@ -4,12 +4,12 @@ say where its keys came from, and the cost model's local area is the split's."""
 import numpy as np
 import pytest
 
-from bench.masks import build_mask
 from magi_attention.common import to_dense
 from magi_attention.meta import AttnShape, OverlapConfig, SliceArray, solve_magi_meta
 from magi_attention.meta.comm_meta import row_pieces
 from magi_attention.meta.fused_split import MAX_REMOTE_BLOCKS, _join_closest, touches
 from magi_attention.meta.solver import local_rows_areas
+from magi_attention.testing.masks import named_mask
 
 SEQLEN = 512
 DOC_LENS = [200, 40, 72, 136, 64]
@@ -21,8 +21,7 @@ def _dense(slices: SliceArray, seqlen_q: int, seqlen_k: int) -> np.ndarray:
 
 
 def _metas(name, cp_size, algorithm):
-    mask = build_mask(name, SEQLEN, doc_lens=DOC_LENS, seed=1)
-    slices = SliceArray.from_slices(mask.slices)
+    slices = SliceArray.from_slices(named_mask(name, SEQLEN, doc_lens=DOC_LENS, seed=1))
     return slices, [solve_magi_meta(slices, SEQLEN, cp_size, 32, r, SHAPE, algorithm,
                                     OverlapConfig(fused=True, split=True)) for r in range(cp_size)]
 

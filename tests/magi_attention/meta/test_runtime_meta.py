@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from bench.masks import MASK_NAMES, build_mask
-from magi_attention.common import to_dense
+from magi_attention.common import to_dense, union_area
 from magi_attention.comm.args import ranges_to_index
 from magi_attention.functional import flex_flash_attn_fwd, merge_out_lse
 from magi_attention.meta import (DISPATCH_ALGORITHMS, AttnShape, OverlapConfig, SliceArray,
                                  solve_magi_meta)
 from magi_attention.testing import dense_attention, random_qkv
+from magi_attention.testing.masks import MASK_NAMES, named_mask
 
 SEQLEN = 256
 DOC_LENS = [64, 32, 96, 64]
@@ -18,12 +18,12 @@ DOC_LENS = [64, 32, 96, 64]
 SMALL_PARAMS = {"sliding_window": {"window": 24}, "sliding_window_causal": {"window": 24},
                 "global_sliding_window": {"window": 24, "num_global": 8},
                 "block_causal_document": {"block_size": 16}, "hash_sparse": {"run_len": 16},
-                "block_sparse": {"block_q": 16, "block_k": 16},
+                "block_sparse": {"block": 16},
                 "var_block_sparse": {"min_block": 8, "max_block": 48}}
 
 
 def small_mask(name):
-    return build_mask(name, SEQLEN, doc_lens=DOC_LENS, seed=1, **SMALL_PARAMS.get(name, {}))
+    return named_mask(name, SEQLEN, doc_lens=DOC_LENS, seed=1, **SMALL_PARAMS.get(name, {}))
 
 
 def simulate(slices, cp_size, chunk_size, algorithm, num_stages, q, k, v):
@@ -67,8 +67,8 @@ def test_simulated_stages_equal_dense_attention_for_every_mask(algorithm, cp_siz
     failures = []
     for name in MASK_NAMES:
         mask = small_mask(name)
-        out, lse, metas = simulate(mask.slices, cp_size, chunk_size, algorithm, num_stages, q, k, v)
-        ref_out, ref_lse = dense_attention(q, k, v, to_dense(mask.slices, SEQLEN))
+        out, lse, metas = simulate(mask, cp_size, chunk_size, algorithm, num_stages, q, k, v)
+        ref_out, ref_lse = dense_attention(q, k, v, to_dense(mask, SEQLEN))
         if not torch.allclose(out.double(), ref_out, atol=1e-4):
             failures.append(f"{name}: out max diff {(out.double() - ref_out).abs().max():.2e}")
         # received tokens are only what the local rows use: never a whole remote shard if unused
@@ -114,7 +114,7 @@ def test_fused_stage_over_planned_buffer_equals_dense_attention(algorithm, cp_si
     failures = []
     for name in MASK_NAMES:
         mask = small_mask(name)
-        metas = [solve_magi_meta(mask.slices, SEQLEN, cp_size, chunk_size, r, shape, algorithm,
+        metas = [solve_magi_meta(mask, SEQLEN, cp_size, chunk_size, r, shape, algorithm,
                                  OverlapConfig(fused=True, early_start=early_start))
                  for r in range(cp_size)]
         if early_start and cp_size == 2:
@@ -133,7 +133,7 @@ def test_fused_stage_over_planned_buffer_equals_dense_attention(algorithm, cp_si
                                   for s, i in _received(metas, r, 0)])
             buf = _fused_buffer(m.runtime.fused_layout, kv_shards[r], received)
             out[pos] = _stage(q[pos], buf, m.runtime.fused)[0].to(out.dtype)
-        ref_out, _ = dense_attention(q, k, v, to_dense(mask.slices, SEQLEN))
+        ref_out, _ = dense_attention(q, k, v, to_dense(mask, SEQLEN))
         if not torch.allclose(out.double(), ref_out, atol=1e-4):
             failures.append(f"{name}: out max diff {(out.double() - ref_out).abs().max():.2e}")
     assert not failures, "\n".join(failures)
@@ -147,7 +147,7 @@ def test_contiguous_dispatch_keeps_fused_document_masks_native(name, cp_size):
     from magi_attention.kernels.fa4._convert import fa4_block_sparse
     mask = small_mask(name)
     for r in range(cp_size):
-        m = solve_magi_meta(mask.slices, SEQLEN, cp_size, 16, r, AttnShape(2, 1, 16),
+        m = solve_magi_meta(mask, SEQLEN, cp_size, 16, r, AttnShape(2, 1, 16),
                             "sequential", OverlapConfig(fused=True))
         attn = m.runtime.fused or m.runtime.host
         assert fa4_block_sparse(attn.plan, 128, 128).native is not None, (name, r)
@@ -155,15 +155,15 @@ def test_contiguous_dispatch_keeps_fused_document_masks_native(name, cp_size):
 
 def test_host_and_stage_areas_add_up_to_the_mask_area():
     mask = small_mask("causal_document")
-    metas = [solve_magi_meta(mask.slices, SEQLEN, 4, 16, r, AttnShape(2, 1, 16),
+    metas = [solve_magi_meta(mask, SEQLEN, 4, 16, r, AttnShape(2, 1, 16),
                              overlap=OverlapConfig(num_stages=2)) for r in range(4)]
     total = sum(m.runtime.host.area() + sum(s.attn.area() for s in m.runtime.stages) for m in metas)
-    assert total == int(SliceArray.from_slices(mask.slices).areas().sum()) == mask.area
+    assert total == int(SliceArray.from_slices(mask).areas().sum()) == union_area(mask)
 
 
 def test_non_divisible_seqlen_is_a_clear_value_error():
     with pytest.raises(ValueError, match="multiple of cp_size \\* chunk_size"):
-        solve_magi_meta(small_mask("causal").slices, 250, 2, 16, 0, AttnShape(2, 1, 16))
+        solve_magi_meta(small_mask("causal"), 250, 2, 16, 0, AttnShape(2, 1, 16))
 
 
 def test_early_start_keeps_global_order_for_fa4():
@@ -173,7 +173,7 @@ def test_early_start_keeps_global_order_for_fa4():
     for name in MASK_NAMES:
         for r in range(2):
             solve = lambda kernel, early: solve_magi_meta(  # noqa: E731
-                small_mask(name).slices, SEQLEN, 2, 32, r, shape, "min_heap",
+                small_mask(name), SEQLEN, 2, 32, r, shape, "min_heap",
                 OverlapConfig(fused=True, early_start=early), kernel=kernel).runtime
             plain = solve("fa4", False)
             if plain.fused is None or plain.fused_layout.recv_at is not None:

@@ -6,19 +6,18 @@ already right."""
 import numpy as np
 import pytest
 
-from bench.data import sample_doc_lens
-from bench.masks import build_mask
 from magi_attention.meta import AttnShape, OverlapConfig, SliceArray, solve_dispatch
 from magi_attention.meta.solver import solve_for_dispatch
 from magi_attention.meta.slice_array import chunk_areas
 from magi_attention.meta.timed_balance import chunk_weights, rebalance_runs
+from magi_attention.testing.masks import named_mask, random_doc_lens
 
 SHAPE, BLOCK = AttnShape(64, 8, 128), 128
 
 
 def _slices(name, seqlen):
-    doc_lens = sample_doc_lens(seqlen, seed=0)
-    return SliceArray.from_slices(build_mask(name, seqlen, doc_lens=doc_lens, seed=0).slices)
+    doc_lens = random_doc_lens(seqlen, 0)
+    return SliceArray.from_slices(named_mask(name, seqlen, doc_lens=doc_lens, seed=0))
 
 
 def _fake_clock(slices, seqlen, density):

@@ -1,8 +1,8 @@
 """One-pass merge of two partial attention results by their lse (CUDA, Triton).
 
-The torch version (``merge.merge_out_lse``) makes five passes over [S, H, D] fp32 tensors
-(two upcasts, two scalings, a sum): at S=16k, 64 heads, d128 that is ~5 GB of traffic, more than
-the 1 ms attention kernel it follows. Here each program reads one block of rows of both inputs
+The torch version (``kernels.merge.merge_out_lse_torch``) makes five passes over [S, H, D] fp32
+tensors (two upcasts, two scalings, a sum): at S=16k, 64 heads, d128 that is ~5 GB of traffic,
+more than the 1 ms attention kernel it follows. Here each program reads one block of rows of both inputs
 once and writes the merged rows once, in the requested dtype (the last stage writes q's dtype).
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..kernels.triton._launch import cached_launch
+from .launch import cached_launch
 
 BLOCK_ROWS = 16  # (token, head) rows per program; a row is head_dim elements
 

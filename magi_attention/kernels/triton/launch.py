@@ -2,26 +2,20 @@
 
 ``kernel[grid](*args)`` re-binds and re-specialises every argument, builds the cache key and
 checks the kernel's globals on every call: 20-50 us of host time per launch on the H100 host
-(scripts/dev/gluon_launch_probe.py, notes/host_overhead.md), which at 1k tokens is most of a
-call. A call site that can name everything Triton specialises on (the value of every integer
-argument, every tensor's dtype: the shapes, strides, plan counts and config it passes) gives
-that as ``key`` (the keyword arguments, constexprs and launch options, join it here); the first
+(docs/design/ffa_kernels.md), which at 1k tokens is most of a call. A call site that can name
+everything Triton specialises on (the value of every integer argument, every tensor's dtype: the
+shapes, strides, plan counts and config it passes) gives that as ``key`` (the keyword
+arguments, constexprs and launch options, join it here); the first
 launch of a key goes through Triton as before and keeps the compiled kernel, and later launches
 of the same key (and the same device and tensor alignment) call the compiled kernel's own
-launcher directly.
-
-MAGI_ATTENTION_CACHED_LAUNCH=0 (magi_attention/env.py; or ``ENABLED = False``) sends every launch
-through Triton.
+launcher directly. A key of None (off the GPU: the compile-only and interpreter paths must see
+every call) or a launch hook (a profiler's) sends the launch through Triton.
 """
 from __future__ import annotations
 
 import torch
 from triton import knobs
 from triton.runtime.jit import JITFunction
-
-from ... import env
-
-ENABLED: bool = env.CACHED_LAUNCH
 
 try:  # what Triton's own launch reads the stream with (torch.cuda.current_stream() costs more)
     from torch._C import _cuda_getCurrentRawStream as _raw_stream
@@ -41,7 +35,7 @@ class CachedLaunch:
         """Launch ``fn[grid](*args, **kwargs)``. ``key``: hashable, fixes every positional
         integer argument's value and every tensor's dtype; None launches through Triton (e.g.
         off the GPU, where the compile-only and interpreter paths must see every call)."""
-        if key is None or not ENABLED or _hooked():
+        if key is None or _hooked():
             return self.fn[grid](*args, **kwargs)
         device = torch.cuda.current_device()
         full_key = (key, device, _alignment(args), *kwargs.values())
