@@ -3,7 +3,7 @@
 MAGI_ATTENTION_FA4_BACKEND (default 1)
     Whether ``backend="auto"`` (flex_flash_attn_func, MagiAttention, the CP baselines' local
     kernel) may pick the FA4 backend: with 1 it runs FA4 where flash-attn-4 is installed and
-    supports the inputs (Hopper, bf16/fp16, head_dim <= 128), else Triton; 0 keeps "auto" on
+    supports the inputs (Hopper, bf16/fp16, head_dim <= 128 or 256), else Triton; 0 keeps "auto" on
     Triton.
 MAGI_ATTENTION_LOG_LEVEL
     Level of the ``magi_attention`` logger, a ``logging`` level name (default WARNING); set on

@@ -7,7 +7,7 @@ import magi_attention.timing as timing
 @pytest.mark.parametrize("cuda", [False, True])
 def test_settle_collects_then_idles_to_its_minimum_on_cuda_only(monkeypatch, leftover_garbage,
                                                                   cuda):
-    """The pause is what removed session 52's slow state (a 100 ms idle; the collection alone
+    """The pause is what removed the slow state of a timing right after another key's (a 100 ms idle; the collection alone
     found no garbage): a collection quicker than min_s still idles the rest of it on CUDA; the
     CPU path (tests, the reference kernel) does not wait. min_s is far longer than any
     collection here, so the wait is the rest whatever this process's heap."""

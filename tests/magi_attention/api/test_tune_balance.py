@@ -1,5 +1,5 @@
 """api._tune_balance.fastest: how each rank's kernel step is timed for the timed balance. One
-step timed alone spreads by up to 10% on a GPU (session 38), so every layout of a key must be
+step timed alone spreads by up to 10% on a GPU, so every layout of a key must be
 judged by one recipe's minimum: a layout timed once lost to one whose fastest of four timings
 was kept."""
 import pytest

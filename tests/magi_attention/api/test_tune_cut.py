@@ -68,7 +68,7 @@ def test_timed_rule_keeps_whole_within_noise():
 
 
 def test_timed_rule_takes_a_two_percent_forward_gain_not_a_backward_one():
-    """Session 60's keys: FA4 full at 64k a GPU (cp 2) timed the cut forward 1.99% faster,
+    """Measured keys: FA4 full at 64k a GPU (cp 2) timed the cut forward 1.99% faster,
     kept it whole under a 2% rule, and lost 3.8% to the rings in the bench; FA4 full at 16k
     (cp 4) timed the cut backward 1.2% faster, and it ran slower in the bench than whole."""
     assert choose_cut({"fwd": (0.440473, 0.431689), "bwd": (1.131417, 1.131648)}) == {"fwd"}
@@ -150,7 +150,7 @@ def test_timing_alternates_the_ways_and_keeps_each_ones_fastest_round(monkeypatc
 
 def test_the_clock_collects_the_garbage_of_what_ran_before(monkeypatch, leftover_garbage):
     """A key built right after another key's timings times in the state those left (2 x H200:
-    the identical forward 5% slower, notes/magi_cp.md "Session 51"): garbage is freed before
+    the identical forward 5% slower; docs/design/timing_method.md): garbage is freed before
     the warm call, as the benchmark's timings do."""
     import magi_attention.api._tune_cut as tune
     monkeypatch.setattr(tune.dist, "barrier", lambda group=None: None)

@@ -96,10 +96,10 @@ RUNS = {"sequential", "balanced_runs"}
 @pytest.mark.parametrize("name,expected", [("causal_document", RUNS), ("full_document", RUNS),
                                            ("causal", {"balanced_runs"})])
 def test_triton_auto_is_evaluated(name, expected):
-    """With the Triton kernel "auto" weighs the candidates too (session 16: min_heap's cut
+    """With the Triton kernel "auto" weighs the candidates too (min_heap's cut
     documents ran at 0.71-0.87x HybridCP on 2 H200s): runs for documents; for one causal
     sequence min_heap and balanced_runs count the same tiles, and the tie goes to the runs
-    (session 32, 4 H200s: min_heap's pieces ran 1.078x slower forward at cp 4)."""
+    (4 H200s: min_heap's pieces ran 1.078x slower forward at cp 4)."""
     choice = choose_dispatch(_slices(name), SEQLEN, 2, CHUNK, SHAPE, OverlapConfig(),
                              kernel="triton")
     assert choice.algorithm in expected

@@ -54,7 +54,7 @@ def test_fused_can_be_forced_or_forbidden():
 def test_a_rank_that_only_sends_still_pays_for_its_cast():
     """One causal sequence, sequential halves at cp 2: rank 1 needs every key of rank 0, rank 0
     needs none of rank 1's. The cast is one collective, so rank 0 waits for the keys it sends
-    as rank 1 waits for them (session 33: a cut that left one rank receiving almost nothing was
+    as rank 1 waits for them (a cut that left one rank receiving almost nothing was
     predicted to hide the cast and measured slower); rank 0 has no remote area all the same."""
     from magi_attention.common import AttnSlice
     from magi_attention.meta import AttnShape, SliceArray, solve_dispatch
