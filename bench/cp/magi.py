@@ -106,8 +106,8 @@ class MagiAttention(CPStrategy):
             labelled override, see configs/cp/magi.yaml); the key's cut timing runs them so,
             and the row's note says ``dynamic_grid=on`` where the local kernel is Triton's.
 
-    The local kernel's backend, softmax_scale and softcap go to the key; ``deterministic`` has
-    no counterpart in the key and is ignored.
+    The local kernel's backend, softmax_scale, softcap and ``deterministic`` (bitwise repeatable
+    forward and backward: ordered reductions in the kernels and in group_reduce) go to the key.
     """
 
     name = "magi"
@@ -161,7 +161,8 @@ class MagiAttention(CPStrategy):
                                                        early_start=bool(early_start),
                                                        dynamic_grid=dynamic_grid),
             softmax_scale=kernel.softmax_scale, softcap=kernel.softcap,
-            backend=kernel.backend, dtype=getattr(torch, dtype))
+            backend=kernel.backend, dtype=getattr(torch, dtype),
+            deterministic=kernel.deterministic)
         meta = self.key.meta.dispatch
         chunk = meta.chunk_size  # "auto" may cut balanced_runs finer than asked
         self.layouts = [[AttnRange(c * chunk, (c + 1) * chunk) for c in meta.chunks_of(r)]

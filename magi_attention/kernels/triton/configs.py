@@ -75,7 +75,7 @@ def fwd_config(head_dim: int, tiles_per_q_tile: float | None = None) -> FwdConfi
     # TMA loads at these tiles 512/499/331 | 517/517/470 against pointer loads 479/487/304 |
     # 471/491/448: best on every cell of the five masks. Triton's warp specialisation of the
     # unmasked loop (128x128 w8 s2) 427/432/281 and iterating a run of full tiles without index
-    # loads 438/424/245 lost; so did conditional rescaling (threshold 8: 0.90-0.99x) and the
+    # loads 438/424/245 lost; so did conditional rescaling (threshold 8: -1 to -13%) and the
     # next tile's QK^T before this one's softmax (128x128 w8: 0.81-0.91x), on every cell.
     if head_dim > WIDE_HEAD_DIM:
         return FWD_WIDE

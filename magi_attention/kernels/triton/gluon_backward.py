@@ -25,7 +25,7 @@ stay in L2 (causal_document 64k: 0.88x the time on an H100).
 lse2 = lse * log2(e) and delta = rowsum(O * dO) come from the Triton backward's preprocess kernel
 (padded per head to whole q tiles); the fp32 dQ is rounded to q's dtype at the end.
 
-Measured on H200 (GQA 64:8, d128, bf16): 0.77-0.81x FA4 on full and causal at 16k and 64k,
+Measured on H200 (GQA 64:8, d128, bf16): 0.85-0.87x FA4 on full and causal at 16k and 64k,
 1.05-1.32x the ordered Triton backward from 8k tokens on (docs/design/ffa_kernels.md). The
 backward of kernels.triton.bwd on sm90 where plan_suits and deterministic=False.
 """
