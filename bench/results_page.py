@@ -21,13 +21,14 @@ import tomllib
 from pathlib import Path
 
 import pandas as pd
+from omegaconf import OmegaConf
 
 from bench import mdgen
 from bench.barplot import label_x
 from bench.machine import parse_pairs
 from bench.published import ROOT, RunInfo, published_files, run_info
 from bench.results import LOCAL_KERNEL, latest_rows, read_results, seqlen_per_gpu
-from bench.status import with_missing
+from bench.status import NOT_MEASURED, with_missing
 
 __all__ = ["TIE", "PEERS", "ratio_text", "render", "headline", "main"]
 
@@ -36,7 +37,8 @@ PEERS = ("fa4", "flex")  # the kernel ratios' denominators
 CP_REFERENCE = "magi"
 # CP rows that are no baseline of magi: its own variants and the local kernel alone (cp 1)
 CP_NOT_BASELINES = ("single_gpu",)
-HEADLINE = ("h200", "kernel_masks", 16384)  # hardware, experiment, seqlen of the README table
+# (hardware, experiment, seqlen) of the README table: the first of these that is one run
+HEADLINES = (("h200", "kernel_masks", 16384), ("h100", "kernel_masks", 16384))
 DOC = ROOT / "docs" / "results.md"
 README = ROOT / "README.md"
 VERSIONS_SHOWN = ("driver", "cuda", "torch", "triton", "cudnn", "flash_attn_4", "flashinfer",
@@ -52,7 +54,7 @@ def ratio_text(ratio: float) -> str:
 
 
 def _cell(row) -> str:
-    if row is None:
+    if row is None or row["status"] == NOT_MEASURED:
         return "not measured"
     if row["status"] != "ok":
         return f"X ({row['status']})"
@@ -121,8 +123,48 @@ def _remeasure(info: RunInfo, rows: pd.DataFrame) -> str:
     return f"`git rm {rel} && {run}`"
 
 
+def recipe_cells(experiment: str, root: Path = ROOT) -> dict[str, tuple[list[str], list[int]]]:
+    """What a kernel recipe (configs/experiment/<experiment>.yaml) asks for: per mask label its
+    kernels and seqlens; {} when there is no such recipe (a user's own experiment)."""
+    path = root / "configs" / "experiment" / f"{experiment}.yaml"
+    if not path.exists():
+        return {}
+    recipe = OmegaConf.to_container(OmegaConf.load(path))
+    chosen = {}
+    for entry in recipe.get("defaults", []):
+        if isinstance(entry, dict):
+            for key, value in entry.items():
+                chosen[key.replace("override ", "").strip("/")] = value
+    kernels = list(chosen.get("kernel") or [])
+    seqlens = list(recipe.get("seqlens") or [])
+    masks = {m: (kernels, seqlens) for m in (chosen.get("mask") or [])}
+    for label, spec in (recipe.get("mask") or {}).items():
+        masks[label] = (kernels, list((spec or {}).get("seqlens") or seqlens))
+    return masks if kernels and seqlens else {}
+
+
+def _with_recipe(rows: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    """``rows`` plus a ``not measured`` row for every cell the recipe asks for that has none,
+    in both directions, so that a run that stopped early shows what it left."""
+    asked = recipe_cells(experiment)
+    have = set(zip(rows["mask"], rows["seqlen"], rows["kernel"], rows["direction"]))
+    extra = [{"mask": m, "seqlen": s, "kernel": k, "direction": d, "status": NOT_MEASURED,
+              "tflops_per_s": float("nan"), "message": ""}
+             for m, (kernels, seqlens) in asked.items() for s in seqlens for k in kernels
+             for d in ("fwd", "bwd") if (m, s, k, d) not in have]
+    return pd.concat([rows, pd.DataFrame(extra)], ignore_index=True) if extra else rows
+
+
 def _kernel_tables(info: RunInfo, rows: pd.DataFrame, plots: Path) -> list[str]:
+    rows = _with_recipe(rows, info.experiment)
     out = []
+    missing = rows[rows["status"] == NOT_MEASURED]
+    if len(missing):
+        masks = sorted(set(missing["mask"]))
+        out.append(f"Not measured: {len(missing)} cells of the recipe "
+                   f"(`configs/experiment/{info.experiment}.yaml`), in {', '.join(masks)}: the "
+                   f"run stopped early. It is completed at its own commit by the same command "
+                   f"there (a rerun skips the cells done), or measured again whole.\n")
     for (mask, direction), group in rows.groupby(["mask", "direction"], sort=True):
         kernels = list(dict.fromkeys(group["kernel"]))
         cells = {(r["seqlen"], r["kernel"]): r for r in group.to_dict("records")}
@@ -274,17 +316,20 @@ def render(root: Path = ROOT) -> str:
 
 
 def headline(root: Path = ROOT) -> str:
-    """The README's table: FFA (Triton and FA4 backends) against FA4 and Flex on the headline
-    experiment at one seqlen, forward and backward; or a pointer when it is not one run."""
-    hardware, experiment, seqlen = HEADLINE
-    path = root / "results" / hardware / "kernels" / f"{experiment}.csv"
-    if not path.exists():
-        return "No headline run is published yet; see [docs/results.md](docs/results.md)."
-    rows = _read(path)
-    info = run_info(path, "kernels", rows, root)
-    if not info.one_run:
-        return (f"The headline experiment (`{path.relative_to(root).as_posix()}`) is not one "
-                f"run yet; see [docs/results.md](docs/results.md).")
+    """The README's table: FFA (Triton and FA4 backends) against FA4 and Flex on the first
+    headline experiment that is one run, at one seqlen, forward and backward; or a pointer."""
+    for hardware, experiment, seqlen in HEADLINES:
+        path = root / "results" / hardware / "kernels" / f"{experiment}.csv"
+        if not path.exists():
+            continue
+        rows = _read(path)
+        info = run_info(path, "kernels", rows, root)
+        if info.one_run:
+            return _headline_table(info, rows, hardware, seqlen)
+    return "No headline experiment is one run yet; see [docs/results.md](docs/results.md)."
+
+
+def _headline_table(info: RunInfo, rows: pd.DataFrame, hardware: str, seqlen: int) -> str:
     latest = with_missing(latest_rows(rows))
     latest = latest[latest["seqlen"] == seqlen]
     body = []
