@@ -1,0 +1,135 @@
+"""What a local kernel call costs in tiles: the features the rate model prices.
+
+A local FFA call runs one mask (an AttnSlice union in local coordinates over ``seqlen_q x
+seqlen_k``) with all its q heads. Its time follows the tiles it visits, not its area: a
+tile fully inside the mask runs without masking, a *partial* one (a diagonal, a document or
+shard edge) pays for its masked cells too, and every q tile pays its prologue (load Q, fill the
+pipeline, write O). So a call is described by (q tiles with work, full tile pairs, partial
+tile pairs, area), counted exactly from the union's row intervals by the block-sparse planner
+the kernels themselves use (``magi_attention.kernels.block_sparse``), at the backend's tiles:
+
+- FA4 runs 128 x 128 tiles. Where its dense / varlen kernels express the mask (``native``:
+  ``magi_attention.meta.dispatch_choice.tile_time`` answers), each document is tiled from its
+  own start and partial tiles are masked arithmetically; there the tiles are counted cut at the
+  slices' bounds. Elsewhere it runs the block-sparse path on the grid, masking partial tiles
+  from a bitmap (dearer: the rate model prices the two paths apart).
+- The Triton backend's forward (the Gluon kernel) runs 128 x 128 tiles, its backward 64-row
+  steps over 128-key tiles; both take the grid's plan or the one cut at the slices, whichever
+  visits fewer pairs (``gluon_forward.pick_plan``'s rule).
+
+Counting visits every row once (``union_row_intervals``) and the tile pairs of the rows in
+blocks, so a 2M-token mask costs seconds and no dense [tiles x tiles] matrix of it at once.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+import numpy as np
+
+from magi_attention.common.slice_array import SliceArray
+from magi_attention.kernels.block_sparse import areas_at, cut_starts, grid_starts, union_row_intervals
+from magi_attention.kernels.plan import FlexAttnPlan
+from magi_attention.meta.dispatch_choice import tile_time
+from magi_attention.meta.runtime_meta import StageAttnArgs
+
+__all__ = ["TileCounts", "BACKEND_TILES", "tile_counts", "mask_key"]
+
+# (block_m, block_n) of each backend and direction (module doc)
+BACKEND_TILES = {("fa4", "fwd"): (128, 128), ("fa4", "bwd"): (128, 128),
+                 ("triton", "fwd"): (128, 128), ("triton", "bwd"): (64, 128)}
+# the Gluon kernels' choice between the grid and the cut plan: pairs + this many per q tile
+ITEM_PAIRS = 2.0
+# q tiles counted per block of rows: bounds the [q tiles x key tiles] matrix of one block
+Q_TILES_PER_BLOCK = 256
+
+
+@dataclass(frozen=True)
+class TileCounts:
+    """One call's tiles at its backend's tile shape. ``native``: FA4's arithmetic-mask path
+    (always False on Triton)."""
+
+    area: int
+    q_tiles: int
+    full: int
+    partial: int
+    native: bool = False
+
+    @property
+    def pairs(self) -> int:
+        return self.full + self.partial
+
+
+def mask_key(slices: SliceArray, seqlen_q: int, seqlen_k: int) -> str:
+    """A digest of a local mask (its slices and sizes): the cache key of its counts."""
+    h = hashlib.sha1(np.array([seqlen_q, seqlen_k], dtype=np.int64).tobytes())
+    for column in (slices.q_start, slices.q_end, slices.k_start, slices.k_end, slices.mask_type):
+        h.update(np.ascontiguousarray(column, dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
+def tile_counts(slices: SliceArray, seqlen_q: int, seqlen_k: int, backend: str,
+                direction: str) -> TileCounts:
+    """The TileCounts of one call of ``backend`` ("fa4" or "triton") in ``direction``."""
+    if (backend, direction) not in BACKEND_TILES:
+        raise ValueError(f"backend must be 'fa4' or 'triton' and direction 'fwd' or 'bwd', "
+                         f"got {backend!r}, {direction!r}")
+    key = (mask_key(slices, seqlen_q, seqlen_k), backend, direction)
+    if key not in _COUNTS:
+        if len(_COUNTS) >= CACHE_SIZE:
+            _COUNTS.clear()
+        _COUNTS[key] = _counts(slices, seqlen_q, seqlen_k, backend, direction)
+    return _COUNTS[key]
+
+
+# counts by (mask digest, backend, direction): ring steps of a full or causal mask repeat one
+# mask on every rank, and a sweep repeats the cells of every strategy
+CACHE_SIZE = 1 << 16
+_COUNTS: dict[tuple, TileCounts] = {}
+
+
+def _counts(slices: SliceArray, seqlen_q: int, seqlen_k: int, backend: str, direction: str
+            ) -> TileCounts:
+    bounds = FlexAttnPlan.bounds_of(slices)
+    intervals = union_row_intervals(bounds, seqlen_k)
+    area = int((intervals[2] - intervals[1]).sum())
+    if area == 0:
+        return TileCounts(0, 0, 0, 0)
+    block_m, block_n = BACKEND_TILES[backend, direction]
+    grid = (grid_starts(seqlen_q, block_m), grid_starts(seqlen_k, block_n))
+    cut = (cut_starts(bounds[:, :2].ravel(), seqlen_q, block_m),
+           cut_starts(bounds[:, 2:4].ravel(), seqlen_k, block_n))
+    if backend == "fa4":
+        native = tile_time(StageAttnArgs(slices, seqlen_q, seqlen_k), "fa4") is not None
+        q_tiles, full, partial = _count(intervals, *(cut if native else grid), block_m,
+                                        block_n, native)
+        return TileCounts(area, q_tiles, full, partial, native)
+    on_grid = _count(intervals, *grid, block_m, block_n, False)
+    on_cut = _count(intervals, *cut, block_m, block_n, True)
+    cost = lambda c: c[1] + c[2] + ITEM_PAIRS * c[0]  # noqa: E731
+    q_tiles, full, partial = on_cut if cost(on_cut) < cost(on_grid) else on_grid
+    return TileCounts(area, q_tiles, full, partial)
+
+
+def _count(intervals, q_starts: np.ndarray, k_starts: np.ndarray, block_m: int, block_n: int,
+           cut: bool) -> tuple[int, int, int]:
+    """(q tiles with work, full pairs, partial pairs) of the tiles starting at ``q_starts`` x
+    ``k_starts``. Full, as the planner rules: on the grid a whole block_m x block_n tile inside
+    the mask; cut at the slices, every row of a (maybe shorter) q tile keeping every key of a
+    block_n-wide key tile."""
+    row, lo, hi = intervals
+    widths = np.diff(k_starts)
+    q_tiles = full = partial = 0
+    for first in range(0, len(q_starts) - 1, Q_TILES_PER_BLOCK):
+        starts = q_starts[first:first + Q_TILES_PER_BLOCK + 1]
+        a, b = np.searchsorted(row, [starts[0], starts[-1]])
+        if a == b:
+            continue
+        block = (row[a:b] - starts[0], lo[a:b], hi[a:b])
+        area = areas_at(block, starts - starts[0], k_starts)
+        rows = np.diff(starts)[:, None] if cut else block_m
+        is_full = (area == rows * block_n) & (widths[None, :] == block_n)
+        touched = area > 0
+        q_tiles += int(touched.any(axis=1).sum())
+        full += int(is_full.sum())
+        partial += int(touched.sum() - is_full.sum())
+    return q_tiles, full, partial
