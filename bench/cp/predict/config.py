@@ -29,6 +29,8 @@ __all__ = ["LinksSchema", "PredictSchema", "PredictConfig", "predict_config",
 # B200 8), about 85% of it
 MEMORY_GB_PER_S = {"h100": 2800.0, "h200": 4000.0, "b200": 6800.0}
 MAX_CP_SIZE = 256
+# the local kernels the rate table prices; "auto" is FA4, as on Hopper with flash-attn-4
+LOCAL_KERNELS = {"auto": "fa4", "fa4": "fa4", "triton": "triton"}
 
 
 def gpu_memory_gb_per_s(gpu: str) -> float:
@@ -89,10 +91,20 @@ def predict_config(cfg: DictConfig, overrides: list[str] | None = None) -> Predi
             positive, a GPU without a default HBM bandwidth), one line naming it.
     """
     sweep = cp_bench_config(cfg, overrides)
-    out_dir = Path(cfg.out_dir) if cfg.out_dir else Path(cfg.results_root) / sweep.hardware.name
+    hw = sweep.hardware
+    if hw.device != "cuda":
+        raise ValueError(f"hardware={hw.name}: predictions need a GPU preset (h100, h200), whose "
+                         f"measured single-GPU rows price the local kernel")
+    local = LOCAL_KERNELS.get(sweep.local_kernel)
+    if local is None:
+        raise ValueError(f"local_kernel must be one of {sorted(LOCAL_KERNELS)} for predictions, "
+                         f"got {sweep.local_kernel!r}")
+    out_dir = Path(cfg.out_dir) if cfg.out_dir else Path(cfg.results_root) / hw.name
+    plots_dir = Path(cfg.plots_dir) if cfg.plots_dir else Path("plots") / hw.name / "cp_predicted"
     sweep = CPBenchConfig(**{**{f: getattr(sweep, f) for f in sweep.__dataclass_fields__},
-                             "out_file": out_dir / "cp_predicted" / sweep.out_file.name})
-    memory = cfg.memory_gb_per_s or gpu_memory_gb_per_s(sweep.hardware.name)
+                             "out_file": out_dir / "cp_predicted" / sweep.out_file.name,
+                             "plots_dir": plots_dir, "local_kernel": local})
+    memory = cfg.memory_gb_per_s or gpu_memory_gb_per_s(hw.name)
     links = LinkModel(**OmegaConf.to_container(cfg.links, resolve=True))
     return PredictConfig(sweep=sweep, topology=Topology(cfg.gpus_per_node), links=links,
                          memory_gb_per_s=memory, results_root=Path(cfg.results_root))

@@ -48,13 +48,27 @@ class MagiSolve:
     shard_seqlens: tuple[int, ...]
 
 
+# solves by (mask digest, sizes, kernel, knobs): magi's arms (magi_timed, magi_whole, ...)
+# share them, and a solve at cp 64 takes seconds
+_SOLVES: dict[tuple, "MagiSolve"] = {}
+
+
 def solve_magi(problem: CPProblem, kernel: str, chunk_size: int | None = None,
                dispatch_alg: str = "auto", num_stages: int | None = None,
                fused: bool | None = None) -> MagiSolve:
     """The solve ``magi_attn_flex_key`` makes for this mask on every rank (``kernel``: the
-    resolved local backend, "fa4" or "triton", whose cost model "auto" consults)."""
+    resolved local backend, "fa4" or "triton", whose cost model "auto" consults); kept per
+    process for the same arguments."""
     chunk = chunk_size if chunk_size is not None else default_chunk_size(problem.seqlen,
                                                                          problem.cp_size)
+    key = (problem.key, kernel, chunk, dispatch_alg, num_stages, fused)
+    if key not in _SOLVES:
+        _SOLVES[key] = _solve(problem, kernel, chunk, dispatch_alg, num_stages, fused)
+    return _SOLVES[key]
+
+
+def _solve(problem: CPProblem, kernel: str, chunk: int, dispatch_alg: str,
+           num_stages: int | None, fused: bool | None) -> MagiSolve:
     shape = AttnShape(problem.num_heads_q, problem.num_heads_kv, problem.head_dim,
                       problem.element_size)
     overlap = OverlapConfig(num_stages=num_stages, fused=fused)

@@ -125,8 +125,21 @@ def predict_cell(choice: StrategyChoice, mask, cp_size: int, num_heads_q: int,
     return out
 
 
+# programs by (strategy, knobs, cell, direction): a sweep predicts a cell once per local
+# kernel, and the programs do not depend on it
+_PROGRAMS: dict[tuple, list[Program]] = {}
+
+
 def _baseline_programs(name: str, knobs: Mapping[str, Any], problem: CPProblem,
                        direction: str) -> list[Program]:
+    key = (name, tuple(sorted((k, str(v)) for k, v in knobs.items())), problem.key, direction)
+    if key not in _PROGRAMS:
+        _PROGRAMS[key] = _build_programs(name, knobs, problem, direction)
+    return _PROGRAMS[key]
+
+
+def _build_programs(name: str, knobs: Mapping[str, Any], problem: CPProblem,
+                    direction: str) -> list[Program]:
     cp = problem.cp_size
     if name == "single_gpu":
         return [[Kernel(problem.slices, problem.seqlen, problem.seqlen, problem.num_heads_q,

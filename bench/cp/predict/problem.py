@@ -33,6 +33,13 @@ class CPProblem:
         object.__setattr__(self, "slices", SliceArray.from_slices(list(self.mask.slices)))
 
     @property
+    def key(self) -> tuple:
+        """What the programs of this cell depend on: the mask's cells, the sizes, the shapes."""
+        from .tiles import mask_key
+        return (mask_key(self.slices, self.seqlen, self.seqlen), self.cp_size, self.num_heads_q,
+                self.num_heads_kv, self.head_dim, self.element_size)
+
+    @property
     def seqlen(self) -> int:
         return self.mask.seqlen
 

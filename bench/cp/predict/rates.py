@@ -12,8 +12,9 @@ Each row becomes the tile counts of its mask (``tiles.tile_counts``), and per (b
 direction) a linear time model is fitted to them by non-negative least squares on relative
 error:
 
-    time_us = launch + heads / 64 * (q_tile * q tiles + full * full pairs
-                                     + partial * partial pairs [FA4: native or bitmap path])
+    time_us = launch + heads / 64 * (q_tile * q tiles + pair * visited pairs
+                                     + partial * partial pairs [FA4: native or bitmap path;
+                                       Triton: each weighed by its rows' key intervals])
 
 A CP rank's call (a ring step's block, MagiAttention's fused stage, Ulysses' heads / U over
 the whole sequence) is then priced from its own tile counts. The fit's residuals on its own
@@ -53,17 +54,20 @@ CALIBRATION_HEADS = 64  # every calibration row: GQA 64:8, head_dim 128, bf16
 MIN_SEQLEN = 4096
 # the CP files' cp 1 rows: the harness, the code and the clocks of the rows predicted
 CP1_WEIGHT = 3.0
-FEATURES = {"fa4": ("launch", "q_tile", "full", "partial_native", "partial_bitmap"),
-            "triton": ("launch", "q_tile", "full", "partial")}
+FEATURES = {"fa4": ("launch", "q_tile", "pair", "partial_native", "partial_bitmap"),
+            "triton": ("launch", "q_tile", "pair", "partial_interval")}
 
 
 def _features(counts: TileCounts, heads: int, backend: str) -> np.ndarray:
+    """Every visited pair costs a tile's compute; a partial one its masking on top (never
+    less than a full one: the fit keeps every coefficient >= 0)."""
     share = heads / CALIBRATION_HEADS
     if backend == "fa4":
         native = counts.partial if counts.native else 0
-        return np.array([1.0, share * counts.q_tiles, share * counts.full, share * native,
+        return np.array([1.0, share * counts.q_tiles, share * counts.pairs, share * native,
                          share * (counts.partial - native)])
-    return np.array([1.0, share * counts.q_tiles, share * counts.full, share * counts.partial])
+    return np.array([1.0, share * counts.q_tiles, share * counts.pairs,
+                     share * counts.partial_intervals])
 
 
 @dataclass(frozen=True)

@@ -46,13 +46,16 @@ Q_TILES_PER_BLOCK = 256
 @dataclass(frozen=True)
 class TileCounts:
     """One call's tiles at its backend's tile shape. ``native``: FA4's arithmetic-mask path
-    (always False on Triton)."""
+    (always False on Triton). ``partial_intervals``: the partial pairs, each weighed by the
+    most key intervals a row of its q tile keeps (the Triton kernels mask a partial tile
+    interval by interval; FA4's bitmap costs the same whatever the intervals)."""
 
     area: int
     q_tiles: int
     full: int
     partial: int
     native: bool = False
+    partial_intervals: int = 0
 
     @property
     def pairs(self) -> int:
@@ -94,31 +97,34 @@ def _counts(slices: SliceArray, seqlen_q: int, seqlen_k: int, backend: str, dire
     area = int((intervals[2] - intervals[1]).sum())
     if area == 0:
         return TileCounts(0, 0, 0, 0)
+    per_row = np.bincount(intervals[0], minlength=seqlen_q)
     block_m, block_n = BACKEND_TILES[backend, direction]
     grid = (grid_starts(seqlen_q, block_m), grid_starts(seqlen_k, block_n))
     cut = (cut_starts(bounds[:, :2].ravel(), seqlen_q, block_m),
            cut_starts(bounds[:, 2:4].ravel(), seqlen_k, block_n))
     if backend == "fa4":
         native = tile_time(StageAttnArgs(slices, seqlen_q, seqlen_k), "fa4") is not None
-        q_tiles, full, partial = _count(intervals, *(cut if native else grid), block_m,
-                                        block_n, native)
-        return TileCounts(area, q_tiles, full, partial, native)
-    on_grid = _count(intervals, *grid, block_m, block_n, False)
-    on_cut = _count(intervals, *cut, block_m, block_n, True)
+        counts = _count(intervals, per_row, *(cut if native else grid), block_m, block_n,
+                        native)
+        return TileCounts(area, *counts[:3], native, counts[3])
+    on_grid = _count(intervals, per_row, *grid, block_m, block_n, False)
+    on_cut = _count(intervals, per_row, *cut, block_m, block_n, True)
     cost = lambda c: c[1] + c[2] + ITEM_PAIRS * c[0]  # noqa: E731
-    q_tiles, full, partial = on_cut if cost(on_cut) < cost(on_grid) else on_grid
-    return TileCounts(area, q_tiles, full, partial)
+    counts = on_cut if cost(on_cut) < cost(on_grid) else on_grid
+    return TileCounts(area, *counts[:3], False, counts[3])
 
 
-def _count(intervals, q_starts: np.ndarray, k_starts: np.ndarray, block_m: int, block_n: int,
-           cut: bool) -> tuple[int, int, int]:
-    """(q tiles with work, full pairs, partial pairs) of the tiles starting at ``q_starts`` x
-    ``k_starts``. Full, as the planner rules: on the grid a whole block_m x block_n tile inside
-    the mask; cut at the slices, every row of a (maybe shorter) q tile keeping every key of a
-    block_n-wide key tile."""
+def _count(intervals, per_row: np.ndarray, q_starts: np.ndarray, k_starts: np.ndarray,
+           block_m: int, block_n: int, cut: bool) -> tuple[int, int, int, int]:
+    """(q tiles with work, full pairs, partial pairs, partial pairs weighed by their q tile's
+    most intervals a row) of the tiles starting at ``q_starts`` x ``k_starts``. Full, as the
+    planner rules: on the grid a whole block_m x block_n tile inside the mask; cut at the
+    slices, every row of a (maybe shorter) q tile keeping every key of a block_n-wide key
+    tile. ``per_row``: each row's number of key intervals."""
     row, lo, hi = intervals
     widths = np.diff(k_starts)
-    q_tiles = full = partial = 0
+    most = np.maximum.reduceat(per_row, q_starts[:-1]) if len(per_row) else per_row
+    q_tiles = full = partial = weighed = 0
     for first in range(0, len(q_starts) - 1, Q_TILES_PER_BLOCK):
         starts = q_starts[first:first + Q_TILES_PER_BLOCK + 1]
         a, b = np.searchsorted(row, [starts[0], starts[-1]])
@@ -131,5 +137,7 @@ def _count(intervals, q_starts: np.ndarray, k_starts: np.ndarray, block_m: int, 
         touched = area > 0
         q_tiles += int(touched.any(axis=1).sum())
         full += int(is_full.sum())
-        partial += int(touched.sum() - is_full.sum())
-    return q_tiles, full, partial
+        partial_by_tile = touched.sum(axis=1) - is_full.sum(axis=1)
+        partial += int(partial_by_tile.sum())
+        weighed += int((partial_by_tile * np.maximum(most[first:first + len(starts) - 1], 1)).sum())
+    return q_tiles, full, partial, weighed
