@@ -152,9 +152,10 @@ def _hatch_predicted(fig, rows: pd.DataFrame, x: str, series: str, xs) -> None:
                 bar.set_edgecolor("white")
     legend = fig.legends[0]
     handles = list(legend.legend_handles) + [
-        Patch(facecolor="lightgray", edgecolor="white", hatch=PREDICTED_HATCH, label=PREDICTED_KEY)]
+        Patch(facecolor="lightgray", edgecolor="white", hatch=PREDICTED_HATCH)]
+    labels = [t.get_text() for t in legend.get_texts()] + [PREDICTED_KEY]
     legend.remove()
-    fig.legend(handles=handles, loc="outside right upper", fontsize=8,
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8,
                ncol=1 if len(handles) <= 26 else 2)
 
 

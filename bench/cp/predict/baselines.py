@@ -23,7 +23,7 @@ from .._stats import CommStats
 from ..hybrid_cp import place_documents
 from .ops import ALL_GATHER, ALL_TO_ALL, REDUCE_SCATTER, Collective, Kernel, Memory, P2P, Program, Wait
 from .problem import FP32_BYTES, CPProblem
-from .submask import local_mask
+from .submask import local_mask, sorted_ranges
 
 __all__ = ["head_context_programs", "ring_allgather_programs", "hybrid_cp_programs"]
 
@@ -45,15 +45,20 @@ class _Ring:
 
     def __post_init__(self) -> None:
         self.masks = {}
-        self.q_len = layout_len(self.members[self.plan.my_index])
+        self.sorted: dict[int, tuple] = {}  # members' sorted_ranges, for the clips
+        self.q_len = self.plan.kv_lengths[self.plan.my_index]
 
     def kv_bytes(self, member: int, element_size: int) -> int:
         return 2 * self.problem.nbytes(self.plan.kv_lengths[member], self.heads_kv, element_size)
 
     def step_mask(self, member: int):
         if member not in self.masks:
-            self.masks[member] = local_mask(self.problem.slices, self.members[self.plan.my_index],
-                                            self.members[member])
+            mine = self.plan.my_index
+            for m in (mine, member):
+                if m not in self.sorted:
+                    self.sorted[m] = sorted_ranges(self.members[m])
+            self.masks[member] = local_mask(self.problem.slices, self.sorted[mine],
+                                            self.sorted[member])
         return self.masks[member]
 
     def kernel(self, member: int, label: str) -> Kernel | None:
@@ -173,9 +178,12 @@ def ring_bwd_ops(ring: _Ring) -> tuple[Program, bool]:
 
 
 def _ring_of(problem: CPProblem, members: list[Layout], ring_ranks: list[int], my_index: int,
-             window_size: int, heads_q: int, heads_kv: int, stage: str = "") -> _Ring:
-    plan = RingPlan(None, ring_ranks, my_index, window_size,
-                    [layout_len(m) for m in members], [])
+             window_size: int, heads_q: int, heads_kv: int, stage: str = "",
+             lengths: list[int] | None = None) -> _Ring:
+    """``lengths``: the members' token counts, when the caller has them (one ring group's ranks
+    share them)."""
+    lengths = lengths if lengths is not None else [layout_len(m) for m in members]
+    plan = RingPlan(None, ring_ranks, my_index, window_size, lengths, [])
     return _Ring(plan, members, problem, heads_q, heads_kv, stage)
 
 
@@ -216,15 +224,17 @@ def head_context_programs(problem: CPProblem, ulysses_degree: int, window_size: 
     repeat = kv_head_repeat(problem.num_heads_q, problem.num_heads_kv, u_deg)
     heads_kv = problem.num_heads_kv * repeat
     rings: dict[int, _Ring] = {}  # the step masks of one ring group serve its U ranks
+    group_lengths = [layout_len(g) for g in group_layouts]
     programs = []
     for rank in range(cp):
         ring_index, u = divmod(rank, u_deg)
         group = list(range(ring_index * u_deg, (ring_index + 1) * u_deg))
         lengths = [layout_len(rank_layouts[g]) for g in group]
         ring = _ring_of(problem, group_layouts, [i * u_deg + u for i in range(ring_degree)],
-                        ring_index, window_size, problem.num_heads_q // u_deg, heads_kv // u_deg)
+                        ring_index, window_size, problem.num_heads_q // u_deg, heads_kv // u_deg,
+                        lengths=group_lengths)
         if ring_index in rings:
-            ring.masks = rings[ring_index].masks
+            ring.masks, ring.sorted = rings[ring_index].masks, rings[ring_index].sorted
         rings[ring_index] = ring
         programs.append(_head_context_program(problem, rank, group, lengths, u, repeat, ring,
                                               direction))

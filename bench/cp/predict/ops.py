@@ -21,6 +21,7 @@ from magi_attention.kernels.block_sparse import union_row_intervals
 from magi_attention.kernels.plan import FlexAttnPlan
 
 from .links import Topology
+from .tiles import CACHE_SIZE, mask_key
 
 __all__ = ["Kernel", "Memory", "P2P", "Collective", "Wait", "Op", "Program", "RankWork",
            "union_area", "work_summary", "ALL_TO_ALL", "ALL_GATHER", "REDUCE_SCATTER"]
@@ -94,8 +95,16 @@ def union_area(slices: SliceArray, seqlen_k: int) -> int:
     """Cells of the union of ``slices`` (overlapping slices count once, as the kernels do)."""
     if len(slices) == 0:
         return 0
-    _, lo, hi = union_row_intervals(FlexAttnPlan.bounds_of(slices), seqlen_k)
-    return int((hi - lo).sum())
+    key = mask_key(slices, 0, seqlen_k)
+    if key not in _AREAS:
+        if len(_AREAS) >= CACHE_SIZE:
+            _AREAS.clear()
+        _, lo, hi = union_row_intervals(FlexAttnPlan.bounds_of(slices), seqlen_k)
+        _AREAS[key] = int((hi - lo).sum())
+    return _AREAS[key]
+
+
+_AREAS: dict[str, int] = {}  # by mask digest (a ring's step masks repeat over ranks)
 
 
 @dataclass

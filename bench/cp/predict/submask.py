@@ -13,10 +13,10 @@ from magi_attention.common.slice_array import SliceArray
 
 from .._sharding import Layout
 
-__all__ = ["local_mask"]
+__all__ = ["local_mask", "sorted_ranges"]
 
 
-def _sorted_ranges(layout: Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sorted_ranges(layout: Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(starts, ends, local offsets) of a layout's ranges, sorted by global start."""
     if not layout:
         z = np.zeros(0, dtype=np.int64)
@@ -35,12 +35,13 @@ def _overlaps(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarr
     return first, np.maximum(last - first, 0)
 
 
-def local_mask(slices: SliceArray, q_layout: Layout, k_layout: Layout) -> SliceArray:
+def local_mask(slices: SliceArray, q_layout, k_layout) -> SliceArray:
     """The cells of ``slices`` (global coordinates) in ``q_layout`` rows x ``k_layout`` keys,
     as slices in local coordinates: local row i is the i-th token of ``q_layout``'s ranges
-    concatenated, likewise for keys (``local_slices``' convention)."""
-    qs, qe, qo = _sorted_ranges(q_layout)
-    ks, ke, ko = _sorted_ranges(k_layout)
+    concatenated, likewise for keys (``local_slices``' convention). Either layout may be
+    given as its ``sorted_ranges`` (a caller clipping against one layout many times)."""
+    qs, qe, qo = q_layout if isinstance(q_layout, tuple) else sorted_ranges(q_layout)
+    ks, ke, ko = k_layout if isinstance(k_layout, tuple) else sorted_ranges(k_layout)
     if len(slices) == 0 or len(qs) == 0 or len(ks) == 0:
         return SliceArray.empty()
     q_first, q_count = _overlaps(qs, qe, slices.q_start, slices.q_end)

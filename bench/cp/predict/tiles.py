@@ -76,7 +76,8 @@ def tile_counts(slices: SliceArray, seqlen_q: int, seqlen_k: int, backend: str,
     if (backend, direction) not in BACKEND_TILES:
         raise ValueError(f"backend must be 'fa4' or 'triton' and direction 'fwd' or 'bwd', "
                          f"got {backend!r}, {direction!r}")
-    key = (mask_key(slices, seqlen_q, seqlen_k), backend, direction)
+    # FA4's two directions share their tiles, hence their counts
+    key = (mask_key(slices, seqlen_q, seqlen_k), backend, BACKEND_TILES[backend, direction])
     if key not in _COUNTS:
         if len(_COUNTS) >= CACHE_SIZE:
             _COUNTS.clear()
@@ -108,7 +109,8 @@ def _counts(slices: SliceArray, seqlen_q: int, seqlen_k: int, backend: str, dire
                         native)
         return TileCounts(area, *counts[:3], native, counts[3])
     on_grid = _count(intervals, per_row, *grid, block_m, block_n, False)
-    on_cut = _count(intervals, per_row, *cut, block_m, block_n, True)
+    same = all(len(a) == len(b) and np.array_equal(a, b) for a, b in zip(grid, cut))
+    on_cut = on_grid if same else _count(intervals, per_row, *cut, block_m, block_n, True)
     cost = lambda c: c[1] + c[2] + ITEM_PAIRS * c[0]  # noqa: E731
     counts = on_cut if cost(on_cut) < cost(on_grid) else on_grid
     return TileCounts(area, *counts[:3], False, counts[3])
@@ -120,24 +122,55 @@ def _count(intervals, per_row: np.ndarray, q_starts: np.ndarray, k_starts: np.nd
     most intervals a row) of the tiles starting at ``q_starts`` x ``k_starts``. Full, as the
     planner rules: on the grid a whole block_m x block_n tile inside the mask; cut at the
     slices, every row of a (maybe shorter) q tile keeping every key of a block_n-wide key
-    tile. ``per_row``: each row's number of key intervals."""
+    tile. ``per_row``: each row's number of key intervals.
+
+    The cells of each visited pair are summed from the intervals crossing it where they cross
+    few tiles (many short pieces: a ring step of a document mask at large cp), else on the
+    dense [q tiles x key tiles] grid a block of q tiles at a time (long rows)."""
     row, lo, hi = intervals
-    widths = np.diff(k_starts)
-    most = np.maximum.reduceat(per_row, q_starts[:-1]) if len(per_row) else per_row
-    q_tiles = full = partial = weighed = 0
+    qt = np.searchsorted(q_starts, row, side="right") - 1
+    j_lo = np.searchsorted(k_starts, lo, side="right") - 1
+    j_hi = np.searchsorted(k_starts, hi - 1, side="right") - 1
+    crossings = int((j_hi - j_lo + 1).sum())
+    nqt, nkt = len(q_starts) - 1, len(k_starts) - 1
+    if crossings < min(nqt, Q_TILES_PER_BLOCK) * nkt:
+        pair_qt, pair_kt, area = _sparse_areas(qt, j_lo, j_hi, lo, hi, k_starts, nkt)
+    else:
+        pair_qt, pair_kt, area = _dense_areas(intervals, q_starts, k_starts)
+    rows = np.diff(q_starts)[pair_qt] if cut else block_m
+    is_full = (area == rows * block_n) & (np.diff(k_starts)[pair_kt] == block_n)
+    most = np.maximum(np.maximum.reduceat(per_row, q_starts[:-1]), 1)
+    partial = ~is_full
+    return (len(np.unique(pair_qt)), int(is_full.sum()), int(partial.sum()),
+            int(most[pair_qt[partial]].sum()))
+
+
+def _sparse_areas(qt, j_lo, j_hi, lo, hi, k_starts, nkt: int):
+    """(q tile, key tile, cells) of every visited pair, from each interval's crossings."""
+    n = j_hi - j_lo + 1
+    idx = np.repeat(np.arange(len(qt)), n)
+    kt = j_lo[idx] + (np.arange(len(idx)) - np.repeat(np.cumsum(n) - n, n))
+    cells = np.minimum(hi[idx], k_starts[kt + 1]) - np.maximum(lo[idx], k_starts[kt])
+    keys, inverse = np.unique(qt[idx] * nkt + kt, return_inverse=True)
+    area = np.bincount(inverse, weights=cells).astype(np.int64)
+    return keys // nkt, keys % nkt, area
+
+
+def _dense_areas(intervals, q_starts: np.ndarray, k_starts: np.ndarray):
+    """As _sparse_areas, on the planner's dense grid of cells a block of q tiles at a time."""
+    row, lo, hi = intervals
+    out_qt, out_kt, out_area = [], [], []
     for first in range(0, len(q_starts) - 1, Q_TILES_PER_BLOCK):
         starts = q_starts[first:first + Q_TILES_PER_BLOCK + 1]
         a, b = np.searchsorted(row, [starts[0], starts[-1]])
         if a == b:
             continue
-        block = (row[a:b] - starts[0], lo[a:b], hi[a:b])
-        area = areas_at(block, starts - starts[0], k_starts)
-        rows = np.diff(starts)[:, None] if cut else block_m
-        is_full = (area == rows * block_n) & (widths[None, :] == block_n)
-        touched = area > 0
-        q_tiles += int(touched.any(axis=1).sum())
-        full += int(is_full.sum())
-        partial_by_tile = touched.sum(axis=1) - is_full.sum(axis=1)
-        partial += int(partial_by_tile.sum())
-        weighed += int((partial_by_tile * np.maximum(most[first:first + len(starts) - 1], 1)).sum())
-    return q_tiles, full, partial, weighed
+        area = areas_at((row[a:b] - starts[0], lo[a:b], hi[a:b]), starts - starts[0], k_starts)
+        qt, kt = np.nonzero(area)
+        out_qt.append(qt + first)
+        out_kt.append(kt)
+        out_area.append(area[qt, kt])
+    if not out_qt:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z
+    return np.concatenate(out_qt), np.concatenate(out_kt), np.concatenate(out_area)
