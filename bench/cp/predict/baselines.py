@@ -275,7 +275,7 @@ def _head_context_program(problem, rank, group, lengths, me, repeat, ring, direc
 
 # -- Ring all-gather (bench.cp.ring_allgather) ----------------------------------------------
 def ring_allgather_programs(problem: CPProblem, direction: str) -> list[Program]:
-    cp, e = problem.cp_size, problem.element_size
+    cp = problem.cp_size
     layouts = zigzag_layout(doc_ranges(problem.seqlen, problem.mask.doc_lens), cp)
     lengths = [layout_len(layout) for layout in layouts]
     width, seqlen = max(lengths), problem.seqlen

@@ -189,7 +189,7 @@ def _fused_fwd(r: _Rank, cut: frozenset[str]) -> Program:
 
 
 def _bwd(r: _Rank, cut: frozenset[str]) -> Program:
-    rt, e = r.rt, r.p.element_size
+    rt = r.rt
     if not rt.stages:
         return r.kernel(rt.host, "host")
     if rt.fused is not None:

@@ -22,6 +22,7 @@ from bench.config import StrategyChoice
 from bench.metrics import attn_flops, tflops_per_s
 
 from ..loongtrain import default_window_size
+from ..magi import default_chunk_size
 from ..usp import default_ulysses_degree, resolve_degrees
 from .baselines import head_context_programs, hybrid_cp_programs, ring_allgather_programs
 from .links import LinkModel, Topology
@@ -39,8 +40,10 @@ DIRECTIONS = ("fwd", "bwd")
 CUT_MIN_GAIN = {"fwd": 0.01, "bwd": 0.02}
 DISPATCH_MIN_GAIN = 0.02
 UNEQUAL_CHUNK = 32
-# knobs of bench.cp.magi the programs follow; others (fused_split, early_start) change the
-# runtime's path in ways not modelled, and a cell setting them is refused
+# knobs of bench.cp.magi the programs follow (balance "timed" is predicted as the cost model's
+# cuts: its kernel timing needs the GPU; dynamic_grid changes no program); others
+# (fused_split, early_start) change the runtime's path in ways not modelled, and a cell
+# setting them is refused
 MODELLED_MAGI_KNOBS = {"chunk_size", "num_stages", "dispatch_alg", "cut", "fused", "head_dim",
                        "dtype", "balance", "dynamic_grid"}
 
@@ -196,7 +199,6 @@ def _magi_way(problem: CPProblem, solve: MagiSolve, models: Models, cut_knob: st
 
 def _predict_magi(problem: CPProblem, knobs: Mapping[str, Any], models: Models, directions
                   ) -> list[Prediction]:
-    from ..magi import default_chunk_size
     chunk = knobs.get("chunk_size") or default_chunk_size(problem.seqlen, problem.cp_size)
     alg = knobs.get("dispatch_alg", "auto")
     cut_knob = knobs.get("cut", "auto")

@@ -13,7 +13,6 @@ the measured rows count it; ``area_imbalance`` the largest rank's attention area
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from bench.results import RunMeta, ResultRow, append_row, now_iso, run_meta
