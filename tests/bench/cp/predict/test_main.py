@@ -66,3 +66,13 @@ def test_ranking_skips_ties_and_names_the_predicted_best():
     table = ranking(pd.DataFrame(cells)).set_index("seqlen")
     assert not table.loc[4096, "tie"] and not table.loc[4096, "right"]  # ulysses predicted best
     assert table.loc[8192, "tie"]  # 500 against 490: within 3%
+
+
+def test_magis_timed_choice_margins_are_the_keys_own():
+    """The predictor keeps the faster way of magi's timed choices by the margins the key
+    uses (its copies of them must follow the library's)."""
+    from bench.cp.predict import predictor
+    from magi_attention.api import _tune_cut, _tune_dispatch
+    assert predictor.CUT_MIN_GAIN == _tune_cut.MIN_GAIN
+    assert predictor.DISPATCH_MIN_GAIN == _tune_dispatch.MIN_GAIN
+    assert predictor.UNEQUAL_CHUNK == _tune_dispatch.UNEQUAL_CHUNK
