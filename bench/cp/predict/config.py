@@ -8,6 +8,8 @@ the overrides that run it, plus the predictor's own settings:
     links.*                     effective per-GPU bandwidths (GB/s) and latencies (us)
     memory_gb_per_s: null       HBM bandwidth of elementwise passes (null: the GPU's default)
     results_root: results       where the single-GPU rows of the rate table are read
+    details: false              also write every rank's area and bytes per stage and link
+                                class (<job>_ranks.csv beside the rows; large at cp 64+)
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ __all__ = ["LinksSchema", "PredictSchema", "PredictConfig", "predict_config",
 # B200 8), about 85% of it
 MEMORY_GB_PER_S = {"h100": 2800.0, "h200": 4000.0, "b200": 6800.0}
 MAX_CP_SIZE = 256
+NOT_IN_KEY = ("details", "results_root")
 # the local kernels the rate table prices; "auto" is FA4, as on Hopper with flash-attn-4
 LOCAL_KERNELS = {"auto": "fa4", "fa4": "fa4", "triton": "triton"}
 
@@ -54,6 +57,7 @@ class PredictSchema(CPBenchSchema):
     links: LinksSchema = field(default_factory=LinksSchema)
     memory_gb_per_s: Optional[float] = None
     results_root: str = "results"
+    details: bool = False
 
 
 def register_predict_schema() -> None:
@@ -70,6 +74,7 @@ class PredictConfig:
     links: LinkModel
     memory_gb_per_s: float
     results_root: Path
+    details: bool = False
 
     def __post_init__(self) -> None:
         bad = [p for p in self.sweep.cp_sizes if p > MAX_CP_SIZE]
@@ -90,6 +95,8 @@ def predict_config(cfg: DictConfig, overrides: list[str] | None = None) -> Predi
         ValueError: a bad value (as ``cp_bench_config``, a cp_size above 256, bandwidths not
             positive, a GPU without a default HBM bandwidth), one line naming it.
     """
+    # settings that change no predicted row stay out of the job's file name
+    overrides = [o for o in overrides or [] if not o.lstrip("+~").startswith(NOT_IN_KEY)]
     sweep = cp_bench_config(cfg, overrides)
     hw = sweep.hardware
     if hw.device != "cuda":
@@ -107,4 +114,5 @@ def predict_config(cfg: DictConfig, overrides: list[str] | None = None) -> Predi
     memory = cfg.memory_gb_per_s or gpu_memory_gb_per_s(hw.name)
     links = LinkModel(**OmegaConf.to_container(cfg.links, resolve=True))
     return PredictConfig(sweep=sweep, topology=Topology(cfg.gpus_per_node), links=links,
-                         memory_gb_per_s=memory, results_root=Path(cfg.results_root))
+                         memory_gb_per_s=memory, results_root=Path(cfg.results_root),
+                         details=cfg.details)

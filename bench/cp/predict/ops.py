@@ -109,10 +109,11 @@ _AREAS: dict[str, int] = {}  # by mask digest (a ring's step masks repeat over r
 
 @dataclass
 class RankWork:
-    """One rank's step: attention area per stage (cells), bytes sent and received per stage
-    and link class, and its kernel calls' areas in program order."""
+    """One rank's step: attention area per stage (cells, times the share of the q heads the
+    rank runs them for: Ulysses' whole-sequence call on heads / cp counts 1 / cp), bytes sent
+    and received per stage and link class, and its kernel calls' cells in program order."""
 
-    area: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    area: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     sent: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
     received: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
     call_areas: list[int] = field(default_factory=list)
@@ -128,15 +129,18 @@ class RankWork:
         return sum(n for (_, c), n in self.received.items() if link in (None, c))
 
 
-def work_summary(programs: list[Program], topology: Topology) -> list[RankWork]:
-    """Per rank: areas of its kernel calls and the bytes it sends and receives (a receive
-    counted from what its peers' ops send it), per stage and link class."""
+def work_summary(programs: list[Program], topology: Topology, num_heads_q: int | None = None
+                 ) -> list[RankWork]:
+    """Per rank: areas of its kernel calls (weighed by the share of ``num_heads_q`` each runs,
+    when given) and the bytes it sends and receives (a receive counted from what its peers'
+    ops send it), per stage and link class."""
     works = [RankWork() for _ in programs]
     for rank, program in enumerate(programs):
         for op in program:
             if isinstance(op, Kernel):
                 area = op.area
-                works[rank].area[op.stage] += area
+                share = op.num_heads_q / num_heads_q if num_heads_q else 1.0
+                works[rank].area[op.stage] += area * share
                 works[rank].call_areas.append(area)
             elif isinstance(op, (P2P, Collective)):
                 for dst, nbytes in op.sends:

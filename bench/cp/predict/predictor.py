@@ -173,7 +173,7 @@ def _prediction(problem: CPProblem, programs: list[Program], direction: str, mod
     return Prediction(direction, "predicted", notes, timeline.step_us / 1e3, flops,
                       problem.cp_size, timeline.compute_us[slowest] / 1e3,
                       timeline.exposed_us / 1e3,
-                      tuple(work_summary(programs, models.topology)))
+                      tuple(work_summary(programs, models.topology, problem.num_heads_q)))
 
 
 def _magi_way(problem: CPProblem, solve: MagiSolve, models: Models, cut_knob: str,

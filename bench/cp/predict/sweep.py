@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from bench.results import RunMeta, ResultRow, append_row, now_iso, run_meta
 from bench.sweep import cell_mask
 from bench.spec import measured_spec
@@ -24,7 +26,8 @@ from .links import NETWORK, NVLINK
 from .predictor import Models, Prediction, predict_cell
 from .rates import fit_rate_model, rate_table
 
-__all__ = ["predict_sweep", "prediction_message", "PREDICTED_GPU_NAME", "MESSAGE_PREFIX"]
+__all__ = ["predict_sweep", "prediction_message", "rank_details", "PREDICTED_GPU_NAME",
+           "MESSAGE_PREFIX"]
 
 PREDICTED_GPU_NAME = "predicted"
 MESSAGE_PREFIX = "predicted (model, not measured)"
@@ -71,6 +74,9 @@ def predict_sweep(config: PredictConfig, progress=print) -> list[ResultRow]:
     meta = run_meta()
     meta = RunMeta(meta.run_id, meta.git_sha, PREDICTED_GPU_NAME, meta.torch_version, _env(config))
     rows: list[ResultRow] = []
+    details = out.with_name(f"{out.stem}_ranks.csv") if config.details else None
+    if details is not None and details.exists():
+        details.unlink()
     for per_gpu in sweep.seqlen_per_gpu:
         for cp in sweep.cp_sizes:
             for choice in sweep.masks:
@@ -83,9 +89,42 @@ def predict_sweep(config: PredictConfig, progress=print) -> list[ResultRow]:
                         row = _row(meta, config, strategy, choice.label, mask, p)
                         append_row(out, row)
                         rows.append(row)
+                    if details is not None:
+                        _write_details(details, strategy.label, choice.label, mask.seqlen,
+                                       predictions)
                 if progress:
                     progress(f"predicted cp {cp}, {per_gpu} tokens a GPU, {choice.label}")
     return rows
+
+
+DETAIL_COLUMNS = ["kernel", "mask", "seqlen", "cp_size", "direction", "rank", "stage",
+                  "area", "sent_nvlink_bytes", "sent_network_bytes", "received_nvlink_bytes",
+                  "received_network_bytes"]
+
+
+def rank_details(label: str, mask_label: str, seqlen: int, p: Prediction) -> list[dict]:
+    """One line per (rank, stage) of a prediction: the stage's attention area (cells x the
+    share of q heads the rank runs) and the bytes it sends and receives per link class."""
+    out = []
+    for rank, work in enumerate(p.works):
+        stages = dict.fromkeys([*work.area, *(s for s, _ in work.sent),
+                                *(s for s, _ in work.received)])
+        for stage in stages:
+            out.append(dict(kernel=label, mask=mask_label, seqlen=seqlen, cp_size=p.cp_size,
+                            direction=p.direction, rank=rank, stage=stage,
+                            area=work.area.get(stage, 0),
+                            sent_nvlink_bytes=work.sent.get((stage, NVLINK), 0),
+                            sent_network_bytes=work.sent.get((stage, NETWORK), 0),
+                            received_nvlink_bytes=work.received.get((stage, NVLINK), 0),
+                            received_network_bytes=work.received.get((stage, NETWORK), 0)))
+    return out
+
+
+def _write_details(path: Path, label: str, mask_label: str, seqlen: int, predictions) -> None:
+    lines = [d for p in predictions for d in rank_details(label, mask_label, seqlen, p)]
+    if lines:
+        pd.DataFrame(lines, columns=DETAIL_COLUMNS).to_csv(path, mode="a", index=False,
+                                                           header=not path.exists())
 
 
 def _row(meta: RunMeta, config: PredictConfig, strategy, mask_label: str, mask,

@@ -25,9 +25,10 @@ def _run(tmp_path, *overrides):
 
 def test_a_prediction_run_writes_predicted_rows_and_hatched_figures(tmp_path):
     done = _run(tmp_path, "cp=[magi,ring_p2p,ulysses]", "mask=[causal]", "cp_sizes=[2,16]",
-                "seqlen_per_gpu=[2048]", "gpus_per_node=8")
+                "seqlen_per_gpu=[2048]", "gpus_per_node=8", "details=true")
     assert done.returncode == 0, done.stderr[-2000:]
-    files = list((tmp_path / "rows" / "cp_predicted").glob("cp_scale_out*.csv"))
+    folder = tmp_path / "rows" / "cp_predicted"
+    files = [f for f in folder.glob("cp_scale_out*.csv") if not f.stem.endswith("_ranks")]
     assert len(files) == 1 and (tmp_path / "rows" / "cp_predicted" / "rate_table.csv").exists()
     rows = pd.read_csv(files[0])
     assert set(rows["status"]) == {"predicted"} and len(rows) == 3 * 2 * 2
@@ -38,6 +39,17 @@ def test_a_prediction_run_writes_predicted_rows_and_hatched_figures(tmp_path):
     assert "network_bytes_per_rank=0;" not in ulysses.loc[16, "message"]
     assert (tmp_path / "plots" / "causal" / "fwd" / "flops_report_2k_per_gpu.png").exists()
     assert (tmp_path / "plots" / "scale_out_2k_per_gpu.png").exists()
+    # details: every rank's stages; the ranks' areas add up to the mask's (heads weighed)
+    ranks = pd.read_csv(files[0].with_name(files[0].stem + "_ranks.csv"))
+    total = ranks.groupby(["kernel", "cp_size", "direction"])["area"].sum()
+    area = rows.groupby(["kernel", "cp_size", "direction"])["mask_area"].first()
+    assert ((total / area.loc[total.index] - 1).abs() < 1e-9).all()
+    sent = ranks.groupby(["kernel", "cp_size", "direction", "rank"])[
+        ["sent_nvlink_bytes", "sent_network_bytes"]].sum().sum(axis=1)
+    most = sent.groupby(["kernel", "cp_size", "direction"]).max()
+    stated = rows.set_index(["kernel", "cp_size", "direction"])["message"].str.extract(
+        r"comm_bytes_per_rank=(\d+)", expand=False).astype(int)
+    assert (most.loc[stated.index] == stated).all()
 
 
 @pytest.mark.parametrize("override,expect", [("cp_sizes=[512]", "cp_sizes must be at most 256"),
