@@ -6,6 +6,8 @@
   flops_report.png`` (and ``mem_report.png`` where memory was recorded);
 - ``results/<hw>/cp/<experiment>.csv`` -> ``plots/<hw>/cp/<experiment>/<mask>/<dir>/...``
   (TFLOPs/s/GPU by cp size) and the magi ratio tables beside them;
+- ``results/<hw>/cp_predicted/<experiment>.csv`` (the CP predictor's rows, status ``predicted``)
+  -> ``plots/<hw>/cp_predicted/`` (hatched bars, comm volume, the scale-out overview);
 - the dispatch solver's figures (no results file): ``plots/dispatch/``;
 - ``docs/results.md`` and the README's headline table (``bench.results_page``).
 
@@ -54,12 +56,27 @@ def draw_published(root: Path = ROOT, plots: Path | None = None) -> tuple[list[P
     return written, refused
 
 
+# files under results/<hw>/cp_predicted/ that hold no prediction rows
+PREDICTION_SIDE_FILES = ("validation.csv", "rate_table.csv")
+
+
 def _clear_drawn(plots: Path) -> None:
-    """Remove the kernel and cp figure folders, so that no figure of a removed or refused file
-    is left behind (other folders: dispatch/, predictions, are drawn by their own tools)."""
-    for kind in ("kernels", "cp"):
+    """Remove the kernel, cp and prediction figure folders, so that no figure of a removed or
+    refused file is left behind (dispatch/ is drawn afresh by its own tool)."""
+    for kind in ("kernels", "cp", "cp_predicted"):
         for folder in plots.glob(f"*/{kind}"):
             shutil.rmtree(folder)
+
+
+def draw_predictions(root: Path = ROOT, plots: Path | None = None) -> list[Path]:
+    """The CP predictor's figures from its committed rows (``bench.cp.predict.figures``)."""
+    from bench.cp.predict.figures import plot_predictions
+    plots = plots or root / "plots"
+    written = []
+    for path in sorted((root / "results").glob("*/cp_predicted/*.csv")):
+        if path.name not in PREDICTION_SIDE_FILES:
+            written += plot_predictions(path, plots / path.parent.parent.name / "cp_predicted")
+    return written
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     plots = ROOT / "plots"
     _clear_drawn(plots)
     written, refused = draw_published(ROOT, plots)
+    written += draw_predictions(ROOT, plots)
     print(f"drew {len(written)} files under {plots.relative_to(ROOT)}/")
     for line in refused:
         print(line)

@@ -55,8 +55,9 @@ log = logging.getLogger(__name__)
 
 # ok: measured; unsupported: the kernel cannot express the mask/shapes here; missing: its package
 # is not installed here (bench.status); oom: ran out of device memory; error: any other
-# exception; wrong: failed the correctness gate, so not timed.
-STATUSES = ("ok", "unsupported", "missing", "oom", "error", "wrong")
+# exception; wrong: failed the correctness gate, so not timed; predicted: not measured, a
+# model's prediction (bench.cp.predict; its own files, never mixed with measured rows).
+STATUSES = ("ok", "unsupported", "missing", "oom", "error", "wrong", "predicted")
 # A rerun skips these; "error" cells are measured again (errors are often transient or fixed),
 # and so are "missing" ones (the package may have been installed since).
 FINAL_STATUSES = ("ok", "unsupported", "oom", "wrong")

@@ -9,6 +9,10 @@ writes ``<out>/<mask>/<fwd|bwd>/flops_report_<N>_per_gpu.png`` and ``mem_report_
 (N the tokens per GPU, e.g. 8k); with rows of several hardware names, ``<out>/<hardware>/...``;
 and ``<out>/ratios_magi.csv`` / ``.md``: MagiAttention's TFLOPs/s/GPU over each other strategy's,
 per cell where both are ok (``--reference`` picks another strategy).
+
+Predicted rows (status ``predicted``, ``bench.cp.predict``) are drawn as hatched bars, and the
+legend says so; where a cell has a measured row too, the measured one is drawn. The ratio
+tables hold measured rows only.
 """
 from __future__ import annotations
 
@@ -20,13 +24,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.barplot import FIGURES, label_x, plot_bars, series_colors, series_order
+from matplotlib.patches import Patch
+
+from bench.barplot import (FIGURES, bar_figure, label_x, plot_bars, save_figure, series_colors,
+                           series_order)
 from bench.cp import STRATEGIES
 from bench.cp.hybrid_cp import unequal_token_share
-from bench.results import LOCAL_KERNEL, latest_rows, read_results, seqlen_per_gpu
+from bench.results import LOCAL_KERNEL, TABLE_KEY, latest_rows, read_results, seqlen_per_gpu
 from bench.status import experiment_cells
 
-__all__ = ["plot_cp_results", "ratio_table", "write_ratios", "cp_title", "main"]
+__all__ = ["plot_cp_results", "plot_cp_frame", "ratio_table", "write_ratios", "cp_title",
+           "cp_rows", "PREDICTED", "main"]
+
+PREDICTED = "predicted"  # the status of a model's row (bench.results.STATUSES)
+PREDICTED_HATCH = "//"
+PREDICTED_KEY = "hatched: predicted (model, not measured)"
+# the CP figures' values beyond the kernel figures' (bench.barplot.FIGURES)
+CP_FIGURES = {**FIGURES, "comm_gb_per_gpu": ("comm_report.png", "GB a GPU sends a step")}
 
 
 def cp_title(mask: str, direction: str, per_gpu_label: str, hardware: str, shapes,
@@ -38,10 +52,20 @@ def cp_title(mask: str, direction: str, per_gpu_label: str, hardware: str, shape
             f"head_dim {shapes['head_dim']}")
 
 
-def _cp_rows(results) -> pd.DataFrame:
-    frame = latest_rows(read_results(results))
+def cp_rows(results) -> pd.DataFrame:
+    """The newest CP row per cell of ``results`` (files or folders), with ``seqlen_per_gpu``;
+    a predicted row only where the cell has no measured one."""
+    frame = read_results(results)
     if frame.empty:
         return frame
+    predicted = frame["status"] == PREDICTED
+    measured = latest_rows(frame[~predicted])
+    model = latest_rows(frame[predicted])
+    if len(model) and len(measured):
+        key = [k for k in TABLE_KEY if k in frame.columns]
+        have = set(map(tuple, measured[key].astype(str).values))
+        model = model[[tuple(v) not in have for v in model[key].astype(str).values]]
+    frame = pd.concat([measured, model], ignore_index=True)
     frame = frame[frame["cp_size"].notna()].copy()
     frame["cp_size"] = frame["cp_size"].astype(int)
     frame["seqlen_per_gpu"] = seqlen_per_gpu(frame)
@@ -54,7 +78,7 @@ def ratio_table(results, reference: str = "magi") -> pd.DataFrame:
     ``baseline``, ``reference_tflops``, ``baseline_tflops``, ``ratio`` and
     ``baseline_tokens_per_rank`` ("low-high" where the baseline's ranks held unequal token
     counts, as HybridCP's placement does; else "")."""
-    frame = _cp_rows(results)
+    frame = cp_rows(results)
     keys = ["hardware", "seqlen_per_gpu", "mask", "direction", "cp_size"]
     keys += [LOCAL_KERNEL] if LOCAL_KERNEL in frame else []  # ratios within one local kernel
     columns = keys + ["baseline", "reference_tflops", "baseline_tflops", "ratio",
@@ -111,9 +135,42 @@ def plot_cp_results(results: str | os.PathLike | Iterable, out_dir: str | os.Pat
     """One figure per (hardware, seqlen per GPU, mask, direction) and value, from the rows with
     cp_size set (CP rows); returns the written paths. ``footer``: the source line under each
     figure (see ``bench.barplot.bar_figure``)."""
-    frame = _cp_rows(results)
+    return plot_cp_frame(cp_rows(results), out_dir, values, footer)
+
+
+def _hatch_predicted(fig, rows: pd.DataFrame, x: str, series: str, xs) -> None:
+    """Hatch the bars of predicted cells (``bar_figure`` draws one container per series, its
+    bars in the order of the sorted x values) and name the hatch in the legend."""
+    predicted = set(zip(rows.loc[rows["predicted"], series], rows.loc[rows["predicted"], x]))
+    if not predicted:
+        return
+    ax = fig.axes[0]
+    xs = sorted(set(rows[x]) | set(xs or ()))
+    for container in ax.containers:
+        name = container.get_label()
+        for xv, bar in zip(xs, container.patches):
+            if (name, xv) in predicted:
+                bar.set_hatch(PREDICTED_HATCH)
+                bar.set_edgecolor("white")
+    legend = fig.legends[0]
+    handles = list(legend.legend_handles) + [
+        Patch(facecolor="lightgray", edgecolor="white", hatch=PREDICTED_HATCH)]
+    labels = [t.get_text() for t in legend.get_texts()] + [PREDICTED_KEY]
+    legend.remove()
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8,
+               ncol=1 if len(handles) <= 26 else 2)
+
+
+def plot_cp_frame(frame: pd.DataFrame, out_dir: str | os.PathLike,
+                  values: Iterable[str] = ("tflops_per_s", "peak_mem_gb"),
+                  footer: str = "") -> list[Path]:
+    """``plot_cp_results`` of rows already read (``cp_rows``), e.g. with a derived value
+    column; predicted rows (status ``predicted``) are drawn hatched."""
     if frame.empty:
         return []
+    frame = frame.copy()
+    frame["predicted"] = frame["status"] == PREDICTED
+    frame.loc[frame["predicted"], "status"] = "ok"  # drawn as bars, hatched after
     out_dir = Path(out_dir)
     several = frame["hardware"].nunique() > 1
     written = []
@@ -134,13 +191,20 @@ def plot_cp_results(results: str | os.PathLike | Iterable, out_dir: str | os.Pat
         names = [n for n in order if n in names]
         tail = f"{per_gpu_label}_per_gpu" + (f"_{kernel}" if several_local else "")
         for value in values:
-            filename, ylabel = FIGURES.get(value, (f"{value}.png", value))
+            if value not in rows or rows[value].isna().all():
+                continue  # e.g. no peak memory in predicted rows
+            filename, ylabel = CP_FIGURES.get(value, (f"{value}.png", value))
             stem, suffix = filename.rsplit(".", 1)
             ylabel = "TFLOPs/s/GPU" if value == "tflops_per_s" else f"{ylabel} (max over ranks)"
-            written.append(plot_bars(rows, folder / f"{stem}_{tail}.{suffix}",
-                                     value=value, x="cp_size", series="kernel", title=title,
-                                     ylabel=ylabel, xs=xs, names=names, colors=colors,
-                                     footer=footer))
+            path = folder / f"{stem}_{tail}.{suffix}"
+            kwargs = dict(value=value, x="cp_size", series="kernel", title=title,
+                          ylabel=ylabel, xs=xs, names=names, colors=colors, footer=footer)
+            if not rows["predicted"].any():
+                written.append(plot_bars(rows, path, **kwargs))
+                continue
+            fig = bar_figure(rows, **kwargs)
+            _hatch_predicted(fig, rows, "cp_size", "kernel", xs)
+            written.append(save_figure(fig, path))
     return written
 
 
