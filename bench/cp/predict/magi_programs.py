@@ -76,7 +76,7 @@ def _solve(problem: CPProblem, kernel: str, chunk: int, dispatch_alg: str,
     chosen, name = None, dispatch_alg
     if dispatch_alg == "auto":
         choice, chosen = choose_and_solve(slices, problem.seqlen, cp, chunk, shape, overlap,
-                                          kernel)
+                                          kernel, solve_for_dispatch)
         name = choice.algorithm
     if chosen is None:
         algorithm = get_dispatch_algorithm(name, kernel)
