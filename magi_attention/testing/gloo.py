@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from .processes import spawn
 
 
 def _worker(rank, check, init_file, outs):
@@ -49,7 +50,7 @@ def run_on_ranks(check, world_size: int = 2) -> str:
     with tempfile.TemporaryDirectory() as d:
         outs = [os.path.join(d, f"out.{r}") for r in range(world_size)]
         try:
-            mp.spawn(_worker, args=(check, os.path.join(d, "store"), outs), nprocs=world_size)
+            spawn(_worker, args=(check, os.path.join(d, "store"), outs), nprocs=world_size)
         except mp.ProcessExitedException as e:
             if e.signal_name is None or not all(os.path.exists(o) for o in outs):
                 raise

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from bench.cp import load_strategy
 from bench.cp.magi import MagiAttention, default_chunk_size
 from bench.cp.verify import Cell, Problem, check_cells
 from bench.data import sample_doc_lens
 from bench.masks import MASK_NAMES, build_mask
+from magi_attention.testing.processes import spawn
 from magi_attention.common import to_dense
 
 from ._small_masks import SMALL_MASK_PARAMS as MASK_PARAMS
@@ -81,9 +81,8 @@ def _entry(rank, world_size, store_path, out_path, cells, problem):
 @functools.cache
 def _results(world_size: int, timeout_s: float = 240.0) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        ctx = mp.start_processes(_entry, args=(world_size, f"{tmp}/store", f"{tmp}/out.pt",
-                                               _cells(world_size), PROBLEM),
-                                 nprocs=world_size, join=False, start_method="spawn")
+        ctx = spawn(_entry, args=(world_size, f"{tmp}/store", f"{tmp}/out.pt",
+                                               _cells(world_size), PROBLEM), nprocs=world_size, join=False)
         deadline = time.monotonic() + timeout_s
         while not ctx.join(timeout=1.0):
             if time.monotonic() > deadline:

@@ -13,8 +13,8 @@ import time
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
+from magi_attention.testing.processes import spawn
 from bench.cp import STRATEGIES, load_strategy
 from bench.cp.verify import Cell, Problem, gloo_entry, strategy_label
 from bench.data import sample_doc_lens
@@ -56,9 +56,8 @@ def _cells(world_size: int) -> list[tuple[str, Cell]]:
 
 def _run(world_size: int, cells: list[Cell], timeout_s: float = 240.0) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
-        ctx = mp.start_processes(gloo_entry, args=(world_size, f"{tmp}/store", f"{tmp}/rows.pt",
-                                                   cells, PROBLEM),
-                                 nprocs=world_size, join=False, start_method="spawn")
+        ctx = spawn(gloo_entry, args=(world_size, f"{tmp}/store", f"{tmp}/rows.pt",
+                                                   cells, PROBLEM), nprocs=world_size, join=False)
         deadline = time.monotonic() + timeout_s
         while not ctx.join(timeout=1.0):
             if time.monotonic() > deadline:

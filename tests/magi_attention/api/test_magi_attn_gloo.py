@@ -9,7 +9,7 @@ import traceback
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from magi_attention.testing.processes import spawn
 
 SEQLEN = 256
 DOC_LENS = [64, 32, 96, 64]
@@ -123,7 +123,7 @@ def _window_kind(meta) -> str | None:
 def run_group(cp_size, chunk_size, num_stages, mesh_shape=None, mask_names=None):
     with tempfile.TemporaryDirectory() as out_dir:
         init_file = os.path.join(out_dir, "store")
-        mp.spawn(_worker, args=(cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shape,
+        spawn(_worker, args=(cp_size, init_file, out_dir, chunk_size, num_stages, mesh_shape,
                                 mask_names),
                  nprocs=cp_size, join=True)
         return [json.load(open(os.path.join(out_dir, f"rank{r}.json"))) for r in range(cp_size)]

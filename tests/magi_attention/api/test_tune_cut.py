@@ -10,6 +10,7 @@ import torch
 from magi_attention.api._timed_choices import GroupChoices
 from magi_attention.api._tune_cut import MIN_GAIN, choose_cut, resolve_cut
 from magi_attention.meta import OverlapConfig
+from magi_attention.testing.processes import spawn
 
 
 def _runtime(fused: bool):
@@ -110,9 +111,8 @@ def test_timing_agrees_on_every_rank_and_leaves_the_runtime_whole():
     import os
     import tempfile
 
-    import torch.multiprocessing as mp
     with tempfile.TemporaryDirectory() as d:
-        mp.spawn(_timing_worker, args=(os.path.join(d, "store"), os.path.join(d, "out")),
+        spawn(_timing_worker, args=(os.path.join(d, "store"), os.path.join(d, "out")),
                  nprocs=2)
         results = [open(os.path.join(d, f"out.{r}")).read() for r in range(2)]
     assert not any(r.startswith("ERROR") for r in results), results

@@ -9,8 +9,8 @@ import traceback
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
+from magi_attention.testing.processes import spawn
 from magi_attention.api._tune_dispatch import (MIN_GAIN, UNEQUAL_CHUNK, candidate_chunks,
                                                choose_dispatch)
 
@@ -89,7 +89,7 @@ def _worker(rank, init_file, out_dir, forced, world_size=2, mesh_shape=None):
 
 def _run(forced, world_size=2, mesh_shape=None):
     with tempfile.TemporaryDirectory() as d:
-        mp.spawn(_worker, args=(os.path.join(d, "store"), d, forced, world_size, mesh_shape),
+        spawn(_worker, args=(os.path.join(d, "store"), d, forced, world_size, mesh_shape),
                  nprocs=world_size)
         return [json.load(open(os.path.join(d, f"rank{r}.json"))) for r in range(world_size)]
 
@@ -180,7 +180,7 @@ def test_the_choice_is_kept_per_mask_and_shapes():
     """A key of the same mask with other head counts or another dtype times again (its kernels
     differ); one of the same mask, shapes and dtype does not."""
     with tempfile.TemporaryDirectory() as d:
-        mp.spawn(_shapes_worker, args=(os.path.join(d, "store"), d), nprocs=2)
+        spawn(_shapes_worker, args=(os.path.join(d, "store"), d), nprocs=2)
         per_rank = [json.load(open(os.path.join(d, f"rank{r}.json"))) for r in range(2)]
     assert per_rank[0] == per_rank[1] == [[HEADS[0], "torch.float32"], [8, "torch.float32"],
                                           [HEADS[0], "torch.float64"]]

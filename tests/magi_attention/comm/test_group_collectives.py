@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
+from magi_attention.testing.processes import spawn
 from magi_attention.comm import (GroupCollectiveArgs, range_add_, range_copy_stacked_,
                                   range_gather, range_gather_stacked, range_scatter_add_,
                                   ranges_to_index)
@@ -99,7 +99,7 @@ def _worker(rank, init_file, out_file):
 
 def test_group_cast_and_reduce_over_gloo_match_direct_indexing():
     with tempfile.TemporaryDirectory() as d:
-        mp.spawn(_worker, args=(os.path.join(d, "store"), os.path.join(d, "out")), nprocs=WORLD)
+        spawn(_worker, args=(os.path.join(d, "store"), os.path.join(d, "out")), nprocs=WORLD)
         errors = [open(os.path.join(d, f"out.{r}")).read() for r in range(WORLD)]
     assert not any(errors), "\n".join(errors)
 

@@ -17,7 +17,6 @@ from collections import defaultdict
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from bench.cp import load_strategy
 from bench.cp.predict.magi_programs import magi_programs, solve_magi
@@ -28,6 +27,7 @@ from bench.data import sample_doc_lens
 from bench.masks import build_mask
 from magi_attention.kernels.block_sparse import union_row_intervals
 from magi_attention.kernels.plan import FlexAttnPlan
+from magi_attention.testing.processes import spawn
 
 WORLD = 4
 SEQLEN, HEADS_Q, HEADS_KV, HEAD_DIM = 256, 4, 2, 16
@@ -202,7 +202,7 @@ _remember()
 @functools.cache
 def _measured() -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(_worker, args=(os.path.join(tmp, "store"), os.path.join(tmp, "out.pt")),
+        spawn(_worker, args=(os.path.join(tmp, "store"), os.path.join(tmp, "out.pt")),
                  nprocs=WORLD)
         return torch.load(os.path.join(tmp, "out.pt"), weights_only=False)
 
