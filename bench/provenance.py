@@ -21,8 +21,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CODE_PATHS", "FILE_NAME", "Provenance", "code_hash", "current", "from_git", "record",
-           "main"]
+__all__ = ["CODE_PATHS", "FILE_NAME", "Provenance", "code_hash", "current", "from_git",
+           "git_output", "record", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,8 @@ class Provenance:
         return f"{self.git_sha}-dirty" if self.dirty and self.git_sha != UNKNOWN else self.git_sha
 
 
-def _git(root: Path, *args: str) -> str | None:
+def git_output(root: Path, *args: str) -> str | None:
+    """``git <args>``'s stdout in ``root``; None without git, on an error or a timeout."""
     try:
         out = subprocess.run(["git", *args], capture_output=True, text=True, cwd=root,
                              timeout=_GIT_TIMEOUT_S)
@@ -60,11 +61,11 @@ def _git(root: Path, *args: str) -> str | None:
 def from_git(root: Path = ROOT) -> Provenance | None:
     """The checkout's commit and whether its tracked code is modified; None without git or
     outside a checkout of this repository."""
-    top = _git(root, "rev-parse", "--show-toplevel")
+    top = git_output(root, "rev-parse", "--show-toplevel")
     if top is None or Path(top.strip()).resolve() != root.resolve():
         return None  # no git, or bench sits inside some other repository
-    sha = _git(root, "rev-parse", "--short=12", "HEAD")
-    status = _git(root, "status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS)
+    sha = git_output(root, "rev-parse", "--short=12", "HEAD")
+    status = git_output(root, "status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS)
     if sha is None or status is None:
         return None
     return Provenance(sha.strip(), bool(status.strip()), "git")
@@ -108,7 +109,7 @@ def _from_file(root: Path) -> Provenance | None:
 
 def _knows(root: Path, sha: str) -> bool:
     """Whether the checkout's git has the commit ``sha`` (a stale copy's .git does not)."""
-    return _git(root, "cat-file", "-e", f"{sha}^{{commit}}") is not None
+    return git_output(root, "cat-file", "-e", f"{sha}^{{commit}}") is not None
 
 
 def current(root: Path = ROOT) -> Provenance:

@@ -12,14 +12,14 @@ old numbers as current.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+
+from bench.provenance import git_output
 
 __all__ = ["DEPENDENCIES", "KINDS", "MixedRuns", "RunInfo", "published_files", "require_one_run",
            "run_info", "stale_files"]
@@ -50,7 +50,6 @@ DEPENDENCIES = {
                                   "bench/cp/hybrid_cp.py", "bench/cp/single_gpu.py"),
 }
 _COMMIT = re.compile(r"^(?P<sha>[0-9a-f]{7,40})(?P<suffix>-dirty|-inferred)?$")
-_GIT_TIMEOUT_S = 20
 
 
 class MixedRuns(ValueError):
@@ -157,12 +156,7 @@ def require_one_run(rows: pd.DataFrame, source: str | Path = "these rows") -> st
 
 @functools.lru_cache(maxsize=None)
 def _git(root: Path, *args: str) -> str | None:
-    try:
-        out = subprocess.run(["git", *args], capture_output=True, text=True, cwd=root,
-                             timeout=_GIT_TIMEOUT_S)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout if out.returncode == 0 else None
+    return git_output(root, *args)  # kept per process: one page asks the same many times
 
 
 def stale_files(commit: str, kind: str, root: Path = ROOT) -> tuple[str, ...] | None:
@@ -190,6 +184,3 @@ def run_info(path: Path, kind: str, rows: pd.DataFrame | None = None,
     return RunInfo(Path(path), kind, Path(path).parent.parent.name, Path(path).stem, commits,
                    times.iloc[0], times.iloc[-1], stale)
 
-
-def today() -> str:
-    return _dt.date.today().isoformat()

@@ -70,3 +70,15 @@ def ctrl_c_raises():
         yield lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
+def result_row():
+    """One ok kernel row (bench.results.ResultRow) to vary with dataclasses.replace."""
+    from bench.results import ResultRow
+    return ResultRow(run_id="r", time="2026-01-01T00:00:00+00:00", git_sha="abc1234",
+                     hardware="cpu", gpu_name="cpu", torch_version="2", kernel_version="v",
+                     kernel="naive", mask="causal", seqlen=64, batch=1, num_heads_q=2,
+                     num_heads_kv=1, head_dim=16, dtype="float32", direction="fwd", cp_size=1,
+                     mask_area=2080.0, flops=1e6, runtime_ms=1.0, tflops_per_s=0.001,
+                     peak_mem_gb=None, build_ms=None, status="ok", message="", env="")

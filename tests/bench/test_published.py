@@ -7,14 +7,8 @@ from dataclasses import replace
 import pytest
 
 from bench import machine, published, regenerate
-from bench.results import ResultRow, append_row, read_results
+from bench.results import append_row, read_results
 
-BASE = ResultRow(run_id="r", time="2026-01-01T00:00:00+00:00", git_sha="abc1234", hardware="cpu",
-                 gpu_name="cpu", torch_version="2", kernel_version="v", kernel="naive",
-                 mask="causal", seqlen=64, batch=1, num_heads_q=2, num_heads_kv=1, head_dim=16,
-                 dtype="float32", direction="fwd", cp_size=1, mask_area=2080.0, flops=1e6,
-                 runtime_ms=1.0, tflops_per_s=0.001, peak_mem_gb=None, build_ms=None,
-                 status="ok", message="", env="")
 
 
 def _write(path, rows):
@@ -23,11 +17,12 @@ def _write(path, rows):
     return path
 
 
-def test_one_run_is_required_and_a_mix_is_named(tmp_path):
-    one = read_results([_write(tmp_path / "a.csv", [BASE, replace(BASE, seqlen=128)])])
+def test_one_run_is_required_and_a_mix_is_named(tmp_path, result_row):
+    row = result_row
+    one = read_results([_write(tmp_path / "a.csv", [row, replace(row, seqlen=128)])])
     assert published.require_one_run(one) == "abc1234"
     mixed = read_results([_write(tmp_path / "b.csv", [
-        BASE, replace(BASE, seqlen=128, git_sha="def5678", time="2026-01-02T00:00:00+00:00")])])
+        row, replace(row, seqlen=128, git_sha="def5678", time="2026-01-02T00:00:00+00:00")])])
     with pytest.raises(published.MixedRuns, match=r"rows of 2 commits \(def5678 \(1 rows\), "
                                                   r"abc1234 \(1 rows\)\)"):
         published.require_one_run(mixed, "b.csv")
@@ -64,9 +59,10 @@ def test_stale_when_measured_code_changes_not_when_the_report_does(repo):
     assert published.stale_files("0123456789ab", "kernels", root) is None  # unknown commit
 
 
-def test_run_info_states_and_footer(repo):
+def test_run_info_states_and_footer(repo, result_row):
     root, sha = repo
-    path = _write(root / "results" / "cpu" / "kernels" / "default.csv", [replace(BASE, git_sha=sha)])
+    path = _write(root / "results" / "cpu" / "kernels" / "default.csv",
+                  [replace(result_row, git_sha=sha)])
     published._git.cache_clear()
     info = published.run_info(path, "kernels", root=root)
     assert (info.state, info.commit, info.date) == ("current", sha, "2026-01-01")
@@ -74,18 +70,20 @@ def test_run_info_states_and_footer(repo):
     (root / "bench" / "kernels" / "naive.py").write_text("x = 3\n")
     published._git.cache_clear()
     info = published.run_info(path, "kernels", root=root)
-    assert info.state == "stale" and "STALE: bench/kernels/naive.py changed since" in info.label(root)
+    assert info.state == "stale"
+    assert "STALE: bench/kernels/naive.py changed since" in info.label(root)
     inferred = published.run_info(path, "kernels", read_results([path]).assign(
         git_sha=f"{sha}-inferred"), root)
     assert inferred.state == "inferred"
 
 
-def test_regenerate_draws_one_run_and_refuses_a_mix(repo, tmp_path):
+def test_regenerate_draws_one_run_and_refuses_a_mix(repo, tmp_path, result_row):
     root, sha = repo
     one = root / "results" / "cpu" / "kernels" / "one.csv"
-    _write(one, [replace(BASE, git_sha=sha), replace(BASE, git_sha=sha, direction="bwd")])
+    _write(one, [replace(result_row, git_sha=sha),
+                 replace(result_row, git_sha=sha, direction="bwd")])
     mixed = root / "results" / "cpu" / "kernels" / "mixed.csv"
-    _write(mixed, [replace(BASE, git_sha=sha), replace(BASE, git_sha="fedcba987654",
+    _write(mixed, [replace(result_row, git_sha=sha), replace(result_row, git_sha="fedcba987654",
                                                        seqlen=128)])
     stale_figure = root / "plots" / "cpu" / "kernels" / "mixed" / "causal" / "fwd" / "x.png"
     stale_figure.parent.mkdir(parents=True)
@@ -109,9 +107,9 @@ def test_machine_columns_are_pairs_and_name_torch():
         assert machine.gpu_clocks() == ""
 
 
-def test_a_row_records_the_machine(tmp_path):
+def test_a_row_records_the_machine(tmp_path, result_row):
     from bench.results import run_meta
     meta = run_meta()
     assert meta.versions == machine.versions() and "torch=" in meta.versions
-    path = _write(tmp_path / "m.csv", [replace(BASE, versions=meta.versions)])
+    path = _write(tmp_path / "m.csv", [replace(result_row, versions=meta.versions)])
     assert read_results([path])["versions"].iloc[0] == meta.versions

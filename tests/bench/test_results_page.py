@@ -4,14 +4,8 @@ from dataclasses import replace
 
 from bench import results_page
 from bench.published import RunInfo
-from bench.results import ResultRow, append_row, read_results
+from bench.results import append_row, read_results
 
-BASE = ResultRow(run_id="r", time="2026-01-01T00:00:00+00:00", git_sha="abc1234", hardware="cpu",
-                 gpu_name="cpu", torch_version="2", kernel_version="v", kernel="naive",
-                 mask="causal", seqlen=64, batch=1, num_heads_q=2, num_heads_kv=1, head_dim=16,
-                 dtype="float32", direction="fwd", cp_size=1, mask_area=2080.0, flops=1e6,
-                 runtime_ms=1.0, tflops_per_s=0.001, peak_mem_gb=None, build_ms=None,
-                 status="ok", message="", env="")
 
 
 def test_the_committed_page_and_headline_are_what_the_results_give(capsys):
@@ -33,11 +27,11 @@ def _info(path, commits, stale=()):
                    "2026-01-01T00:00:00", stale)
 
 
-def test_kernel_tables_hold_values_and_ratios_to_the_peers(tmp_path):
-    rows = [replace(BASE, kernel="ffa", tflops_per_s=600.0),
-            replace(BASE, kernel="fa4", tflops_per_s=610.0),
-            replace(BASE, kernel="flex", tflops_per_s=400.0),
-            replace(BASE, kernel="fa3", status="unsupported", tflops_per_s=None,
+def test_kernel_tables_hold_values_and_ratios_to_the_peers(tmp_path, result_row):
+    rows = [replace(result_row, kernel="ffa", tflops_per_s=600.0),
+            replace(result_row, kernel="fa4", tflops_per_s=610.0),
+            replace(result_row, kernel="flex", tflops_per_s=400.0),
+            replace(result_row, kernel="fa3", status="unsupported", tflops_per_s=None,
                     message="no mask")]
     path = tmp_path / "x.csv"
     for row in rows:
@@ -46,14 +40,15 @@ def test_kernel_tables_hold_values_and_ratios_to_the_peers(tmp_path):
     text = "\n".join(results_page._experiment_section(_info(path, (("abc1234", 4),)), frame))
     assert "| 64 | 600 | 610 | 400 | X (unsupported) |" in text
     # ffa / fa4 = 0.98 (a tie), ffa / flex = 1.50
-    assert "| 64 | tie (0.98x) / 1.50x | tie (1.00x) / 1.52x | 0.66x / tie (1.00x) | - / - |" in text
+    assert ("| 64 | tie (0.98x) / 1.50x | tie (1.00x) / 1.52x | 0.66x / tie (1.00x) | - / - |"
+            in text)
     assert "State: **current**" in text
 
 
-def test_a_mixed_experiment_is_listed_with_its_commits_not_tabulated(tmp_path):
+def test_a_mixed_experiment_is_listed_with_its_commits_not_tabulated(tmp_path, result_row):
     path = tmp_path / "mixed.csv"
-    append_row(path, BASE)
-    append_row(path, replace(BASE, seqlen=128, git_sha="def5678"))
+    append_row(path, result_row)
+    append_row(path, replace(result_row, seqlen=128, git_sha="def5678"))
     frame = read_results([path])
     text = "\n".join(results_page._experiment_section(
         _info(path, (("def5678", 1), ("abc1234", 1)), None), frame))
@@ -62,9 +57,9 @@ def test_a_mixed_experiment_is_listed_with_its_commits_not_tabulated(tmp_path):
     assert "python -m bench.kernels experiment=mixed hardware=cpu out_dir=results/cpu" in text
 
 
-def test_cp_tables_give_magi_against_the_best_baseline(tmp_path):
+def test_cp_tables_give_magi_against_the_best_baseline(tmp_path, result_row):
     path = tmp_path / "cp.csv"
-    cp = replace(BASE, cp_size=2, seqlen=128, kernel_version="bench.cp.x local=triton")
+    cp = replace(result_row, cp_size=2, seqlen=128, kernel_version="bench.cp.x local=triton")
     for kernel, value in (("magi", 110.0), ("ulysses", 100.0), ("ring_p2p", 80.0),
                           ("magi_timed", 130.0), ("single_gpu", 200.0)):
         append_row(path, replace(cp, kernel=kernel, tflops_per_s=value))
