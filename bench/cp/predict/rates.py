@@ -20,12 +20,21 @@ A CP rank's call (a ring step's block, MagiAttention's fused stage, Ulysses' hea
 the whole sequence) is then priced from its own tile counts. The fit's residuals on its own
 rows are written beside the rates (``rate_table``), so what the table does not capture is on
 record.
+
+Machines of one GPU model do not run equally fast: their sustained clocks (power limit,
+cooling) and the harness settings of their runs differ. The cp 1 rows of the 2 x H100 host
+run the fa4 backward at 693-727 TFLOPs/s on causal and full 16k, the 4 x H100 host's at
+573-605, the same code and shapes. Where the machine a cell ran on is known (the validation's
+``results/<hw>/cp/``), ``host_scale`` prices its calls at that machine's own speed: per
+(backend, direction), the geometric mean of measured / table time over that folder's own
+cp 1 rows (one number each; single-GPU rows only, like the table). Predictions for no
+particular machine (the scale-out rows) keep the pooled table (scale 1).
 """
 from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -41,8 +50,8 @@ from magi_attention.common.slice_array import SliceArray
 from .ops import Kernel
 from .tiles import TileCounts, tile_counts
 
-__all__ = ["RateModel", "fit_rate_model", "calibration_rows", "rate_table", "BACKENDS",
-           "KERNEL_BENCH_BACKENDS"]
+__all__ = ["RateModel", "fit_rate_model", "calibration_rows", "rate_table", "host_scale",
+           "BACKENDS", "KERNEL_BENCH_BACKENDS"]
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +82,14 @@ def _features(counts: TileCounts, heads: int, backend: str) -> np.ndarray:
 @dataclass(frozen=True)
 class RateModel:
     """Fitted coefficients (us per feature) per (backend, direction), and the rows they came
-    from (``rows``: one per calibration cell, with measured and model times)."""
+    from (``rows``: one per calibration cell, with measured and model times). ``scale``: the
+    machine's speed per (backend, direction) relative to the pooled table (``host_scale``;
+    missing: 1)."""
 
     gpu: str
     coefficients: dict[tuple[str, str], np.ndarray]
     rows: pd.DataFrame
+    scale: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def kernel_us(self, call: Kernel, backend: str, direction: str) -> float:
         """Predicted time of one local call (0 for an empty mask: the strategies skip it)."""
@@ -88,7 +100,8 @@ class RateModel:
         if counts.area == 0:
             return 0.0
         return float(_features(counts, call.num_heads_q, backend)
-                     @ self.coefficients[backend, direction])
+                     @ self.coefficients[backend, direction]) * self.scale.get((backend,
+                                                                                 direction), 1.0)
 
     def table(self) -> pd.DataFrame:
         """The coefficients as rows: gpu, backend, direction, feature, us."""
@@ -173,6 +186,33 @@ def _fit(results_root: str, gpu: str, num_heads_kv: int) -> RateModel:
     rows["model_ms"] = model_ms
     rows["error"] = rows["model_ms"] / rows["runtime_ms"] - 1
     return RateModel(gpu, coefficients, rows.drop(columns="features"))
+
+
+def host_scale(model: RateModel, results_root: str | Path, hardware_dir: str) -> RateModel:
+    """``model`` priced at the speed of the machine of ``results_root/hardware_dir/cp`` (module
+    doc): per (backend, direction), the geometric mean of measured / model time over that
+    folder's cp 1 rows of ``model.gpu`` (a cell's strategies' median); pairs without such rows
+    keep scale 1."""
+    files = sorted((Path(results_root) / hardware_dir / "cp").glob("*.csv"))
+    if not files:
+        return model
+    c = latest_rows(_quiet_read(files))
+    c = c[(c["status"] == "ok") & (c["hardware"] == model.gpu) & (c["cp_size"] == 1)]
+    if not len(c) or LOCAL_KERNEL not in c:
+        return model
+    med = c.groupby([LOCAL_KERNEL, "mask", "seqlen", "direction"])["runtime_ms"].median()
+    logs: dict[tuple[str, str], list[float]] = {}
+    shared = {m for m in MASK_NAMES if not PATTERNS[m].per_head}
+    for (backend, mask, seqlen, direction), runtime_ms in med.items():
+        if (backend, direction) not in model.coefficients or mask not in shared \
+                or seqlen < MIN_SEQLEN:
+            continue
+        seqlen = int(seqlen)
+        counts = tile_counts(_mask_slices(mask, seqlen, 8), seqlen, seqlen, backend, direction)
+        table_us = _features(counts, CALIBRATION_HEADS, backend) @ model.coefficients[
+            backend, direction]
+        logs.setdefault((backend, direction), []).append(np.log(runtime_ms * 1e3 / table_us))
+    return replace(model, scale={k: float(np.exp(np.mean(v))) for k, v in logs.items()})
 
 
 def rate_table(model: RateModel) -> pd.DataFrame:

@@ -5,8 +5,9 @@
 
 For every ok row of ``results/<hw>/cp/*.csv`` with cp_size > 1 (both local kernels), the cell is
 predicted with the strategy and knobs the row names (its ``spec``), the rates of the row's GPU
-(``rates.fit_rate_model``: single-GPU rows only, never a CP row with cp_size > 1), the row's
-local kernel and the default link model, all ranks on one node. ``<hw>/cp_predicted/
+(``rates.fit_rate_model``: single-GPU rows only, never a CP row with cp_size > 1) at the speed
+of the row's own machine (``rates.host_scale``: that folder's cp 1 rows), the row's local
+kernel and the default link model, all ranks on one node. ``<hw>/cp_predicted/
 validation.csv`` gets one line per (cell, direction): predicted and measured TFLOPs/s and
 runtime, the relative error, the measured row's file, commit and run, and the prediction's
 notes (MagiAttention's dispatch, stages and cut).
@@ -28,7 +29,7 @@ from bench.sweep import cell_mask
 from .config import gpu_memory_gb_per_s
 from .links import LinkModel, Topology
 from .predictor import Models, predict_cell
-from .rates import fit_rate_model
+from .rates import fit_rate_model, host_scale
 
 __all__ = ["validate", "validation_path", "parse_spec", "MAIN_STRATEGIES", "TIE_MARGIN",
            "error_stats", "ranking", "main"]
@@ -86,11 +87,14 @@ def validate(results_root: str | Path, hardware_dir: str, links: LinkModel | Non
     out = []
     keys = ["hardware", LOCAL_KERNEL, "kernel", "spec", "mask", "seqlen", "cp_size",
             "num_heads_q", "num_heads_kv", "head_dim", "dtype"]
+    rates = {}
     for key, cell in rows.groupby(keys, sort=False):
         gpu, local, label, spec, mask_name, seqlen, cp = key[:7]
         hq, hkv, hd, dtype = (int(key[7]), int(key[8]), int(key[9]), key[10])
         name, knobs = parse_spec(spec)
-        models = Models(fit_rate_model(root, gpu, hkv), local, gpu_memory_gb_per_s(gpu),
+        if (gpu, hkv) not in rates:
+            rates[gpu, hkv] = host_scale(fit_rate_model(root, gpu, hkv), root, hardware_dir)
+        models = Models(rates[gpu, hkv], local, gpu_memory_gb_per_s(gpu),
                         links=links or LinkModel(), topology=Topology(gpus_per_node))
         mask = cell_mask(MaskChoice(mask_name, mask_name), int(seqlen), DataConfig(), hkv)
         choice = StrategyChoice(label, name, knobs)

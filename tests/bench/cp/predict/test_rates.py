@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from bench.cp.predict.ops import Kernel
-from bench.cp.predict.rates import _features, _mask_slices, fit_rate_model
+from bench.cp.predict.rates import _features, _mask_slices, fit_rate_model, host_scale
 from bench.cp.predict.tiles import tile_counts
 from bench.data import sample_doc_lens
 from bench.masks import build_mask
@@ -89,3 +89,28 @@ def test_the_fit_recovers_a_linear_law(tmp_path):
 def test_no_single_gpu_rows_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no single-GPU rows"):
         fit_rate_model(tmp_path, "nowhere")
+
+
+def test_host_scale_prices_a_machine_at_its_own_cp1_speed(tmp_path):
+    """A machine whose cp 1 rows run the law 1.25x slower (fwd) and 0.8x (bwd) on one backend
+    gets exactly those scales; the pooled table and the other backend keep scale 1."""
+    truth = {("fa4", "fwd"): np.array([5.0, 2.0, 0.8, 0.3, 1.5]),
+             ("fa4", "bwd"): np.array([9.0, 7.0, 2.0, 0.8, 4.0]),
+             ("triton", "fwd"): np.array([60.0, 1.0, 0.9, 0.2]),
+             ("triton", "bwd"): np.array([200.0, 4.0, 1.3, 0.1])}
+    (tmp_path / "gpu" / "kernels").mkdir(parents=True)
+    _rows(truth, "gpu").to_csv(tmp_path / "gpu" / "kernels" / "k.csv", index=False)
+    model = fit_rate_model(tmp_path, "gpu")
+    slow = _rows(truth, "gpu")
+    slow = slow[slow["kernel"] == "ffa_fa4"].assign(
+        cp_size=1, kernel="ring_p2p", kernel_version="bench.cp.ring_p2p local=fa4")
+    slow["runtime_ms"] *= np.where(slow["direction"] == "fwd", 1.25, 0.8)
+    (tmp_path / "gpux2" / "cp").mkdir(parents=True)
+    slow.to_csv(tmp_path / "gpux2" / "cp" / "cp.csv", index=False)
+    host = host_scale(model, tmp_path, "gpux2")
+    assert host.scale == pytest.approx({("fa4", "fwd"): 1.25, ("fa4", "bwd"): 0.8})
+    call = Kernel(_mask_slices("causal", 8192, 8), 8192, 8192, 64)
+    assert host.kernel_us(call, "fa4", "fwd") == pytest.approx(
+        1.25 * model.kernel_us(call, "fa4", "fwd"))
+    assert host.kernel_us(call, "triton", "bwd") == model.kernel_us(call, "triton", "bwd")
+    assert host_scale(model, tmp_path, "elsewhere") is model

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.cp.predict.report import replicate_spread, results_section
+from bench.cp.predict.report import replicate_outliers, replicate_spread, results_section
 
 
 def _validation(root, hw: str, cells) -> None:
@@ -30,6 +30,8 @@ def test_the_section_reports_errors_ranking_and_scatter(tmp_path):
     assert "right on 2 of 2 non-tie cells" in text
     # usp and ring_p2p run one program (equal predicted time) and measured 300 and 240
     assert "up to 25.0%" in text and "ring_p2p,usp" in text
+    # ... and the cell is listed with both measurements
+    assert "| ring_p2p 240, usp 300 | 25.0% |" in text
     assert "### Predicted scale-out" not in text  # no scale-out file
 
 
@@ -57,3 +59,13 @@ def test_scale_out_tables_link_their_figures(tmp_path):
     assert "### Predicted scale-out: h100, local fa4, 8k tokens a GPU" in text
     assert "| magi | 600 (8.00) | 600 (16.00) |" in text
     assert "(../plots/h100/cp_predicted/causal/fwd/flops_report_8k_per_gpu.png)" in text
+
+
+def test_an_outlier_is_far_from_the_median_of_three_identical_programs():
+    rows = [dict(hardware_dir="h", local_kernel="triton", mask="m", seqlen=1, cp_size=2,
+                 direction="fwd", kernel=k, predicted_runtime_ms=rt, measured_tflops_per_s=m)
+            for k, rt, m in (("ring_p2p", 1.0, 400.0), ("usp", 1.0, 300.0),
+                             ("loongtrain", 1.0, 410.0), ("a", 2.0, 100.0), ("b", 2.0, 150.0))]
+    out = replicate_outliers(pd.DataFrame(rows))
+    # usp is 25% below the median (400) of its three; a pair ("a", "b") names no outlier
+    assert list(out["kernel"]) == ["usp"] and out["off"].iloc[0] == -0.25
