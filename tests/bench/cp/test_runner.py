@@ -27,6 +27,8 @@ from bench.cp.ring_p2p import RingP2P
 from bench.cp.runner import NEEDS_RANKS, CPBenchConfig, StrategyChoice
 from bench.metrics import attn_flops
 
+pytestmark = pytest.mark.slow  # started first under xdist (tests/conftest.py)
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 TIMEOUT_S = 240

@@ -22,6 +22,8 @@ from bench.masks import MASK_NAMES, build_mask
 
 from ._small_masks import SMALL_MASK_PARAMS as MASK_PARAMS
 
+pytestmark = pytest.mark.slow  # started first under xdist (tests/conftest.py)
+
 PROBLEM = Problem(seqlen=250, num_heads_q=4, num_heads_kv=2, head_dim=16,
                   doc_lens=tuple(sample_doc_lens(250, seed=8, cap_ratio=0.5)))
 

@@ -16,6 +16,8 @@ import pytest
 from bench.config import job_key
 from bench.results import ResultRow, append_row, read_results
 
+pytestmark = pytest.mark.slow  # started first under xdist (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[3]
 EARLIER = ResultRow(run_id="earlier", time="2025-01-01T00:00:00+00:00", git_sha="abc",
                     hardware="cpu", gpu_name="cpu", torch_version="2", kernel_version="v",

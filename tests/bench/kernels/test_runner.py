@@ -13,6 +13,8 @@ from bench.kernels.runner import run_job, run_sweep
 from bench.report import write_tables
 from bench.results import read_results
 
+pytestmark = pytest.mark.slow  # started first under xdist (tests/conftest.py)
+
 FAULTY = KernelChoice("testing_faulty", "testing_faulty",
                       {"error_cells": ("causal:128",), "oom_cells": ("full:128",)})
 

@@ -11,6 +11,8 @@ import torch
 import torch.distributed as dist
 from magi_attention.testing.processes import spawn
 
+pytestmark = pytest.mark.slow  # started first under xdist (tests/conftest.py)
+
 SEQLEN = 256
 DOC_LENS = [64, 32, 96, 64]
 HEADS = (4, 2)

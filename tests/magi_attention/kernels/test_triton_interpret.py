@@ -22,10 +22,11 @@ ROOT = str(Path(__file__).resolve().parents[3])
 
 pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     torch.cuda.is_available(),
     reason="CPU-only check; with a GPU the compiled kernels are tested (test_triton_gpu.py), and "
-           "Triton 3.6's interpreter fails on numpy 2.5 there")
+           "Triton 3.6's interpreter fails on numpy 2.5 there"),
+    pytest.mark.slow]  # started first under xdist (tests/conftest.py)
 
 CASES = {
     "causal_overlap_gqa": ("[(0, 60, 0, 60, 1), (30, 90, 10, 100, 3), (20, 50, 40, 80, 2)]", 100, 100, 4, 2, 0.0),

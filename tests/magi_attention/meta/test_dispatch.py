@@ -7,6 +7,8 @@ from magi_attention.common import to_dense
 from magi_attention.meta import DISPATCH_ALGORITHMS, get_dispatch_algorithm, solve_dispatch
 from magi_attention.testing.masks import MASK_NAMES, MEASURED_PACKS, named_mask
 
+pytestmark = pytest.mark.slow  # started first under xdist (tests/conftest.py)
+
 DOC_LENS_64K = [8192, 4096, 12288, 2048, 6144, 16384, 4096, 12288]
 
 

@@ -12,6 +12,8 @@ import pytest
 
 from bench.cp.predict.validation import parse_spec, ranking
 
+pytestmark = pytest.mark.slow  # started first under xdist (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[4]
 
 
