@@ -78,7 +78,8 @@ def test_warmup_ms_adds_untimed_calls_sized_from_one_call():
     extra = len(calls) - 1 - 3
     sizing_ms = (calls[2] - calls[1]) * 1e3
     assert 2 <= extra <= 21 and abs(extra - math.ceil(40 / sizing_ms)) <= 2, (extra, sizing_ms)
-    assert calls[1 + extra] - calls[1] >= 0.02  # the warm-up took about warmup_ms
+    # (no wall-clock bound on the warm-up: on a loaded machine one slow sizing call makes the
+    # later, faster calls fall short of warmup_ms; the count above is the contract)
 
 
 def test_warmup_ms_count_goes_through_agree():
