@@ -5,9 +5,10 @@
 #   bash scripts/test.sh -x -k report            # a few
 #   PYTHON=.venv/bin/python bash scripts/test.sh # the Python (e.g. a venv's) to install into and
 #                                                # test with; default: python3 on PATH
-#   TEST_WORKERS=0 bash scripts/test.sh          # in one process (default: 2 pytest-xdist workers)
+#   TEST_WORKERS=0 bash scripts/test.sh          # in one process (default: 3 pytest-xdist workers)
 # The tests run in TEST_WORKERS processes (pytest-xdist), each taking whole files, the longest
-# first (tests/conftest.py): about 1.6x faster than one process on a 2-core machine.
+# first (tests/conftest.py): on a 2-core machine 555 s against ~1110 s in one process (three
+# workers fill the time the tests spend waiting on subprocesses, gloo ranks and Slurm daemons).
 # GPU tests skip themselves without CUDA. The Slurm tests (marker slurm) start a one-machine
 # Slurm cluster and need root: as root, .ci/slurm_setup.sh first installs Debian's slurm-wlm,
 # slurmdbd, munge and mariadb-server system-wide (it says so before it does, and fails loudly
@@ -16,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 bash scripts/install.sh
-WORKERS=(-n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
+WORKERS=(-n "${TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder)
 if [ "$(id -u)" -ne 0 ]; then
     echo "test.sh: not root, so the Slurm tests (marker slurm) are skipped: .ci/slurm_setup.sh needs root to install slurm-wlm, slurmdbd, munge and mariadb-server"
     exec "$PY" -m pytest -q "${WORKERS[@]}" -m "not slurm" "$@"

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def pytest_collection_modifyitems(config, items):
     # Long modules (marker slow) and the Slurm tests (mostly waiting on daemons) first: under
-    # scripts/test.sh's `-n 2 --dist loadfile --no-loadscope-reorder` the workers take whole
+    # scripts/test.sh's `-n 3 --dist loadfile --no-loadscope-reorder` the workers take whole
     # files in this order, so the longest start first and the workers finish together.
     items.sort(key=lambda item: not ("slow" in item.keywords or "slurm" in item.keywords))
     if torch.cuda.is_available():
