@@ -33,8 +33,8 @@ from PIL import Image  # noqa: E402  (matplotlib's own dependency)
 
 from bench.status import MISSING, NOT_MEASURED, with_missing  # noqa: E402
 
-__all__ = ["FIGURES", "STATUS_MARKS", "Mark", "bar_figure", "label_x", "palette_png", "plot_bars",
-           "save_figure", "text_boxes", "texts_outside_canvas"]
+__all__ = ["FIGURES", "STATUS_MARKS", "Mark", "add_footer", "bar_figure", "label_x", "palette_png",
+           "plot_bars", "save_figure", "text_boxes", "texts_outside_canvas"]
 
 # value column -> (file name, y label)
 FIGURES = {"tflops_per_s": ("flops_report.png", "TFLOPs/s"),
@@ -199,7 +199,7 @@ def bar_figure(rows: pd.DataFrame, value: str = "tflops_per_s", x: str = "seqlen
                ncol=1 if len(handles) <= 26 else 2)
     title_text = ax.set_title(title, fontsize=11)
     if footer:
-        _add_footer(fig, footer)
+        add_footer(fig, footer)
     fig.canvas.draw()  # lays the figure out, so widths below are the final ones
     _fit_title(fig, title_text, ax.bbox.width)
     bar_px = ax.transData.transform((width, 0))[0] - ax.transData.transform((0, 0))[0]
@@ -212,7 +212,7 @@ FOOTER_LINE = 0.03  # of the figure's height per footer line, kept free of the a
 ALERTS = ("STALE", "MIXED", "DIRTY", "INFERRED")
 
 
-def _add_footer(fig: Figure, footer: str) -> None:
+def add_footer(fig: Figure, footer: str) -> None:
     """``footer`` in the figure's bottom strip, which the constrained layout leaves free: the
     source on one line, an alert (stale, mixed) on the next, in red; shrunk to the width."""
     lines = footer.split(" | ", 3)

@@ -6,7 +6,8 @@ or ``cp``), one file per experiment and hardware. A figure or table is drawn fro
 whose rows share one commit, one run (:func:`require_one_run`); a rerun replaces the file.
 
 An experiment is *stale* when a source file that its rows depend on (the measured kernels' and
-the harness's code, :data:`DEPENDENCIES`) differs between the rows' commit and this checkout's
+the harness's code, :data:`DEPENDENCIES`; for the CP predictor's rows also its own code and the
+measured rows it was fitted to) differs between the rows' commit and this checkout's
 working tree. Stale rows are still shown, marked, with the changed files named, so no page shows
 old numbers as current.
 """
@@ -49,6 +50,10 @@ DEPENDENCIES = {
                                   "bench/cp/usp.py", "bench/cp/loongtrain.py",
                                   "bench/cp/hybrid_cp.py", "bench/cp/single_gpu.py"),
 }
+# The CP predictor's rows (results/<hw>/cp_predicted/): what the strategies run (as above), the
+# predictor itself, and the measured rows it is fitted to and validated against (pathspecs)
+DEPENDENCIES["cp_predicted"] = DEPENDENCIES["cp"] + (
+    "bench/cp/predict", "bench/config.py", "results/*/kernels/*.csv", "results/*/cp/*.csv")
 _COMMIT = re.compile(r"^(?P<sha>[0-9a-f]{7,40})(?P<suffix>-dirty|-inferred)?$")
 
 

@@ -71,11 +71,15 @@ def _clear_drawn(plots: Path) -> None:
 def draw_predictions(root: Path = ROOT, plots: Path | None = None) -> list[Path]:
     """The CP predictor's figures from its committed rows (``bench.cp.predict.figures``)."""
     from bench.cp.predict.figures import plot_predictions
+    from bench.cp.predict.report import made_at
+    from bench.results import read_results
     plots = plots or root / "plots"
     written = []
     for path in sorted((root / "results").glob("*/cp_predicted/*.csv")):
         if path.name not in PREDICTION_SIDE_FILES:
-            written += plot_predictions(path, plots / path.parent.parent.name / "cp_predicted")
+            footer = made_at(path, read_results([path]), root)
+            written += plot_predictions(path, plots / path.parent.parent.name / "cp_predicted",
+                                        footer)
     return written
 
 

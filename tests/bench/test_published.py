@@ -59,6 +59,32 @@ def test_stale_when_measured_code_changes_not_when_the_report_does(repo):
     assert published.stale_files("0123456789ab", "kernels", root) is None  # unknown commit
 
 
+def test_predictions_are_stale_when_the_rows_they_read_or_the_predictor_change(repo):
+    root, sha = repo
+    kernels = root / "results" / "h100" / "kernels" / "kernel_masks.csv"
+    predictor = root / "bench" / "cp" / "predict" / "rates.py"
+    for path in (kernels, predictor, root / "results" / "h100" / "cp_predicted" / "v.csv"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("a\n")
+    _git(root, "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
+    _git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "two")
+    sha = _git(root, "rev-parse", "--short=12", "HEAD")
+    published._git.cache_clear()
+    assert published.stale_files(sha, "cp_predicted", root) == ()
+    (root / "results" / "h100" / "cp_predicted" / "v.csv").write_text("b\n")  # its own output
+    published._git.cache_clear()
+    assert published.stale_files(sha, "cp_predicted", root) == ()
+    kernels.write_text("b\n")  # a rate-table input re-measured
+    published._git.cache_clear()
+    assert published.stale_files(sha, "cp_predicted", root) == (
+        "results/h100/kernels/kernel_masks.csv",)
+    assert published.stale_files(sha, "kernels", root) == ()  # measured rows: not stale
+    predictor.write_text("b\n")
+    published._git.cache_clear()
+    assert published.stale_files(sha, "cp_predicted", root) == (
+        "bench/cp/predict/rates.py", "results/h100/kernels/kernel_masks.csv")
+
+
 def test_run_info_states_and_footer(repo, result_row):
     root, sha = repo
     path = _write(root / "results" / "cpu" / "kernels" / "default.csv",

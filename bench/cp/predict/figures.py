@@ -20,7 +20,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bench.barplot import label_x, save_figure, series_colors, series_order  # noqa: E402
+from bench.barplot import (add_footer, label_x, save_figure, series_colors,  # noqa: E402
+                           series_order)
 from bench.cp import STRATEGIES  # noqa: E402
 from bench.cp.plot import PREDICTED, cp_rows, plot_cp_frame  # noqa: E402
 
@@ -37,8 +38,9 @@ def with_comm_volume(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def scale_out_figure(rows: pd.DataFrame, title: str):
-    """TFLOPs/s/GPU against GPUs: a panel per (direction, mask), a line per strategy."""
+def scale_out_figure(rows: pd.DataFrame, title: str, footer: str = ""):
+    """TFLOPs/s/GPU against GPUs: a panel per (direction, mask), a line per strategy;
+    ``footer``: the file and commit the rows come from."""
     masks = list(dict.fromkeys(rows["mask"]))
     directions = [d for d in ("fwd", "bwd") if d in set(rows["direction"])]
     order = series_order(rows["kernel"], STRATEGIES)
@@ -68,17 +70,22 @@ def scale_out_figure(rows: pd.DataFrame, title: str):
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right upper", fontsize=8)
     fig.suptitle(title, fontsize=11)
+    if footer:
+        add_footer(fig, footer)
     return fig
 
 
-def plot_predictions(results: str | os.PathLike, out_dir: str | os.PathLike) -> list[Path]:
-    """The figures of the predicted rows in ``results`` (module doc); returns their paths."""
+def plot_predictions(results: str | os.PathLike, out_dir: str | os.PathLike,
+                     footer: str = "") -> list[Path]:
+    """The figures of the predicted rows in ``results`` (module doc); returns their paths.
+    ``footer``: the line under each figure naming the file, its commit and state."""
     frame = cp_rows(results)
     frame = frame[frame["status"].isin([PREDICTED, "unsupported"])]
     if frame.empty:
         return []
     frame = with_comm_volume(frame)
-    written = plot_cp_frame(frame, out_dir, values=("tflops_per_s", "comm_gb_per_gpu"))
+    written = plot_cp_frame(frame, out_dir, values=("tflops_per_s", "comm_gb_per_gpu"),
+                            footer=footer)
     out_dir = Path(out_dir)
     ok = frame[frame["status"] == PREDICTED]
     for (hardware, per_gpu, local), rows in ok.groupby(["hardware", "seqlen_per_gpu",
@@ -89,5 +96,6 @@ def plot_predictions(results: str | os.PathLike, out_dir: str | os.PathLike) -> 
                  f"{first['num_heads_q']}:{first['num_heads_kv']} | head_dim {first['head_dim']}")
         several = ok["local_kernel"].nunique() > 1
         name = f"scale_out_{label_x(int(per_gpu))}_per_gpu" + (f"_{local}" if several else "")
-        written.append(save_figure(scale_out_figure(rows, title), out_dir / f"{name}.png"))
+        written.append(save_figure(scale_out_figure(rows, title, footer),
+                                   out_dir / f"{name}.png"))
     return written

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.barplot import label_x
+from bench.published import run_info
 
 from .validation import TIE_MARGIN, error_stats, ranking
 
@@ -42,17 +43,29 @@ def _pct(v: float) -> str:
     return f"{100 * v:.1f}%"
 
 
+def made_at(path: Path, rows: pd.DataFrame, root: Path) -> str:
+    """The predictions file, the commit it was made at and whether it still holds (STALE when
+    the predictor or the measured rows it read changed since: ``bench.published``)."""
+    if "git_sha" not in rows or rows["git_sha"].isna().all():
+        return f"{path.relative_to(root).as_posix()} | commit not recorded"
+    return run_info(path, "cp_predicted", rows, root).label(root)
+
+
 def _validation(root: Path) -> tuple[pd.DataFrame, list[str]]:
     files = sorted(root.glob("results/*/cp_predicted/validation.csv"))
     if not files:
         return pd.DataFrame(), ["No validation yet: run `python -m bench.cp.predict.validation`."]
-    table = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    frames = [pd.read_csv(f) for f in files]
+    table = pd.concat(frames, ignore_index=True)
     lines = [f"Every measured cp 2 and cp 4 cell ({len(table)} cell-directions, both local "
              f"kernels) predicted from single-GPU rows and the link model alone; error = "
              f"predicted / measured TFLOPs/s - 1. Targets: median |error| <= "
              f"{_pct(MEDIAN_TARGET)}, largest <= {_pct(MAX_TARGET)} per direction; the best "
              f"strategy named on >= {_pct(RANKING_TARGET)} of the cells that are not ties "
-             f"(measured best within {_pct(TIE_MARGIN)} of the second).", ""]
+             f"(measured best within {_pct(TIE_MARGIN)} of the second).", "",
+             "Made by `python -m bench.cp.predict.validation`: "
+             + "; ".join(f"`{made_at(f, rows, root)}`" for f, rows in zip(files, frames))
+             + ".", ""]
     stats = error_stats(table)
     ranks = ranking(table)
     rows = []
@@ -211,7 +224,7 @@ def _scale_out(root: Path) -> list[str]:
                   f"{', '.join(label_x(n) for n in per_gpu)} tokens a GPU, "
                   f"{rows.num_heads_q.iloc[0]}:{rows.num_heads_kv.iloc[0]} heads, head_dim "
                   f"{rows.head_dim.iloc[0]}, 8 GPUs a node", "",
-                  f"Predicted, not measured (`{path.relative_to(root)}`); TFLOPs/s/GPU, "
+                  f"Predicted, not measured (`{made_at(path, rows, root)}`); TFLOPs/s/GPU, "
                   f"and in brackets the GB a GPU sends a step (the largest rank's). Across "
                   f"nodes a GPU's network link (45 GB/s here) is 8x slower than NVLink: what "
                   f"a strategy sends off the node and cannot hide decides its curve (magi's "

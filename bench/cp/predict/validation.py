@@ -9,8 +9,10 @@ predicted with the strategy and knobs the row names (its ``spec``), the rates of
 of the row's own machine (``rates.host_scale``: that folder's cp 1 rows), the row's local
 kernel and the default link model, all ranks on one node. ``<hw>/cp_predicted/
 validation.csv`` gets one line per (cell, direction): predicted and measured TFLOPs/s and
-runtime, the relative error, the measured row's file, commit and run, and the prediction's
-notes (MagiAttention's dispatch, stages and cut).
+runtime, the relative error, the measured row's file, commit and run, the prediction's notes
+(MagiAttention's dispatch, stages and cut), and the commit and time of the prediction itself
+(``git_sha``, ``time``: the results page marks the table stale when the predictor or the rows
+it read change after that commit, ``bench.published``).
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from bench.config import DataConfig, MaskChoice, StrategyChoice
-from bench.results import LOCAL_KERNEL, latest_rows, read_results
+from bench.provenance import current
+from bench.results import LOCAL_KERNEL, latest_rows, now_iso, read_results
 from bench.sweep import cell_mask
 
 from .config import gpu_memory_gb_per_s
@@ -42,7 +45,7 @@ COLUMNS = ["hardware_dir", "hardware", LOCAL_KERNEL, "kernel", "mask", "seqlen",
            "direction", "predicted_tflops_per_s", "measured_tflops_per_s", "error",
            "predicted_runtime_ms", "measured_runtime_ms", "predicted_compute_ms",
            "predicted_exposed_ms", "predicted_comm_bytes_per_rank", "measured_file",
-           "measured_commit", "measured_run_id", "notes"]
+           "measured_commit", "measured_run_id", "notes", "git_sha", "time"]
 
 
 def parse_spec(spec: str) -> tuple[str, dict]:
@@ -88,6 +91,7 @@ def validate(results_root: str | Path, hardware_dir: str, links: LinkModel | Non
     keys = ["hardware", LOCAL_KERNEL, "kernel", "spec", "mask", "seqlen", "cp_size",
             "num_heads_q", "num_heads_kv", "head_dim", "dtype"]
     rates = {}
+    made = dict(git_sha=current().label, time=now_iso())
     for key, cell in rows.groupby(keys, sort=False):
         gpu, local, label, spec, mask_name, seqlen, cp = key[:7]
         hq, hkv, hd, dtype = (int(key[7]), int(key[8]), int(key[9]), key[10])
@@ -112,7 +116,7 @@ def validate(results_root: str | Path, hardware_dir: str, links: LinkModel | Non
                 predicted_compute_ms=p.compute_ms, predicted_exposed_ms=p.exposed_ms,
                 predicted_comm_bytes_per_rank=sent, measured_file=r.measured_file,
                 measured_commit=r.git_sha, measured_run_id=r.run_id,
-                notes=p.notes if p.status == "predicted" else f"{p.status}: {p.notes}"))
+                notes=p.notes if p.status == "predicted" else f"{p.status}: {p.notes}", **made))
     return pd.DataFrame(out, columns=COLUMNS)
 
 

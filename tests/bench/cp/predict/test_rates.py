@@ -114,3 +114,35 @@ def test_host_scale_prices_a_machine_at_its_own_cp1_speed(tmp_path):
         1.25 * model.kernel_us(call, "fa4", "fwd"))
     assert host.kernel_us(call, "triton", "bwd") == model.kernel_us(call, "triton", "bwd")
     assert host_scale(model, tmp_path, "elsewhere") is model
+
+
+def test_validation_sets_a_measured_cell_beside_its_prediction(tmp_path, monkeypatch):
+    """A cp 2 ring cell measured at exactly the predicted time has error 0, names the measured
+    row's file and commit, and records the commit and time the prediction was made at."""
+    from bench.cp.predict import validation
+    truth = {("fa4", "fwd"): np.array([5.0, 2.0, 0.8, 0.3, 1.5]),
+             ("fa4", "bwd"): np.array([9.0, 7.0, 2.0, 0.8, 4.0]),
+             ("triton", "fwd"): np.array([60.0, 1.0, 0.9, 0.2]),
+             ("triton", "bwd"): np.array([200.0, 4.0, 1.3, 0.1])}
+    (tmp_path / "h100" / "kernels").mkdir(parents=True)
+    _rows(truth, "h100").to_csv(tmp_path / "h100" / "kernels" / "k.csv", index=False)
+    cell = _rows(truth, "h100")
+    cell = cell[(cell["kernel"] == "ffa_fa4") & (cell["mask"] == "causal")
+                & (cell["seqlen"] == 8192)].assign(
+        cp_size=2, kernel="ring_p2p", kernel_version="bench.cp.ring_p2p local=fa4",
+        spec="ring_p2p[local_kernel=fa4]", git_sha="0123456789ab")
+    (tmp_path / "h100x2" / "cp").mkdir(parents=True)
+    measured = tmp_path / "h100x2" / "cp" / "cp.csv"
+    cell.to_csv(measured, index=False)
+    monkeypatch.setattr(validation, "current", lambda: type("P", (), {"label": "feed1234"})())
+    first = validation.validate(tmp_path, "h100x2")
+    predicted = first.set_index("direction")
+    for column in ("runtime_ms", "tflops_per_s"):
+        cell[column] = cell["direction"].map(predicted[f"predicted_{column}"])
+    cell.to_csv(measured, index=False)
+    table = validation.validate(tmp_path, "h100x2")
+    assert sorted(table["direction"]) == ["bwd", "fwd"]
+    assert table["error"].abs().max() < 1e-9
+    assert set(table["measured_file"]) == {str(measured)}
+    assert set(table["measured_commit"]) == {"0123456789ab"}
+    assert set(table["git_sha"]) == {"feed1234"} and table["time"].str.startswith("20").all()

@@ -6,13 +6,13 @@ import pandas as pd
 from bench.cp.predict.report import replicate_outliers, replicate_spread, results_section
 
 
-def _validation(root, hw: str, cells) -> None:
+def _validation(root, hw: str, cells, **made) -> None:
     rows = [dict(hardware_dir=hw, hardware="h200", local_kernel="fa4", kernel=k, mask="causal",
                  seqlen=32768, cp_size=2, direction=d, predicted_tflops_per_s=p,
                  measured_tflops_per_s=m, error=p / m - 1, predicted_runtime_ms=rt,
                  measured_runtime_ms=1.0, predicted_compute_ms=1.0, predicted_exposed_ms=0.0,
                  predicted_comm_bytes_per_rank=0, measured_file="f.csv", measured_commit="abc",
-                 measured_run_id="r", notes="") for k, d, p, m, rt in cells]
+                 measured_run_id="r", notes="", **made) for k, d, p, m, rt in cells]
     path = root / "results" / hw / "cp_predicted"
     path.mkdir(parents=True)
     pd.DataFrame(rows).to_csv(path / "validation.csv", index=False)
@@ -69,3 +69,15 @@ def test_an_outlier_is_far_from_the_median_of_three_identical_programs():
     out = replicate_outliers(pd.DataFrame(rows))
     # usp is 25% below the median (400) of its three; a pair ("a", "b") names no outlier
     assert list(out["kernel"]) == ["usp"] and out["off"].iloc[0] == -0.25
+
+
+def test_the_section_names_the_commit_the_validation_was_made_at(tmp_path):
+    cells = [("magi", "fwd", 550.0, 500.0, 1.0), ("ulysses", "fwd", 380.0, 400.0, 2.0)]
+    _validation(tmp_path, "h200x2", cells)
+    _validation(tmp_path, "h200x4", cells, git_sha="abc123456789-dirty",
+                time="2026-12-07T10:00:00+00:00")
+    text = results_section(tmp_path)
+    assert ("Made by `python -m bench.cp.predict.validation`: "
+            "`results/h200x2/cp_predicted/validation.csv | commit not recorded`; "
+            "`results/h200x4/cp_predicted/validation.csv | commit abc123456789-dirty | "
+            "2026-12-07 | DIRTY`.") in text
