@@ -161,7 +161,8 @@ def series_colors(names: Iterable[str], known: Iterable[str] = ()) -> dict[str, 
 def bar_figure(rows: pd.DataFrame, value: str = "tflops_per_s", x: str = "seqlen",
                series: str = "kernel", title: str = "", ylabel: str | None = None,
                xs: Iterable | None = None, names: Iterable[str] | None = None,
-               colors: dict[str, tuple] | None = None, footer: str = "") -> Figure:
+               colors: dict[str, tuple] | None = None, footer: str = "",
+               keys: Iterable = ()) -> Figure:
     """The grouped bar figure of ``value`` by ``x`` (groups) and ``series`` (bars).
 
     ``rows`` holds at most one row per (x, series), with ``status`` and ``message``. ``xs`` and
@@ -170,6 +171,7 @@ def bar_figure(rows: pd.DataFrame, value: str = "tflops_per_s", x: str = "seqlen
     series name (from :func:`series_colors`, shared by a set of figures); by default the
     palette in bar order. ``footer``: a line under the axes naming where the rows come from
     (the results file, its commit, a stale mark); a line with "STALE" or "MIXED" is red.
+    ``keys``: more legend entries (labelled artists, e.g. a hatch), before the layout is fixed.
     """
     rows = with_missing(rows)
     xs = sorted(set(rows[x]) | set(xs or ()))
@@ -194,7 +196,7 @@ def bar_figure(rows: pd.DataFrame, value: str = "tflops_per_s", x: str = "seqlen
     ax.set_xlabel(x)
     ax.set_ylabel(ylabel or value)
     ax.set_ylim(0, top * HEADROOM)
-    handles = ax.get_legend_handles_labels()[0] + _status_key(used)
+    handles = ax.get_legend_handles_labels()[0] + _status_key(used) + list(keys)
     fig.legend(handles=handles, loc="outside right upper", fontsize=8,
                ncol=1 if len(handles) <= 26 else 2)
     title_text = ax.set_title(title, fontsize=11)

@@ -140,10 +140,8 @@ def plot_cp_results(results: str | os.PathLike | Iterable, out_dir: str | os.Pat
 
 def _hatch_predicted(fig, rows: pd.DataFrame, x: str, series: str, xs) -> None:
     """Hatch the bars of predicted cells (``bar_figure`` draws one container per series, its
-    bars in the order of the sorted x values) and name the hatch in the legend."""
+    bars in the order of the sorted x values); ``bar_figure``'s legend names the hatch."""
     predicted = set(zip(rows.loc[rows["predicted"], series], rows.loc[rows["predicted"], x]))
-    if not predicted:
-        return
     ax = fig.axes[0]
     xs = sorted(set(rows[x]) | set(xs or ()))
     for container in ax.containers:
@@ -152,13 +150,6 @@ def _hatch_predicted(fig, rows: pd.DataFrame, x: str, series: str, xs) -> None:
             if (name, xv) in predicted:
                 bar.set_hatch(PREDICTED_HATCH)
                 bar.set_edgecolor("white")
-    legend = fig.legends[0]
-    handles = list(legend.legend_handles) + [
-        Patch(facecolor="lightgray", edgecolor="white", hatch=PREDICTED_HATCH)]
-    labels = [t.get_text() for t in legend.get_texts()] + [PREDICTED_KEY]
-    legend.remove()
-    fig.legend(handles, labels, loc="outside right upper", fontsize=8,
-               ncol=1 if len(handles) <= 26 else 2)
 
 
 def plot_cp_frame(frame: pd.DataFrame, out_dir: str | os.PathLike,
@@ -202,7 +193,9 @@ def plot_cp_frame(frame: pd.DataFrame, out_dir: str | os.PathLike,
             if not rows["predicted"].any():
                 written.append(plot_bars(rows, path, **kwargs))
                 continue
-            fig = bar_figure(rows, **kwargs)
+            fig = bar_figure(rows, keys=[Patch(facecolor="lightgray", edgecolor="white",
+                                               hatch=PREDICTED_HATCH, label=PREDICTED_KEY)],
+                             **kwargs)
             _hatch_predicted(fig, rows, "cp_size", "kernel", xs)
             written.append(save_figure(fig, path))
     return written

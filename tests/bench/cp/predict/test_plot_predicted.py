@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.barplot import texts_outside_canvas
 from bench.cp import plot as cp_plot
 
 BASE = dict(run_id="r", git_sha="abc", hardware="h100", gpu_name="g", torch_version="2",
@@ -48,6 +49,22 @@ def test_predicted_bars_are_hatched_and_the_legend_says_so(tmp_path, monkeypatch
                        ("ulysses", 8): True}
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels == ["ulysses", "magi", cp_plot.PREDICTED_KEY]  # registry order, then the hatch
+
+
+def test_a_long_title_and_the_hatch_key_stay_on_the_canvas(tmp_path, monkeypatch):
+    """The hatch key widens the legend: the title is fitted to the axes that are left (the
+    full-mask backward of the H100 scale-out, whose title ran off the canvas)."""
+    tflops = {"magi": (699, 707, 685, 619), "ulysses": (703, 695, 700, 706),
+              "ring_p2p": (631, 626, 630, 632), "ring_allgather": (688, 599, 597, 597),
+              "usp": (666, 685, 692, 707), "loongtrain": (662, 683, 690, 699),
+              "hybrid_cp": (631, 626, 630, 632)}
+    _write(tmp_path, [dict(_row(k, cp, "predicted", t), mask="full", direction="bwd")
+                      for k, values in tflops.items() for cp, t in zip((8, 16, 32, 64), values)])
+    figures = []
+    monkeypatch.setattr(cp_plot, "save_figure", lambda fig, path: figures.append(fig) or path)
+    cp_plot.plot_cp_results(tmp_path / "cp", tmp_path / "plots", values=("tflops_per_s",),
+                            footer="results/h100/cp_predicted/x.csv | commit abc | 2026-12-07")
+    assert len(figures) == 1 and texts_outside_canvas(figures[0]) == []
 
 
 def test_the_ratio_tables_hold_measured_rows_only(tmp_path):
