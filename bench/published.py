@@ -51,9 +51,12 @@ DEPENDENCIES = {
                                   "bench/cp/hybrid_cp.py", "bench/cp/single_gpu.py"),
 }
 # The CP predictor's rows (results/<hw>/cp_predicted/): what the strategies run (as above), the
-# predictor itself, and the measured rows it is fitted to and validated against (pathspecs)
+# predictor itself but its page and figures, and the measured rows it is fitted to and
+# validated against (git pathspecs)
 DEPENDENCIES["cp_predicted"] = DEPENDENCIES["cp"] + (
-    "bench/cp/predict", "bench/config.py", "results/*/kernels/*.csv", "results/*/cp/*.csv")
+    "bench/cp/predict", ":(exclude)bench/cp/predict/report.py",
+    ":(exclude)bench/cp/predict/figures.py", "bench/config.py", "results/*/kernels/*.csv",
+    "results/*/cp/*.csv")
 _COMMIT = re.compile(r"^(?P<sha>[0-9a-f]{7,40})(?P<suffix>-dirty|-inferred)?$")
 
 

@@ -63,7 +63,8 @@ def test_predictions_are_stale_when_the_rows_they_read_or_the_predictor_change(r
     root, sha = repo
     kernels = root / "results" / "h100" / "kernels" / "kernel_masks.csv"
     predictor = root / "bench" / "cp" / "predict" / "rates.py"
-    for path in (kernels, predictor, root / "results" / "h100" / "cp_predicted" / "v.csv"):
+    page = root / "bench" / "cp" / "predict" / "report.py"
+    for path in (kernels, predictor, page, root / "results" / "h100" / "cp_predicted" / "v.csv"):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("a\n")
     _git(root, "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
@@ -72,6 +73,7 @@ def test_predictions_are_stale_when_the_rows_they_read_or_the_predictor_change(r
     published._git.cache_clear()
     assert published.stale_files(sha, "cp_predicted", root) == ()
     (root / "results" / "h100" / "cp_predicted" / "v.csv").write_text("b\n")  # its own output
+    page.write_text("b\n")  # the page that shows it
     published._git.cache_clear()
     assert published.stale_files(sha, "cp_predicted", root) == ()
     kernels.write_text("b\n")  # a rate-table input re-measured

@@ -176,14 +176,21 @@ LIMITS = [
     "identical programs (the scatter above). A kernel slowed by one constant while a transfer of "
     "its rank is in flight (NCCL's CTAs on its SMs) does not fit these cells: it makes the "
     "backward worse and leaves the largest forward errors, so it is not in the model.",
-    "- The single-GPU rate table misses its own rows by up to ~30-40% on Triton's backward "
-    "(rows of different runs and kernel versions, e.g. the 32k ones), and the Triton backward "
-    "of 32k-key calls at cp 2 (Ulysses, Ring all-gather) runs slower than it says.",
+    "- The measured CP cells are older than the single-GPU rows that price them: the cp 2 and "
+    "cp 4 files were measured at commits of 2026-11-25 to 11-28 (three of them mixed), the "
+    "H100 kernel rows at the release commit, and the Triton backward changed in between (cp 1 "
+    "causal_document 16k on the 2 x H100 host: 252 TFLOPs/s, 313 in the kernel rows). So the "
+    "Triton backward of the CP cells, Ulysses' and Ring all-gather's 32k-key calls most, runs "
+    "slower than the table says; measuring CP again at the release commit (2- and 4-GPU "
+    "machines) is what removes this, not a term of the model.",
     "- HybridCP at cp 2 on the document masks places whole documents on one rank: one local "
-    "call per rank, no traffic. Those calls (an 8k document alone, the small ones together) "
-    "ran at the kernel benchmark's rates, 10-15% faster than the table's fit (which weighs "
-    "the slower cp 1 rows of 16k and 64k), so HybridCP is predicted slower than measured "
-    "and loses close calls to magi (the ranking misses above).",
+    "call per rank, no traffic. One rank runs an 8k document alone, which the kernel "
+    "rows time at 698 TFLOPs/s (fa4 forward, causal 8k) and the table's linear fit prices "
+    "10% slower (it fits 16k-64k closer), so HybridCP is predicted slower than measured and "
+    "loses close calls to magi (the ranking misses above). A per-machine table (each host's "
+    "own cp 1 rows) and an L2-residency term (8k keys fit in L2, 16k do not) moved the "
+    "ranking by -1 and +2 cells of 74 and the largest errors both ways: neither is in the "
+    "model.",
     "- Elementwise passes are priced at HBM bandwidth plus a launch gap.",
     "",
 ]
