@@ -44,6 +44,13 @@ def test_a_partial_tile_never_costs_less_than_a_full_one():
         assert c[2] < f[2] and (c[3:] > 0).any()
 
 
+# a linear law per (backend, direction): us per feature of rates._features
+TRUTH = {("fa4", "fwd"): np.array([5.0, 2.0, 0.8, 0.3, 1.5]),
+         ("fa4", "bwd"): np.array([9.0, 7.0, 2.0, 0.8, 4.0]),
+         ("triton", "fwd"): np.array([60.0, 1.0, 0.9, 0.2]),
+         ("triton", "bwd"): np.array([200.0, 4.0, 1.3, 0.1])}
+
+
 def _rows(truth: dict, gpu: str) -> pd.DataFrame:
     """Kernel-benchmark rows whose runtimes follow ``truth`` exactly."""
     rows = []
@@ -68,10 +75,7 @@ def _rows(truth: dict, gpu: str) -> pd.DataFrame:
 
 
 def test_the_fit_recovers_a_linear_law(tmp_path):
-    truth = {("fa4", "fwd"): np.array([5.0, 2.0, 0.8, 0.3, 1.5]),
-             ("fa4", "bwd"): np.array([9.0, 7.0, 2.0, 0.8, 4.0]),
-             ("triton", "fwd"): np.array([60.0, 1.0, 0.9, 0.2]),
-             ("triton", "bwd"): np.array([200.0, 4.0, 1.3, 0.1])}
+    truth = TRUTH
     (tmp_path / "gpu" / "kernels").mkdir(parents=True)
     _rows(truth, "gpu").to_csv(tmp_path / "gpu" / "kernels" / "k.csv", index=False)
     model = fit_rate_model(tmp_path, "gpu")
@@ -94,10 +98,7 @@ def test_no_single_gpu_rows_is_a_clear_error(tmp_path):
 def test_host_scale_prices_a_machine_at_its_own_cp1_speed(tmp_path):
     """A machine whose cp 1 rows run the law 1.25x slower (fwd) and 0.8x (bwd) on one backend
     gets exactly those scales; the pooled table and the other backend keep scale 1."""
-    truth = {("fa4", "fwd"): np.array([5.0, 2.0, 0.8, 0.3, 1.5]),
-             ("fa4", "bwd"): np.array([9.0, 7.0, 2.0, 0.8, 4.0]),
-             ("triton", "fwd"): np.array([60.0, 1.0, 0.9, 0.2]),
-             ("triton", "bwd"): np.array([200.0, 4.0, 1.3, 0.1])}
+    truth = TRUTH
     (tmp_path / "gpu" / "kernels").mkdir(parents=True)
     _rows(truth, "gpu").to_csv(tmp_path / "gpu" / "kernels" / "k.csv", index=False)
     model = fit_rate_model(tmp_path, "gpu")
@@ -120,10 +121,7 @@ def test_validation_sets_a_measured_cell_beside_its_prediction(tmp_path, monkeyp
     """A cp 2 ring cell measured at exactly the predicted time has error 0, names the measured
     row's file and commit, and records the commit and time the prediction was made at."""
     from bench.cp.predict import validation
-    truth = {("fa4", "fwd"): np.array([5.0, 2.0, 0.8, 0.3, 1.5]),
-             ("fa4", "bwd"): np.array([9.0, 7.0, 2.0, 0.8, 4.0]),
-             ("triton", "fwd"): np.array([60.0, 1.0, 0.9, 0.2]),
-             ("triton", "bwd"): np.array([200.0, 4.0, 1.3, 0.1])}
+    truth = TRUTH
     (tmp_path / "h100" / "kernels").mkdir(parents=True)
     _rows(truth, "h100").to_csv(tmp_path / "h100" / "kernels" / "k.csv", index=False)
     cell = _rows(truth, "h100")
