@@ -22,8 +22,8 @@ import pandas as pd
 
 from bench.provenance import git_output
 
-__all__ = ["DEPENDENCIES", "KINDS", "MixedRuns", "RunInfo", "published_files", "require_one_run",
-           "run_info", "stale_files"]
+__all__ = ["DEPENDENCIES", "KINDS", "MixedRuns", "RunInfo", "dependencies", "published_files",
+           "require_one_run", "run_info", "stale_files"]
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("kernels", "cp")
@@ -52,10 +52,11 @@ DEPENDENCIES = {
 }
 # The CP predictor's rows (results/<hw>/cp_predicted/): what the strategies run (as above), the
 # predictor itself but its page and figures, and the measured rows it is fitted to and
-# validated against (git pathspecs)
+# validated against (git pathspecs): the CP files' and those of its GPU's kernel benchmark
+# (``{gpu}``: the folder's hardware without its xN, see ``dependencies``)
 DEPENDENCIES["cp_predicted"] = DEPENDENCIES["cp"] + (
     "bench/cp/predict", ":(exclude)bench/cp/predict/report.py",
-    ":(exclude)bench/cp/predict/figures.py", "bench/config.py", "results/*/kernels/*.csv",
+    ":(exclude)bench/cp/predict/figures.py", "bench/config.py", "results/{gpu}/kernels/*.csv",
     "results/*/cp/*.csv")
 _COMMIT = re.compile(r"^(?P<sha>[0-9a-f]{7,40})(?P<suffix>-dirty|-inferred)?$")
 
@@ -167,14 +168,22 @@ def _git(root: Path, *args: str) -> str | None:
     return git_output(root, *args)  # kept per process: one page asks the same many times
 
 
-def stale_files(commit: str, kind: str, root: Path = ROOT) -> tuple[str, ...] | None:
-    """The files under ``DEPENDENCIES[kind]`` that differ between ``commit`` (a row's git_sha
-    label; a -dirty or -inferred suffix is dropped) and the working tree of ``root``; None when
-    git is absent or does not know the commit."""
+def dependencies(kind: str, hardware: str = "*") -> tuple[str, ...]:
+    """``DEPENDENCIES[kind]`` for the files of one hardware folder (``h100x2`` reads the
+    ``h100`` kernel rows; ``*``: any)."""
+    gpu = re.sub(r"x\d+$", "", hardware)
+    return tuple(path.replace("{gpu}", gpu) for path in DEPENDENCIES[kind])
+
+
+def stale_files(commit: str, kind: str, root: Path = ROOT, hardware: str = "*"
+                ) -> tuple[str, ...] | None:
+    """The files under ``dependencies(kind, hardware)`` that differ between ``commit`` (a row's
+    git_sha label; a -dirty or -inferred suffix is dropped) and the working tree of ``root``;
+    None when git is absent or does not know the commit."""
     match = _COMMIT.match(str(commit))
     if match is None or _git(root, "cat-file", "-e", f"{match['sha']}^{{commit}}") is None:
         return None
-    out = _git(root, "diff", "--name-only", match["sha"], "--", *DEPENDENCIES[kind])
+    out = _git(root, "diff", "--name-only", match["sha"], "--", *dependencies(kind, hardware))
     if out is None:
         return None
     return tuple(sorted(line for line in out.splitlines() if line.strip()))
@@ -187,7 +196,8 @@ def run_info(path: Path, kind: str, rows: pd.DataFrame | None = None,
         from bench.results import read_results
         rows = read_results([path])
     commits = _commits(rows)
-    stale = stale_files(commits[0][0], kind, root) if len(commits) == 1 else None
+    hardware = Path(path).parent.parent.name
+    stale = stale_files(commits[0][0], kind, root, hardware) if len(commits) == 1 else None
     times = rows["time"].astype(str).sort_values() if not rows.empty else pd.Series(["", ""])
     return RunInfo(Path(path), kind, Path(path).parent.parent.name, Path(path).stem, commits,
                    times.iloc[0], times.iloc[-1], stale)

@@ -116,10 +116,10 @@ def _remeasure(info: RunInfo, rows: pd.DataFrame) -> str:
     rel = _rel(info.path)
     if info.kind == "kernels":
         run = (f"python -m bench.kernels experiment={info.experiment} hardware={preset} "
-               f"out_dir=results/{info.hardware}")
+               f"out_dir=results/{info.hardware} report=false")
     else:
         run = (f"torchrun --nproc-per-node <gpus> -m bench.cp experiment={info.experiment} "
-               f"hardware={preset} out_dir=results/{info.hardware}")
+               f"hardware={preset} out_dir=results/{info.hardware} report=false")
     return f"`git rm {rel} && {run}`"
 
 

@@ -80,6 +80,10 @@ def test_predictions_are_stale_when_the_rows_they_read_or_the_predictor_change(r
     published._git.cache_clear()
     assert published.stale_files(sha, "cp_predicted", root) == (
         "results/h100/kernels/kernel_masks.csv",)
+    # ... the input of h100 and h100x2 predictions, not of h200's
+    assert published.stale_files(sha, "cp_predicted", root, "h100x2") == (
+        "results/h100/kernels/kernel_masks.csv",)
+    assert published.stale_files(sha, "cp_predicted", root, "h200x2") == ()
     assert published.stale_files(sha, "kernels", root) == ()  # measured rows: not stale
     predictor.write_text("b\n")
     published._git.cache_clear()

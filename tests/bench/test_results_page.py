@@ -54,7 +54,8 @@ def test_a_mixed_experiment_is_listed_with_its_commits_not_tabulated(tmp_path, r
         _info(path, (("def5678", 1), ("abc1234", 1)), None), frame))
     assert "**Not one run**" in text and "`def5678` (1 rows); `abc1234` (1 rows)" in text
     assert "TFLOPs/s" not in text
-    assert "python -m bench.kernels experiment=mixed hardware=cpu out_dir=results/cpu" in text
+    assert ("python -m bench.kernels experiment=mixed hardware=cpu out_dir=results/cpu "
+            "report=false") in text
 
 
 def test_cp_tables_give_magi_against_the_best_baseline(tmp_path, result_row):
