@@ -31,7 +31,9 @@ FILE_NAME = "PROVENANCE.json"
 CODE_PATHS = ("bench", "magi_attention", "csrc", "configs", "scripts", "slurm", "pyproject.toml")
 CODE_SUFFIXES = {".py", ".yaml", ".yml", ".toml", ".sh", ".cu", ".cuh", ".cpp", ".h", ".csv"}
 UNKNOWN = "unknown"
-_GIT_TIMEOUT_S = 10
+# a guard against a hung git, not a deadline: under four test workers on two cores a stale
+# check came back unknown with 10 s
+_GIT_TIMEOUT_S = 60
 
 
 @dataclass(frozen=True)
