@@ -199,6 +199,6 @@ def run_info(path: Path, kind: str, rows: pd.DataFrame | None = None,
     hardware = Path(path).parent.parent.name
     stale = stale_files(commits[0][0], kind, root, hardware) if len(commits) == 1 else None
     times = rows["time"].astype(str).sort_values() if not rows.empty else pd.Series(["", ""])
-    return RunInfo(Path(path), kind, Path(path).parent.parent.name, Path(path).stem, commits,
+    return RunInfo(Path(path), kind, hardware, Path(path).stem, commits,
                    times.iloc[0], times.iloc[-1], stale)
 

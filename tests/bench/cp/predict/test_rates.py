@@ -75,16 +75,15 @@ def _rows(truth: dict, gpu: str) -> pd.DataFrame:
 
 
 def test_the_fit_recovers_a_linear_law(tmp_path):
-    truth = TRUTH
     (tmp_path / "gpu" / "kernels").mkdir(parents=True)
-    _rows(truth, "gpu").to_csv(tmp_path / "gpu" / "kernels" / "k.csv", index=False)
+    _rows(TRUTH, "gpu").to_csv(tmp_path / "gpu" / "kernels" / "k.csv", index=False)
     model = fit_rate_model(tmp_path, "gpu")
     assert np.abs(model.rows["error"]).max() < 1e-6
     # and a call it never saw: a ring step's block of causal_document, 32 heads
     mask = build_mask("causal_document", 8192, doc_lens=sample_doc_lens(8192, seed=3))
     slices = SliceArray.from_slices(list(mask.slices)).take(slice(0, 5))
     call = Kernel(slices, 8192, 8192, 32)
-    for (backend, direction), coef in truth.items():
+    for (backend, direction), coef in TRUTH.items():
         counts = tile_counts(slices, 8192, 8192, backend, direction)
         want = float(_features(counts, 32, backend) @ coef)
         assert model.kernel_us(call, backend, direction) == pytest.approx(want, rel=1e-3)
@@ -98,11 +97,10 @@ def test_no_single_gpu_rows_is_a_clear_error(tmp_path):
 def test_host_scale_prices_a_machine_at_its_own_cp1_speed(tmp_path):
     """A machine whose cp 1 rows run the law 1.25x slower (fwd) and 0.8x (bwd) on one backend
     gets exactly those scales; the pooled table and the other backend keep scale 1."""
-    truth = TRUTH
     (tmp_path / "gpu" / "kernels").mkdir(parents=True)
-    _rows(truth, "gpu").to_csv(tmp_path / "gpu" / "kernels" / "k.csv", index=False)
+    _rows(TRUTH, "gpu").to_csv(tmp_path / "gpu" / "kernels" / "k.csv", index=False)
     model = fit_rate_model(tmp_path, "gpu")
-    slow = _rows(truth, "gpu")
+    slow = _rows(TRUTH, "gpu")
     slow = slow[slow["kernel"] == "ffa_fa4"].assign(
         cp_size=1, kernel="ring_p2p", kernel_version="bench.cp.ring_p2p local=fa4")
     slow["runtime_ms"] *= np.where(slow["direction"] == "fwd", 1.25, 0.8)
@@ -121,10 +119,9 @@ def test_validation_sets_a_measured_cell_beside_its_prediction(tmp_path, monkeyp
     """A cp 2 ring cell measured at exactly the predicted time has error 0, names the measured
     row's file and commit, and records the commit and time the prediction was made at."""
     from bench.cp.predict import validation
-    truth = TRUTH
     (tmp_path / "h100" / "kernels").mkdir(parents=True)
-    _rows(truth, "h100").to_csv(tmp_path / "h100" / "kernels" / "k.csv", index=False)
-    cell = _rows(truth, "h100")
+    _rows(TRUTH, "h100").to_csv(tmp_path / "h100" / "kernels" / "k.csv", index=False)
+    cell = _rows(TRUTH, "h100")
     cell = cell[(cell["kernel"] == "ffa_fa4") & (cell["mask"] == "causal")
                 & (cell["seqlen"] == 8192)].assign(
         cp_size=2, kernel="ring_p2p", kernel_version="bench.cp.ring_p2p local=fa4",
