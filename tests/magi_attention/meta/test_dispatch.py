@@ -97,7 +97,10 @@ def _brute_tiles(dense: np.ndarray, entries) -> tuple[int, int]:
     return tiles, q_tiles
 
 
-@pytest.mark.parametrize("name", ["causal_document", "full_document", "causal"])
+# block_sparse and hash_sparse: many slices, of which a run's rows meet a few (RowCost prices
+# only the stretch of slices that can have rows there)
+@pytest.mark.parametrize("name", ["causal_document", "full_document", "causal", "block_sparse",
+                                  "hash_sparse"])
 def test_unequal_runs_row_cost_counts_the_tiles_fa4_varlen_visits(name):
     from magi_attention.meta import SliceArray
     from magi_attention.meta.algorithms.unequal_runs import (NS_PER_Q_TILE, NS_PER_RECV_TOKEN,
