@@ -69,3 +69,25 @@ def test_cp_tables_give_magi_against_the_best_baseline(tmp_path, result_row):
     text = "\n".join(results_page._experiment_section(info, frame))
     assert "#### causal fwd, 64 tokens/GPU, local triton" in text
     assert "1.10x vs ulysses" in text  # magi's variants and single_gpu are no baselines
+
+
+def test_the_headline_skips_a_run_still_missing_cells_of_its_recipe(tmp_path, result_row,
+                                                                    monkeypatch):
+    """A one-run file that stopped early (here: no bwd row) leaves the README on the next
+    headline experiment whose recipe is whole."""
+    (tmp_path / "configs" / "experiment").mkdir(parents=True)
+    (tmp_path / "configs" / "experiment" / "tiny.yaml").write_text(
+        "defaults:\n  - override /kernel: [ffa, fa4, flex]\n  - override /mask: [causal]\n"
+        "seqlens: [64]\n")
+    monkeypatch.setattr(results_page, "HEADLINES", (("gpu_a", "tiny", 64), ("gpu_b", "tiny", 64)))
+    values = {"ffa": 600.0, "fa4": 610.0, "flex": 400.0}
+    for hardware, directions in (("gpu_a", ("fwd",)), ("gpu_b", ("fwd", "bwd"))):
+        path = tmp_path / "results" / hardware / "kernels" / "tiny.csv"
+        for kernel, value in values.items():
+            for direction in directions:
+                append_row(path, replace(result_row, hardware=hardware, kernel=kernel,
+                                         direction=direction, tflops_per_s=value))
+    text = results_page.headline(tmp_path)
+    assert text.startswith("GPU_B,"), text
+    (tmp_path / "results" / "gpu_b" / "kernels" / "tiny.csv").unlink()
+    assert results_page.headline(tmp_path).startswith("No headline experiment is one whole run")
