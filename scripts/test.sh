@@ -7,8 +7,10 @@
 #                                                # test with; default: python3 on PATH
 #   TEST_WORKERS=0 bash scripts/test.sh          # in one process (default: 3 pytest-xdist workers)
 # The tests run in TEST_WORKERS processes (pytest-xdist), each taking whole files, the longest
-# first (tests/conftest.py): on a 2-core machine 555 s against ~1110 s in one process (three
-# workers fill the time the tests spend waiting on subprocesses, gloo ranks and Slurm daemons).
+# first (tests/conftest.py; three workers on two cores fill the time the tests spend waiting on
+# subprocesses, gloo ranks and Slurm daemons): ~11.5 min on a 2-core machine. What the tests'
+# processes imported is frozen out of the garbage collector (tests/conftest.py, tests/_cli.py):
+# the sweeps collect before every cell and timing, and the suite took 945 s without that.
 # GPU tests skip themselves without CUDA. The Slurm tests (marker slurm) start a one-machine
 # Slurm cluster and need root: as root, .ci/slurm_setup.sh first installs Debian's slurm-wlm,
 # slurmdbd, munge and mariadb-server system-wide (it says so before it does, and fails loudly

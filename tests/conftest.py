@@ -1,11 +1,13 @@
 import gc
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))  # _cli (--import-mode=importlib adds no test dir)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -19,6 +21,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords or "multigpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+def pytest_collection_finish(session):
+    # What the collected modules imported (torch, pandas, hydra, ...) stays until the end:
+    # frozen out of the cyclic collector, each gc.collect of the code under test (one before
+    # every cell and timing, bench.sweep.free_memory, magi_attention.timing.settle) scans only
+    # what the tests made since, not ~0.2 s of torch's objects (tests/_cli.py does the same in
+    # the CLIs' subprocesses).
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")

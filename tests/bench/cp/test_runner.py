@@ -22,6 +22,8 @@ import pandas as pd
 import pytest
 import torch
 
+from _cli import python_m, torchrun
+
 from bench.config import DataConfig, GateConfig
 from bench.cp.ring_p2p import RingP2P
 from bench.cp.runner import NEEDS_RANKS, CPBenchConfig, StrategyChoice
@@ -162,8 +164,7 @@ def _command(tmp: Path) -> list[str]:
     lines += ["  magi_staged:", "    name: magi", "    knobs:", "      num_stages: 2"]
     (conf / "cp_test_injected.yaml").write_text("\n".join(lines) + "\n")
     overrides += [f"hydra.searchpath=[file://{tmp}/conf]", "experiment=cp_test_injected"]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            "--nproc-per-node", "2", "-m", "bench.cp", *overrides]
+    return [*torchrun(2, "bench.cp"), *overrides]
 
 
 def _run_killable(cmd: list[str], env: dict) -> subprocess.CompletedProcess:
@@ -182,7 +183,9 @@ def _run_killable(cmd: list[str], env: dict) -> subprocess.CompletedProcess:
 
 def _run(tmp: Path, command: list[str] | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, OMP_NUM_THREADS="1", CP_TEST_CALLS=str(tmp / "calls.txt"),
-               PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+               # this module (the strategies above) and what it imports (tests/_cli.py)
+               PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parents[1]), str(ROOT),
+                                           os.environ.get("PYTHONPATH", "")]))
     proc = _run_killable(command or _command(tmp), env)
     assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     return proc
@@ -377,7 +380,7 @@ def test_rounds_default_to_one_and_must_be_positive():
 
 def test_world_of_one_without_torchrun(tmp_path):
     """``python -m bench.cp`` alone: a world of one; cp 2 is 'unsupported, needs 2 ranks'."""
-    cmd = [sys.executable, "-m", "bench.cp", "hardware=cpu", "hardware.head_dim=16",
+    cmd = [*python_m("bench.cp"), "hardware=cpu", "hardware.head_dim=16",
            "hardware.warmup=0", "hardware.repeat=1", "cp=[magi]", "mask=[causal]",
            "seqlen_per_gpu=[64]", "cp_sizes=[1,2]", f"out_dir={tmp_path}/results",
            f"plots_dir={tmp_path}/plots", "progress=false", f"hydra.run.dir={tmp_path}/hydra"]
@@ -431,8 +434,7 @@ def _rounds_command(tmp: Path, rounds: int, strategies: dict[str, str] = ROUNDS_
         f"hydra.run.dir={tmp}/hydra", f"hydra.searchpath=[file://{tmp}/conf]",
         "experiment=cp_test_rounds", "cp=[magi]", *extra,
     ]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            "--nproc-per-node", "2", "-m", "bench.cp", *overrides]
+    return [*torchrun(2, "bench.cp"), *overrides]
 
 
 @pytest.mark.parametrize("rounds,order", [(1, "ab"), (3, "abababab")])

@@ -7,6 +7,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException, MissingConfigException
 
+from _cli import python_m
+
 from bench.config import (CONFIGS_DIR, check_group_choices, job_key, kernel_bench_config,
                           register_schemas)
 from bench.kernels import KERNEL_NAMES
@@ -96,7 +98,7 @@ def test_misspelt_mask_parameter_fails_before_any_cell(tmp_path):
         kernel_bench_config(_compose("mask=sliding_window_causal",
                                      "+mask.sliding_window_causal.params.windw=3"))
     result = subprocess.run(
-        [sys.executable, "-m", "bench.kernels", "kernel=naive", "mask=sliding_window_causal",
+        [*python_m("bench.kernels"), "kernel=naive", "mask=sliding_window_causal",
          "+mask.sliding_window_causal.params.windw=3", f"out_dir={tmp_path}/runs",
          f"hydra.run.dir={tmp_path}/hydra"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2 and "error: mask 'sliding_window_causal'" in result.stderr
@@ -141,7 +143,7 @@ def test_job_key_leaves_the_preset_to_the_folder():
 
 def test_cli_runs_a_tiny_sweep(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "bench.kernels", "kernel=naive", "mask=causal", "seqlens=[64]",
+        [*python_m("bench.kernels"), "kernel=naive", "mask=causal", "seqlens=[64]",
          f"out_dir={tmp_path}/results", f"plots_dir={tmp_path}/plots", "progress=false",
          f"hydra.run.dir={tmp_path}/hydra"],
         cwd=REPO, capture_output=True, text=True, timeout=300)
@@ -152,7 +154,7 @@ def test_cli_runs_a_tiny_sweep(tmp_path):
 
 def test_cli_multirun_writes_one_file_per_job(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "bench.kernels", "-m", "kernel=naive,sdpa_math", "mask=full",
+        [*python_m("bench.kernels"), "-m", "kernel=naive,sdpa_math", "mask=full",
          "seqlens=[64]", "directions=[fwd]", f"out_dir={tmp_path}/results", "report=false",
          "progress=false", f"hydra.sweep.dir={tmp_path}/hydra"],
         cwd=REPO, capture_output=True, text=True, timeout=300)

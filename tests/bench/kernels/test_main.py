@@ -13,6 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from _cli import python_m
+
 from bench.config import job_key
 from bench.results import ResultRow, append_row, read_results
 
@@ -29,7 +31,7 @@ EARLIER = ResultRow(run_id="earlier", time="2025-01-01T00:00:00+00:00", git_sha=
 
 def _run(tmp_path, *overrides, timeout=300, report=False, env=None):
     return subprocess.run(
-        [sys.executable, "-m", "bench.kernels", *overrides, f"out_dir={tmp_path}/out",
+        [*python_m("bench.kernels"), *overrides, f"out_dir={tmp_path}/out",
          "progress=false", f"report={str(report).lower()}", f"hydra.run.dir={tmp_path}/hydra"],
         cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
 
@@ -130,7 +132,7 @@ def test_unwritable_out_dir_is_one_line_before_any_cell(tmp_path, out_dir, block
     earlier = _earlier_rows(tmp_path / "out" / "kernels", "default.csv")
     (tmp_path / "out" / "tables").write_text("a file where the tables folder would go")
     result = subprocess.run(
-        [sys.executable, "-m", "bench.kernels", "kernel=[naive,ffa]", "mask=causal",
+        [*python_m("bench.kernels"), "kernel=[naive,ffa]", "mask=causal",
          "seqlens=[64]", f"out_dir={out_dir}", "progress=false", f"hydra.run.dir={tmp_path}/h"],
         cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2
@@ -182,7 +184,7 @@ def test_ctrl_c_ends_with_one_line_and_the_rerun_resumes(tmp_path, ctrl_c_raises
     overrides = ["kernel=[naive,sdpa_math]", "mask=[causal,full]", "seqlens=[64,128,256,512]",
                  "hardware.repeat=20", f"out_dir={tmp_path}/out", "progress=false",
                  "report=false", f"hydra.run.dir={tmp_path}/hydra"]
-    proc = subprocess.Popen([sys.executable, "-m", "bench.kernels", *overrides], cwd=REPO,
+    proc = subprocess.Popen([*python_m("bench.kernels"), *overrides], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=ctrl_c_raises)
     out_file = tmp_path / "out" / "kernels"
@@ -200,7 +202,7 @@ def test_ctrl_c_ends_with_one_line_and_the_rerun_resumes(tmp_path, ctrl_c_raises
     assert "Traceback" not in stderr
     assert 0 < written < 32
 
-    rerun = subprocess.run([sys.executable, "-m", "bench.kernels", *overrides], cwd=REPO,
+    rerun = subprocess.run([*python_m("bench.kernels"), *overrides], cwd=REPO,
                            capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert f"wrote {32 - written} rows" in rerun.stdout

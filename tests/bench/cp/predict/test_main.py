@@ -10,6 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from _cli import python_m
+
 from bench.cp.predict.validation import parse_spec, ranking
 
 pytestmark = pytest.mark.slow  # started first under xdist (tests/conftest.py)
@@ -19,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[4]
 
 def _run(tmp_path, *overrides):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "bench.cp.predict", *overrides,
+    return subprocess.run([*python_m("bench.cp.predict"), *overrides,
                            f"out_dir={tmp_path / 'rows'}", f"plots_dir={tmp_path / 'plots'}",
                            f"results_root={ROOT / 'results'}", f"hydra.run.dir={tmp_path / 'hydra'}"],
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900)
