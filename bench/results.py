@@ -44,7 +44,7 @@ from bench import machine, provenance
 from bench.result_file import describe_torn, repair, scan
 from bench.status import NOT_MEASURED
 
-__all__ = ["STATUSES", "FINAL_STATUSES", "CELL_KEY", "RESUME_KEY", "ENV_COLUMNS", "SOURCE",
+__all__ = ["ID_DTYPES", "STATUSES", "FINAL_STATUSES", "CELL_KEY", "RESUME_KEY", "ENV_COLUMNS", "SOURCE",
            "ResultRow", "RunMeta", "SweepInterrupted", "RowsNotWritten", "append_row",
            "repair_file", "check_writable", "summary_line", "interrupted_line", "record_row",
            "job_log_of", "job_log_path", "kind_sources", "experiment_of", "experiment_files",
@@ -110,6 +110,9 @@ class ResultRow:
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
+# Hex identifiers, read as text: left to pandas, a commit "8917412022e3" or "123456789012"
+# comes back as a number, and its rows as of no known commit
+ID_DTYPES = {"run_id": str, "git_sha": str}
 # The columns that name a cell: a rerun skips a cell whose key has a final-status row.
 CELL_KEY = ("hardware", "kernel", "mask", "seqlen", "batch", "num_heads_q", "num_heads_kv",
             "head_dim", "dtype", "direction", "cp_size")
@@ -417,7 +420,7 @@ def _read_file(file: Path) -> pd.DataFrame | None:
         log.warning("%s: skipped %d torn line(s) (%s); the next run that writes this file "
                     "repairs it", file, len(found.torn), describe_torn(found.torn))
     text = "\n".join([found.header_line, *found.lines, ""])
-    return pd.read_csv(io.StringIO(text), keep_default_na=True)
+    return pd.read_csv(io.StringIO(text), keep_default_na=True, dtype=ID_DTYPES)
 
 
 def read_results(sources: Iterable[str | os.PathLike] | str | os.PathLike,

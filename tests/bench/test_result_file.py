@@ -140,3 +140,14 @@ def test_ctrl_c_while_a_row_is_written_lands_after_it_is_counted(tmp_path, monke
     monkeypatch.undo()
     results.record_row(tmp_path / "job.csv", replace(BASE, seqlen=64), rows)  # no interrupt
     assert len(rows) == 2 == len(read_results(tmp_path / "job.csv"))
+
+
+def test_identifiers_that_look_like_numbers_read_back_as_written(tmp_path):
+    """A commit or run id of decimal digits (with an "e") is text, not a number: its rows stay
+    of that commit (the published page's state, the resume)."""
+    path = tmp_path / "job.csv"
+    ids = [("8917412022e3", "123456789012"), ("000000000123", "1e5")]
+    for sha, run_id in ids:
+        append_row(path, replace(BASE, git_sha=sha, run_id=run_id))
+    frame = read_results(path)
+    assert list(zip(frame.git_sha, frame.run_id)) == ids

@@ -18,6 +18,7 @@ import pandas as pd
 
 from bench.barplot import label_x
 from bench.published import run_info
+from bench.results import ID_DTYPES
 
 from .validation import TIE_MARGIN, error_stats, ranking
 
@@ -55,7 +56,8 @@ def _validation(root: Path) -> tuple[pd.DataFrame, list[str]]:
     files = sorted(root.glob("results/*/cp_predicted/validation.csv"))
     if not files:
         return pd.DataFrame(), ["No validation yet: run `python -m bench.cp.predict.validation`."]
-    frames = [pd.read_csv(f) for f in files]
+    ids = {**ID_DTYPES, "measured_commit": str, "measured_run_id": str}
+    frames = [pd.read_csv(f, dtype=ids) for f in files]
     table = pd.concat(frames, ignore_index=True)
     lines = [f"Every measured cp 2 and cp 4 cell ({len(table)} cell-directions, both local "
              f"kernels) predicted from single-GPU rows and the link model alone; error = "
@@ -219,7 +221,7 @@ def _worst(table: pd.DataFrame) -> list[str]:
 def _scale_out(root: Path) -> list[str]:
     lines = []
     for path in sorted(root.glob(f"results/*/cp_predicted/{SCALE_OUT}")):
-        rows = pd.read_csv(path)
+        rows = pd.read_csv(path, dtype=ID_DTYPES)
         hw = path.parent.parent.name
         rows = rows[rows["status"] == "predicted"]
         if rows.empty:
