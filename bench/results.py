@@ -44,8 +44,8 @@ from bench import machine, provenance
 from bench.result_file import describe_torn, repair, scan
 from bench.status import NOT_MEASURED
 
-__all__ = ["ID_DTYPES", "STATUSES", "FINAL_STATUSES", "CELL_KEY", "RESUME_KEY", "ENV_COLUMNS", "SOURCE",
-           "ResultRow", "RunMeta", "SweepInterrupted", "RowsNotWritten", "append_row",
+__all__ = ["ID_DTYPES", "STATUSES", "FINAL_STATUSES", "CELL_KEY", "RESUME_KEY", "ENV_COLUMNS",
+           "SOURCE", "ResultRow", "RunMeta", "SweepInterrupted", "RowsNotWritten", "append_row",
            "repair_file", "check_writable", "summary_line", "interrupted_line", "record_row",
            "job_log_of", "job_log_path", "kind_sources", "experiment_of", "experiment_files",
            "read_results", "latest_rows", "done_cells", "resume_key", "rows_of_cells",

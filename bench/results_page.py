@@ -326,8 +326,8 @@ def headline(root: Path = ROOT) -> str:
             continue
         rows = _read(path)
         info = run_info(path, "kernels", rows, root)
-        unmeasured = _with_recipe(rows, experiment, root)["status"] == NOT_MEASURED
-        if info.one_run and not unmeasured.any():
+        if info.one_run and not (_with_recipe(rows, experiment, root)["status"]
+                                 == NOT_MEASURED).any():
             return _headline_table(info, rows, hardware, seqlen)
     return "No headline experiment is one whole run yet; see [docs/results.md](docs/results.md)."
 

@@ -6,8 +6,8 @@ The sweeps collect garbage before every cell and every timing (``bench.sweep.fre
 ``magi_attention.timing.settle``). Over torch's imports one collection takes ~0.2 s on a CI
 core: 75 s of a 2-rank CP test sweep's 106 s went to 296 of them. Frozen, they scan only what
 the run made. Nothing else changes: the module runs as ``__main__`` with its own arguments, as
-under ``-m``. (`python -m` itself is what users run; tests/bench/test_cli_launch.py checks the
-two agree.)
+under ``-m``. (`python -m` itself is what users run; tests/test_cli_launch.py checks the two
+agree.)
 """
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ import functools
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 

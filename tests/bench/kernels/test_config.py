@@ -1,6 +1,5 @@
 """Hydra composition of configs/kernels.yaml: names, schemas, experiments, hardware=auto."""
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest

@@ -5,7 +5,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
