@@ -151,11 +151,16 @@ def series_order(names: Iterable[str], known: Iterable[str] = ()) -> list[str]:
     return sorted(seen, key=lambda name: (rank.get(name, len(rank)), seen.index(name)))
 
 
-def series_colors(names: Iterable[str], known: Iterable[str] = ()) -> dict[str, tuple]:
-    """One colour per series: every name of ``known`` (a registry) first, in its order, then the
-    other ``names``; so a registered kernel has one colour in every figure and every folder."""
-    order = dict.fromkeys([*known, *names])
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(order)}
+def series_colors(names: Iterable[str], known: Iterable[str] = (),
+                  fixed: dict[str, tuple] | None = None,
+                  palette: Iterable[tuple] = PALETTE) -> dict[str, tuple]:
+    """One colour per series: those of ``fixed``, then for every other name of ``known`` (a
+    registry), in its order, and of ``names`` the next ``palette`` colour that ``fixed`` does not
+    use; so a registered kernel has one colour in every figure and every folder."""
+    fixed = dict(fixed or {})
+    spare = [color for color in palette if color not in fixed.values()] or list(palette)
+    order = [name for name in dict.fromkeys([*known, *names]) if name not in fixed]
+    return {**fixed, **{name: spare[i % len(spare)] for i, name in enumerate(order)}}
 
 
 def bar_figure(rows: pd.DataFrame, value: str = "tflops_per_s", x: str = "seqlen",

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
+from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from bench.barplot import FIGURES, bar_figure, save_figure, series_colors, series_order
@@ -27,7 +28,22 @@ from bench.report import source_lines
 from bench.results import kind_sources, latest_rows, read_results
 from bench.status import experiment_cells
 
-__all__ = ["plot_results", "kernel_title", "write_figure", "main"]
+__all__ = ["CUSTOM_COLORS", "KERNEL_COLORS", "plot_results", "kernel_title", "write_figure", "main"]
+
+_TAB10 = colormaps["tab10"].colors
+# A colour per registered kernel, the same in every figure. The nine kernels of the published
+# GPU figures take nine tab10 hues (FFA's two backends green and red); the others, drawn in the
+# dense sweep or on the CPU, hues of their own. No two are closer than 0.26 in RGB (the palette
+# in registry order drew sdpa and flex in two oranges, fa3 and flashinfer in two pinks).
+KERNEL_COLORS: dict[str, tuple] = {
+    "fa2_torch": _TAB10[0], "flex": _TAB10[1], "ffa": _TAB10[2], "ffa_fa4": _TAB10[3],
+    "fa3": _TAB10[4], "sdpa": _TAB10[5], "flashinfer": _TAB10[6], "fa4": _TAB10[7],
+    "cudnn": _TAB10[8], "naive": _TAB10[9], "sdpa_math": (0.6, 0.78, 0.95),
+    "fa2_sdpa": (0.5, 0.0, 0.15), "fa2": (0.6, 0.9, 0.3), "cudnn_sdpa": (0.1, 0.15, 0.45),
+    "cudnn_te": (0.15, 0.15, 0.15), "flashmask": (0.0, 0.45, 0.45),
+}
+# Custom kernels (series ``custom:<target>`` or their label): gold first, then black and Dark2
+CUSTOM_COLORS = ((1.0, 0.85, 0.0), (0.0, 0.0, 0.0), *colormaps["Dark2"].colors)
 
 
 def kernel_title(mask: str, direction: str, hardware: str, shapes) -> str:
@@ -83,7 +99,7 @@ def plot_results(results: str | os.PathLike | Iterable | pd.DataFrame,
     experiment = experiment_cells(frame, ["hardware", "mask", *extra], x, series)
     # one place (registry order) and one colour per kernel in every figure
     order = series_order(frame[series], KERNEL_NAMES)
-    colors = series_colors(order, KERNEL_NAMES)
+    colors = series_colors(order, fixed=KERNEL_COLORS, palette=CUSTOM_COLORS)
     for key, rows in frame.groupby(["hardware", "mask", "direction", *extra], sort=True):
         hardware, mask, direction = key[:3]
         xs, names = experiment[(hardware, mask, *key[3:])]

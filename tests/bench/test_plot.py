@@ -1,5 +1,6 @@
 """bench.plot draws flops_report.png per (mask, direction) from a results file made by a sweep."""
 import io
+import itertools
 
 import matplotlib.image as mpimg
 import numpy as np
@@ -147,6 +148,23 @@ def test_a_kernel_keeps_its_place_and_colour_in_every_figure(tmp_path, monkeypat
         assert causal["colors"][kernel] == full["colors"][kernel]
     drawn = {causal["colors"][k] for k in ("sdpa", "flex", "ffa", "fa4")}
     assert len(drawn) == 4  # four kernels, four colours
+
+
+def test_every_registered_kernel_has_a_colour_apart_from_every_other():
+    """Any two kernels may share a figure (the dense sweep draws 13): no two registered kernels'
+    colours are near (the registry-ordered palette drew sdpa and flex in two oranges). A custom
+    kernel is not registered under its series name, so it takes the custom palette: two targets
+    two colours, none a registered kernel's."""
+    from bench.kernels import KERNEL_NAMES
+
+    registered = [name for name in KERNEL_NAMES if name != "custom"]
+    colors = barplot.series_colors(["custom:a:f", "mine", *registered],
+                                   fixed=plot.KERNEL_COLORS, palette=plot.CUSTOM_COLORS)
+    assert set(plot.KERNEL_COLORS) == set(registered)
+    rgb = {name: np.array(color[:3]) for name, color in colors.items()}
+    for a, b in itertools.combinations(rgb, 2):
+        assert np.linalg.norm(rgb[a] - rgb[b]) >= 0.25, (a, b)
+    assert colors["custom:a:f"] == plot.CUSTOM_COLORS[0] and colors["mine"] == plot.CUSTOM_COLORS[1]
 
 
 def test_cp_runs_on_two_local_kernels_stay_apart(tmp_path, monkeypatch):
