@@ -175,6 +175,10 @@ def _kernel_tables(info: RunInfo, rows: pd.DataFrame, plots: Path) -> list[str]:
         body = [[str(s)] + [_cell(cells.get((s, k))) for k in kernels] for s in seqlens]
         out.append("TFLOPs/s\n\n" + _markdown(["seqlen", *kernels], body) + "\n")
         peers = [p for p in PEERS if p in kernels]
+        ran = [p for p in peers if (group[group["kernel"] == p]["status"] == "ok").any()]
+        if peers and not ran:  # a table of dashes says nothing
+            out.append(f"No ratios: {' / '.join(peers)} ran at no seqlen here.\n")
+        peers = ran
         if peers:
             ratio_body = []
             for s in seqlens:

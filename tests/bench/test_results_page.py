@@ -45,6 +45,26 @@ def test_kernel_tables_hold_values_and_ratios_to_the_peers(tmp_path, result_row)
     assert "State: **current**" in text
 
 
+def test_ratios_only_to_a_peer_that_ran(tmp_path, result_row):
+    """fa4 could not run this mask: the ratios are to flex alone; where neither peer ran, one
+    line says so in place of a table of dashes."""
+    rows = [replace(result_row, kernel="ffa", tflops_per_s=600.0),
+            replace(result_row, kernel="fa4", status="unsupported", tflops_per_s=None,
+                    message="no mask"),
+            replace(result_row, kernel="flex", tflops_per_s=400.0),
+            replace(result_row, kernel="ffa", direction="bwd", tflops_per_s=300.0),
+            replace(result_row, kernel="flex", direction="bwd", status="unsupported",
+                    tflops_per_s=None, message="no bwd")]
+    path = tmp_path / "x.csv"
+    for row in rows:
+        append_row(path, row)
+    text = "\n".join(results_page._experiment_section(_info(path, (("abc1234", 5),)),
+                                                      read_results([path])))
+    fwd, bwd = text.split(" fwd")[1], text.split(" fwd")[0]
+    assert "Ratio to flex\n" in fwd and "| 64 | 1.50x | - | tie (1.00x) |" in fwd
+    assert "Ratio to" not in bwd and "No ratios: flex ran at no seqlen here." in bwd
+
+
 def test_a_mixed_experiment_is_listed_with_its_commits_not_tabulated(tmp_path, result_row):
     path = tmp_path / "mixed.csv"
     append_row(path, result_row)
