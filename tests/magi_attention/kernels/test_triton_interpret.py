@@ -2,8 +2,8 @@
 against the reference backend in fp32 on the same fp16 inputs.
 
 The interpreter must be switched on before triton.jit decorates the kernels, so the kernels run in
-one subprocess (about 15 s for all cases) that reports max errors as JSON; each case asserts on
-its own. Both masking paths run: the per-row interval table and, with the table disabled, the
+one subprocess (about 80 s for all cases on one core) that reports max errors as JSON; each case
+asserts on its own. Both masking paths run: the per-row interval table and, with the table disabled, the
 OR over the q tile's slice list; the forward with pointer loads, with tensor descriptors
 (use_tma) and with PackGQA (a group's q heads in one program), the ordered two-kernel backward
 with pointer and TMA loads. Tolerance for fp16 inputs (P and dS rounded to fp16 before the
