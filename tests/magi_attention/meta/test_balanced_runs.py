@@ -108,7 +108,7 @@ def test_aligned_layout_pads_only_where_it_splits_nothing():
 
 def test_layout_of_one_run_per_rank_is_lower_own_higher():
     """One own run in the middle: [received from lower ranks | own | from higher ranks], the
-    session-13 buffer, as the special case of global order."""
+    rank-ordered buffer, as the special case of global order."""
     recv = np.array([[2, 8, 0], [20, 24, 6], [30, 32, 10]])  # from ranks 0, 2, 3
     lay = plan_fused_layout(np.array([[8, 16, 0]]), recv, np.array([0, 2, 3]), rank=1)
     assert lay.own_at == 6 and lay.recv_copies == ((0, 0, 6), (6, 14, 6))
