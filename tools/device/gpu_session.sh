@@ -15,12 +15,16 @@
 # share the GPU, each given every WORKERS-th test. Together the shards are the whole suite.
 set -u
 TRITON_TESTS=tests/magi_attention/kernels/test_triton_gpu.py
-# compiled-kernel caches worth carrying to the next machine (same sm_90a on H100 and H200)
-CACHES=(/root/.triton/cache "/tmp/$(id -un)/flash_attention_cute_dsl_cache" /root/peers_jit/.cache)
+# compiled-kernel caches worth carrying to the next machine (same sm_90a on H100 and H200):
+# Triton's, FA4's (CuTe DSL), FlashInfer's nvcc JIT and torch.compile's (Flex)
+# (CACHE_DIRS, colon-separated, names others: the test's)
+CACHES=(/root/.triton/cache "/tmp/$(id -un)/flash_attention_cute_dsl_cache" /root/peers_jit/.cache
+        "/tmp/torchinductor_$(id -un)")
+[ -z "${CACHE_DIRS:-}" ] || IFS=: read -r -a CACHES <<< "$CACHE_DIRS"
 # shellcheck disable=SC1091
 source /root/stage_env.sh 2>/dev/null || echo "no /root/stage_env.sh: run stage_all.sh install first"
 OUT=${OUT:-/tmp/out}
-RUNS=/root/runs
+RUNS=${RUNS:-/root/runs}
 mkdir -p "$RUNS"
 
 # N pytest processes on the one GPU, test i going to process i mod N. Each stops itself before
@@ -147,7 +151,7 @@ case "${1:-}" in
         ;;
     unpack-caches)
         for f in "${2:?unpack-caches DIR}"/cache_*.tgz; do [ -e "$f" ] && tar -xzf "$f" -C /; done
-        du -sh "${CACHES[@]}" 2>/dev/null
+        for dir in "${CACHES[@]}"; do [ ! -d "$dir" ] || du -sh "$dir"; done
         ;;
     flashinfer-jit)
         # nvcc builds FlashInfer's kernels at first use (minutes); doing it beside the GPU runs
