@@ -67,15 +67,15 @@ def _markdown(header: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _rel(path: Path) -> str:
+def _rel(path: Path, root: Path = ROOT) -> str:
     try:
-        return path.resolve().relative_to(ROOT).as_posix()
+        return path.resolve().relative_to(Path(root).resolve()).as_posix()
     except ValueError:  # a file outside the checkout (tests)
         return str(path)
 
 
-def _link(path: Path) -> str:
-    return f"../{_rel(path)}"
+def _link(path: Path, root: Path = ROOT) -> str:
+    return f"../{_rel(path, root)}"
 
 
 def _release() -> str:
@@ -111,9 +111,9 @@ def _state_line(info: RunInfo) -> str:
             }.get(info.state, f"State: {info.state}.")
 
 
-def _remeasure(info: RunInfo, rows: pd.DataFrame) -> str:
+def _remeasure(info: RunInfo, rows: pd.DataFrame, root: Path = ROOT) -> str:
     preset = str(rows["hardware"].iloc[0]) if not rows.empty else info.hardware
-    rel = _rel(info.path)
+    rel = _rel(info.path, root)
     if info.kind == "kernels":
         run = (f"python -m bench.kernels experiment={info.experiment} hardware={preset} "
                f"out_dir=results/{info.hardware} report=false")
@@ -155,8 +155,9 @@ def _with_recipe(rows: pd.DataFrame, experiment: str, root: Path = ROOT) -> pd.D
     return pd.concat([rows, pd.DataFrame(extra)], ignore_index=True) if extra else rows
 
 
-def _kernel_tables(info: RunInfo, rows: pd.DataFrame, plots: Path) -> list[str]:
-    rows = _with_recipe(rows, info.experiment)
+def _kernel_tables(info: RunInfo, rows: pd.DataFrame, plots: Path,
+                   root: Path = ROOT) -> list[str]:
+    rows = _with_recipe(rows, info.experiment, root)
     out = []
     missing = rows[rows["status"] == NOT_MEASURED]
     if len(missing):
@@ -170,7 +171,7 @@ def _kernel_tables(info: RunInfo, rows: pd.DataFrame, plots: Path) -> list[str]:
         cells = {(r["seqlen"], r["kernel"]): r for r in group.to_dict("records")}
         seqlens = sorted(group["seqlen"].unique())
         figure = plots / mask / direction / "flops_report.png"
-        link = f" ([figure]({_link(figure)}))" if figure.exists() else ""
+        link = f" ([figure]({_link(figure, root)}))" if figure.exists() else ""
         out.append(f"#### {mask} {direction}{link}\n")
         body = [[str(s)] + [_cell(cells.get((s, k))) for k in kernels] for s in seqlens]
         out.append("TFLOPs/s\n\n" + _markdown(["seqlen", *kernels], body) + "\n")
@@ -201,7 +202,8 @@ def _ratio(row, peer) -> str:
     return ratio_text(row["tflops_per_s"] / peer["tflops_per_s"])
 
 
-def _cp_tables(info: RunInfo, rows: pd.DataFrame, plots: Path) -> list[str]:
+def _cp_tables(info: RunInfo, rows: pd.DataFrame, plots: Path,
+               root: Path = ROOT) -> list[str]:
     rows = rows[rows["cp_size"].notna()].copy()
     rows["cp_size"] = rows["cp_size"].astype(int)
     rows["seqlen_per_gpu"] = seqlen_per_gpu(rows)
@@ -234,26 +236,28 @@ def _cp_tables(info: RunInfo, rows: pd.DataFrame, plots: Path) -> list[str]:
     return out
 
 
-def _plots_dir(info: RunInfo) -> Path:
-    return ROOT / "plots" / info.hardware / info.kind / info.experiment
+def _plots_dir(info: RunInfo, root: Path = ROOT) -> Path:
+    return Path(root) / "plots" / info.hardware / info.kind / info.experiment
 
 
-def _experiment_section(info: RunInfo, rows: pd.DataFrame) -> list[str]:
-    rel = _rel(info.path)
+def _experiment_section(info: RunInfo, rows: pd.DataFrame, root: Path = ROOT) -> list[str]:
+    """One experiment's part of the page; ``root`` the checkout whose recipes, plots and
+    paths it names."""
+    rel = _rel(info.path, root)
     out = [f"### {info.hardware} · {info.kind} · {info.experiment}\n",
-           f"File: [`{rel}`]({_link(info.path)}), {len(rows)} rows."]
+           f"File: [`{rel}`]({_link(info.path, root)}), {len(rows)} rows."]
     if not info.one_run:
         listed = "; ".join(f"`{sha}` ({n} rows)" for sha, n in info.commits)
         out.append(f"**Not one run**: its rows come from {len(info.commits)} commits ({listed}), "
                    f"{info.first_time[:10]} to {info.last_time[:10]}. No figure or table is "
                    f"drawn from them. Measure it again into an empty file: "
-                   f"{_remeasure(info, rows)}.\n")
+                   f"{_remeasure(info, rows, root)}.\n")
         return out
     out.append(f"Measured at commit `{info.commit}` on {info.date} ({_machine(rows)}).")
     out.append(_state_line(info) + "\n")
     latest = with_missing(latest_rows(rows))
-    plots = _plots_dir(info)
-    tables = (_kernel_tables if info.kind == "kernels" else _cp_tables)(info, latest, plots)
+    plots = _plots_dir(info, root)
+    tables = (_kernel_tables if info.kind == "kernels" else _cp_tables)(info, latest, plots, root)
     return out + tables
 
 
@@ -276,12 +280,12 @@ def _read(path: Path) -> pd.DataFrame:
     return read_results([path])
 
 
-def _predicted_section() -> str:
+def _predicted_section(root: Path = ROOT) -> str:
     try:
         from bench.cp.predict.report import results_section
     except ImportError:
         return ""
-    return results_section(ROOT)
+    return results_section(root)
 
 
 def render(root: Path = ROOT) -> str:
@@ -312,8 +316,8 @@ def render(root: Path = ROOT) -> str:
         if chosen:
             parts += [f"## {title}", ""]
             for info, rows in chosen:
-                parts += _experiment_section(info, rows) + [""]
-    predicted = _predicted_section()
+                parts += _experiment_section(info, rows, root) + [""]
+    predicted = _predicted_section(root)
     if predicted:
         parts += [predicted.rstrip(), ""]
     return "\n".join(parts).rstrip() + "\n"

@@ -111,3 +111,18 @@ def test_the_headline_skips_a_run_still_missing_cells_of_its_recipe(tmp_path, re
     assert text.startswith("GPU_B,"), text
     (tmp_path / "results" / "gpu_b" / "kernels" / "tiny.csv").unlink()
     assert results_page.headline(tmp_path).startswith("No headline experiment is one whole run")
+
+
+def test_the_page_of_another_checkout_reads_that_checkouts_recipes(tmp_path, result_row):
+    """render(root) lists the cells missing from root's own recipe (here the backward of three
+    kernels), not from the recipe of the checkout running it, and links files relative to root."""
+    (tmp_path / "configs" / "experiment").mkdir(parents=True)
+    (tmp_path / "configs" / "experiment" / "tiny.yaml").write_text(
+        "defaults:\n  - override /kernel: [ffa, fa4, flex]\n  - override /mask: [causal]\n"
+        "seqlens: [64]\n")
+    path = tmp_path / "results" / "cpu" / "kernels" / "tiny.csv"
+    for kernel in ("ffa", "fa4", "flex"):
+        append_row(path, replace(result_row, kernel=kernel, tflops_per_s=100.0))
+    text = results_page.render(tmp_path)
+    assert "Not measured: 3 cells of the recipe (`configs/experiment/tiny.yaml`)" in text, text
+    assert "File: [`results/cpu/kernels/tiny.csv`](../results/cpu/kernels/tiny.csv)" in text
