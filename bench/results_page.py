@@ -155,9 +155,9 @@ def _with_recipe(rows: pd.DataFrame, experiment: str, root: Path = ROOT) -> pd.D
     return pd.concat([rows, pd.DataFrame(extra)], ignore_index=True) if extra else rows
 
 
-def _kernel_tables(info: RunInfo, rows: pd.DataFrame, plots: Path,
-                   root: Path = ROOT) -> list[str]:
+def _kernel_tables(info: RunInfo, rows: pd.DataFrame, root: Path = ROOT) -> list[str]:
     rows = _with_recipe(rows, info.experiment, root)
+    plots = _plots_dir(info, root)
     out = []
     missing = rows[rows["status"] == NOT_MEASURED]
     if len(missing):
@@ -202,8 +202,7 @@ def _ratio(row, peer) -> str:
     return ratio_text(row["tflops_per_s"] / peer["tflops_per_s"])
 
 
-def _cp_tables(info: RunInfo, rows: pd.DataFrame, plots: Path,
-               root: Path = ROOT) -> list[str]:
+def _cp_tables(rows: pd.DataFrame) -> list[str]:
     rows = rows[rows["cp_size"].notna()].copy()
     rows["cp_size"] = rows["cp_size"].astype(int)
     rows["seqlen_per_gpu"] = seqlen_per_gpu(rows)
@@ -256,9 +255,9 @@ def _experiment_section(info: RunInfo, rows: pd.DataFrame, root: Path = ROOT) ->
     out.append(f"Measured at commit `{info.commit}` on {info.date} ({_machine(rows)}).")
     out.append(_state_line(info) + "\n")
     latest = with_missing(latest_rows(rows))
-    plots = _plots_dir(info, root)
-    tables = (_kernel_tables if info.kind == "kernels" else _cp_tables)(info, latest, plots, root)
-    return out + tables
+    if info.kind == "kernels":
+        return out + _kernel_tables(info, latest, root)
+    return out + _cp_tables(latest)
 
 
 def _index(infos: list[tuple[RunInfo, pd.DataFrame]]) -> str:
