@@ -147,7 +147,8 @@ def published_files(results_dir: Path = ROOT / "results") -> list[tuple[str, str
 def _commits(rows: pd.DataFrame) -> tuple[tuple[str, int], ...]:
     if rows.empty:
         return ()
-    newest = rows.groupby("git_sha")["time"].max().sort_values(ascending=False)
+    # newest first; commits of one time in the order of their shas
+    newest = rows.groupby("git_sha")["time"].max().sort_values(ascending=False, kind="stable")
     counts = rows["git_sha"].value_counts()
     return tuple((str(sha), int(counts[sha])) for sha in newest.index)
 

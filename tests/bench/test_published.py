@@ -26,6 +26,11 @@ def test_one_run_is_required_and_a_mix_is_named(tmp_path, result_row):
     with pytest.raises(published.MixedRuns, match=r"rows of 2 commits \(def5678 \(1 rows\), "
                                                   r"abc1234 \(1 rows\)\)"):
         published.require_one_run(mixed, "b.csv")
+    # runs of one time: in the order of their commits
+    tied = read_results([_write(tmp_path / "c.csv", [
+        replace(row, git_sha="fff0000"), replace(row, seqlen=128, git_sha="aaa0000")])])
+    with pytest.raises(published.MixedRuns, match=r"\(aaa0000 \(1 rows\), fff0000 \(1 rows\)\)"):
+        published.require_one_run(tied, "c.csv")
 
 
 def _git(root, *args):
@@ -115,8 +120,10 @@ def test_regenerate_draws_one_run_and_refuses_a_mix(repo, tmp_path, result_row):
     _write(one, [replace(result_row, git_sha=sha),
                  replace(result_row, git_sha=sha, direction="bwd")])
     mixed = root / "results" / "cpu" / "kernels" / "mixed.csv"
-    _write(mixed, [replace(result_row, git_sha=sha), replace(result_row, git_sha="fedcba987654",
-                                                       seqlen=128)])
+    # the commits are listed newest first: the older run's rows come second
+    older = replace(result_row, git_sha="fedcba987654", seqlen=128,
+                    time="2025-01-01T00:00:00+00:00")
+    _write(mixed, [replace(result_row, git_sha=sha), older])
     stale_figure = root / "plots" / "cpu" / "kernels" / "mixed" / "causal" / "fwd" / "x.png"
     stale_figure.parent.mkdir(parents=True)
     stale_figure.write_bytes(b"old")
