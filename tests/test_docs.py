@@ -2,6 +2,7 @@
 user reads resolves to a file (and its #anchor to a heading of that page), and every repository
 path a page cites in backticks is in the tree or, for the design pages' evidence that left the
 tree, at a commit the page names for it ("at <sha>", "at commit <sha>")."""
+import functools
 import re
 import subprocess
 from pathlib import Path
@@ -35,6 +36,7 @@ def _anchor(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
 
 
+@functools.cache  # a page is linked to many times (docs/results.md ~100)
 def _anchors(page: Path) -> set[str]:
     """The ids of a page's headings; GitHub numbers repeats: x, x-1, x-2."""
     ids, seen = set(), {}
@@ -86,6 +88,7 @@ def test_every_relative_link_resolves(page):
     assert not broken, f"{_rel(page)}: " + "; ".join(broken)
 
 
+@functools.cache  # two design pages name the same commit
 def _paths_at(commit: str) -> set[str]:
     """The files and folders of ``commit``."""
     proc = subprocess.run(["git", "ls-tree", "-r", "-t", "--name-only", commit], cwd=ROOT,
